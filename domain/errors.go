@@ -1,0 +1,82 @@
+// Package domain holds orderd's business rules: the order, merchant and product
+// state machines, admission decisions and the ETA estimator. It performs no I/O
+// and never reads the clock; callers pass time in.
+package domain
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable error code. The api package maps each
+// code to an HTTP status and problem type in one table.
+type Code string
+
+const (
+	CodeValidation          Code = "validation_failed"
+	CodeMalformedJSON       Code = "malformed_json"
+	CodeUnsupportedMedia    Code = "unsupported_media_type"
+	CodePayloadTooLarge     Code = "payload_too_large"
+	CodeUnauthorized        Code = "unauthorized"
+	CodeForbidden           Code = "forbidden"
+	CodeNotFound            Code = "not_found"
+	CodeSoldOut             Code = "sold_out"
+	CodePurchaseLimit       Code = "purchase_limit_reached"
+	CodeInvalidTransition   Code = "invalid_transition"
+	CodeIdempotencyReused   Code = "idempotency_key_reused"
+	CodeIdempotencyRequired Code = "idempotency_key_required"
+	CodeUnavailable         Code = "unavailable"
+	CodeConflict            Code = "conflict"
+	CodeRateLimited         Code = "rate_limited"
+	CodeInternal            Code = "internal"
+)
+
+// Error is the one application error type. Message is safe to show to users.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Is makes errors.Is(err, &Error{Code: c}) match on the code alone.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if !errors.As(target, &t) {
+		return false
+	}
+	return t.Code == e.Code && (t.Message == "" || t.Message == e.Message)
+}
+
+// Errorf builds an *Error with a formatted user-facing message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, or CodeInternal.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// ErrorMessage returns the user-facing message of err, hiding internal details.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "Internal error."
+}
+
+// Sentinels for matching with errors.Is.
+var (
+	ErrNotFound          = &Error{Code: CodeNotFound}
+	ErrSoldOut           = &Error{Code: CodeSoldOut}
+	ErrPurchaseLimit     = &Error{Code: CodePurchaseLimit}
+	ErrInvalidTransition = &Error{Code: CodeInvalidTransition}
+	ErrConflict          = &Error{Code: CodeConflict}
+	ErrUnavailable       = &Error{Code: CodeUnavailable}
+)
