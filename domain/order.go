@@ -1,0 +1,305 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// OrderStatus is where an order stands in its lifecycle.
+type OrderStatus string
+
+const (
+	StatusAwaitingPayment OrderStatus = "awaiting_payment"
+	StatusQueued          OrderStatus = "queued"
+	StatusAccepted        OrderStatus = "accepted"
+	StatusCompleted       OrderStatus = "completed"
+	StatusClosed          OrderStatus = "closed"
+	StatusCancelled       OrderStatus = "cancelled"
+	StatusExpired         OrderStatus = "expired"
+)
+
+// Terminal reports whether no further transition may leave s. An expired order
+// is terminal for customers; an operator may still requeue it from its dead letter.
+func (s OrderStatus) Terminal() bool {
+	switch s {
+	case StatusCompleted, StatusClosed, StatusCancelled, StatusExpired:
+		return true
+	}
+	return false
+}
+
+// HoldsStock reports whether an order in status s keeps its reserved stock.
+func (s OrderStatus) HoldsStock() bool {
+	switch s {
+	case StatusClosed, StatusCancelled, StatusExpired:
+		return false
+	}
+	return true
+}
+
+// Actor says who asks for a change; the rules for cancelling depend on it.
+type Actor string
+
+const (
+	ActorCustomer Actor = "customer"
+	ActorMerchant Actor = "merchant"
+	ActorAdmin    Actor = "admin"
+	ActorSystem   Actor = "system"
+)
+
+// Reasons recorded in status_reason.
+const (
+	ReasonPaymentTimeout = "payment_timeout"
+	ReasonQueueTimeout   = "queue_wait_exceeded"
+)
+
+// Limits on an order's shape.
+const (
+	MaxOrderLines   = 50
+	MaxLineQuantity = 100
+	MaxIDLength     = 255
+	MaxReasonLength = 500
+)
+
+// Item is one line of an order, priced when the order was placed.
+type Item struct {
+	ProductID  string `json:"product_id"`
+	Quantity   int    `json:"quantity"`
+	PriceCents int64  `json:"price_cents"`
+}
+
+// Order is the state of one order stream, folded from its events by Evolve.
+type Order struct {
+	ID              string
+	MerchantID      string
+	CustomerID      string
+	Items           []Item
+	TotalCents      int64
+	Status          OrderStatus
+	Version         int
+	PlacedAt        time.Time
+	PaymentDeadline time.Time
+	PaymentRef      string
+	PaidAt          *time.Time
+	AcceptedAt      *time.Time
+	CompletedAt     *time.Time
+	EndedAt         *time.Time
+	StatusReason    string
+	// QueueSeq orders the merchant's line; it is kept after leaving the queue so
+	// that a requeued order returns to its original place.
+	QueueSeq       int64
+	QueuedAt       *time.Time
+	QueueExpiresAt *time.Time
+}
+
+// Event types of an order stream.
+const (
+	EventOrderPlaced    = "order.placed"
+	EventOrderPaid      = "order.paid"
+	EventOrderQueued    = "order.queued"
+	EventOrderAccepted  = "order.accepted"
+	EventOrderCompleted = "order.completed"
+	EventOrderCancelled = "order.cancelled"
+	EventOrderClosed    = "order.closed"
+	EventOrderExpired   = "order.expired"
+	EventOrderRequeued  = "order.requeued"
+)
+
+// Event is one fact, ready to be appended to a stream.
+type Event struct {
+	Type string
+	Data any
+}
+
+type OrderPlaced struct {
+	OrderID         string    `json:"order_id"`
+	MerchantID      string    `json:"merchant_id"`
+	CustomerID      string    `json:"customer_id"`
+	Items           []Item    `json:"items"`
+	TotalCents      int64     `json:"total_cents"`
+	PlacedAt        time.Time `json:"placed_at"`
+	PaymentDeadline time.Time `json:"payment_deadline"`
+}
+
+type OrderPaid struct {
+	PaymentRef string    `json:"payment_ref"`
+	PaidAt     time.Time `json:"paid_at"`
+}
+
+type OrderQueued struct {
+	Seq       int64     `json:"seq"`
+	QueuedAt  time.Time `json:"queued_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// Position and load at the decision, so audits can replay it.
+	Active   int `json:"active"`
+	Capacity int `json:"capacity"`
+	Queued   int `json:"queued"`
+}
+
+type OrderAccepted struct {
+	AcceptedAt time.Time `json:"accepted_at"`
+	// ActiveAfter and Capacity record the decision: audits check ActiveAfter <= Capacity.
+	ActiveAfter int  `json:"active_after"`
+	Capacity    int  `json:"capacity"`
+	FromQueue   bool `json:"from_queue"`
+}
+
+type OrderCompleted struct {
+	CompletedAt time.Time `json:"completed_at"`
+}
+
+type OrderCancelled struct {
+	Reason      string      `json:"reason,omitempty"`
+	By          Actor       `json:"by"`
+	From        OrderStatus `json:"from"`
+	CancelledAt time.Time   `json:"cancelled_at"`
+}
+
+type OrderClosed struct {
+	Reason   string    `json:"reason"`
+	ClosedAt time.Time `json:"closed_at"`
+}
+
+type OrderExpired struct {
+	Reason    string    `json:"reason"`
+	ExpiredAt time.Time `json:"expired_at"`
+}
+
+type OrderRequeued struct {
+	Seq       int64     `json:"seq"`
+	QueuedAt  time.Time `json:"queued_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Evolve folds one event into an order. It never fails on events the
+// commands produced; an unknown type is a programming error.
+func (o Order) Evolve(e Event) (Order, error) {
+	o.Version++
+	switch d := e.Data.(type) {
+	case OrderPlaced:
+		o.ID, o.MerchantID, o.CustomerID = d.OrderID, d.MerchantID, d.CustomerID
+		o.Items = append([]Item(nil), d.Items...)
+		o.TotalCents = d.TotalCents
+		o.Status = StatusAwaitingPayment
+		o.PlacedAt, o.PaymentDeadline = d.PlacedAt, d.PaymentDeadline
+	case OrderPaid:
+		o.PaymentRef = d.PaymentRef
+		o.PaidAt = ptr(d.PaidAt)
+	case OrderQueued:
+		o.Status = StatusQueued
+		o.QueueSeq = d.Seq
+		o.QueuedAt, o.QueueExpiresAt = ptr(d.QueuedAt), ptr(d.ExpiresAt)
+	case OrderRequeued:
+		o.Status = StatusQueued
+		o.QueueSeq = d.Seq
+		o.QueuedAt, o.QueueExpiresAt = ptr(d.QueuedAt), ptr(d.ExpiresAt)
+		o.EndedAt, o.StatusReason = nil, ""
+	case OrderAccepted:
+		o.Status = StatusAccepted
+		o.AcceptedAt = ptr(d.AcceptedAt)
+	case OrderCompleted:
+		o.Status = StatusCompleted
+		o.CompletedAt, o.EndedAt = ptr(d.CompletedAt), ptr(d.CompletedAt)
+	case OrderCancelled:
+		o.Status = StatusCancelled
+		o.EndedAt, o.StatusReason = ptr(d.CancelledAt), d.Reason
+	case OrderClosed:
+		o.Status = StatusClosed
+		o.EndedAt, o.StatusReason = ptr(d.ClosedAt), d.Reason
+	case OrderExpired:
+		o.Status = StatusExpired
+		o.EndedAt, o.StatusReason = ptr(d.ExpiredAt), d.Reason
+	default:
+		return o, fmt.Errorf("order evolve: unknown event %q (%T)", e.Type, e.Data)
+	}
+	return o, nil
+}
+
+// Apply folds events in order.
+func (o Order) Apply(events ...Event) (Order, error) {
+	var err error
+	for _, e := range events {
+		if o, err = o.Evolve(e); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// DecodeEvent turns a stored event back into its typed form.
+func DecodeEvent(typ string, data []byte) (Event, error) {
+	var v any
+	switch typ {
+	case EventOrderPlaced:
+		v = &OrderPlaced{}
+	case EventOrderPaid:
+		v = &OrderPaid{}
+	case EventOrderQueued:
+		v = &OrderQueued{}
+	case EventOrderAccepted:
+		v = &OrderAccepted{}
+	case EventOrderCompleted:
+		v = &OrderCompleted{}
+	case EventOrderCancelled:
+		v = &OrderCancelled{}
+	case EventOrderClosed:
+		v = &OrderClosed{}
+	case EventOrderExpired:
+		v = &OrderExpired{}
+	case EventOrderRequeued:
+		v = &OrderRequeued{}
+	case EventMerchantCreated:
+		v = &MerchantCreated{}
+	case EventMerchantUpdated:
+		v = &MerchantUpdated{}
+	case EventMerchantSecretRotated:
+		v = &MerchantSecretRotated{}
+	case EventProductCreated:
+		v = &ProductCreated{}
+	case EventProductRestocked:
+		v = &ProductRestocked{}
+	default:
+		return Event{}, fmt.Errorf("decode event: unknown type %q", typ)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return Event{}, fmt.Errorf("decode event %s: %w", typ, err)
+	}
+	return Event{Type: typ, Data: deref(v)}, nil
+}
+
+func deref(v any) any {
+	switch p := v.(type) {
+	case *OrderPlaced:
+		return *p
+	case *OrderPaid:
+		return *p
+	case *OrderQueued:
+		return *p
+	case *OrderAccepted:
+		return *p
+	case *OrderCompleted:
+		return *p
+	case *OrderCancelled:
+		return *p
+	case *OrderClosed:
+		return *p
+	case *OrderExpired:
+		return *p
+	case *OrderRequeued:
+		return *p
+	case *MerchantCreated:
+		return *p
+	case *MerchantUpdated:
+		return *p
+	case *MerchantSecretRotated:
+		return *p
+	case *ProductCreated:
+		return *p
+	case *ProductRestocked:
+		return *p
+	}
+	return v
+}
+
+func ptr[T any](v T) *T { return &v }
