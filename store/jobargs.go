@@ -1,0 +1,64 @@
+package store
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// River queues. Timers get a queue of their own so that their fetch settings
+// can be tuned for punctuality without affecting other work.
+const (
+	QueueTimers  = "timers"
+	QueueDefault = river.QueueDefault
+)
+
+// CloseUnpaidArgs closes an order still unpaid at its payment deadline.
+type CloseUnpaidArgs struct {
+	OrderID uuid.UUID `json:"order_id"`
+}
+
+func (CloseUnpaidArgs) Kind() string { return "close_unpaid_order" }
+
+func (CloseUnpaidArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueTimers, MaxAttempts: 25}
+}
+
+// ExpireQueuedArgs expires an order still queued past its merchant's maximum
+// wait. Seq and QueuedAt tie the job to one stay in the queue: a requeued
+// order gets a new job, and the old one finds nothing to do.
+type ExpireQueuedArgs struct {
+	OrderID  uuid.UUID `json:"order_id"`
+	QueuedAt time.Time `json:"queued_at"`
+}
+
+func (ExpireQueuedArgs) Kind() string { return "expire_queued_order" }
+
+func (ExpireQueuedArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueTimers, MaxAttempts: 25}
+}
+
+// DrainMerchantArgs admits a merchant's queued orders while units are free.
+// It is unique per merchant while pending; a trigger that arrives while one
+// runs is dropped, so the worker loops and the periodic sweep covers the rest.
+type DrainMerchantArgs struct {
+	MerchantID uuid.UUID `json:"merchant_id"`
+}
+
+func (DrainMerchantArgs) Kind() string { return "drain_merchant" }
+
+func (DrainMerchantArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		Queue:       QueueDefault,
+		MaxAttempts: 10,
+		UniqueOpts: river.UniqueOpts{
+			ByArgs: true,
+			ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable, rivertype.JobStatePending,
+				rivertype.JobStateRunning, rivertype.JobStateScheduled,
+			},
+		},
+	}
+}

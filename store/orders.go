@@ -1,0 +1,781 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// Order is the order read model in the API's shape.
+type Order struct {
+	ID              uuid.UUID          `json:"id"`
+	MerchantID      uuid.UUID          `json:"merchant_id"`
+	CustomerID      string             `json:"customer_id"`
+	Items           []domain.Item      `json:"items"`
+	TotalCents      int64              `json:"total_cents"`
+	Status          domain.OrderStatus `json:"status"`
+	Version         int                `json:"version"`
+	PlacedAt        time.Time          `json:"placed_at"`
+	PaymentDeadline time.Time          `json:"payment_deadline"`
+	PaidAt          *time.Time         `json:"paid_at"`
+	AcceptedAt      *time.Time         `json:"accepted_at"`
+	CompletedAt     *time.Time         `json:"completed_at"`
+	EndedAt         *time.Time         `json:"ended_at"`
+	StatusReason    *string            `json:"status_reason"`
+	QueuePosition   *int               `json:"queue_position"`
+	EtaSeconds      *int               `json:"eta_seconds"`
+}
+
+// Access says who is asking. Orders the caller may not see answer not_found,
+// so their existence is not revealed.
+type Access struct {
+	Actor      domain.Actor
+	Subject    string
+	MerchantID uuid.UUID // for ActorMerchant
+}
+
+func (a Access) canSee(customerID string, merchantID uuid.UUID) bool {
+	switch a.Actor {
+	case domain.ActorAdmin, domain.ActorSystem:
+		return true
+	case domain.ActorMerchant:
+		return a.MerchantID == merchantID
+	case domain.ActorCustomer:
+		return a.Subject == customerID
+	}
+	return false
+}
+
+func (a Access) meta(requestID string) Meta {
+	return Meta{Actor: a.Actor, Subject: a.Subject, RequestID: requestID}
+}
+
+var errOrderNotFound = domain.Errorf(domain.CodeNotFound, "order not found")
+
+const orderColumns = `o.id::text, o.merchant_id::text, o.customer_id, o.items, o.total_cents, o.status, o.version, o.placed_at,
+	o.payment_deadline, o.payment_ref, o.paid_at, o.accepted_at, o.completed_at, o.ended_at, o.status_reason,
+	o.queue_seq, o.queued_at, o.queue_expires_at`
+
+func scanOrderInto(o *domain.Order, dest ...any) []any {
+	return append([]any{&o.ID, &o.MerchantID, &o.CustomerID, &o.Items, &o.TotalCents, &o.Status, &o.Version,
+		&o.PlacedAt, &o.PaymentDeadline, nullString{&o.PaymentRef}, &o.PaidAt, &o.AcceptedAt, &o.CompletedAt,
+		&o.EndedAt, nullString{&o.StatusReason}, nullInt64{&o.QueueSeq}, &o.QueuedAt, &o.QueueExpiresAt}, dest...)
+}
+
+// lockOrder reads the order's projection row under a row lock; every command
+// on an order goes through it, so the version it returns is the stream's.
+func lockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID) (domain.Order, error) {
+	var o domain.Order
+	err := tx.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders o WHERE o.id = $1 FOR UPDATE`, id).Scan(scanOrderInto(&o)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return o, errOrderNotFound
+	}
+	if err != nil {
+		return o, fmt.Errorf("lock order %s: %w", id, err)
+	}
+	return o, nil
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func seqOrNil(seq int64) *int64 {
+	if seq == 0 {
+		return nil
+	}
+	return &seq
+}
+
+// saveOrder writes the whole projection row from the folded state, so the
+// projection is by construction what the events say.
+func saveOrder(ctx context.Context, tx pgx.Tx, o domain.Order, insert bool) error {
+	items, err := json.Marshal(o.Items)
+	if err != nil {
+		return fmt.Errorf("encode items: %w", err)
+	}
+	mutable := []any{o.ID, o.Status, o.Version, nullable(o.PaymentRef), o.PaidAt, o.AcceptedAt, o.CompletedAt,
+		o.EndedAt, nullable(o.StatusReason), seqOrNil(o.QueueSeq), o.QueuedAt, o.QueueExpiresAt}
+	if insert {
+		_, err = tx.Exec(ctx, `
+			INSERT INTO orders (id, status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at,
+				status_reason, queue_seq, queued_at, queue_expires_at,
+				merchant_id, customer_id, items, total_cents, placed_at, payment_deadline)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18)`,
+			append(mutable, o.MerchantID, o.CustomerID, items, o.TotalCents, o.PlacedAt, o.PaymentDeadline)...)
+	} else {
+		_, err = tx.Exec(ctx, `
+			UPDATE orders SET status = $2, version = $3, payment_ref = $4, paid_at = $5, accepted_at = $6,
+				completed_at = $7, ended_at = $8, status_reason = $9, queue_seq = $10, queued_at = $11,
+				queue_expires_at = $12
+			WHERE id = $1`, mutable...)
+	}
+	if err != nil {
+		return fmt.Errorf("save order %s: %w", o.ID, err)
+	}
+	return nil
+}
+
+// change is one order's new events inside a command.
+type change struct {
+	before domain.Order
+	after  domain.Order
+	events []domain.Event
+}
+
+// record appends the events, writes the projection and the outbox rows the
+// change calls for.
+func (s *Store) record(ctx context.Context, tx pgx.Tx, m *merchantRow, c change, meta Meta, now time.Time) error {
+	if len(c.events) == 0 {
+		return nil
+	}
+	id, err := uuid.Parse(c.after.ID)
+	if err != nil {
+		return fmt.Errorf("order id: %w", err)
+	}
+	if err := appendEvents(ctx, tx, AppendParams{
+		StreamID: id, StreamType: StreamOrder, ExpectedVersion: c.before.Version, Events: c.events, Meta: meta,
+	}); err != nil {
+		return err
+	}
+	if err := saveOrder(ctx, tx, c.after, c.before.Version == 0); err != nil {
+		return err
+	}
+	if m != nil {
+		return writeOutbox(ctx, tx, m, c, now)
+	}
+	return nil
+}
+
+// PlaceParams describes a placement request.
+type PlaceParams struct {
+	MerchantID     uuid.UUID
+	CustomerID     string
+	Lines          []domain.LineRequest
+	PaymentRef     string
+	IdempotencyKey string
+	// RequestHash identifies the request body for idempotency: the same key
+	// with another body is refused.
+	RequestHash []byte
+	RequestID   string
+}
+
+// PlaceResult is the answer to a placement.
+type PlaceResult struct {
+	Order    *Order
+	Replayed bool
+}
+
+type replayError struct{ orderID uuid.UUID }
+
+func (e *replayError) Error() string { return "idempotent replay of " + e.orderID.String() }
+
+// PlaceOrder reserves stock, records the order and, with a payment reference,
+// pays and admits or queues it, all in one transaction with its timers.
+func (s *Store) PlaceOrder(ctx context.Context, p PlaceParams) (*PlaceResult, error) {
+	if err := domain.ValidateLines(p.Lines); err != nil {
+		return nil, err
+	}
+	orderID := newID()
+	access := Access{Actor: domain.ActorCustomer, Subject: p.CustomerID}
+	var view *Order
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		now := s.now()
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO idempotency_keys (customer_id, key, request_hash, order_id) VALUES ($1, $2, $3, $4)
+			ON CONFLICT DO NOTHING`, p.CustomerID, p.IdempotencyKey, p.RequestHash, orderID)
+		if err != nil {
+			return fmt.Errorf("record idempotency key: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			var hash []byte
+			var existing uuid.UUID
+			if err := tx.QueryRow(ctx, `SELECT request_hash, order_id FROM idempotency_keys WHERE customer_id = $1 AND key = $2`,
+				p.CustomerID, p.IdempotencyKey).Scan(&hash, &existing); err != nil {
+				return fmt.Errorf("read idempotency key: %w", err)
+			}
+			if !bytes.Equal(hash, p.RequestHash) {
+				return domain.Errorf(domain.CodeIdempotencyReused, "this Idempotency-Key was used with a different request body")
+			}
+			return &replayError{orderID: existing}
+		}
+
+		var m *merchantRow
+		if p.PaymentRef != "" {
+			m, err = lockMerchant(ctx, tx, p.MerchantID)
+		} else {
+			m, err = scanMerchant(tx.QueryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE id = $1`, p.MerchantID))
+		}
+		if err != nil {
+			return err
+		}
+		ids := make([]string, len(p.Lines))
+		for i, l := range p.Lines {
+			ids[i] = l.ProductID
+		}
+		products, err := loadProducts(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		refs := make(map[string]domain.ProductRef, len(products))
+		for id, pi := range products {
+			refs[id] = pi.ProductRef
+		}
+		events, err := domain.Place(domain.PlaceParams{
+			OrderID: orderID.String(), MerchantID: p.MerchantID.String(), CustomerID: p.CustomerID,
+			Lines: p.Lines, Products: refs,
+			PaymentDeadline: now.Add(time.Duration(m.PaymentTimeoutSeconds) * time.Second),
+		}, now)
+		if err != nil {
+			return err
+		}
+		o, err := domain.Order{}.Apply(events...)
+		if err != nil {
+			return err
+		}
+		if err := reserveStock(ctx, tx, o, products); err != nil {
+			return err
+		}
+		var jobs []river.InsertManyParams
+		var outboxMerchant *merchantRow
+		if p.PaymentRef != "" {
+			paid, load, err := domain.Pay(o, p.PaymentRef, m.load(), m.maxQueueWait(), now)
+			if err != nil {
+				return err
+			}
+			if o, err = o.Apply(paid...); err != nil {
+				return err
+			}
+			events = append(events, paid...)
+			m.setLoad(load)
+			if err := saveLoad(ctx, tx, m); err != nil {
+				return err
+			}
+			if o.Status == domain.StatusQueued {
+				jobs = append(jobs, expiryJob(o))
+			}
+			outboxMerchant = m
+		} else {
+			jobs = append(jobs, river.InsertManyParams{
+				Args:       CloseUnpaidArgs{OrderID: orderID},
+				InsertOpts: &river.InsertOpts{ScheduledAt: o.PaymentDeadline},
+			})
+		}
+		if err := s.record(ctx, tx, outboxMerchant, change{after: o, events: events}, access.meta(p.RequestID), now); err != nil {
+			return err
+		}
+		if err := s.insertJobs(ctx, tx, jobs); err != nil {
+			return err
+		}
+		view, err = readOrder(ctx, tx, orderID)
+		return err
+	})
+	var replay *replayError
+	if errors.As(err, &replay) {
+		o, err := s.GetOrder(ctx, replay.orderID, access)
+		if err != nil {
+			return nil, err
+		}
+		return &PlaceResult{Order: o, Replayed: true}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &PlaceResult{Order: view}, nil
+}
+
+func expiryJob(o domain.Order) river.InsertManyParams {
+	id := uuid.MustParse(o.ID)
+	return river.InsertManyParams{
+		Args:       ExpireQueuedArgs{OrderID: id, QueuedAt: *o.QueuedAt},
+		InsertOpts: &river.InsertOpts{ScheduledAt: *o.QueueExpiresAt},
+	}
+}
+
+func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, jobs []river.InsertManyParams) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	if s.jobs == nil {
+		return errors.New("insert jobs: store has no job inserter")
+	}
+	if _, err := s.jobs.InsertManyTx(ctx, tx, jobs); err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	return nil
+}
+
+// orderCommand runs one command on one order under the store's lock order:
+// merchant (when the command touches load), then order.
+type orderCommand struct {
+	orderID      uuid.UUID
+	access       Access
+	requestID    string
+	needMerchant bool
+	// decide returns the order's new events; it may change m's load and add
+	// jobs. It runs with both locks held.
+	decide func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error)
+	// after runs once the order's change is recorded, still in the transaction.
+	after func(tx pgx.Tx, c change, m *merchantRow, now time.Time) error
+}
+
+func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, error) {
+	var view *Order
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		now := s.now()
+		var merchantID uuid.UUID
+		var customerID string
+		err := tx.QueryRow(ctx, `SELECT merchant_id, customer_id FROM orders WHERE id = $1`, cmd.orderID).Scan(&merchantID, &customerID)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !cmd.access.canSee(customerID, merchantID)) {
+			return errOrderNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("find order: %w", err)
+		}
+		var m *merchantRow
+		if cmd.needMerchant {
+			if m, err = lockMerchant(ctx, tx, merchantID); err != nil {
+				return err
+			}
+		}
+		o, err := lockOrder(ctx, tx, cmd.orderID)
+		if err != nil {
+			return err
+		}
+		events, jobs, err := cmd.decide(tx, o, m, now)
+		if err != nil {
+			return err
+		}
+		if len(events) > 0 {
+			after, err := o.Apply(events...)
+			if err != nil {
+				return err
+			}
+			c := change{before: o, after: after, events: events}
+			if m == nil && isWebhookEvent(events) {
+				if m, err = scanMerchant(tx.QueryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE id = $1`, merchantID)); err != nil {
+					return err
+				}
+			}
+			if err := s.record(ctx, tx, m, c, cmd.access.meta(cmd.requestID), now); err != nil {
+				return err
+			}
+			if cmd.after != nil {
+				if err := cmd.after(tx, c, m, now); err != nil {
+					return err
+				}
+			}
+			if err := s.insertJobs(ctx, tx, jobs); err != nil {
+				return err
+			}
+		}
+		view, err = readOrder(ctx, tx, cmd.orderID)
+		return err
+	})
+	return view, err
+}
+
+// PayOrder pays an unpaid order and admits or queues it. Paying again with the
+// same reference answers the current order and changes nothing. The deadline
+// is checked here, in the payment's own transaction, whether or not the close
+// timer has run.
+func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef string, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID, needMerchant: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			events, load, err := domain.Pay(o, paymentRef, m.load(), m.maxQueueWait(), now)
+			if err != nil || len(events) == 0 {
+				return nil, nil, err
+			}
+			m.setLoad(load)
+			if err := saveLoad(ctx, tx, m); err != nil {
+				return nil, nil, err
+			}
+			after, err := o.Apply(events...)
+			if err != nil {
+				return nil, nil, err
+			}
+			if after.Status == domain.StatusQueued {
+				return events, []river.InsertManyParams{expiryJob(after)}, nil
+			}
+			return events, nil, nil
+		},
+	})
+}
+
+// CancelOrder cancels on behalf of access.Actor; stock and capacity are
+// released, and a freed unit goes to the head of the queue at once.
+func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID, needMerchant: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			events, load, err := domain.Cancel(o, access.Actor, reason, m.load(), now)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.setLoad(load)
+			return events, nil, nil
+		},
+		after: func(tx pgx.Tx, c change, m *merchantRow, now time.Time) error {
+			if err := releaseStock(ctx, tx, c.after); err != nil {
+				return err
+			}
+			if c.before.Status == domain.StatusAccepted {
+				return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+			}
+			return saveLoad(ctx, tx, m)
+		},
+	})
+}
+
+// CompleteOrder finishes an accepted order; its unit goes to the head of the
+// queue in the same transaction.
+func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID, needMerchant: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			events, load, err := domain.Complete(o, m.load(), now)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.stats = m.stats.ObserveCompletion(now, m.Load.Queued > 0)
+			m.setLoad(load)
+			return events, nil, nil
+		},
+		after: func(tx pgx.Tx, c change, m *merchantRow, now time.Time) error {
+			return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+		},
+	})
+}
+
+// CloseUnpaid closes an order still unpaid at its deadline and releases its
+// stock; it does nothing for any other order, so the timer may fire late,
+// twice, or after payment. It reports whether the order was closed.
+func (s *Store) CloseUnpaid(ctx context.Context, orderID uuid.UUID) (bool, error) {
+	closed := false
+	_, err := s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: Access{Actor: domain.ActorSystem},
+		decide: func(tx pgx.Tx, o domain.Order, _ *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			events := domain.Close(o, now)
+			closed = len(events) > 0
+			return events, nil, nil
+		},
+		after: func(tx pgx.Tx, c change, _ *merchantRow, _ time.Time) error {
+			return releaseStock(ctx, tx, c.after)
+		},
+	})
+	if errors.Is(err, domain.ErrNotFound) {
+		return false, nil
+	}
+	return closed, err
+}
+
+// ExpireQueued expires an order still queued past its merchant's maximum wait
+// (for the stay in the queue that began at queuedAt), releases its stock and
+// files a dead letter. It reports whether the order expired.
+func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt time.Time) (bool, error) {
+	expired := false
+	_, err := s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: Access{Actor: domain.ActorSystem}, needMerchant: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			if o.QueuedAt == nil || !o.QueuedAt.Equal(queuedAt) {
+				return nil, nil, nil
+			}
+			events, load := domain.Expire(o, m.load(), now)
+			expired = len(events) > 0
+			m.setLoad(load)
+			return events, nil, nil
+		},
+		after: func(tx pgx.Tx, c change, m *merchantRow, now time.Time) error {
+			if err := saveLoad(ctx, tx, m); err != nil {
+				return err
+			}
+			if err := releaseStock(ctx, tx, c.after); err != nil {
+				return err
+			}
+			waited := now.Sub(*c.before.QueuedAt).Round(time.Second)
+			_, err := tx.Exec(ctx, `
+				INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts, created_at)
+				VALUES ($1, 'order', $2, $3, $4, 1, $5)
+				ON CONFLICT (kind, ref_id) WHERE resolved_at IS NULL DO NOTHING`,
+				newID(), c.after.ID, m.ID, fmt.Sprintf("waited %s in the queue, over the limit of %ds", waited, m.MaxQueueWaitSeconds), now)
+			if err != nil {
+				return fmt.Errorf("file dead letter: %w", err)
+			}
+			return nil
+		},
+	})
+	if errors.Is(err, domain.ErrNotFound) {
+		return false, nil
+	}
+	return expired, err
+}
+
+// requeueOrder puts an expired order back in its merchant's line at its
+// original place; used by the dead-letter retry.
+func (s *Store) requeueOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID, needMerchant: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			events, load, err := domain.Requeue(o, m.load(), m.maxQueueWait(), now)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.setLoad(load)
+			after, err := o.Apply(events...)
+			if err != nil {
+				return nil, nil, err
+			}
+			products, err := loadProducts(ctx, tx, itemIDs(o.Items))
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := reserveStock(ctx, tx, after, products); err != nil {
+				return nil, nil, err
+			}
+			return events, []river.InsertManyParams{expiryJob(after)}, nil
+		},
+		after: func(tx pgx.Tx, _ change, m *merchantRow, now time.Time) error {
+			return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+		},
+	})
+}
+
+func itemIDs(items []domain.Item) []string {
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ProductID
+	}
+	return ids
+}
+
+// drainLocked admits queued orders in sequence order while units are free, up
+// to limit, with the merchant's lock held; it always saves the load. When
+// more could be admitted than limit allows, it leaves a drain job.
+func (s *Store) drainLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.Time, limit int) error {
+	n := min(m.Capacity-m.Load.Active, m.Load.Queued, limit)
+	if n > 0 {
+		rows, err := tx.Query(ctx, `SELECT `+orderColumns+` FROM orders o
+			WHERE o.merchant_id = $1 AND o.status = 'queued' ORDER BY o.queue_seq LIMIT $2 FOR UPDATE`, m.ID, n)
+		if err != nil {
+			return fmt.Errorf("read queue head: %w", err)
+		}
+		var head []domain.Order
+		for rows.Next() {
+			var o domain.Order
+			if err := rows.Scan(scanOrderInto(&o)...); err != nil {
+				rows.Close()
+				return fmt.Errorf("scan queue head: %w", err)
+			}
+			head = append(head, o)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read queue head: %w", err)
+		}
+		for _, o := range head {
+			e, load, err := domain.AdmitQueued(o, m.load(), now)
+			if err != nil {
+				return err
+			}
+			after, err := o.Apply(e)
+			if err != nil {
+				return err
+			}
+			m.setLoad(load)
+			if err := s.record(ctx, tx, m, change{before: o, after: after, events: []domain.Event{e}},
+				Meta{Actor: domain.ActorSystem}, now); err != nil {
+				return err
+			}
+		}
+	}
+	if err := saveLoad(ctx, tx, m); err != nil {
+		return err
+	}
+	if m.load().CanDrain() {
+		return s.insertJobs(ctx, tx, []river.InsertManyParams{{Args: DrainMerchantArgs{MerchantID: m.ID}}})
+	}
+	return nil
+}
+
+// DrainMerchant admits a merchant's queued orders while units are free. It
+// skips the merchant when another transaction holds its lock (that one will
+// decide, and the sweep comes back), so processes never block on or
+// double-admit one merchant. It reports how many orders it admitted.
+func (s *Store) DrainMerchant(ctx context.Context, merchantID uuid.UUID) (int, error) {
+	const batch = 500
+	total := 0
+	for {
+		admitted := 0
+		err := s.inTx(ctx, func(tx pgx.Tx) error {
+			m, err := scanMerchant(tx.QueryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE id = $1 FOR NO KEY UPDATE SKIP LOCKED`, merchantID))
+			if errors.Is(err, domain.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			before := m.Load.Queued
+			if !m.load().CanDrain() {
+				return nil
+			}
+			if err := s.drainLocked(ctx, tx, m, s.now(), batch); err != nil {
+				return err
+			}
+			admitted = before - m.Load.Queued
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += admitted
+		if admitted < batch {
+			return total, nil
+		}
+	}
+}
+
+// MerchantsToDrain lists merchants with queued orders and a free unit.
+func (s *Store) MerchantsToDrain(ctx context.Context, limit int) ([]uuid.UUID, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM merchants WHERE queued > 0 AND active < capacity LIMIT $1`, limit)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("merchants to drain: %w", err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	return ids, mapErr(err)
+}
+
+// readOrder reads an order with its live queue position and ETA.
+func readOrder(ctx context.Context, q querier, id uuid.UUID) (*Order, error) {
+	rows, err := q.Query(ctx, orderViewQuery+` WHERE o.id = $1`, id)
+	if err != nil {
+		return nil, fmt.Errorf("read order: %w", err)
+	}
+	views, err := scanOrderViews(rows, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(views) == 0 {
+		return nil, errOrderNotFound
+	}
+	return &views[0], nil
+}
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+const orderViewQuery = `SELECT ` + orderColumns + `,
+	CASE WHEN o.status = 'queued' THEN (SELECT count(*) FROM orders q
+		WHERE q.merchant_id = o.merchant_id AND q.status = 'queued' AND q.queue_seq < o.queue_seq) + 1 END,
+	m.capacity, m.prep_seconds, m.completion_interval_s, m.completion_samples
+	FROM orders o JOIN merchants m ON m.id = o.merchant_id`
+
+// scanOrderViews reads rows of orderViewQuery. With rankByRow the position is
+// taken from the row order (the rows are a merchant's queue from its head),
+// which spares the per-row count.
+func scanOrderViews(rows pgx.Rows, rankByRow bool) ([]Order, error) {
+	defer rows.Close()
+	out := []Order{}
+	for rows.Next() {
+		var o domain.Order
+		var pos *int
+		var capacity, prep int
+		var stats domain.CompletionStats
+		if err := rows.Scan(scanOrderInto(&o, &pos, &capacity, &prep, &stats.IntervalSeconds, &stats.Samples)...); err != nil {
+			return nil, fmt.Errorf("scan order: %w", err)
+		}
+		if rankByRow && o.Status == domain.StatusQueued {
+			p := len(out) + 1
+			pos = &p
+		}
+		out = append(out, toView(o, pos, capacity, prep, stats))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	return out, nil
+}
+
+func toView(o domain.Order, pos *int, capacity, prep int, stats domain.CompletionStats) Order {
+	v := Order{
+		ID: uuid.MustParse(o.ID), MerchantID: uuid.MustParse(o.MerchantID), CustomerID: o.CustomerID,
+		Items: o.Items, TotalCents: o.TotalCents, Status: o.Status, Version: o.Version,
+		PlacedAt: o.PlacedAt, PaymentDeadline: o.PaymentDeadline, PaidAt: o.PaidAt, AcceptedAt: o.AcceptedAt,
+		CompletedAt: o.CompletedAt, EndedAt: o.EndedAt, StatusReason: nullable(o.StatusReason),
+	}
+	if o.Status == domain.StatusQueued && pos != nil {
+		eta := domain.EstimateWait(*pos, capacity, prep, stats)
+		v.QueuePosition, v.EtaSeconds = pos, &eta
+	}
+	return v
+}
+
+// GetOrder returns an order the caller may see.
+func (s *Store) GetOrder(ctx context.Context, id uuid.UUID, access Access) (*Order, error) {
+	o, err := readOrder(ctx, s.pool, id)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	if !access.canSee(o.CustomerID, o.MerchantID) {
+		return nil, errOrderNotFound
+	}
+	return o, nil
+}
+
+// ListMerchantOrders returns a merchant's queued orders in queue order, or its
+// accepted orders oldest first.
+func (s *Store) ListMerchantOrders(ctx context.Context, merchantID uuid.UUID, status domain.OrderStatus, limit int) ([]Order, error) {
+	var order string
+	switch status {
+	case domain.StatusQueued:
+		order = `o.queue_seq`
+	case domain.StatusAccepted:
+		order = `o.accepted_at, o.id`
+	default:
+		return nil, domain.Errorf(domain.CodeValidation, "status must be queued or accepted")
+	}
+	rows, err := s.pool.Query(ctx, orderViewQuery+` WHERE o.merchant_id = $1 AND o.status = $2 ORDER BY `+order+` LIMIT $3`,
+		merchantID, status, limit)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("list orders: %w", err))
+	}
+	views, err := scanOrderViews(rows, true)
+	return views, mapErr(err)
+}
+
+// OrderEvent is one entry of an order's history.
+type OrderEvent struct {
+	Version    int             `json:"version"`
+	Type       string          `json:"type"`
+	Data       json.RawMessage `json:"data"`
+	RecordedAt time.Time       `json:"recorded_at"`
+}
+
+// OrderEvents returns an order's full history, oldest first.
+func (s *Store) OrderEvents(ctx context.Context, id uuid.UUID, access Access) ([]OrderEvent, error) {
+	if _, err := s.GetOrder(ctx, id, access); err != nil {
+		return nil, err
+	}
+	stored, err := s.ReadStream(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]OrderEvent, len(stored))
+	for i, e := range stored {
+		out[i] = OrderEvent{Version: e.Version, Type: e.Type, Data: e.Data, RecordedAt: e.RecordedAt}
+	}
+	return out, nil
+}

@@ -1,0 +1,70 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// webhookEvents are the order events merchants hear about.
+var webhookEvents = map[string]bool{
+	domain.EventOrderAccepted:  true,
+	domain.EventOrderCancelled: true,
+	domain.EventOrderExpired:   true,
+	domain.EventOrderCompleted: true,
+}
+
+func isWebhookEvent(events []domain.Event) bool {
+	for _, e := range events {
+		if webhookEvents[e.Type] {
+			return true
+		}
+	}
+	return false
+}
+
+// WebhookPayload is the body POSTed to a merchant.
+type WebhookPayload struct {
+	ID         string    `json:"id"`
+	Type       string    `json:"type"`
+	OccurredAt time.Time `json:"occurred_at"`
+	Order      Order     `json:"order"`
+}
+
+// writeOutbox stores one message per webhook event of the change, in the
+// transaction that appends the events, when the merchant has a webhook.
+func writeOutbox(ctx context.Context, tx pgx.Tx, m *merchantRow, c change, now time.Time) error {
+	if m.WebhookURL == nil || !isWebhookEvent(c.events) {
+		return nil
+	}
+	state := c.before
+	for i, e := range c.events {
+		var err error
+		if state, err = state.Evolve(e); err != nil {
+			return err
+		}
+		if !webhookEvents[e.Type] {
+			continue
+		}
+		id := newID()
+		payload, err := json.Marshal(WebhookPayload{
+			ID: id.String(), Type: e.Type, OccurredAt: now,
+			Order: toView(state, nil, m.Capacity, m.PrepSeconds, m.stats),
+		})
+		if err != nil {
+			return fmt.Errorf("encode webhook: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, created_at, next_attempt_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
+			id, m.ID, state.ID, c.before.Version+i+1, e.Type, payload, now); err != nil {
+			return fmt.Errorf("write outbox: %w", err)
+		}
+	}
+	return nil
+}

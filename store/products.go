@@ -1,0 +1,369 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// Product is the product read model in the API's shape. Stock fields are nil
+// for an unlimited product.
+type Product struct {
+	ID             uuid.UUID `json:"id"`
+	MerchantID     uuid.UUID `json:"merchant_id"`
+	Name           string    `json:"name"`
+	PriceCents     int64     `json:"price_cents"`
+	StockTotal     *int      `json:"stock_total"`
+	StockRemaining *int      `json:"stock_remaining"`
+	PerUserLimit   *int      `json:"per_user_limit"`
+	CreatedAt      time.Time `json:"created_at"`
+	Version        int       `json:"-"`
+}
+
+// bucketCount spreads limited stock over enough rows that concurrent buyers
+// rarely meet on one row lock, without making the sold-out check scan much.
+func bucketCount(stock int) int {
+	return min(max(stock/8, 1), 32)
+}
+
+// CreateProductParams describes a new product.
+type CreateProductParams struct {
+	MerchantID   uuid.UUID
+	Name         string
+	PriceCents   int64
+	Stock        *int
+	PerUserLimit *int
+	Meta         Meta
+}
+
+// CreateProduct records a product of a merchant.
+func (s *Store) CreateProduct(ctx context.Context, p CreateProductParams) (*Product, error) {
+	if err := domain.ValidateProduct(p.Name, p.PriceCents, p.Stock, p.PerUserLimit); err != nil {
+		return nil, err
+	}
+	id := newID()
+	now := s.now()
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM merchants WHERE id = $1)`, p.MerchantID).Scan(&exists); err != nil {
+			return fmt.Errorf("check merchant: %w", err)
+		}
+		if !exists {
+			return domain.Errorf(domain.CodeNotFound, "merchant not found")
+		}
+		if err := appendEvents(ctx, tx, AppendParams{
+			StreamID: id, StreamType: StreamProduct, Meta: p.Meta,
+			Events: []domain.Event{{Type: domain.EventProductCreated, Data: domain.ProductCreated{
+				ProductID: id.String(), MerchantID: p.MerchantID.String(), Name: p.Name, PriceCents: p.PriceCents,
+				Stock: p.Stock, PerUserLimit: p.PerUserLimit, CreatedAt: now,
+			}}},
+		}); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO products (id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 1)`,
+			id, p.MerchantID, p.Name, p.PriceCents, p.Stock, p.PerUserLimit, now); err != nil {
+			return fmt.Errorf("insert product: %w", err)
+		}
+		if p.Stock != nil {
+			return addStock(ctx, tx, id, p.MerchantID, *p.Stock, true)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.GetProduct(ctx, id)
+}
+
+// addStock spreads quantity over the product's buckets, creating them first
+// for a new product.
+func addStock(ctx context.Context, tx pgx.Tx, productID, merchantID uuid.UUID, quantity int, create bool) error {
+	if create {
+		n := bucketCount(quantity)
+		_, err := tx.Exec(ctx, `
+			INSERT INTO stock_buckets (product_id, bucket, merchant_id, remaining)
+			SELECT $1, b, $2, $3 / $4 + CASE WHEN b < $3 % $4 THEN 1 ELSE 0 END
+			FROM generate_series(0, $4 - 1) AS b`,
+			productID, merchantID, quantity, n)
+		if err != nil {
+			return fmt.Errorf("create stock buckets: %w", err)
+		}
+		return nil
+	}
+	// Locking every bucket in bucket order keeps restocks from deadlocking with
+	// buyers, who lock at most one bucket each or all of them in the same order.
+	_, err := tx.Exec(ctx, `
+		WITH b AS (
+			SELECT bucket, count(*) OVER () AS n, row_number() OVER (ORDER BY bucket) - 1 AS i
+			FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE
+		)
+		UPDATE stock_buckets s
+		SET remaining = s.remaining + $2 / b.n + CASE WHEN b.i < $2 % b.n THEN 1 ELSE 0 END
+		FROM b WHERE s.product_id = $1 AND s.bucket = b.bucket`,
+		productID, quantity)
+	if err != nil {
+		return fmt.Errorf("restock buckets: %w", err)
+	}
+	return nil
+}
+
+// Restock adds units to a limited product.
+func (s *Store) Restock(ctx context.Context, productID uuid.UUID, quantity int, meta Meta) (*Product, error) {
+	if err := domain.ValidateRestock(quantity); err != nil {
+		return nil, err
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var merchantID uuid.UUID
+		var total *int
+		var version int
+		err := tx.QueryRow(ctx, `SELECT merchant_id, stock_total, version FROM products WHERE id = $1 FOR NO KEY UPDATE`, productID).
+			Scan(&merchantID, &total, &version)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return domain.Errorf(domain.CodeNotFound, "product not found")
+		}
+		if err != nil {
+			return fmt.Errorf("lock product: %w", err)
+		}
+		if total == nil {
+			return domain.Errorf(domain.CodeValidation, "the product has unlimited stock; restock applies to limited products only")
+		}
+		if *total+quantity > domain.MaxStock {
+			return domain.Errorf(domain.CodeValidation, "stock_total would exceed %d", domain.MaxStock)
+		}
+		if err := appendEvents(ctx, tx, AppendParams{
+			StreamID: productID, StreamType: StreamProduct, ExpectedVersion: version, Meta: meta,
+			Events: []domain.Event{{Type: domain.EventProductRestocked, Data: domain.ProductRestocked{Quantity: quantity, RestockedAt: s.now()}}},
+		}); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE products SET stock_total = stock_total + $2, version = version + 1 WHERE id = $1`, productID, quantity); err != nil {
+			return fmt.Errorf("update product: %w", err)
+		}
+		return addStock(ctx, tx, productID, merchantID, quantity, false)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.GetProduct(ctx, productID)
+}
+
+const productColumns = `p.id, p.merchant_id, p.name, p.price_cents, p.stock_total, p.per_user_limit, p.created_at, p.version,
+	(SELECT sum(remaining)::int FROM stock_buckets b WHERE b.product_id = p.id)`
+
+func scanProduct(row pgx.Row) (*Product, error) {
+	var p Product
+	err := row.Scan(&p.ID, &p.MerchantID, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version, &p.StockRemaining)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, domain.Errorf(domain.CodeNotFound, "product not found")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan product: %w", err)
+	}
+	if p.StockTotal == nil {
+		p.StockRemaining = nil
+	}
+	return &p, nil
+}
+
+// GetProduct returns a product with its exact remaining stock.
+func (s *Store) GetProduct(ctx context.Context, id uuid.UUID) (*Product, error) {
+	p, err := scanProduct(s.pool.QueryRow(ctx, `SELECT `+productColumns+` FROM products p WHERE p.id = $1`, id))
+	return p, mapErr(err)
+}
+
+// ListProducts returns a merchant's products.
+func (s *Store) ListProducts(ctx context.Context, merchantID uuid.UUID) ([]Product, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+productColumns+` FROM products p WHERE p.merchant_id = $1 ORDER BY p.created_at, p.id`, merchantID)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("list products: %w", err))
+	}
+	defer rows.Close()
+	out := []Product{}
+	for rows.Next() {
+		p, err := scanProduct(rows)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		out = append(out, *p)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// productInfo is what placement needs about a product.
+type productInfo struct {
+	domain.ProductRef
+	limited      bool
+	perUserLimit *int
+}
+
+func loadProducts(ctx context.Context, tx pgx.Tx, ids []string) (map[string]productInfo, error) {
+	rows, err := tx.Query(ctx, `SELECT id::text, merchant_id::text, price_cents, stock_total IS NOT NULL, per_user_limit
+		FROM products WHERE id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load products: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]productInfo, len(ids))
+	for rows.Next() {
+		var p productInfo
+		if err := rows.Scan(&p.ID, &p.MerchantID, &p.PriceCents, &p.limited, &p.perUserLimit); err != nil {
+			return nil, fmt.Errorf("scan product: %w", err)
+		}
+		out[p.ID] = p
+	}
+	return out, rows.Err()
+}
+
+// reserveStock takes the order's units out of limited products and records
+// the customer's claims, in the lock order the whole store follows: claims
+// before buckets, products in id order.
+func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo) error {
+	items := sortedItems(o.Items)
+	for _, it := range items {
+		p := products[it.ProductID]
+		if p.perUserLimit == nil {
+			continue
+		}
+		if it.Quantity > *p.perUserLimit {
+			return domain.Errorf(domain.CodePurchaseLimit, "at most %d of product %s per customer", *p.perUserLimit, it.ProductID)
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO purchase_claims (product_id, customer_id, merchant_id, quantity, limit_qty)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (product_id, customer_id) DO UPDATE
+			SET quantity = purchase_claims.quantity + excluded.quantity, limit_qty = excluded.limit_qty`,
+			it.ProductID, o.CustomerID, o.MerchantID, it.Quantity, *p.perUserLimit); err != nil {
+			return fmt.Errorf("claim product %s: %w", it.ProductID, err)
+		}
+	}
+	for _, it := range items {
+		if !products[it.ProductID].limited {
+			continue
+		}
+		if err := takeUnits(ctx, tx, it.ProductID, it.Quantity); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeUnits decrements one bucket that has enough units, skipping buckets
+// other buyers hold. Only when none is free does it look further: an unlocked
+// sum says "sold out" at once, else it waits for every bucket in order and
+// takes the units from several.
+func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int) error {
+	tag, err := tx.Exec(ctx, `
+		UPDATE stock_buckets SET remaining = remaining - $2
+		WHERE (product_id, bucket) = (
+			SELECT product_id, bucket FROM stock_buckets
+			WHERE product_id = $1 AND remaining >= $2
+			ORDER BY remaining DESC
+			LIMIT 1 FOR UPDATE SKIP LOCKED)`,
+		productID, quantity)
+	if err != nil {
+		return fmt.Errorf("take stock: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	var available int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0) FROM stock_buckets WHERE product_id = $1`, productID).Scan(&available); err != nil {
+		return fmt.Errorf("sum stock: %w", err)
+	}
+	if available < quantity {
+		return domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
+	}
+	rows, err := tx.Query(ctx, `SELECT bucket, remaining FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE`, productID)
+	if err != nil {
+		return fmt.Errorf("lock stock: %w", err)
+	}
+	type bucket struct{ id, remaining int }
+	var buckets []bucket
+	for rows.Next() {
+		var b bucket
+		if err := rows.Scan(&b.id, &b.remaining); err != nil {
+			rows.Close()
+			return fmt.Errorf("scan stock: %w", err)
+		}
+		buckets = append(buckets, b)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("lock stock: %w", err)
+	}
+	need := quantity
+	var ids, takes []int32
+	for _, b := range buckets {
+		if need == 0 {
+			break
+		}
+		t := min(b.remaining, need)
+		if t > 0 {
+			ids, takes = append(ids, int32(b.id)), append(takes, int32(t))
+			need -= t
+		}
+	}
+	if need > 0 {
+		return domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE stock_buckets s SET remaining = s.remaining - t.take
+		FROM unnest($2::int[], $3::int[]) AS t(bucket, take)
+		WHERE s.product_id = $1 AND s.bucket = t.bucket`, productID, ids, takes); err != nil {
+		return fmt.Errorf("take stock: %w", err)
+	}
+	return nil
+}
+
+// releaseStock returns an ended order's units and frees the customer's claims.
+func releaseStock(ctx context.Context, tx pgx.Tx, o domain.Order) error {
+	items := sortedItems(o.Items)
+	ids := make([]string, len(items))
+	qty := make([]int32, len(items))
+	for i, it := range items {
+		ids[i], qty[i] = it.ProductID, int32(it.Quantity)
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE purchase_claims c SET quantity = c.quantity - t.q
+		FROM unnest($2::uuid[], $3::int[]) AS t(product_id, q)
+		WHERE c.product_id = t.product_id AND c.customer_id = $1`, o.CustomerID, ids, qty); err != nil {
+		return fmt.Errorf("release claims: %w", err)
+	}
+	// Units go back to one bucket per product, the one with the fewest, skipping
+	// buckets buyers hold; if all are held, wait for the lowest-numbered one.
+	for _, it := range items {
+		tag, err := tx.Exec(ctx, `
+			UPDATE stock_buckets SET remaining = remaining + $2
+			WHERE (product_id, bucket) = (
+				SELECT product_id, bucket FROM stock_buckets WHERE product_id = $1
+				ORDER BY remaining LIMIT 1 FOR UPDATE SKIP LOCKED)`, it.ProductID, it.Quantity)
+		if err != nil {
+			return fmt.Errorf("release stock: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `
+			UPDATE stock_buckets SET remaining = remaining + $2
+			WHERE product_id = $1 AND bucket = (SELECT min(bucket) FROM stock_buckets WHERE product_id = $1)`,
+			it.ProductID, it.Quantity); err != nil {
+			return fmt.Errorf("release stock: %w", err)
+		}
+	}
+	return nil
+}
+
+func sortedItems(items []domain.Item) []domain.Item {
+	out := append([]domain.Item(nil), items...)
+	sort.Slice(out, func(i, j int) bool { return out[i].ProductID < out[j].ProductID })
+	return out
+}

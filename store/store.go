@@ -1,0 +1,156 @@
+// Package store keeps orderd's state in PostgreSQL: the append-only event log,
+// the projections updated in the same transaction as each append, merchant
+// load and queues, stock, the outbox and dead letters.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// JobInserter is the part of a River client the store needs: jobs are inserted
+// in the same transaction as the events that call for them.
+type JobInserter interface {
+	InsertManyTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
+}
+
+// Store is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	jobs JobInserter
+	// Now is read once per transaction, so every event of one decision carries
+	// the same time. Tests replace it.
+	Now func() time.Time
+	// InlineDrainLimit bounds how many queued orders a completion, cancellation
+	// or capacity change admits in its own transaction; the rest is left to a
+	// drain job.
+	InlineDrainLimit int
+}
+
+// New returns a Store on pool. jobs may be a River client configured with or
+// without workers.
+func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
+	return &Store{pool: pool, jobs: jobs, Now: time.Now, InlineDrainLimit: 100}
+}
+
+// Pool exposes the pool for components that share it (River, the log tailer).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+func (s *Store) now() time.Time { return s.Now().UTC().Truncate(time.Microsecond) }
+
+func newID() uuid.UUID { return uuid.Must(uuid.NewV7()) }
+
+// Meta describes who caused a change; it is stored with every event.
+type Meta struct {
+	Actor     domain.Actor `json:"actor"`
+	Subject   string       `json:"sub,omitempty"`
+	RequestID string       `json:"request_id,omitempty"`
+}
+
+// inTx runs fn in a transaction and retries it on deadlock or serialization
+// failure, which PostgreSQL may report under contention and which are always
+// safe to retry because nothing was committed.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	const attempts = 5
+	var err error
+	for i := range attempts {
+		err = s.tryTx(ctx, fn)
+		if !isRetryable(err) {
+			return mapErr(err)
+		}
+		if i < attempts-1 {
+			select {
+			case <-ctx.Done():
+				return mapErr(ctx.Err())
+			case <-time.After(time.Duration(i+1) * 5 * time.Millisecond):
+			}
+		}
+	}
+	return mapErr(err)
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func isRetryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "40001" || pgErr.Code == "40P01"
+	}
+	return false
+}
+
+// Constraint names the store turns into domain errors.
+const (
+	constraintStreamVersion = "events_stream_version_key"
+	constraintClaimLimit    = "purchase_claims_within_limit"
+	constraintBucketStock   = "stock_buckets_remaining_check"
+)
+
+// mapErr is the one place where database errors become domain errors.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var de *domain.Error
+	if errors.As(err, &de) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.ConstraintName == constraintStreamVersion:
+			return fmt.Errorf("%w: %w", domain.Errorf(domain.CodeConflict, "the resource was changed concurrently; retry"), err)
+		case pgErr.ConstraintName == constraintClaimLimit:
+			return fmt.Errorf("%w: %w", domain.Errorf(domain.CodePurchaseLimit, "the per-customer limit for this product is reached"), err)
+		case pgErr.ConstraintName == constraintBucketStock:
+			return fmt.Errorf("%w: %w", domain.Errorf(domain.CodeSoldOut, "not enough stock"), err)
+		case pgErr.Code == "57014": // query_canceled: statement_timeout
+			return fmt.Errorf("%w: %w", domain.Errorf(domain.CodeUnavailable, "the database is busy; retry"), err)
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", pgErr.Code == "53300", pgErr.Code == "08006", pgErr.Code == "08001", pgErr.Code == "08003":
+			return fmt.Errorf("%w: %w", domain.Errorf(domain.CodeUnavailable, "the database is unavailable; retry"), err)
+		}
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) || isConnError(err) {
+		return fmt.Errorf("%w: %w", domain.Errorf(domain.CodeUnavailable, "the database is unavailable; retry"), err)
+	}
+	return err
+}
+
+func isConnError(err error) bool {
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &netErr) || errors.As(err, &connectErr) ||
+		pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxClosed) ||
+		errors.Is(err, net.ErrClosed)
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return mapErr(s.pool.Ping(ctx))
+}
