@@ -116,6 +116,7 @@ CREATE TABLE orders (
 CREATE INDEX orders_queue_idx ON orders (merchant_id, queue_seq) WHERE status = 'queued';
 CREATE INDEX orders_merchant_status_idx ON orders (merchant_id, status, accepted_at);
 CREATE INDEX orders_customer_idx ON orders (customer_id, placed_at);
+CREATE INDEX orders_queue_expiry_idx ON orders (queue_expires_at) WHERE status = 'queued';
 CREATE INDEX orders_unpaid_deadline_idx ON orders (payment_deadline) WHERE status = 'awaiting_payment';
 
 -- Idempotency keys live in the database, unique per customer, written in the

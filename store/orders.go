@@ -525,7 +525,7 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 
 // requeueOrder puts an expired order back in its merchant's line at its
 // original place; used by the dead-letter retry.
-func (s *Store) requeueOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
+func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUID, access Access, requestID string) (*Order, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID, needMerchant: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
@@ -548,6 +548,9 @@ func (s *Store) requeueOrder(ctx context.Context, orderID uuid.UUID, access Acce
 			return events, []river.InsertManyParams{expiryJob(after)}, nil
 		},
 		after: func(tx pgx.Tx, _ change, m *merchantRow, now time.Time) error {
+			if err := closeDeadLetter(ctx, tx, deadLetterID, "retried", ""); err != nil {
+				return err
+			}
 			return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
 		},
 	})
@@ -778,4 +781,42 @@ func (s *Store) OrderEvents(ctx context.Context, id uuid.UUID, access Access) ([
 		out[i] = OrderEvent{Version: e.Version, Type: e.Type, Data: e.Data, RecordedAt: e.RecordedAt}
 	}
 	return out, nil
+}
+
+// CloseOverdue closes unpaid orders whose deadline passed more than grace ago
+// and expires queued orders past their wait limit: the safety net behind the
+// timers, which should have done it already.
+func (s *Store) CloseOverdue(ctx context.Context, grace time.Duration, limit int) error {
+	cutoff := s.now().Add(-grace)
+	rows, err := s.pool.Query(ctx, `SELECT id FROM orders WHERE status = 'awaiting_payment' AND payment_deadline < $1 LIMIT $2`, cutoff, limit)
+	if err != nil {
+		return mapErr(fmt.Errorf("overdue unpaid: %w", err))
+	}
+	unpaid, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return mapErr(err)
+	}
+	for _, id := range unpaid {
+		if _, err := s.CloseUnpaid(ctx, id); err != nil {
+			return err
+		}
+	}
+	rows, err = s.pool.Query(ctx, `SELECT id, queued_at FROM orders WHERE status = 'queued' AND queue_expires_at < $1 LIMIT $2`, cutoff, limit)
+	if err != nil {
+		return mapErr(fmt.Errorf("overdue queued: %w", err))
+	}
+	type stay struct {
+		ID       uuid.UUID
+		QueuedAt time.Time
+	}
+	queued, err := pgx.CollectRows(rows, pgx.RowToStructByPos[stay])
+	if err != nil {
+		return mapErr(err)
+	}
+	for _, q := range queued {
+		if _, err := s.ExpireQueued(ctx, q.ID, q.QueuedAt); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orderd/orderd/domain"
@@ -67,4 +68,20 @@ func writeOutbox(ctx context.Context, tx pgx.Tx, m *merchantRow, c change, now t
 		}
 	}
 	return nil
+}
+
+// RetryWebhook hands a dead-lettered webhook back to the relay with a fresh
+// set of attempts and closes its dead letter, in one transaction.
+func (s *Store) RetryWebhook(ctx context.Context, outboxID, deadLetterID uuid.UUID) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL
+			WHERE id = $1 AND status = 'dead'`, outboxID)
+		if err != nil {
+			return fmt.Errorf("retry webhook: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return domain.Errorf(domain.CodeInvalidTransition, "the webhook is not dead-lettered")
+		}
+		return closeDeadLetter(ctx, tx, deadLetterID, "retried", "")
+	})
 }

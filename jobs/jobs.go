@@ -1,0 +1,167 @@
+// Package jobs holds orderd's River workers and the client configuration that
+// runs them: payment deadlines, queue expiry, queue drains and the periodic
+// safety nets.
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/orderd/orderd/store"
+)
+
+// Config tunes the River client.
+type Config struct {
+	// TimerWorkers bounds concurrent deadline and expiry jobs in this process.
+	// With TimerFetchCooldown it caps how many timers per second one process
+	// can fire: keep TimerWorkers / TimerFetchCooldown well above the peak due
+	// rate (DESIGN.md, River timers).
+	TimerWorkers       int
+	TimerFetchCooldown time.Duration
+	TimerPollInterval  time.Duration
+	DefaultWorkers     int
+	// SweepInterval is how often the safety net looks for merchants that can
+	// admit and for timers that should have fired.
+	SweepInterval time.Duration
+	Logger        *slog.Logger
+}
+
+// DefaultConfig returns the settings measured to keep timers within a second
+// of their deadline on a 2-core machine.
+func DefaultConfig() Config {
+	return Config{
+		TimerWorkers:       100,
+		TimerFetchCooldown: 50 * time.Millisecond,
+		TimerPollInterval:  100 * time.Millisecond,
+		DefaultWorkers:     20,
+		SweepInterval:      2 * time.Second,
+	}
+}
+
+// NewClient builds a River client that runs orderd's workers. It is also the
+// store's job inserter.
+func NewClient(pool *pgxpool.Pool, st *store.Store, cfg Config) (*river.Client[pgx.Tx], error) {
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &CloseUnpaidWorker{store: st})
+	river.AddWorker(workers, &ExpireQueuedWorker{store: st})
+	river.AddWorker(workers, &DrainMerchantWorker{store: st})
+	river.AddWorker(workers, &SweepWorker{store: st})
+
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Logger: logger,
+		Queues: map[string]river.QueueConfig{
+			store.QueueDefault: {MaxWorkers: cfg.DefaultWorkers},
+			store.QueueTimers: {
+				MaxWorkers:        cfg.TimerWorkers,
+				FetchCooldown:     cfg.TimerFetchCooldown,
+				FetchPollInterval: cfg.TimerPollInterval,
+			},
+		},
+		Workers: workers,
+		// A worker that dies is retried within a minute, not River's default
+		// hour; every worker is idempotent, so a second run is harmless.
+		JobTimeout:           30 * time.Second,
+		RescueStuckJobsAfter: time.Minute,
+		PeriodicJobs: []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return client, nil
+}
+
+// NewInserter builds a River client that only inserts jobs, for processes
+// (such as tests or tools) that must not run workers.
+func NewInserter(pool *pgxpool.Pool) (*river.Client[pgx.Tx], error) {
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("river inserter: %w", err)
+	}
+	return client, nil
+}
+
+// CloseUnpaidWorker closes an order still unpaid at its deadline.
+type CloseUnpaidWorker struct {
+	river.WorkerDefaults[store.CloseUnpaidArgs]
+	store *store.Store
+}
+
+func (w *CloseUnpaidWorker) Work(ctx context.Context, job *river.Job[store.CloseUnpaidArgs]) error {
+	_, err := w.store.CloseUnpaid(ctx, job.Args.OrderID)
+	return err
+}
+
+// ExpireQueuedWorker expires an order that waited too long in its queue.
+type ExpireQueuedWorker struct {
+	river.WorkerDefaults[store.ExpireQueuedArgs]
+	store *store.Store
+}
+
+func (w *ExpireQueuedWorker) Work(ctx context.Context, job *river.Job[store.ExpireQueuedArgs]) error {
+	_, err := w.store.ExpireQueued(ctx, job.Args.OrderID, job.Args.QueuedAt)
+	return err
+}
+
+// DrainMerchantWorker admits a merchant's queued orders while units are free.
+type DrainMerchantWorker struct {
+	river.WorkerDefaults[store.DrainMerchantArgs]
+	store *store.Store
+}
+
+func (w *DrainMerchantWorker) Work(ctx context.Context, job *river.Job[store.DrainMerchantArgs]) error {
+	_, err := w.store.DrainMerchant(ctx, job.Args.MerchantID)
+	return err
+}
+
+// SweepArgs runs the periodic safety net.
+type SweepArgs struct{}
+
+func (SweepArgs) Kind() string { return "sweep" }
+
+func (SweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		MaxAttempts: 2,
+		UniqueOpts:  river.UniqueOpts{ByPeriod: time.Second},
+	}
+}
+
+// SweepWorker drains merchants that a dropped drain trigger left with queued
+// orders and free units, and fires timers that are overdue (a job lost to an
+// operator's cleanup, say). Normal operation never needs it.
+type SweepWorker struct {
+	river.WorkerDefaults[SweepArgs]
+	store *store.Store
+}
+
+func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
+	ids, err := w.store.MerchantsToDrain(ctx, 100)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	for _, id := range ids {
+		if _, err := w.store.DrainMerchant(ctx, id); err != nil {
+			return fmt.Errorf("sweep drain %s: %w", id, err)
+		}
+	}
+	if err := w.store.CloseOverdue(ctx, 5*time.Second, 500); err != nil {
+		return fmt.Errorf("sweep overdue: %w", err)
+	}
+	return nil
+}
+
+func (w *SweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return 25 * time.Second }

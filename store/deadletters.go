@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// Dead-letter kinds.
+const (
+	DeadLetterOrder   = "order"
+	DeadLetterWebhook = "webhook"
+)
+
+// DeadLetter is something that needs a person: an order that expired in its
+// queue or a webhook that could not be delivered.
+type DeadLetter struct {
+	ID         uuid.UUID  `json:"id"`
+	Kind       string     `json:"kind"`
+	RefID      uuid.UUID  `json:"ref_id"`
+	MerchantID uuid.UUID  `json:"merchant_id"`
+	Reason     string     `json:"reason"`
+	Attempts   int        `json:"attempts"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ResolvedAt *time.Time `json:"resolved_at"`
+	Resolution *string    `json:"resolution,omitempty"`
+	Note       *string    `json:"note,omitempty"`
+}
+
+const deadLetterColumns = `id, kind, ref_id, merchant_id, reason, attempts, created_at, resolved_at, resolution, note`
+
+// ListDeadLettersParams filters the list.
+type ListDeadLettersParams struct {
+	Kind       string // "" for all
+	MerchantID uuid.UUID
+	Unresolved bool
+	Limit      int
+}
+
+// ListDeadLetters returns dead letters, newest first.
+func (s *Store) ListDeadLetters(ctx context.Context, p ListDeadLettersParams) ([]DeadLetter, error) {
+	if p.Kind != "" && p.Kind != DeadLetterOrder && p.Kind != DeadLetterWebhook {
+		return nil, domain.Errorf(domain.CodeValidation, "kind must be order or webhook")
+	}
+	limit := p.Limit
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters
+		WHERE ($1 = '' OR kind = $1) AND ($2::uuid IS NULL OR merchant_id = $2) AND (NOT $3 OR resolved_at IS NULL)
+		ORDER BY created_at DESC, id LIMIT $4`, p.Kind, nullUUID(p.MerchantID), p.Unresolved, limit)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("list dead letters: %w", err))
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[DeadLetter])
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("list dead letters: %w", err))
+	}
+	if out == nil {
+		out = []DeadLetter{}
+	}
+	return out, nil
+}
+
+func nullUUID(id uuid.UUID) *uuid.UUID {
+	if id == uuid.Nil {
+		return nil
+	}
+	return &id
+}
+
+// GetDeadLetter returns one dead letter.
+func (s *Store) GetDeadLetter(ctx context.Context, id uuid.UUID) (*DeadLetter, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters WHERE id = $1`, id)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("get dead letter: %w", err))
+	}
+	dl, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[DeadLetter])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, domain.Errorf(domain.CodeNotFound, "dead letter not found")
+	}
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("get dead letter: %w", err))
+	}
+	return &dl, nil
+}
+
+// ResolveDeadLetter marks a dead letter handled by a person.
+func (s *Store) ResolveDeadLetter(ctx context.Context, id uuid.UUID, note string) (*DeadLetter, error) {
+	if len(note) > 2000 {
+		return nil, domain.Errorf(domain.CodeValidation, "note must be at most 2000 characters")
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error { return closeDeadLetter(ctx, tx, id, "resolved", note) })
+	if err != nil {
+		return nil, err
+	}
+	return s.GetDeadLetter(ctx, id)
+}
+
+// closeDeadLetter marks an open dead letter handled, in the caller's
+// transaction so that the retry it records and the retry itself commit together.
+func closeDeadLetter(ctx context.Context, tx pgx.Tx, id uuid.UUID, resolution, note string) error {
+	tag, err := tx.Exec(ctx, `UPDATE dead_letters SET resolved_at = now(), resolution = $2, note = nullif($3, '')
+		WHERE id = $1 AND resolved_at IS NULL`, id, resolution, note)
+	if err != nil {
+		return fmt.Errorf("close dead letter: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return domain.Errorf(domain.CodeInvalidTransition, "the dead letter is already resolved")
+	}
+	return nil
+}
+
+// RetryDeadLetter sends an expired order back to its place in the queue (ahead
+// of every order queued after it, with a fresh expiry) or hands a webhook back
+// to the relay.
+func (s *Store) RetryDeadLetter(ctx context.Context, id uuid.UUID, access Access, requestID string) (*DeadLetter, error) {
+	dl, err := s.GetDeadLetter(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if dl.ResolvedAt != nil {
+		return nil, domain.Errorf(domain.CodeInvalidTransition, "the dead letter is already resolved")
+	}
+	switch dl.Kind {
+	case DeadLetterOrder:
+		if _, err := s.requeueOrder(ctx, dl.RefID, id, access, requestID); err != nil {
+			return nil, err
+		}
+	case DeadLetterWebhook:
+		if err := s.RetryWebhook(ctx, dl.RefID, id); err != nil {
+			return nil, err
+		}
+	}
+	return s.GetDeadLetter(ctx, id)
+}
