@@ -153,6 +153,15 @@ func (s *Store) record(ctx context.Context, tx pgx.Tx, m *merchantRow, c change,
 	if err := saveOrder(ctx, tx, c.after, c.before.Version == 0); err != nil {
 		return err
 	}
+	from := c.before.Status
+	if c.before.Version == 0 {
+		from = "new"
+		if c.after.Status != domain.StatusAwaitingPayment {
+			noteTransition(tx, from, domain.StatusAwaitingPayment)
+			from = domain.StatusAwaitingPayment
+		}
+	}
+	noteTransition(tx, from, c.after.Status)
 	if m != nil {
 		return writeOutbox(ctx, tx, m, c, now)
 	}
@@ -308,10 +317,10 @@ func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, jobs []river.InsertMa
 	if len(jobs) == 0 {
 		return nil
 	}
-	if s.jobs == nil {
+	if s.Jobs == nil {
 		return errors.New("insert jobs: store has no job inserter")
 	}
-	if _, err := s.jobs.InsertManyTx(ctx, tx, jobs); err != nil {
+	if _, err := s.Jobs.InsertManyTx(ctx, tx, jobs); err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
 	return nil

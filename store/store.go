@@ -29,7 +29,8 @@ type JobInserter interface {
 // Store is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
-	jobs JobInserter
+	// Jobs inserts River jobs in the store's transactions; set it before use.
+	Jobs JobInserter
 	// Now is read once per transaction, so every event of one decision carries
 	// the same time. Tests replace it.
 	Now func() time.Time
@@ -37,12 +38,26 @@ type Store struct {
 	// or capacity change admits in its own transaction; the rest is left to a
 	// drain job.
 	InlineDrainLimit int
+	// OnTransition, when set, hears every committed order status change.
+	OnTransition func(from, to domain.OrderStatus)
+}
+
+// txn carries what a transaction did, for reporting after it commits.
+type txn struct {
+	pgx.Tx
+	transitions [][2]domain.OrderStatus
+}
+
+func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
+	if t, ok := tx.(*txn); ok && from != to {
+		t.transitions = append(t.transitions, [2]domain.OrderStatus{from, to})
+	}
 }
 
 // New returns a Store on pool. jobs may be a River client configured with or
 // without workers.
 func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
-	return &Store{pool: pool, jobs: jobs, Now: time.Now, InlineDrainLimit: 100}
+	return &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100}
 }
 
 // Pool exposes the pool for components that share it (River, the log tailer).
@@ -87,11 +102,17 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
-	if err := fn(tx); err != nil {
+	t := &txn{Tx: tx}
+	if err := fn(t); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if s.OnTransition != nil {
+		for _, tr := range t.transitions {
+			s.OnTransition(tr[0], tr[1])
+		}
 	}
 	return nil
 }
