@@ -319,3 +319,13 @@ func (s *Store) MerchantWebhook(ctx context.Context, id uuid.UUID) (WebhookTarge
 	}
 	return t, nil
 }
+
+// FindMerchantByName returns the oldest merchant with that name; the dev
+// command uses it to load its demo data once.
+func (s *Store) FindMerchantByName(ctx context.Context, name string) (*Merchant, error) {
+	m, err := scanMerchant(s.pool.QueryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE name = $1 ORDER BY created_at LIMIT 1`, name))
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return &m.Merchant, nil
+}

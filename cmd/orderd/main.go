@@ -1,0 +1,69 @@
+// Command orderd is the one binary of orderd: the service, its developer mode,
+// migrations, audits, projection rebuilds, tokens and the benchmark.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `orderd: order admission for food and drink platforms, on PostgreSQL alone.
+
+Usage:
+  orderd serve [flags]          serve REST, websocket and River workers (DATABASE_URL, ORDERD_JWT_SECRET)
+  orderd dev                    find or start a local PostgreSQL, migrate, load demo data, serve
+  orderd migrate up|down|status apply, roll back one, or list migrations (ours and River's)
+  orderd token --role R --sub S [--merchant-id ID] [--ttl D]   print a signed bearer token
+  orderd audit                  run every invariant check; exit 1 on any violation
+  orderd rebuild [--apply]      rebuild projections from events and compare (or swap them in)
+  orderd bench SCENARIO         load generator; see 'orderd bench -h'
+`
+
+// errViolations makes main exit 1 without printing an error line: the command
+// printed its report already.
+var errViolations = errors.New("violations found")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, errViolations):
+		os.Exit(1)
+	default:
+		fmt.Fprintln(os.Stderr, "orderd:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("a subcommand is required")
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	slog.SetDefault(logger)
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return serveCommand(ctx, rest, logger)
+	case "dev":
+		return devCommand(ctx, rest, stdout, logger)
+	case "migrate":
+		return migrateCommand(ctx, rest, stdout)
+	case "token":
+		return tokenCommand(rest, stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown subcommand %q", cmd)
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/orderd/orderd/internal/app"
+)
+
+// configFlags binds every setting to a flag whose default comes from the
+// environment, so either way of configuring works.
+func configFlags(fs *flag.FlagSet, cfg *app.Config) {
+	fs.StringVar(&cfg.DatabaseURL, "database-url", envString("DATABASE_URL", cfg.DatabaseURL), "PostgreSQL connection string (DATABASE_URL)")
+	fs.StringVar(&cfg.Addr, "addr", envString("ORDERD_ADDR", cfg.Addr), "listen address (ORDERD_ADDR)")
+	fs.StringVar(&cfg.JWTSecret, "jwt-secret", envString("ORDERD_JWT_SECRET", cfg.JWTSecret), "HS256 secret for bearer tokens (ORDERD_JWT_SECRET)")
+	fs.IntVar(&cfg.WebhookMaxAttempts, "webhook-max-attempts", envInt("ORDERD_WEBHOOK_MAX_ATTEMPTS", cfg.WebhookMaxAttempts), "delivery attempts before a webhook is dead-lettered")
+	fs.DurationVar(&cfg.WebhookBackoff, "webhook-backoff", envDuration("ORDERD_WEBHOOK_BACKOFF", cfg.WebhookBackoff), "first webhook retry delay; doubles up to 1h")
+	fs.DurationVar(&cfg.WebhookTimeout, "webhook-timeout", envDuration("ORDERD_WEBHOOK_TIMEOUT", cfg.WebhookTimeout), "one webhook delivery's HTTP timeout")
+	fs.BoolVar(&cfg.WebhookAllowLoopback, "webhook-allow-loopback", envBool("ORDERD_WEBHOOK_ALLOW_LOOPBACK", cfg.WebhookAllowLoopback), "allow webhook URLs on loopback addresses")
+	fs.Float64Var(&cfg.RatePerCustomer, "rate-per-customer", envFloat("ORDERD_RATE_PER_CUSTOMER", cfg.RatePerCustomer), "placements per second per customer; 0 = off")
+	fs.Float64Var(&cfg.RatePerIP, "rate-per-ip", envFloat("ORDERD_RATE_PER_IP", cfg.RatePerIP), "requests per second per client address; 0 = off")
+	fs.IntVar(&cfg.MaxConns, "max-conns", envInt("ORDERD_MAX_CONNS", cfg.MaxConns), "database connections of this process (ORDERD_MAX_CONNS)")
+	fs.BoolVar(&cfg.Migrate, "migrate", envBool("ORDERD_MIGRATE", cfg.Migrate), "migrate the database before serving (ORDERD_MIGRATE)")
+}
+
+func serveCommand(ctx context.Context, args []string, logger *slog.Logger) error {
+	cfg := app.DefaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	configFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	return serve(ctx, cfg)
+}
+
+func serve(ctx context.Context, cfg app.Config) error {
+	a, err := app.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+func envString(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+		fmt.Fprintf(os.Stderr, "orderd: ignoring %s=%q: not an integer\n", name, v)
+	}
+	return def
+}
+
+func envFloat(name string, def float64) float64 {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		if n, err := strconv.ParseFloat(v, 64); err == nil {
+			return n
+		}
+		fmt.Fprintf(os.Stderr, "orderd: ignoring %s=%q: not a number\n", name, v)
+	}
+	return def
+}
+
+func envBool(name string, def bool) bool {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		if b, err := strconv.ParseBool(v); err == nil {
+			return b
+		}
+		fmt.Fprintf(os.Stderr, "orderd: ignoring %s=%q: not a boolean\n", name, v)
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+		fmt.Fprintf(os.Stderr, "orderd: ignoring %s=%q: not a duration\n", name, v)
+	}
+	return def
+}

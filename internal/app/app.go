@@ -1,0 +1,282 @@
+// Package app wires orderd's parts into one running service: the database
+// pool, the store, River workers, the HTTP API and live updates. cmd/orderd
+// and the end-to-end tests both start orderd through it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/riverqueue/river"
+
+	"github.com/orderd/orderd/api"
+	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
+	"github.com/orderd/orderd/migrations"
+	"github.com/orderd/orderd/store"
+)
+
+// Config is everything orderd serve needs; cmd/orderd fills it from flags and
+// the environment.
+type Config struct {
+	DatabaseURL string
+	Addr        string
+	JWTSecret   string
+
+	WebhookMaxAttempts   int
+	WebhookBackoff       time.Duration
+	WebhookTimeout       time.Duration
+	WebhookAllowLoopback bool
+
+	RatePerCustomer float64
+	RatePerIP       float64
+	RequestTimeout  time.Duration
+
+	// MaxConns bounds this process's database connections; size it so that
+	// every instance together stays below the server's max_connections.
+	MaxConns int
+	// StatementTimeout is set on every connection, so that a stuck query ends
+	// with an error (answered 503) instead of holding a request forever.
+	StatementTimeout time.Duration
+	// Migrate brings the schema to current before serving.
+	Migrate bool
+	// ShutdownTimeout bounds the graceful stop.
+	ShutdownTimeout time.Duration
+
+	Jobs   jobs.Config
+	Logger *slog.Logger
+}
+
+// DefaultConfig holds API.md's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Addr:               ":8080",
+		WebhookMaxAttempts: 12,
+		WebhookBackoff:     5 * time.Second,
+		WebhookTimeout:     5 * time.Second,
+		RatePerCustomer:    20,
+		RequestTimeout:     10 * time.Second,
+		MaxConns:           40,
+		StatementTimeout:   8 * time.Second,
+		Migrate:            true,
+		ShutdownTimeout:    20 * time.Second,
+		Jobs:               jobs.DefaultConfig(),
+	}
+}
+
+// LogValue prints the configuration with secrets masked, for the start-up log.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("addr", c.Addr),
+		slog.String("database", maskURL(c.DatabaseURL)),
+		slog.String("jwt_secret", mask(c.JWTSecret)),
+		slog.Int("webhook_max_attempts", c.WebhookMaxAttempts),
+		slog.Duration("webhook_backoff", c.WebhookBackoff),
+		slog.Duration("webhook_timeout", c.WebhookTimeout),
+		slog.Bool("webhook_allow_loopback", c.WebhookAllowLoopback),
+		slog.Float64("rate_per_customer", c.RatePerCustomer),
+		slog.Float64("rate_per_ip", c.RatePerIP),
+		slog.Int("max_conns", c.MaxConns),
+	)
+}
+
+func mask(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "********"
+}
+
+func maskURL(raw string) string {
+	cfg, err := pgx.ParseConfig(raw)
+	if err != nil {
+		return "(unparseable)"
+	}
+	return fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+}
+
+// App is a running orderd.
+type App struct {
+	cfg      Config
+	log      *slog.Logger
+	pool     *pgxpool.Pool
+	store    *store.Store
+	river    *river.Client[pgx.Tx]
+	api      *api.Server
+	http     *http.Server
+	listener net.Listener
+	auth     *auth.Authenticator
+	registry *prometheus.Registry
+}
+
+// New connects, migrates when asked, and builds every part; nothing serves
+// until Run.
+func New(ctx context.Context, cfg Config) (*App, error) {
+	if cfg.DatabaseURL == "" {
+		return nil, errors.New("DATABASE_URL is required")
+	}
+	if cfg.JWTSecret == "" {
+		return nil, errors.New("ORDERD_JWT_SECRET is required")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.Migrate {
+		if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
+	}
+	pool, err := NewPool(ctx, cfg.DatabaseURL, cfg.MaxConns, cfg.StatementTimeout)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry()}
+	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	a.store = store.New(pool, nil)
+	jobsCfg := cfg.Jobs
+	jobsCfg.Logger = log
+	if a.river, err = jobs.NewClient(pool, a.store, jobsCfg); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	a.store.Jobs = a.river
+	a.auth = auth.New([]byte(cfg.JWTSecret), nil)
+
+	a.api = api.New(api.Config{
+		Store: a.store, Auth: a.auth, Logger: log, Registry: a.registry,
+		Ready:           a.ready,
+		RequestTimeout:  cfg.RequestTimeout,
+		RatePerCustomer: cfg.RatePerCustomer,
+		RatePerIP:       cfg.RatePerIP,
+	})
+	metrics := a.api.Metrics()
+	a.store.OnTransition = func(from, to domain.OrderStatus) { metrics.ObserveTransition(string(from), string(to)) }
+
+	a.http = &http.Server{
+		Handler:           a.api,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return a, nil
+}
+
+// NewPool opens a pool whose connections carry a statement timeout and fail
+// fast when the database is unreachable, so requests answer 503 in time.
+func NewPool(ctx context.Context, url string, maxConns int, statementTimeout time.Duration) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if maxConns > 0 {
+		pcfg.MaxConns = int32(maxConns)
+	}
+	pcfg.ConnConfig.ConnectTimeout = 3 * time.Second
+	if statementTimeout > 0 {
+		pcfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(statementTimeout.Milliseconds())
+		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint((2 * statementTimeout).Milliseconds())
+	}
+	pcfg.HealthCheckPeriod = 5 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect database: %w", err)
+	}
+	return pool, nil
+}
+
+func (a *App) ready(ctx context.Context) error {
+	if err := a.store.Ping(ctx); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	current, err := migrations.Current(ctx, a.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if !current {
+		return errors.New("migrations are not current")
+	}
+	return nil
+}
+
+// Store exposes the store, for tools and tests that drive orderd in-process.
+func (a *App) Store() *store.Store { return a.store }
+
+// Auth exposes the token issuer.
+func (a *App) Auth() *auth.Authenticator { return a.auth }
+
+// Listen binds the HTTP address; Addr reports it (useful with ":0").
+func (a *App) Listen() error {
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", a.cfg.Addr, err)
+	}
+	a.listener = ln
+	return nil
+}
+
+// Addr is the bound address, after Listen.
+func (a *App) Addr() string {
+	if a.listener == nil {
+		return a.cfg.Addr
+	}
+	return a.listener.Addr().String()
+}
+
+// Run serves until ctx is cancelled, then stops in order: stop accepting and
+// finish requests in flight, close websockets, let running jobs finish (or
+// return to the queue), close the pool.
+func (a *App) Run(ctx context.Context) error {
+	if a.listener == nil {
+		if err := a.Listen(); err != nil {
+			return err
+		}
+	}
+	if err := a.river.Start(ctx); err != nil {
+		return fmt.Errorf("start river: %w", err)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- a.http.Serve(a.listener) }()
+	a.log.Info("orderd serving", "addr", a.Addr(), "config", a.cfg)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			runErr = fmt.Errorf("serve: %w", err)
+		}
+	}
+	return errors.Join(runErr, a.shutdown())
+}
+
+func (a *App) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	a.log.Info("orderd stopping")
+	var errs []error
+	if err := a.http.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	}
+	softCtx, softCancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout/2)
+	defer softCancel()
+	if err := a.river.Stop(softCtx); err != nil {
+		if err := a.river.StopAndCancel(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("river stop: %w", err))
+		}
+	}
+	a.pool.Close()
+	a.log.Info("orderd stopped")
+	return errors.Join(errs...)
+}

@@ -1,0 +1,165 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
+)
+
+// clock is a settable time source for the store.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func TestQueueExpiryAndRetry(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	clk := &clock{now: time.Now().UTC()}
+	st.Now = clk.Now
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1, MaxQueueWait: 60})
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(10)})
+
+	first := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "c0", PaymentRef: "r"})
+	require.Equal(t, domain.StatusAccepted, first.Status)
+	early := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "c1", PaymentRef: "r"})
+	clk.Advance(30 * time.Second)
+	later := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "c2", PaymentRef: "r"})
+
+	queuedAt := func(o *store.Order) time.Time {
+		events, err := st.ReadStream(ctx, o.ID)
+		require.NoError(t, err)
+		e, err := domain.DecodeEvent(events[len(events)-1].Type, events[len(events)-1].Data)
+		require.NoError(t, err)
+		return e.Data.(domain.OrderQueued).QueuedAt
+	}
+	expired, err := st.ExpireQueued(ctx, early.ID, queuedAt(early))
+	require.NoError(t, err)
+	require.False(t, expired, "not yet due")
+
+	clk.Advance(31 * time.Second)
+	expired, err = st.ExpireQueued(ctx, early.ID, queuedAt(early))
+	require.NoError(t, err)
+	require.True(t, expired)
+	again, err := st.ExpireQueued(ctx, early.ID, queuedAt(early))
+	require.NoError(t, err)
+	require.False(t, again, "idempotent")
+
+	got, err := st.GetOrder(ctx, early.ID, admin)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusExpired, got.Status)
+	prod, err := st.GetProduct(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 8, *prod.StockRemaining, "expired orders release their stock")
+	l, err := st.GetOrder(ctx, later.ID, admin)
+	require.NoError(t, err)
+	require.Equal(t, 1, *l.QueuePosition)
+
+	dls, err := st.ListDeadLetters(ctx, store.ListDeadLettersParams{Kind: store.DeadLetterOrder})
+	require.NoError(t, err)
+	require.Len(t, dls, 1)
+	require.Equal(t, early.ID, dls[0].RefID)
+
+	// Retry puts it back ahead of the order queued after it.
+	_, err = st.RetryDeadLetter(ctx, dls[0].ID, admin, "")
+	require.NoError(t, err)
+	e, err := st.GetOrder(ctx, early.ID, admin)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusQueued, e.Status)
+	require.Equal(t, 1, *e.QueuePosition)
+	l, err = st.GetOrder(ctx, later.ID, admin)
+	require.NoError(t, err)
+	require.Equal(t, 2, *l.QueuePosition)
+	_, err = st.RetryDeadLetter(ctx, dls[0].ID, admin, "")
+	require.ErrorIs(t, err, domain.ErrInvalidTransition, "a dead letter is retried once")
+
+	// The old expiry job of the first stay finds nothing to do.
+	stale, err := st.ExpireQueued(ctx, early.ID, queuedAt(early).Add(-time.Minute))
+	require.NoError(t, err)
+	require.False(t, stale)
+
+	_, err = st.CompleteOrder(ctx, first.ID, admin, "")
+	require.NoError(t, err)
+	e, err = st.GetOrder(ctx, early.ID, admin)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAccepted, e.Status)
+
+	// Resolve by hand.
+	clk.Advance(2 * time.Minute)
+	expired, err = st.ExpireQueued(ctx, later.ID, queuedAt(later))
+	require.NoError(t, err)
+	require.True(t, expired)
+	dls, err = st.ListDeadLetters(ctx, store.ListDeadLettersParams{Kind: store.DeadLetterOrder, Unresolved: true})
+	require.NoError(t, err)
+	require.Len(t, dls, 1)
+	resolved, err := st.ResolveDeadLetter(ctx, dls[0].ID, "refunded by phone")
+	require.NoError(t, err)
+	require.NotNil(t, resolved.ResolvedAt)
+	require.Equal(t, "refunded by phone", *resolved.Note)
+}
+
+// TestETAFollowsCompletionRate drives a merchant that completes one order
+// every 2 s (on the store's clock) and checks the estimate for queued orders
+// against the wait they then really have.
+func TestETAFollowsCompletionRate(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	clk := &clock{now: time.Now().UTC()}
+	st.Now = clk.Now
+	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
+	p := createProduct(t, st, m.ID, nil)
+	const interval = 2 * time.Second
+
+	for i := range 30 {
+		mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i), PaymentRef: "r"})
+	}
+	completeOldest := func() {
+		accepted, err := st.ListMerchantOrders(ctx, m.ID, domain.StatusAccepted, 1)
+		require.NoError(t, err)
+		require.NotEmpty(t, accepted)
+		clk.Advance(interval)
+		_, err = st.CompleteOrder(ctx, accepted[0].ID, admin, "")
+		require.NoError(t, err)
+	}
+	for range 8 {
+		completeOldest()
+	}
+	// Estimate now, then measure the real wait of the order at position 10.
+	queued, err := st.ListMerchantOrders(ctx, m.ID, domain.StatusQueued, 100)
+	require.NoError(t, err)
+	target := queued[9]
+	require.Equal(t, 10, *target.QueuePosition)
+	estimate := time.Duration(*target.EtaSeconds) * time.Second
+	start := clk.Now()
+	for {
+		o, err := st.GetOrder(ctx, target.ID, admin)
+		require.NoError(t, err)
+		if o.Status == domain.StatusAccepted {
+			break
+		}
+		completeOldest()
+	}
+	real := clk.Now().Sub(start)
+	require.InDelta(t, real.Seconds(), estimate.Seconds(), 0.25*real.Seconds(), "estimate %s, real %s", estimate, real)
+}

@@ -1,0 +1,153 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
+	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/store/storetest"
+)
+
+type testBundle struct {
+	pool  *pgxpool.Pool
+	store *store.Store
+}
+
+func setup(t *testing.T) (*store.Store, *testBundle) {
+	t.Helper()
+	pool := storetest.Pool(t)
+	st := store.New(pool, nil)
+	ins, err := jobs.NewInserter(pool)
+	require.NoError(t, err)
+	st.Jobs = ins
+	return st, &testBundle{pool: pool, store: st}
+}
+
+var admin = store.Access{Actor: domain.ActorAdmin, Subject: "admin"}
+
+func customer(sub string) store.Access {
+	return store.Access{Actor: domain.ActorCustomer, Subject: sub}
+}
+
+type merchantOpts struct {
+	Capacity       int
+	PaymentTimeout int
+	MaxQueueWait   int
+	WebhookURL     string
+}
+
+func createMerchant(t *testing.T, st *store.Store, o *merchantOpts) *store.Merchant {
+	t.Helper()
+	if o == nil {
+		o = &merchantOpts{Capacity: 5}
+	}
+	settings := domain.MerchantSettings{
+		Name: "Merchant " + uuid.NewString()[:8], Capacity: o.Capacity, PrepSeconds: 60,
+		MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, WebhookURL: o.WebhookURL,
+	}
+	if o.PaymentTimeout > 0 {
+		settings.PaymentTimeoutSeconds = o.PaymentTimeout
+	}
+	if o.MaxQueueWait > 0 {
+		settings.MaxQueueWaitSeconds = o.MaxQueueWait
+	}
+	m, err := st.CreateMerchant(context.Background(), settings, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	return m
+}
+
+type productOpts struct {
+	Stock        *int
+	PerUserLimit *int
+	PriceCents   int64
+}
+
+func createProduct(t *testing.T, st *store.Store, merchantID uuid.UUID, o *productOpts) *store.Product {
+	t.Helper()
+	if o == nil {
+		o = &productOpts{}
+	}
+	price := o.PriceCents
+	if price == 0 {
+		price = 450
+	}
+	p, err := st.CreateProduct(context.Background(), store.CreateProductParams{
+		MerchantID: merchantID, Name: "Tea " + uuid.NewString()[:8], PriceCents: price,
+		Stock: o.Stock, PerUserLimit: o.PerUserLimit,
+	})
+	require.NoError(t, err)
+	return p
+}
+
+var keySeq atomic.Int64
+
+type placeOpts struct {
+	Customer   string
+	PaymentRef string
+	Quantity   int
+	Key        string
+}
+
+func place(ctx context.Context, st *store.Store, merchantID, productID uuid.UUID, o placeOpts) (*store.PlaceResult, error) {
+	if o.Customer == "" {
+		o.Customer = "alice"
+	}
+	if o.Quantity == 0 {
+		o.Quantity = 1
+	}
+	if o.Key == "" {
+		o.Key = fmt.Sprintf("key-%d", keySeq.Add(1))
+	}
+	return st.PlaceOrder(ctx, store.PlaceParams{
+		MerchantID: merchantID, CustomerID: o.Customer,
+		Lines:          []domain.LineRequest{{ProductID: productID.String(), Quantity: o.Quantity}},
+		PaymentRef:     o.PaymentRef,
+		IdempotencyKey: o.Key, RequestHash: []byte(fmt.Sprintf("%s/%s/%d/%s", merchantID, productID, o.Quantity, o.PaymentRef)),
+	})
+}
+
+func mustPlace(t *testing.T, st *store.Store, merchantID, productID uuid.UUID, o placeOpts) *store.Order {
+	t.Helper()
+	res, err := place(context.Background(), st, merchantID, productID, o)
+	require.NoError(t, err)
+	return res.Order
+}
+
+func countRows(t *testing.T, pool *pgxpool.Pool, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
+	return n
+}
+
+func eventually(t *testing.T, within time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("not within %s: %s", within, msg)
+}
+
+func intp(v int) *int { return &v }
+
+func storeMeta() store.Meta { return store.Meta{Actor: domain.ActorAdmin, Subject: "admin"} }
+
+type orderRef struct {
+	id       string
+	customer string
+}
+
+func (o *orderRef) uuid() uuid.UUID { return uuid.MustParse(o.id) }

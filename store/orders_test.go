@@ -1,0 +1,344 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
+)
+
+func TestPlacePayCompleteLifecycle(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1})
+	p := createProduct(t, st, m.ID, &productOpts{PriceCents: 350})
+
+	o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "alice", Quantity: 2})
+	require.Equal(t, domain.StatusAwaitingPayment, o.Status)
+	require.Equal(t, int64(700), o.TotalCents)
+	require.Equal(t, 1, o.Version)
+	require.WithinDuration(t, o.PlacedAt.Add(900*time.Second), o.PaymentDeadline, time.Second)
+
+	paid, err := st.PayOrder(ctx, o.ID, "pay-1", customer("alice"), "")
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAccepted, paid.Status)
+	require.Equal(t, 3, paid.Version)
+
+	again, err := st.PayOrder(ctx, o.ID, "pay-1", customer("alice"), "")
+	require.NoError(t, err)
+	require.Equal(t, 3, again.Version, "paying again with the same ref is a no-op")
+
+	_, err = st.PayOrder(ctx, o.ID, "pay-2", customer("alice"), "")
+	require.ErrorIs(t, err, domain.ErrInvalidTransition)
+
+	_, err = st.CompleteOrder(ctx, o.ID, store.Access{Actor: domain.ActorMerchant, MerchantID: uuid.New()}, "")
+	require.ErrorIs(t, err, domain.ErrNotFound, "another merchant cannot see the order")
+
+	done, err := st.CompleteOrder(ctx, o.ID, store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}, "")
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusCompleted, done.Status)
+	require.NotNil(t, done.CompletedAt)
+
+	events, err := st.OrderEvents(ctx, o.ID, customer("alice"))
+	require.NoError(t, err)
+	var types []string
+	for _, e := range events {
+		types = append(types, e.Type)
+	}
+	require.Equal(t, []string{"order.placed", "order.paid", "order.accepted", "order.completed"}, types)
+
+	_, err = st.GetOrder(ctx, o.ID, customer("bob"))
+	require.ErrorIs(t, err, domain.ErrNotFound)
+
+	got, err := st.GetMerchant(ctx, m.ID)
+	require.NoError(t, err)
+	require.Equal(t, 0, got.Load.Active)
+	require.Equal(t, 1, countRows(t, b.pool, "orders"))
+}
+
+func TestIdempotentPlacement(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, nil)
+	p := createProduct(t, st, m.ID, nil)
+
+	first, err := place(ctx, st, m.ID, p.ID, placeOpts{Key: "k1", PaymentRef: "r"})
+	require.NoError(t, err)
+	require.False(t, first.Replayed)
+	second, err := place(ctx, st, m.ID, p.ID, placeOpts{Key: "k1", PaymentRef: "r"})
+	require.NoError(t, err)
+	require.True(t, second.Replayed)
+	require.Equal(t, first.Order.ID, second.Order.ID)
+
+	_, err = place(ctx, st, m.ID, p.ID, placeOpts{Key: "k1", PaymentRef: "r", Quantity: 2})
+	require.ErrorIs(t, err, &domain.Error{Code: domain.CodeIdempotencyReused})
+
+	// The same key belongs to each customer separately.
+	other, err := place(ctx, st, m.ID, p.ID, placeOpts{Key: "k1", Customer: "bob", PaymentRef: "r"})
+	require.NoError(t, err)
+	require.NotEqual(t, first.Order.ID, other.Order.ID)
+
+	// Racing the same key from many goroutines creates one order.
+	var wg sync.WaitGroup
+	ids := make(chan uuid.UUID, 10)
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := place(ctx, st, m.ID, p.ID, placeOpts{Key: "race", Customer: "carol"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids <- res.Order.ID
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	distinct := map[uuid.UUID]bool{}
+	for id := range ids {
+		distinct[id] = true
+	}
+	require.Len(t, distinct, 1)
+	require.Equal(t, 3, countRows(t, b.pool, "orders"))
+}
+
+func TestFailedRequestWritesNothing(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, nil)
+	other := createMerchant(t, st, nil)
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(1)})
+	foreign := createProduct(t, st, other.ID, nil)
+	tables := []string{"events", "orders", "idempotency_keys", "outbox", "purchase_claims", "river_job"}
+	before := map[string]int{}
+	for _, tbl := range tables {
+		before[tbl] = countRows(t, b.pool, tbl)
+	}
+	cases := []struct {
+		name  string
+		lines []domain.LineRequest
+		code  domain.Code
+	}{
+		{"too much", []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 2}}, domain.CodeSoldOut},
+		{"foreign product", []domain.LineRequest{{ProductID: foreign.ID.String(), Quantity: 1}}, domain.CodeValidation},
+		{"unknown product", []domain.LineRequest{{ProductID: uuid.NewString(), Quantity: 1}}, domain.CodeNotFound},
+		{"zero quantity", []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 0}}, domain.CodeValidation},
+		{"no lines", nil, domain.CodeValidation},
+	}
+	for _, tc := range cases {
+		_, err := st.PlaceOrder(ctx, store.PlaceParams{
+			MerchantID: m.ID, CustomerID: "alice", Lines: tc.lines, IdempotencyKey: "k-" + tc.name, RequestHash: []byte(tc.name),
+		})
+		require.Equal(t, tc.code, domain.ErrorCode(err), tc.name)
+	}
+	_, err := st.PlaceOrder(ctx, store.PlaceParams{
+		MerchantID: uuid.New(), CustomerID: "alice", Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}},
+		IdempotencyKey: "k-unknown-merchant", RequestHash: []byte("x"),
+	})
+	require.ErrorIs(t, err, domain.ErrNotFound)
+	for _, tbl := range tables {
+		require.Equal(t, before[tbl], countRows(t, b.pool, tbl), tbl)
+	}
+	got, err := st.GetProduct(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, *got.StockRemaining)
+}
+
+func TestAdmissionQueueFIFO(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
+	p := createProduct(t, st, m.ID, nil)
+
+	var orders []*store.Order
+	for i := range 6 {
+		orders = append(orders, mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i), PaymentRef: "r"}))
+	}
+	require.Equal(t, domain.StatusAccepted, orders[0].Status)
+	require.Equal(t, domain.StatusAccepted, orders[1].Status)
+	for i, o := range orders[2:] {
+		require.Equal(t, domain.StatusQueued, o.Status)
+		require.Equal(t, i+1, *o.QueuePosition)
+		require.NotNil(t, o.EtaSeconds)
+	}
+	merchant := store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}
+
+	// Cancelling a queued order takes it out of line; those behind move up.
+	_, err := st.CancelOrder(ctx, orders[3].ID, "changed my mind", customer("c3"), "")
+	require.NoError(t, err)
+	o5, err := st.GetOrder(ctx, orders[5].ID, admin)
+	require.NoError(t, err)
+	require.Equal(t, 2, *o5.QueuePosition)
+
+	// A customer cannot cancel an accepted order; completing a queued one is refused.
+	_, err = st.CancelOrder(ctx, orders[0].ID, "", customer("c0"), "")
+	require.ErrorIs(t, err, domain.ErrInvalidTransition)
+	_, err = st.CompleteOrder(ctx, orders[2].ID, merchant, "")
+	require.ErrorIs(t, err, domain.ErrInvalidTransition)
+
+	// Completing frees a unit for the head of the queue in the same transaction.
+	_, err = st.CompleteOrder(ctx, orders[0].ID, merchant, "")
+	require.NoError(t, err)
+	o2, err := st.GetOrder(ctx, orders[2].ID, admin)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAccepted, o2.Status)
+	require.Nil(t, o2.QueuePosition)
+
+	// A merchant cancelling an accepted order frees its unit too.
+	_, err = st.CancelOrder(ctx, orders[1].ID, "out of milk", merchant, "")
+	require.NoError(t, err)
+	o4, err := st.GetOrder(ctx, orders[4].ID, admin)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAccepted, o4.Status)
+
+	queued, err := st.ListMerchantOrders(ctx, m.ID, domain.StatusQueued, 10)
+	require.NoError(t, err)
+	require.Len(t, queued, 1)
+	require.Equal(t, orders[5].ID, queued[0].ID)
+	require.Equal(t, 1, *queued[0].QueuePosition)
+
+	got, err := st.GetMerchant(ctx, m.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.Load{Capacity: 2, Active: 2, Queued: 1, EstWaitSeconds: got.Load.EstWaitSeconds}, got.Load)
+}
+
+func TestCapacityChanges(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 0})
+	p := createProduct(t, st, m.ID, nil)
+	var ids []uuid.UUID
+	for i := range 5 {
+		o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i), PaymentRef: "r"})
+		require.Equal(t, domain.StatusQueued, o.Status, "capacity 0 queues everything")
+		ids = append(ids, o.ID)
+	}
+	three := 3
+	got, err := st.UpdateMerchant(ctx, m.ID, store.MerchantPatch{Capacity: &three}, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	require.Equal(t, 3, got.Load.Active)
+	require.Equal(t, 2, got.Load.Queued)
+	for i, id := range ids {
+		o, err := st.GetOrder(ctx, id, admin)
+		require.NoError(t, err)
+		if i < 3 {
+			require.Equal(t, domain.StatusAccepted, o.Status, "order %d admitted in queue order", i)
+		} else {
+			require.Equal(t, domain.StatusQueued, o.Status)
+		}
+	}
+	one := 1
+	got, err = st.UpdateMerchant(ctx, m.ID, store.MerchantPatch{Capacity: &one}, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	require.Equal(t, 3, got.Load.Active, "lowering capacity evicts nobody")
+	bad := -1
+	_, err = st.UpdateMerchant(ctx, m.ID, store.MerchantPatch{Capacity: &bad}, store.Meta{})
+	require.ErrorIs(t, err, &domain.Error{Code: domain.CodeValidation})
+
+	events, err := st.ReadStream(ctx, m.ID)
+	require.NoError(t, err)
+	require.Len(t, events, 3, "created and two capacity changes, each auditable")
+}
+
+// TestAdmissionUnderConcurrency pays many orders to a capacity-5 merchant from
+// 8 goroutines while others complete accepted orders at random; every
+// recorded decision keeps active <= capacity and acceptance follows queue order.
+func TestAdmissionUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 5})
+	p := createProduct(t, st, m.ID, nil)
+	const total = 600
+
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > total {
+					return
+				}
+				if _, err := place(ctx, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i), PaymentRef: "r"}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	merchant := store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}
+	var completed atomic.Int64
+	stop := make(chan struct{})
+	var cg sync.WaitGroup
+	for range 3 {
+		cg.Add(1)
+		go func() {
+			defer cg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				accepted, err := st.ListMerchantOrders(ctx, m.ID, domain.StatusAccepted, 5)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(accepted) == 0 {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				o := accepted[rand.IntN(len(accepted))]
+				if _, err := st.CompleteOrder(ctx, o.ID, merchant, ""); err == nil {
+					completed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	eventually(t, 60*time.Second, func() bool { return completed.Load() >= total }, "every order completed")
+	close(stop)
+	cg.Wait()
+
+	var violations int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = 'order.accepted'
+		AND (data->>'active_after')::int > (data->>'capacity')::int`).Scan(&violations))
+	require.Zero(t, violations)
+
+	// Acceptance order of queued orders equals their queue order.
+	rows, err := b.pool.Query(ctx, `SELECT (q.data->>'seq')::bigint FROM events a
+		JOIN events q ON q.stream_id = a.stream_id AND q.type = 'order.queued'
+		WHERE a.type = 'order.accepted' ORDER BY a.global_position`)
+	require.NoError(t, err)
+	var last int64
+	for rows.Next() {
+		var seq int64
+		require.NoError(t, rows.Scan(&seq))
+		require.Greater(t, seq, last, "admitted out of queue order")
+		last = seq
+	}
+	require.NoError(t, rows.Err())
+	got, err := st.GetMerchant(ctx, m.ID)
+	require.NoError(t, err)
+	require.Equal(t, 0, got.Load.Active)
+	require.Equal(t, 0, got.Load.Queued)
+}

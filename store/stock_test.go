@@ -1,0 +1,250 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+)
+
+func TestStockNeverOversells(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1000})
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(100)})
+
+	var sold, soldOut atomic.Int32
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range 400 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_, err := place(ctx, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("buyer-%d", i), PaymentRef: "r"})
+			switch domain.ErrorCode(err) {
+			case domain.CodeInternal:
+				if err == nil {
+					sold.Add(1)
+				} else {
+					t.Error(err)
+				}
+			case domain.CodeSoldOut:
+				soldOut.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int32(100), sold.Load())
+	require.Equal(t, int32(300), soldOut.Load())
+	got, err := st.GetProduct(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 0, *got.StockRemaining)
+	require.Equal(t, 100, *got.StockTotal)
+	require.Equal(t, 100, countRows(t, b.pool, "orders"))
+}
+
+func TestPerUserLimitRace(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, nil)
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(50), PerUserLimit: intp(1)})
+
+	var ok, limited atomic.Int32
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := place(ctx, st, m.ID, p.ID, placeOpts{Customer: "greedy"})
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case domain.ErrorCode(err) == domain.CodePurchaseLimit:
+				limited.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int32(1), ok.Load())
+	require.Equal(t, int32(19), limited.Load())
+
+	got, err := st.GetProduct(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 49, *got.StockRemaining, "refused attempts hold no stock")
+}
+
+func TestCancelReleasesStockAndClaim(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, nil)
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(1), PerUserLimit: intp(1)})
+
+	o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "alice"})
+	_, err := place(ctx, st, m.ID, p.ID, placeOpts{Customer: "bob"})
+	require.ErrorIs(t, err, domain.ErrSoldOut)
+	_, err = st.CancelOrder(ctx, o.ID, "", customer("alice"), "")
+	require.NoError(t, err)
+	again := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "alice"})
+	require.Equal(t, domain.StatusAwaitingPayment, again.Status)
+	_, err = st.CancelOrder(ctx, again.ID, "", customer("alice"), "")
+	require.NoError(t, err)
+	_, err = st.CancelOrder(ctx, again.ID, "", customer("alice"), "")
+	require.ErrorIs(t, err, domain.ErrInvalidTransition, "cancelling twice is refused")
+}
+
+func TestRestockDuringBurstKeepsCountExact(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1000})
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(50)})
+
+	var sold atomic.Int32
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 24)
+	for i := range 300 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_, err := place(ctx, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("b%d", i)})
+			if err == nil {
+				sold.Add(1)
+			} else if domain.ErrorCode(err) != domain.CodeSoldOut {
+				t.Error(err)
+			}
+		}()
+		if i == 100 || i == 200 {
+			_, err := st.Restock(ctx, p.ID, 25, storeMeta())
+			require.NoError(t, err)
+		}
+	}
+	wg.Wait()
+	got, err := st.GetProduct(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 100, *got.StockTotal)
+	require.Equal(t, 100-int(sold.Load()), *got.StockRemaining)
+	require.LessOrEqual(t, sold.Load(), int32(100))
+}
+
+func TestStockValidation(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, nil)
+	unlimited := createProduct(t, st, m.ID, nil)
+	limited := createProduct(t, st, m.ID, &productOpts{Stock: intp(3)})
+	for _, q := range []int{0, -5, 1_000_001} {
+		_, err := st.Restock(ctx, limited.ID, q, storeMeta())
+		require.ErrorIs(t, err, &domain.Error{Code: domain.CodeValidation}, "quantity %d", q)
+	}
+	_, err := st.Restock(ctx, unlimited.ID, 5, storeMeta())
+	require.ErrorIs(t, err, &domain.Error{Code: domain.CodeValidation})
+	_, err = place(ctx, st, m.ID, limited.ID, placeOpts{Quantity: 4})
+	require.ErrorIs(t, err, domain.ErrSoldOut)
+	got, err := st.GetProduct(ctx, unlimited.ID)
+	require.NoError(t, err)
+	require.Nil(t, got.StockTotal)
+	require.Nil(t, got.StockRemaining)
+}
+
+// TestPayRacesClose pays and closes many orders at their deadline from many
+// goroutines: every order ends either paid or closed, never both, and closed
+// orders hold no stock.
+func TestPayRacesClose(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1000, PaymentTimeout: 1})
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(1000)})
+
+	const n = 120
+	var ids []string
+	for i := range n {
+		o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i)})
+		ids = append(ids, o.ID.String())
+	}
+	orders := make([]*orderRef, n)
+	for i, id := range ids {
+		orders[i] = &orderRef{id: id, customer: fmt.Sprintf("c%d", i)}
+	}
+	// Let the deadline arrive while racing: pay and close start together.
+	time.Sleep(900 * time.Millisecond)
+	var wg sync.WaitGroup
+	var paid, closed atomic.Int32
+	for _, o := range orders {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if _, err := st.PayOrder(ctx, o.uuid(), "r", customer(o.customer), ""); err == nil {
+				paid.Add(1)
+			} else if domain.ErrorCode(err) != domain.CodeInvalidTransition {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for {
+				ok, err := st.CloseUnpaid(ctx, o.uuid())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					closed.Add(1)
+					return
+				}
+				got, err := st.GetOrder(ctx, o.uuid(), admin)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got.Status != domain.StatusAwaitingPayment {
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int32(n), paid.Load()+closed.Load())
+	var paidRows, closedRows int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE paid_at IS NOT NULL), count(*) FILTER (WHERE status = 'closed') FROM orders`).Scan(&paidRows, &closedRows))
+	require.Equal(t, int(paid.Load()), paidRows)
+	require.Equal(t, int(closed.Load()), closedRows)
+	var bothEvents int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT stream_id FROM events WHERE type IN ('order.paid','order.closed')
+		GROUP BY stream_id HAVING count(*) > 1) x`).Scan(&bothEvents))
+	require.Zero(t, bothEvents)
+	got, err := st.GetProduct(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1000-paidRows, *got.StockRemaining, "closed orders hold no stock")
+
+	// A payment after the deadline is refused by the payment itself, closed or not.
+	late := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "late"})
+	time.Sleep(1100 * time.Millisecond)
+	_, err = st.PayOrder(ctx, late.ID, "r", customer("late"), "")
+	require.ErrorIs(t, err, domain.ErrInvalidTransition)
+	closedNow, err := st.CloseUnpaid(ctx, late.ID)
+	require.NoError(t, err)
+	require.True(t, closedNow)
+	again, err := st.CloseUnpaid(ctx, late.ID)
+	require.NoError(t, err)
+	require.False(t, again, "closing twice changes nothing")
+}
