@@ -49,9 +49,18 @@ func TestQueueExpiryAndRetry(t *testing.T) {
 	queuedAt := func(o *store.Order) time.Time {
 		events, err := st.ReadStream(ctx, o.ID)
 		require.NoError(t, err)
-		e, err := domain.DecodeEvent(events[len(events)-1].Type, events[len(events)-1].Data)
-		require.NoError(t, err)
-		return e.Data.(domain.OrderQueued).QueuedAt
+		for i := len(events) - 1; i >= 0; i-- {
+			e, err := domain.DecodeEvent(events[i].Type, events[i].Data)
+			require.NoError(t, err)
+			switch d := e.Data.(type) {
+			case domain.OrderQueued:
+				return d.QueuedAt
+			case domain.OrderRequeued:
+				return d.QueuedAt
+			}
+		}
+		t.Fatal("order was never queued")
+		return time.Time{}
 	}
 	expired, err := st.ExpireQueued(ctx, early.ID, queuedAt(early))
 	require.NoError(t, err)

@@ -182,7 +182,7 @@ func TestAdmissionQueueFIFO(t *testing.T) {
 	require.NoError(t, err)
 	o5, err := st.GetOrder(ctx, orders[5].ID, admin)
 	require.NoError(t, err)
-	require.Equal(t, 2, *o5.QueuePosition)
+	require.Equal(t, 3, *o5.QueuePosition)
 
 	// A customer cannot cancel an accepted order; completing a queued one is refused.
 	_, err = st.CancelOrder(ctx, orders[0].ID, "", customer("c0"), "")

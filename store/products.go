@@ -102,9 +102,10 @@ func addStock(ctx context.Context, tx pgx.Tx, productID, merchantID uuid.UUID, q
 	// Locking every bucket in bucket order keeps restocks from deadlocking with
 	// buyers, who lock at most one bucket each or all of them in the same order.
 	_, err := tx.Exec(ctx, `
-		WITH b AS (
-			SELECT bucket, count(*) OVER () AS n, row_number() OVER (ORDER BY bucket) - 1 AS i
-			FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE
+		WITH locked AS (
+			SELECT bucket FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE
+		), b AS (
+			SELECT bucket, count(*) OVER () AS n, row_number() OVER (ORDER BY bucket) - 1 AS i FROM locked
 		)
 		UPDATE stock_buckets s
 		SET remaining = s.remaining + $2 / b.n + CASE WHEN b.i < $2 % b.n THEN 1 ELSE 0 END

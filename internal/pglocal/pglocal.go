@@ -1,0 +1,285 @@
+// Package pglocal finds a PostgreSQL to use on this machine, or starts a
+// private one: the dev command, the benchmark and the tests all need one and
+// must not ask the user to set anything up.
+package pglocal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNotFound says, in one line, how to get a PostgreSQL.
+var ErrNotFound = errors.New("no PostgreSQL found: set DATABASE_URL, run one on localhost:5432, or install it (apt-get install postgresql)")
+
+// Options says where to look.
+type Options struct {
+	// EnvVar names an environment variable holding a URL to use first; empty skips it.
+	EnvVar string
+	// DataDir is where a private cluster lives when one must be started.
+	DataDir string
+	// SkipLocalhost skips the server on localhost:5432.
+	SkipLocalhost bool
+	// Fast trades durability for speed in a private cluster (tests only).
+	Fast bool
+	Logf func(format string, args ...any)
+}
+
+// Instance is a server to use.
+type Instance struct {
+	// URL is an admin URL to the server's "postgres" database.
+	URL     string
+	Started bool
+	dataDir string
+	bin     string
+	runAs   []string
+}
+
+// DatabaseURL returns the URL of another database on the same server.
+func (i *Instance) DatabaseURL(name string) string {
+	cfg, err := pgx.ParseConfig(i.URL)
+	if err != nil {
+		return i.URL
+	}
+	u := fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+	if cfg.Password != "" {
+		u = fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
+	}
+	return u
+}
+
+// Stop stops the cluster if this process started it.
+func (i *Instance) Stop(ctx context.Context) error {
+	if !i.Started {
+		return nil
+	}
+	cmd := i.command(ctx, "pg_ctl", "-D", i.dataDir, "-m", "fast", "-w", "stop")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
+	}
+	return nil
+}
+
+const localURL = "postgres://postgres@localhost:5432/postgres?sslmode=disable"
+
+// Find returns a usable server: the env URL, else localhost:5432, else a
+// private cluster in DataDir (created and started as needed).
+func Find(ctx context.Context, o Options) (*Instance, error) {
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if o.EnvVar != "" {
+		if u := os.Getenv(o.EnvVar); u != "" {
+			if err := ping(ctx, u, 5*time.Second); err != nil {
+				return nil, fmt.Errorf("%s does not answer: %w", o.EnvVar, err)
+			}
+			return &Instance{URL: u}, nil
+		}
+	}
+	if !o.SkipLocalhost && ping(ctx, localURL, time.Second) == nil {
+		logf("using PostgreSQL on localhost:5432")
+		return &Instance{URL: localURL}, nil
+	}
+	if o.DataDir == "" {
+		return nil, ErrNotFound
+	}
+	return startPrivate(ctx, o, logf)
+}
+
+func ping(ctx context.Context, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.Ping(ctx)
+}
+
+// binDir finds initdb and pg_ctl: PATH, pg_config --bindir, then the newest
+// /usr/lib/postgresql/*/bin.
+func binDir() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if _, err := exec.LookPath("pg_ctl"); err == nil {
+			return filepath.Dir(p), nil
+		}
+	}
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		dir := strings.TrimSpace(string(out))
+		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
+			return dir, nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d, nil
+		}
+	}
+	return "", ErrNotFound
+}
+
+func versionOf(dir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+	return n
+}
+
+func (i *Instance) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	full := filepath.Join(i.bin, name)
+	if len(i.runAs) > 0 {
+		return exec.CommandContext(ctx, i.runAs[0], append(append(i.runAs[1:], full), args...)...)
+	}
+	return exec.CommandContext(ctx, full, args...)
+}
+
+// runAsPostgres returns the prefix that runs a command as the postgres user
+// when we are root: initdb and postgres refuse to run as root.
+func runAsPostgres(dataDir string) ([]string, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("running as root needs a 'postgres' user to own the private cluster: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := chownAll(dataDir, uid, gid); err != nil {
+		return nil, err
+	}
+	if p, err := exec.LookPath("runuser"); err == nil {
+		return []string{p, "-u", "postgres", "--"}, nil
+	}
+	if p, err := exec.LookPath("setpriv"); err == nil {
+		return []string{p, "--reuid=" + u.Uid, "--regid=" + u.Gid, "--clear-groups"}, nil
+	}
+	return nil, errors.New("running as root needs runuser or setpriv to start PostgreSQL as 'postgres'")
+}
+
+func chownAll(dir string, uid, gid int) error {
+	// The data directory's parents must be traversable by postgres.
+	for p := dir; p != "/" && p != "."; p = filepath.Dir(p) {
+		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o001 == 0 && p != dir {
+			_ = os.Chmod(p, st.Mode().Perm()|0o011)
+		}
+	}
+	return filepath.Walk(dir, func(path string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, gid)
+	})
+}
+
+func startPrivate(ctx context.Context, o Options, logf func(string, ...any)) (*Instance, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	dataDir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dataDir, err)
+	}
+	inst := &Instance{Started: true, dataDir: filepath.Join(dataDir, "data"), bin: bin}
+	sockDir := filepath.Join(dataDir, "sock")
+	if err := os.MkdirAll(sockDir, 0o700); err != nil {
+		return nil, err
+	}
+	if inst.runAs, err = runAsPostgres(dataDir); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(inst.dataDir, "PG_VERSION")); err != nil {
+		logf("initializing a private PostgreSQL cluster in %s", inst.dataDir)
+		cmd := inst.command(ctx, "initdb", "-D", inst.dataDir, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("initdb: %w: %s", err, out)
+		}
+	}
+	if url, ok := runningURL(ctx, inst.dataDir); ok {
+		inst.Started = false
+		inst.URL = url
+		return inst, nil
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300", port, sockDir)
+	if o.Fast {
+		opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	}
+	cmd := inst.command(ctx, "pg_ctl", "-D", inst.dataDir, "-o", opts, "-l", filepath.Join(dataDir, "postgres.log"), "-w", "-t", "60", "start")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("pg_ctl start: %w: %s", err, out)
+	}
+	inst.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	if err := ping(ctx, inst.URL, 10*time.Second); err != nil {
+		return nil, fmt.Errorf("private PostgreSQL does not answer: %w", err)
+	}
+	logf("started a private PostgreSQL on 127.0.0.1:%d", port)
+	return inst, nil
+}
+
+// runningURL finds a cluster already running in dataDir (left by another
+// process), from its postmaster.pid.
+func runningURL(ctx context.Context, dataDir string) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return "", false
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 4 {
+		return "", false
+	}
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%s/postgres?sslmode=disable", strings.TrimSpace(lines[3]))
+	if ping(ctx, url, 2*time.Second) != nil {
+		return "", false
+	}
+	return url, true
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// EnsureDatabase creates database name on the server if it is missing.
+func EnsureDatabase(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
