@@ -60,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return migrateCommand(ctx, rest, stdout)
 	case "token":
 		return tokenCommand(rest, stdout)
+	case "bench":
+		return benchCommand(ctx, rest, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,352 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
+)
+
+var (
+	errNoRoute       = domain.Errorf(domain.CodeNotFound, "no such resource")
+	errAdminOnly     = domain.Errorf(domain.CodeForbidden, "only an admin may do this")
+	errNotYourShop   = domain.Errorf(domain.CodeForbidden, "only that merchant or an admin may do this")
+	errCustomersOnly = domain.Errorf(domain.CodeForbidden, "only customers place and pay orders")
+)
+
+func principalOf(r *http.Request) auth.Principal {
+	p, _ := auth.PrincipalFrom(r.Context())
+	return p
+}
+
+func accessOf(p auth.Principal) store.Access {
+	a := store.Access{Subject: p.Subject, MerchantID: p.MerchantID}
+	switch p.Role {
+	case auth.RoleAdmin:
+		a.Actor = domain.ActorAdmin
+	case auth.RoleMerchant:
+		a.Actor = domain.ActorMerchant
+	default:
+		a.Actor = domain.ActorCustomer
+	}
+	return a
+}
+
+func metaOf(r *http.Request) store.Meta {
+	p := principalOf(r)
+	a := accessOf(p)
+	return store.Meta{Actor: a.Actor, Subject: p.Subject, RequestID: requestIDFrom(r.Context())}
+}
+
+type createMerchantRequest struct {
+	Name                  string  `json:"name"`
+	Capacity              *int    `json:"capacity"`
+	PrepSeconds           *int    `json:"prep_seconds"`
+	MaxQueueWaitSeconds   *int    `json:"max_queue_wait_seconds"`
+	PaymentTimeoutSeconds *int    `json:"payment_timeout_seconds"`
+	WebhookURL            *string `json:"webhook_url"`
+}
+
+func orDefault(v *int, def int) int {
+	if v == nil {
+		return def
+	}
+	return *v
+}
+
+func (s *Server) createMerchant(w http.ResponseWriter, r *http.Request) {
+	if !principalOf(r).IsAdmin() {
+		writeProblem(w, r, errAdminOnly)
+		return
+	}
+	var req createMerchantRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if req.Capacity == nil {
+		writeProblem(w, r, domain.Errorf(domain.CodeValidation, "capacity is required"))
+		return
+	}
+	settings := domain.MerchantSettings{
+		Name: req.Name, Capacity: *req.Capacity,
+		PrepSeconds:           orDefault(req.PrepSeconds, domain.DefaultPrepSeconds),
+		MaxQueueWaitSeconds:   orDefault(req.MaxQueueWaitSeconds, domain.DefaultMaxQueueWaitSeconds),
+		PaymentTimeoutSeconds: orDefault(req.PaymentTimeoutSeconds, domain.DefaultPaymentTimeoutSeconds),
+	}
+	if req.WebhookURL != nil {
+		settings.WebhookURL = *req.WebhookURL
+	}
+	m, err := s.store.CreateMerchant(r.Context(), settings, metaOf(r))
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/merchants/"+m.ID.String())
+	writeJSON(w, http.StatusCreated, m)
+}
+
+func (s *Server) getMerchant(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	m, err := s.store.GetMerchant(r.Context(), id)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+// optionalString tells an absent field (nil *optionalString) from an explicit
+// null (set, value nil), which PATCH needs to clear a webhook URL.
+type optionalString struct {
+	value *string
+}
+
+func (o *optionalString) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		o.value = nil
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	o.value = &s
+	return nil
+}
+
+type patchMerchantRequest struct {
+	Name                  *string         `json:"name"`
+	Capacity              *int            `json:"capacity"`
+	PrepSeconds           *int            `json:"prep_seconds"`
+	MaxQueueWaitSeconds   *int            `json:"max_queue_wait_seconds"`
+	PaymentTimeoutSeconds *int            `json:"payment_timeout_seconds"`
+	WebhookURL            *optionalString `json:"webhook_url"`
+}
+
+func (s *Server) patchMerchant(w http.ResponseWriter, r *http.Request) {
+	if !principalOf(r).IsAdmin() {
+		writeProblem(w, r, errAdminOnly)
+		return
+	}
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	var req patchMerchantRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	patch := store.MerchantPatch{
+		Name: req.Name, Capacity: req.Capacity, PrepSeconds: req.PrepSeconds,
+		MaxQueueWaitSeconds: req.MaxQueueWaitSeconds, PaymentTimeoutSeconds: req.PaymentTimeoutSeconds,
+	}
+	if req.WebhookURL != nil {
+		if req.WebhookURL.value == nil || *req.WebhookURL.value == "" {
+			patch.ClearWebhook = true
+		} else {
+			patch.WebhookURL = req.WebhookURL.value
+		}
+	}
+	m, err := s.store.UpdateMerchant(r.Context(), id, patch, metaOf(r))
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (s *Server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if !principalOf(r).ActsForMerchant(id) {
+		writeProblem(w, r, errNotYourShop)
+		return
+	}
+	m, err := s.store.RotateWebhookSecret(r.Context(), id, metaOf(r))
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+type createProductRequest struct {
+	Name         string `json:"name"`
+	PriceCents   *int64 `json:"price_cents"`
+	Stock        *int   `json:"stock"`
+	PerUserLimit *int   `json:"per_user_limit"`
+}
+
+func (s *Server) createProduct(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if !principalOf(r).ActsForMerchant(id) {
+		writeProblem(w, r, errNotYourShop)
+		return
+	}
+	var req createProductRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if req.PriceCents == nil {
+		writeProblem(w, r, domain.Errorf(domain.CodeValidation, "price_cents is required"))
+		return
+	}
+	p, err := s.store.CreateProduct(r.Context(), store.CreateProductParams{
+		MerchantID: id, Name: req.Name, PriceCents: *req.PriceCents, Stock: req.Stock,
+		PerUserLimit: req.PerUserLimit, Meta: metaOf(r),
+	})
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/products/"+p.ID.String())
+	writeJSON(w, http.StatusCreated, p)
+}
+
+func (s *Server) listProducts(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if _, err := s.store.GetMerchant(r.Context(), id); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	products, err := s.store.ListProducts(r.Context(), id)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"products": products})
+}
+
+func (s *Server) getProduct(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	p, err := s.store.GetProduct(r.Context(), id)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+type restockRequest struct {
+	Quantity *int `json:"quantity"`
+}
+
+func (s *Server) restock(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	p, err := s.store.GetProduct(r.Context(), id)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if !principalOf(r).ActsForMerchant(p.MerchantID) {
+		writeProblem(w, r, errNotYourShop)
+		return
+	}
+	var req restockRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if req.Quantity == nil {
+		writeProblem(w, r, domain.Errorf(domain.CodeValidation, "quantity is required"))
+		return
+	}
+	p, err = s.store.Restock(r.Context(), id, *req.Quantity, metaOf(r))
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+)
+
+func (s *Server) listMerchantOrders(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if !principalOf(r).ActsForMerchant(id) {
+		writeProblem(w, r, errNotYourShop)
+		return
+	}
+	status := domain.OrderStatus(r.URL.Query().Get("status"))
+	if status == "" {
+		status = domain.StatusQueued
+	}
+	limit, err := parseLimit(r)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if _, err := s.store.GetMerchant(r.Context(), id); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	orders, err := s.store.ListMerchantOrders(r.Context(), id, status, limit)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"orders": orders})
+}
+
+func parseLimit(r *http.Request) (int, error) {
+	raw := r.URL.Query().Get("limit")
+	if raw == "" {
+		return defaultListLimit, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 || n > maxListLimit {
+		return 0, domain.Errorf(domain.CodeValidation, "limit must be an integer between 1 and %d", maxListLimit)
+	}
+	return n, nil
+}
+
+func queryUUID(r *http.Request, name string) (uuid.UUID, error) {
+	raw := r.URL.Query().Get(name)
+	if raw == "" {
+		return uuid.Nil, nil
+	}
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		return uuid.Nil, domain.Errorf(domain.CodeValidation, "%s must be a UUID", name)
+	}
+	return id, nil
+}

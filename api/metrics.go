@@ -1,0 +1,62 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the API's Prometheus series, on a registry of the caller's so
+// that several servers can live in one test process.
+type Metrics struct {
+	registry    *prometheus.Registry
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	transitions *prometheus.CounterVec
+}
+
+// NewMetrics registers the series on reg.
+func NewMetrics(reg *prometheus.Registry) *Metrics {
+	m := &Metrics{
+		registry: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderd_http_requests_total", Help: "HTTP requests by route, method and status.",
+		}, []string{"route", "method", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "orderd_http_request_duration_seconds", Help: "HTTP request latency by route.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route", "method"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orderd_order_transitions_total", Help: "Committed order status changes.",
+		}, []string{"from", "to"}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.transitions)
+	return m
+}
+
+// ObserveTransition counts one committed status change.
+func (m *Metrics) ObserveTransition(from, to string) { m.transitions.WithLabelValues(from, to).Inc() }
+
+// Handler serves the registry.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Middleware records each request under its route pattern, never the raw
+// path, which would explode the series count.
+func (m *Metrics) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := wrap(w)
+		next.ServeHTTP(sw, r)
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(sw.status)).Inc()
+		m.duration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+	})
+}

@@ -1,0 +1,212 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
+)
+
+type orderLine struct {
+	ProductID string `json:"product_id"`
+	Quantity  int    `json:"quantity"`
+}
+
+type placeOrderRequest struct {
+	MerchantID string      `json:"merchant_id"`
+	Items      []orderLine `json:"items"`
+	PaymentRef *string     `json:"payment_ref"`
+}
+
+const maxIdempotencyKey = 255
+
+func idempotencyKey(r *http.Request) (string, error) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return "", domain.Errorf(domain.CodeIdempotencyRequired, "the Idempotency-Key header is required")
+	}
+	if len(key) > maxIdempotencyKey || !utf8.ValidString(key) {
+		return "", domain.Errorf(domain.CodeValidation, "Idempotency-Key must be 1-%d characters", maxIdempotencyKey)
+	}
+	for _, c := range key {
+		if c < 0x20 || c == 0x7f {
+			return "", domain.Errorf(domain.CodeValidation, "Idempotency-Key must not contain control characters")
+		}
+	}
+	return key, nil
+}
+
+func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
+	p := principalOf(r)
+	if p.Role != auth.RoleCustomer {
+		writeProblem(w, r, errCustomersOnly)
+		return
+	}
+	if ok, retry := s.placeLimits.Allow(p.Subject); !ok {
+		writeProblem(w, r, rateLimited(retry))
+		return
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	var req placeOrderRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	merchantID, err := uuid.Parse(req.MerchantID)
+	if err != nil {
+		writeProblem(w, r, domain.Errorf(domain.CodeValidation, "merchant_id must be a UUID"))
+		return
+	}
+	lines := make([]domain.LineRequest, len(req.Items))
+	for i, it := range req.Items {
+		id, err := uuid.Parse(it.ProductID)
+		if err != nil {
+			writeProblem(w, r, domain.Errorf(domain.CodeValidation, "items[%d].product_id must be a UUID", i))
+			return
+		}
+		lines[i] = domain.LineRequest{ProductID: id.String(), Quantity: it.Quantity}
+	}
+	paymentRef := ""
+	if req.PaymentRef != nil {
+		paymentRef = *req.PaymentRef
+		if paymentRef == "" || len(paymentRef) > domain.MaxIDLength {
+			writeProblem(w, r, domain.Errorf(domain.CodeValidation, "payment_ref must be 1-%d characters", domain.MaxIDLength))
+			return
+		}
+	}
+	// The hash covers the decoded request, so formatting differences in the
+	// same body still replay.
+	canonical, err := json.Marshal(req)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	hash := sha256.Sum256(canonical)
+	res, err := s.store.PlaceOrder(r.Context(), store.PlaceParams{
+		MerchantID: merchantID, CustomerID: p.Subject, Lines: lines, PaymentRef: paymentRef,
+		IdempotencyKey: key, RequestHash: hash[:], RequestID: requestIDFrom(r.Context()),
+	})
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if res.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+		writeJSON(w, http.StatusOK, res.Order)
+		return
+	}
+	w.Header().Set("Location", "/v1/orders/"+res.Order.ID.String())
+	writeJSON(w, http.StatusCreated, res.Order)
+}
+
+func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	o, err := s.store.GetOrder(r.Context(), id, accessOf(principalOf(r)))
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	events, err := s.store.OrderEvents(r.Context(), id, accessOf(principalOf(r)))
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": events})
+}
+
+type payRequest struct {
+	PaymentRef string `json:"payment_ref"`
+}
+
+func (s *Server) payOrder(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	p := principalOf(r)
+	if p.Role != auth.RoleCustomer {
+		writeProblem(w, r, errCustomersOnly)
+		return
+	}
+	var req payRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	o, err := s.store.PayOrder(r.Context(), id, req.PaymentRef, accessOf(p), requestIDFrom(r.Context()))
+	respondOrder(w, r, o, err)
+}
+
+type cancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) cancelOrder(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	var req cancelRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(w, r, &req); err != nil {
+			writeProblem(w, r, err)
+			return
+		}
+	}
+	o, err := s.store.CancelOrder(r.Context(), id, req.Reason, accessOf(principalOf(r)), requestIDFrom(r.Context()))
+	respondOrder(w, r, o, err)
+}
+
+func (s *Server) completeOrder(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	p := principalOf(r)
+	if p.Role == auth.RoleCustomer {
+		// A customer may not complete even its own order; answering 404 for
+		// orders it cannot see is left to the store.
+		if _, err := s.store.GetOrder(r.Context(), id, accessOf(p)); err != nil {
+			writeProblem(w, r, err)
+			return
+		}
+		writeProblem(w, r, domain.Errorf(domain.CodeForbidden, "only the merchant or an admin may complete an order"))
+		return
+	}
+	o, err := s.store.CompleteOrder(r.Context(), id, accessOf(p), requestIDFrom(r.Context()))
+	respondOrder(w, r, o, err)
+}
+
+func respondOrder(w http.ResponseWriter, r *http.Request, o *store.Order, err error) {
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}

@@ -1,0 +1,129 @@
+// Package api serves orderd's REST contract (API.md) on net/http.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/store"
+)
+
+// Config wires a Server.
+type Config struct {
+	Store  *store.Store
+	Auth   *auth.Authenticator
+	Logger *slog.Logger
+	// Registry receives the HTTP and order metrics; /metrics serves it.
+	Registry *prometheus.Registry
+	// Ready reports whether the service may take traffic (database reachable,
+	// migrations current).
+	Ready func(ctx context.Context) error
+	// RequestTimeout bounds each request, database work included.
+	RequestTimeout time.Duration
+	// RatePerCustomer limits placements per customer per second; 0 turns it off.
+	RatePerCustomer float64
+	// RatePerIP limits requests per client address per second; 0 turns it off.
+	RatePerIP float64
+	// Extra handlers mounted as they are, such as the websocket endpoint and
+	// the demo page.
+	Mount map[string]http.Handler
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg         Config
+	store       *store.Store
+	auth        *auth.Authenticator
+	log         *slog.Logger
+	metrics     *Metrics
+	placeLimits *RateLimiter
+	handler     http.Handler
+}
+
+// New builds the server and its routes.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	s := &Server{
+		cfg: cfg, store: cfg.Store, auth: cfg.Auth, log: cfg.Logger,
+		metrics:     NewMetrics(cfg.Registry),
+		placeLimits: NewRateLimiter(cfg.RatePerCustomer),
+	}
+	s.handler = s.routes()
+	return s
+}
+
+// ServeHTTP makes Server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Metrics exposes the server's metrics for other components to record into.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	authed := func(h http.HandlerFunc) http.Handler { return requireAuth(s.auth, h) }
+
+	mux.Handle("POST /v1/merchants", authed(s.createMerchant))
+	mux.Handle("GET /v1/merchants/{id}", authed(s.getMerchant))
+	mux.Handle("PATCH /v1/merchants/{id}", authed(s.patchMerchant))
+	mux.Handle("POST /v1/merchants/{id}/webhook-secret", authed(s.rotateWebhookSecret))
+	mux.Handle("POST /v1/merchants/{id}/products", authed(s.createProduct))
+	mux.Handle("GET /v1/merchants/{id}/products", authed(s.listProducts))
+	mux.Handle("GET /v1/merchants/{id}/orders", authed(s.listMerchantOrders))
+	mux.Handle("GET /v1/products/{id}", authed(s.getProduct))
+	mux.Handle("POST /v1/products/{id}/restock", authed(s.restock))
+
+	mux.Handle("POST /v1/orders", authed(s.placeOrder))
+	mux.Handle("GET /v1/orders/{id}", authed(s.getOrder))
+	mux.Handle("GET /v1/orders/{id}/events", authed(s.orderEvents))
+	mux.Handle("POST /v1/orders/{id}/pay", authed(s.payOrder))
+	mux.Handle("POST /v1/orders/{id}/cancel", authed(s.cancelOrder))
+	mux.Handle("POST /v1/orders/{id}/complete", authed(s.completeOrder))
+
+	mux.Handle("GET /v1/admin/dead-letters", authed(s.listDeadLetters))
+	mux.Handle("POST /v1/admin/dead-letters/{id}/retry", authed(s.retryDeadLetter))
+	mux.Handle("POST /v1/admin/dead-letters/{id}/resolve", authed(s.resolveDeadLetter))
+
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", s.metrics.Handler())
+	for pattern, h := range s.cfg.Mount {
+		mux.Handle(pattern, h)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, errNoRoute)
+	})
+
+	var h http.Handler = mux
+	h = s.metrics.Middleware(h)
+	h = perIPLimit(NewRateLimiter(s.cfg.RatePerIP), h)
+	h = withTimeout(s.cfg.RequestTimeout, h)
+	h = recoverPanics(s.log, h)
+	h = accessLog(s.log, h)
+	h = withRequestID(h)
+	return h
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(r.Context()); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "detail": err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

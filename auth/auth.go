@@ -1,0 +1,165 @@
+// Package auth issues and checks orderd's bearer tokens (HS256 JWTs) and
+// carries the caller's identity through a request.
+package auth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// Role is what a caller may do.
+type Role string
+
+const (
+	RoleCustomer Role = "customer"
+	RoleMerchant Role = "merchant"
+	RoleAdmin    Role = "admin"
+)
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Subject    string
+	Role       Role
+	MerchantID uuid.UUID // set for RoleMerchant only
+}
+
+// IsAdmin reports whether p may do everything.
+func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
+
+// ActsForMerchant reports whether p may act on merchant id's behalf.
+func (p Principal) ActsForMerchant(id uuid.UUID) bool {
+	return p.Role == RoleAdmin || (p.Role == RoleMerchant && p.MerchantID == id)
+}
+
+type claims struct {
+	Role       Role   `json:"role"`
+	MerchantID string `json:"merchant_id,omitempty"`
+	jwt.RegisteredClaims
+}
+
+// Authenticator signs and verifies tokens with one HS256 secret.
+type Authenticator struct {
+	secret []byte
+	now    func() time.Time
+	parser *jwt.Parser
+}
+
+// New returns an Authenticator; now nil means time.Now.
+func New(secret []byte, now func() time.Time) *Authenticator {
+	if now == nil {
+		now = time.Now
+	}
+	return &Authenticator{
+		secret: secret,
+		now:    now,
+		parser: jwt.NewParser(
+			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+			jwt.WithExpirationRequired(),
+			jwt.WithTimeFunc(now),
+			jwt.WithLeeway(5*time.Second),
+		),
+	}
+}
+
+// Issue signs a token for p valid for ttl.
+func (a *Authenticator) Issue(p Principal, ttl time.Duration) (string, error) {
+	if err := p.validate(); err != nil {
+		return "", err
+	}
+	now := a.now()
+	c := claims{
+		Role: p.Role,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   p.Subject,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+		},
+	}
+	if p.Role == RoleMerchant {
+		c.MerchantID = p.MerchantID.String()
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(a.secret)
+}
+
+func (p Principal) validate() error {
+	if p.Subject == "" || len(p.Subject) > domain.MaxIDLength {
+		return domain.Errorf(domain.CodeUnauthorized, "the token's sub must be 1-%d characters", domain.MaxIDLength)
+	}
+	switch p.Role {
+	case RoleCustomer, RoleAdmin:
+	case RoleMerchant:
+		if p.MerchantID == uuid.Nil {
+			return domain.Errorf(domain.CodeUnauthorized, "a merchant token needs a merchant_id")
+		}
+	default:
+		return domain.Errorf(domain.CodeUnauthorized, "the token's role must be customer, merchant or admin")
+	}
+	return nil
+}
+
+// Parse verifies a token and returns its principal. Only HS256 with this
+// secret is accepted; "alg: none" and other algorithms are refused.
+func (a *Authenticator) Parse(token string) (Principal, error) {
+	var c claims
+	if _, err := a.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return a.secret, nil }); err != nil {
+		msg := "the bearer token is invalid"
+		if errors.Is(err, jwt.ErrTokenExpired) {
+			msg = "the bearer token has expired"
+		}
+		return Principal{}, domain.Errorf(domain.CodeUnauthorized, "%s", msg)
+	}
+	p := Principal{Subject: c.Subject, Role: c.Role}
+	if c.Role == RoleMerchant {
+		id, err := uuid.Parse(c.MerchantID)
+		if err != nil {
+			return Principal{}, domain.Errorf(domain.CodeUnauthorized, "a merchant token needs a valid merchant_id")
+		}
+		p.MerchantID = id
+	}
+	if err := p.validate(); err != nil {
+		return Principal{}, err
+	}
+	return p, nil
+}
+
+var errNoToken = domain.Errorf(domain.CodeUnauthorized, "a bearer token is required (Authorization: Bearer <token>)")
+
+// FromRequest authenticates r by its Authorization header, or by the
+// access_token query parameter, which browsers' websockets need.
+func (a *Authenticator) FromRequest(r *http.Request) (Principal, error) {
+	token := ""
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, rest, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return Principal{}, domain.Errorf(domain.CodeUnauthorized, "the Authorization header must be 'Bearer <token>'")
+		}
+		token = strings.TrimSpace(rest)
+	} else {
+		token = r.URL.Query().Get("access_token")
+	}
+	if token == "" {
+		return Principal{}, errNoToken
+	}
+	return a.Parse(token)
+}
+
+type ctxKey struct{}
+
+// WithPrincipal stores p in ctx.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// PrincipalFrom returns the principal stored in ctx.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(ctxKey{}).(Principal)
+	return p, ok
+}

@@ -1,0 +1,221 @@
+// Package bench is orderd's load generator: every performance claim of the
+// README is measured here, over real HTTP against a running orderd, next to a
+// plain-SQL baseline measured in the same run on the same database.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/orderd/orderd/auth"
+)
+
+// Options are the command line's.
+type Options struct {
+	Clients  int           // 0 = the scenario's default
+	Count    int           // orders or buyers; 0 = the scenario's default
+	Duration time.Duration // for time-boxed scenarios; 0 = default
+	Seed     uint64
+	Progress bool
+	Out      io.Writer
+}
+
+// Result is one scenario's figures.
+type Result struct {
+	PerS         float64        `json:"per_s"`
+	BaselinePerS float64        `json:"baseline_per_s"`
+	Ratio        float64        `json:"ratio"`
+	Goal         float64        `json:"goal_ratio,omitempty"`
+	P50ms        float64        `json:"p50_ms"`
+	P99ms        float64        `json:"p99_ms"`
+	InvariantsOK bool           `json:"invariants_ok"`
+	Violations   []string       `json:"violations,omitempty"`
+	RSSBytes     int64          `json:"rss_bytes,omitempty"`
+	Extra        map[string]any `json:"extra,omitempty"`
+	Series       []Point        `json:"series,omitempty"`
+}
+
+// Point is one second of a run, for charts.
+type Point struct {
+	Second int     `json:"second"`
+	Done   int     `json:"done"`
+	P50ms  float64 `json:"p50_ms"`
+	P99ms  float64 `json:"p99_ms"`
+	Queue  int     `json:"queue,omitempty"`
+}
+
+// Report is the whole run, as written by --json.
+type Report struct {
+	Machine   map[string]any     `json:"machine"`
+	Scenarios map[string]*Result `json:"scenarios"`
+}
+
+// Target is the orderd under test and its database.
+type Target struct {
+	BaseURL string
+	Pool    *pgxpool.Pool
+	Auth    *auth.Authenticator
+	// RSS reports the server's resident memory, when it runs in this process
+	// or is otherwise observable; nil when unknown.
+	RSS  func() int64
+	http *http.Client
+}
+
+// NewTarget prepares a client for baseURL.
+func NewTarget(baseURL string, pool *pgxpool.Pool, a *auth.Authenticator) *Target {
+	return &Target{
+		BaseURL: baseURL, Pool: pool, Auth: a,
+		http: &http.Client{
+			Timeout: 30 * time.Second,
+			Transport: &http.Transport{
+				MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0,
+				IdleConnTimeout: 90 * time.Second,
+			},
+		},
+	}
+}
+
+func (t *Target) token(p auth.Principal) string {
+	tok, err := t.Auth.Issue(p, 24*time.Hour)
+	if err != nil {
+		panic(fmt.Sprintf("issue bench token: %v", err))
+	}
+	return tok
+}
+
+// call sends one request and decodes a JSON answer into out (when not nil).
+func (t *Target) call(ctx context.Context, method, path, token string, body any, header map[string]string, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, t.BaseURL+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := t.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decode %s %s: %w", method, path, err)
+		}
+	}
+	if resp.StatusCode >= 300 {
+		var problem struct {
+			Code string `json:"code"`
+		}
+		_ = json.Unmarshal(raw, &problem)
+		return resp.StatusCode, &httpError{Status: resp.StatusCode, Code: problem.Code, Body: string(raw)}
+	}
+	return resp.StatusCode, nil
+}
+
+type httpError struct {
+	Status int
+	Code   string
+	Body   string
+}
+
+func (e *httpError) Error() string { return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Body) }
+
+// recorder keeps latencies and per-second completions.
+type recorder struct {
+	mu     sync.Mutex
+	start  time.Time
+	lat    []time.Duration
+	perSec map[int][]time.Duration
+	queue  map[int]int
+}
+
+func newRecorder() *recorder {
+	return &recorder{start: time.Now(), perSec: map[int][]time.Duration{}, queue: map[int]int{}}
+}
+
+func (r *recorder) add(d time.Duration) {
+	r.mu.Lock()
+	r.lat = append(r.lat, d)
+	sec := int(time.Since(r.start).Seconds())
+	r.perSec[sec] = append(r.perSec[sec], d)
+	r.mu.Unlock()
+}
+
+func (r *recorder) setQueue(depth int) {
+	r.mu.Lock()
+	r.queue[int(time.Since(r.start).Seconds())] = depth
+	r.mu.Unlock()
+}
+
+func percentile(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+func (r *recorder) summarize(res *Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	all := slices.Clone(r.lat)
+	slices.Sort(all)
+	res.P50ms, res.P99ms = percentile(all, 0.50), percentile(all, 0.99)
+	secs := make([]int, 0, len(r.perSec))
+	for s := range r.perSec {
+		secs = append(secs, s)
+	}
+	for s := range r.queue {
+		if _, ok := r.perSec[s]; !ok {
+			secs = append(secs, s)
+		}
+	}
+	sort.Ints(secs)
+	for _, s := range secs {
+		l := slices.Clone(r.perSec[s])
+		slices.Sort(l)
+		res.Series = append(res.Series, Point{Second: s, Done: len(l), P50ms: percentile(l, 0.5), P99ms: percentile(l, 0.99), Queue: r.queue[s]})
+	}
+}
+
+// Machine describes where the run happened.
+func Machine() map[string]any {
+	return map[string]any{
+		"cpus": runtime.NumCPU(), "goos": runtime.GOOS, "goarch": runtime.GOARCH, "go": runtime.Version(),
+		"when": time.Now().UTC().Format(time.RFC3339),
+	}
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}

@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/go-echarts/go-echarts/v2/charts"
+	"github.com/go-echarts/go-echarts/v2/components"
+	"github.com/go-echarts/go-echarts/v2/opts"
+)
+
+// WriteChart plots, per scenario, completions per second, latency
+// percentiles and queue depth over the run, as one HTML page.
+func WriteChart(path string, names []string, r Report) error {
+	page := components.NewPage()
+	page.PageTitle = "orderd bench"
+	for _, n := range names {
+		res := r.Scenarios[n]
+		if res == nil || len(res.Series) == 0 {
+			continue
+		}
+		x := make([]string, len(res.Series))
+		done := make([]opts.LineData, len(res.Series))
+		p50 := make([]opts.LineData, len(res.Series))
+		p99 := make([]opts.LineData, len(res.Series))
+		queue := make([]opts.LineData, len(res.Series))
+		for i, p := range res.Series {
+			x[i] = strconv.Itoa(p.Second)
+			done[i] = opts.LineData{Value: p.Done}
+			p50[i] = opts.LineData{Value: p.P50ms}
+			p99[i] = opts.LineData{Value: p.P99ms}
+			queue[i] = opts.LineData{Value: p.Queue}
+		}
+		throughput := charts.NewLine()
+		throughput.SetGlobalOptions(charts.WithTitleOpts(opts.Title{Title: n + ": requests/s", Subtitle: fmt.Sprintf("ratio to baseline %.2f", res.Ratio)}))
+		throughput.SetXAxis(x).AddSeries("completed per second", done).AddSeries("queue depth", queue)
+		latency := charts.NewLine()
+		latency.SetGlobalOptions(charts.WithTitleOpts(opts.Title{Title: n + ": latency (ms)"}))
+		latency.SetXAxis(x).AddSeries("p50", p50).AddSeries("p99", p99)
+		page.AddCharts(throughput, latency)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create chart: %w", err)
+	}
+	defer f.Close()
+	if err := page.Render(f); err != nil {
+		return fmt.Errorf("render chart: %w", err)
+	}
+	return nil
+}
+
+// SelfRSS reads this process's resident set size from /proc, in bytes.
+func SelfRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			if len(f) >= 2 {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}

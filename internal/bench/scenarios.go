@@ -1,0 +1,501 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/orderd/orderd/auth"
+)
+
+// Scenarios lists what `orderd bench` can run, in the order `all` runs them.
+var Scenarios = []string{"spread", "hot", "flash", "timers"}
+
+// Run runs one scenario against t.
+func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error) {
+	var res *Result
+	var err error
+	switch name {
+	case "spread":
+		res, err = spread(ctx, t, o)
+	case "hot":
+		res, err = hot(ctx, t, o)
+	case "flash":
+		res, err = flash(ctx, t, o)
+	case "timers":
+		res, err = timers(ctx, t, o)
+	default:
+		return nil, fmt.Errorf("unknown scenario %q (have %v)", name, Scenarios)
+	}
+	if res != nil && t.RSS != nil {
+		res.RSSBytes = t.RSS()
+	}
+	return res, err
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+type merchantSpec struct {
+	Name                  string `json:"name"`
+	Capacity              int    `json:"capacity"`
+	PrepSeconds           int    `json:"prep_seconds,omitempty"`
+	PaymentTimeoutSeconds int    `json:"payment_timeout_seconds,omitempty"`
+	MaxQueueWaitSeconds   int    `json:"max_queue_wait_seconds,omitempty"`
+}
+
+type idOnly struct {
+	ID string `json:"id"`
+}
+
+func (t *Target) admin() string {
+	return t.token(auth.Principal{Subject: "bench-admin", Role: auth.RoleAdmin})
+}
+
+func (t *Target) createMerchant(ctx context.Context, m merchantSpec) (string, error) {
+	var out idOnly
+	_, err := t.call(ctx, "POST", "/v1/merchants", t.admin(), m, nil, &out)
+	return out.ID, err
+}
+
+func (t *Target) createProduct(ctx context.Context, merchantID string, body map[string]any) (string, error) {
+	var out idOnly
+	_, err := t.call(ctx, "POST", "/v1/merchants/"+merchantID+"/products", t.admin(), body, nil, &out)
+	return out.ID, err
+}
+
+type line struct {
+	ProductID string `json:"product_id"`
+	Quantity  int    `json:"quantity"`
+}
+
+type placeBody struct {
+	MerchantID string `json:"merchant_id"`
+	Items      []line `json:"items"`
+	PaymentRef string `json:"payment_ref,omitempty"`
+}
+
+func newBar(o Options, max int, desc string) *progressbar.ProgressBar {
+	if !o.Progress {
+		return progressbar.DefaultSilent(int64(max), desc)
+	}
+	return progressbar.NewOptions(max, progressbar.OptionSetDescription(desc), progressbar.OptionSetWriter(o.Out),
+		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("req"),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+}
+
+// drive runs n requests from clients goroutines; do returns the request's
+// error, and the latency of each successful one is recorded.
+func drive(ctx context.Context, clients, n int, rec *recorder, bar *progressbar.ProgressBar, do func(ctx context.Context, client, i int) error) (time.Duration, []error) {
+	var next atomic.Int64
+	var mu sync.Mutex
+	var errs []error
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				t0 := time.Now()
+				err := do(ctx, c, i)
+				if err == nil {
+					rec.add(time.Since(t0))
+				} else {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+				_ = bar.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	_ = bar.Finish()
+	return time.Since(start), errs
+}
+
+// spread: many merchants with ample capacity, paid orders of 1-3 lines.
+func spread(ctx context.Context, t *Target, o Options) (*Result, error) {
+	clients := orDefault(o.Clients, 64)
+	d := orDefault(o.Duration, 30*time.Second)
+	const merchants = 1000
+	type shop struct {
+		id       string
+		products [3]string
+	}
+	shops := make([]shop, merchants)
+	setupBar := newBar(o, merchants, "spread: setting up merchants")
+	_, errs := drive(ctx, 16, merchants, newRecorder(), setupBar, func(ctx context.Context, _, i int) error {
+		id, err := t.createMerchant(ctx, merchantSpec{Name: fmt.Sprintf("spread-%d", i), Capacity: 100000})
+		if err != nil {
+			return err
+		}
+		shops[i].id = id
+		for j := range 3 {
+			if shops[i].products[j], err = t.createProduct(ctx, id, map[string]any{"name": fmt.Sprintf("p%d", j), "price_cents": 300 + j}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("spread setup: %w", errs[0])
+	}
+
+	rec := newRecorder()
+	runCtx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	bar := newBar(o, -1, "spread: placing paid orders")
+	var placed atomic.Int64
+	elapsed, errs := drive(runCtx, clients, 1<<40, rec, bar, func(ctx context.Context, c, i int) error {
+		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)))
+		s := shops[rng.IntN(merchants)]
+		n := 1 + rng.IntN(3)
+		items := make([]line, n)
+		for j := range n {
+			items[j] = line{ProductID: s.products[j], Quantity: 1 + rng.IntN(3)}
+		}
+		_, err := t.call(ctx, "POST", "/v1/orders", t.token(auth.Principal{Subject: fmt.Sprintf("spread-c%d", c), Role: auth.RoleCustomer}),
+			placeBody{MerchantID: s.id, Items: items, PaymentRef: "pay"}, map[string]string{"Idempotency-Key": uuid.NewString()}, nil)
+		if err == nil {
+			placed.Add(1)
+		}
+		return err
+	})
+	res := &Result{Extra: map[string]any{"clients": clients, "merchants": merchants, "orders": placed.Load()}}
+	res.PerS = float64(placed.Load()) / elapsed.Seconds()
+	rec.summarize(res)
+	res.Violations = append(res.Violations, unexpected(errs, runCtx)...)
+	base, err := counterBaseline(ctx, t.Pool, clients, min(d, 15*time.Second), merchants, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	res.BaselinePerS, res.Ratio, res.Goal = base, ratio(res.PerS, base), 1.0
+	res.Violations = append(res.Violations, t.commonInvariants(ctx)...)
+	res.InvariantsOK = len(res.Violations) == 0
+	return res, nil
+}
+
+// unexpected lists request errors other than the run's own deadline.
+func unexpected(errs []error, runCtx context.Context) []string {
+	var out []string
+	for _, err := range errs {
+		if runCtx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+			continue
+		}
+		if len(out) < 5 {
+			out = append(out, err.Error())
+		}
+	}
+	return out
+}
+
+// hot: a burst of paid orders to one merchant of capacity 50 while a
+// simulated merchant completes orders.
+func hot(ctx context.Context, t *Target, o Options) (*Result, error) {
+	clients := orDefault(o.Clients, 128)
+	count := orDefault(o.Count, 20000)
+	const capacity = 50
+	mID, err := t.createMerchant(ctx, merchantSpec{Name: "hot", Capacity: capacity, PrepSeconds: 1, MaxQueueWaitSeconds: 3600})
+	if err != nil {
+		return nil, err
+	}
+	pID, err := t.createProduct(ctx, mID, map[string]any{"name": "first cup of autumn", "price_cents": 1800})
+	if err != nil {
+		return nil, err
+	}
+	merchantTok := t.token(auth.Principal{Subject: "hot-merchant", Role: auth.RoleMerchant, MerchantID: uuid.MustParse(mID)})
+	rec := newRecorder()
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	var completed atomic.Int64
+	for range 4 {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var list struct {
+					Orders []idOnly `json:"orders"`
+				}
+				if _, err := t.call(ctx, "GET", "/v1/merchants/"+mID+"/orders?status=accepted&limit=20", merchantTok, nil, nil, &list); err != nil || len(list.Orders) == 0 {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				for _, ord := range list.Orders {
+					if _, err := t.call(ctx, "POST", "/v1/orders/"+ord.ID+"/complete", merchantTok, nil, nil, nil); err == nil {
+						completed.Add(1)
+					}
+				}
+			}
+		}()
+	}
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				var m struct {
+					Load struct {
+						Queued int `json:"queued"`
+					} `json:"load"`
+				}
+				if _, err := t.call(ctx, "GET", "/v1/merchants/"+mID, merchantTok, nil, nil, &m); err == nil {
+					rec.setQueue(m.Load.Queued)
+				}
+			}
+		}
+	}()
+	bar := newBar(o, count, "hot: paying orders to one merchant")
+	elapsed, errs := drive(ctx, clients, count, rec, bar, func(ctx context.Context, c, i int) error {
+		_, err := t.call(ctx, "POST", "/v1/orders", t.token(auth.Principal{Subject: fmt.Sprintf("hot-c%d", i), Role: auth.RoleCustomer}),
+			placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: 1}}, PaymentRef: "pay"},
+			map[string]string{"Idempotency-Key": uuid.NewString()}, nil)
+		return err
+	})
+	close(stop)
+	bg.Wait()
+	res := &Result{Extra: map[string]any{"clients": clients, "orders": count, "capacity": capacity, "completed_during_run": completed.Load()}}
+	res.PerS = float64(count-len(errs)) / elapsed.Seconds()
+	rec.summarize(res)
+	res.Violations = append(res.Violations, unexpected(errs, ctx)...)
+	base, err := counterBaseline(ctx, t.Pool, clients, 10*time.Second, 1, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	res.BaselinePerS, res.Ratio, res.Goal = base, ratio(res.PerS, base), 2.0
+	res.Violations = append(res.Violations, t.fifoInvariants(ctx, mID)...)
+	res.Violations = append(res.Violations, t.commonInvariants(ctx)...)
+	res.InvariantsOK = len(res.Violations) == 0
+	return res, nil
+}
+
+// flash: 1,000 units, one per customer, 20,000 distinct buyers at once.
+func flash(ctx context.Context, t *Target, o Options) (*Result, error) {
+	clients := orDefault(o.Clients, 256)
+	buyers := orDefault(o.Count, 20000)
+	const units = 1000
+	mID, err := t.createMerchant(ctx, merchantSpec{Name: "flash", Capacity: 100000})
+	if err != nil {
+		return nil, err
+	}
+	pID, err := t.createProduct(ctx, mID, map[string]any{"name": "limited mooncake tea", "price_cents": 2500, "stock": units, "per_user_limit": 1})
+	if err != nil {
+		return nil, err
+	}
+	rec := newRecorder()
+	var sold, soldOut, other atomic.Int64
+	var lastSale atomic.Int64
+	start := time.Now()
+	bar := newBar(o, buyers, "flash: buyers")
+	_, errs := drive(ctx, clients, buyers, rec, bar, func(ctx context.Context, c, i int) error {
+		status, err := t.call(ctx, "POST", "/v1/orders", t.token(auth.Principal{Subject: fmt.Sprintf("flash-b%d", i), Role: auth.RoleCustomer}),
+			placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: 1}}},
+			map[string]string{"Idempotency-Key": uuid.NewString()}, nil)
+		var he *httpError
+		switch {
+		case err == nil:
+			sold.Add(1)
+			lastSale.Store(int64(time.Since(start)))
+		case errors.As(err, &he) && he.Status == 409 && he.Code == "sold_out":
+			soldOut.Add(1)
+			return nil
+		default:
+			other.Add(1)
+			_ = status
+		}
+		return err
+	})
+	sellOut := time.Duration(lastSale.Load())
+	res := &Result{Extra: map[string]any{
+		"clients": clients, "buyers": buyers, "units": units, "sold": sold.Load(), "sold_out_answers": soldOut.Load(),
+		"other_answers": other.Load(), "sell_out_ms": sellOut.Milliseconds(),
+	}}
+	res.PerS = float64(sold.Load()) / sellOut.Seconds()
+	rec.summarize(res)
+	res.Violations = append(res.Violations, unexpected(errs, ctx)...)
+	if sold.Load() != units {
+		res.Violations = append(res.Violations, fmt.Sprintf("sold %d units, want exactly %d", sold.Load(), units))
+	}
+	if other.Load() != 0 {
+		res.Violations = append(res.Violations, fmt.Sprintf("%d answers were neither success nor sold_out", other.Load()))
+	}
+	var remaining, overLimit int
+	if err := t.Pool.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0) FROM stock_buckets WHERE product_id = $1`, pID).Scan(&remaining); err != nil {
+		return nil, err
+	}
+	if remaining != 0 {
+		res.Violations = append(res.Violations, fmt.Sprintf("%d units left after the sell-out", remaining))
+	}
+	if err := t.Pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT customer_id FROM orders WHERE merchant_id = $1 GROUP BY customer_id HAVING count(*) > 1) x`, mID).Scan(&overLimit); err != nil {
+		return nil, err
+	}
+	if overLimit != 0 {
+		res.Violations = append(res.Violations, fmt.Sprintf("%d customers bought more than their limit", overLimit))
+	}
+	basePerS, baseTime, err := stockBaseline(ctx, t.Pool, clients, units, buyers)
+	if err != nil {
+		return nil, err
+	}
+	res.BaselinePerS, res.Ratio, res.Goal = basePerS, ratio(res.PerS, basePerS), 3.0
+	res.Extra["baseline_sell_out_ms"] = baseTime.Milliseconds()
+	res.Violations = append(res.Violations, t.commonInvariants(ctx)...)
+	res.InvariantsOK = len(res.Violations) == 0
+	return res, nil
+}
+
+// timers: unpaid orders whose deadlines fall 10-70 s after placement; the
+// lateness of their closing, and placement throughput with a timer per order
+// against paid placement, which schedules none.
+func timers(ctx context.Context, t *Target, o Options) (*Result, error) {
+	clients := orDefault(o.Clients, 64)
+	count := orDefault(o.Count, 100000)
+	merchants := make([]string, 61)
+	products := make([]string, 61)
+	for i := range merchants {
+		id, err := t.createMerchant(ctx, merchantSpec{Name: fmt.Sprintf("timers-%d", i), Capacity: 1000000 / 10, PaymentTimeoutSeconds: 10 + i})
+		if err != nil {
+			return nil, err
+		}
+		merchants[i] = id
+		if products[i], err = t.createProduct(ctx, id, map[string]any{"name": "tea", "price_cents": 100}); err != nil {
+			return nil, err
+		}
+	}
+	place := func(label string, n int, paid bool) (float64, *recorder, []error) {
+		rec := newRecorder()
+		bar := newBar(o, n, label)
+		elapsed, errs := drive(ctx, clients, n, rec, bar, func(ctx context.Context, c, i int) error {
+			k := int(rand.New(rand.NewPCG(o.Seed, uint64(i))).IntN(len(merchants)))
+			body := placeBody{MerchantID: merchants[k], Items: []line{{ProductID: products[k], Quantity: 1}}}
+			if paid {
+				body.PaymentRef = "pay"
+			}
+			_, err := t.call(ctx, "POST", "/v1/orders", t.token(auth.Principal{Subject: fmt.Sprintf("%s-c%d", label, c), Role: auth.RoleCustomer}),
+				body, map[string]string{"Idempotency-Key": uuid.NewString()}, nil)
+			return err
+		})
+		return float64(n-len(errs)) / elapsed.Seconds(), rec, errs
+	}
+	withoutPerS, _, errs := place("timers: paid placement (no timer)", min(count, 20000), true)
+	res := &Result{Extra: map[string]any{"clients": clients, "orders": count}}
+	res.Violations = append(res.Violations, unexpected(errs, ctx)...)
+	placedAt := time.Now()
+	withPerS, rec, errs := place("timers: unpaid placement (timer each)", count, false)
+	res.Violations = append(res.Violations, unexpected(errs, ctx)...)
+	res.PerS, res.BaselinePerS, res.Ratio, res.Goal = withPerS, withoutPerS, ratio(withPerS, withoutPerS), 0.8
+	rec.summarize(res)
+
+	// Wait for the last deadline, then for the closes to land.
+	lastDeadline := time.Now().Add(71 * time.Second)
+	waitBar := newBar(o, count, "timers: waiting for deadlines")
+	for {
+		var closed, open int
+		if err := t.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'closed'), count(*) FILTER (WHERE status = 'awaiting_payment')
+			FROM orders WHERE placed_at >= $1`, placedAt).Scan(&closed, &open); err != nil {
+			return nil, err
+		}
+		_ = waitBar.Set(closed)
+		if open == 0 || time.Now().After(lastDeadline.Add(30*time.Second)) {
+			if open > 0 {
+				res.Violations = append(res.Violations, fmt.Sprintf("%d unpaid orders still open 30 s after the last deadline", open))
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	_ = waitBar.Finish()
+	var p50, p99, maxLate float64
+	if err := t.Pool.QueryRow(ctx, `
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY late), 0),
+		       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY late), 0), coalesce(max(late), 0)
+		FROM (SELECT extract(epoch FROM (e.recorded_at - o.payment_deadline)) * 1000 AS late
+		      FROM orders o JOIN events e ON e.stream_id = o.id AND e.type = 'order.closed'
+		      WHERE o.placed_at >= $1) x`, placedAt).Scan(&p50, &p99, &maxLate); err != nil {
+		return nil, err
+	}
+	res.Extra["lateness_p50_ms"], res.Extra["lateness_p99_ms"], res.Extra["lateness_max_ms"] = p50, p99, maxLate
+	if p99 > 1000 || maxLate > 2000 {
+		res.Extra["lateness_goal_met"] = false
+	} else {
+		res.Extra["lateness_goal_met"] = true
+	}
+	res.Violations = append(res.Violations, t.commonInvariants(ctx)...)
+	res.InvariantsOK = len(res.Violations) == 0
+	return res, nil
+}
+
+// fifoInvariants checks one merchant's recorded decisions: no acceptance over
+// capacity and acceptance of queued orders in queue order.
+func (t *Target) fifoInvariants(ctx context.Context, merchantID string) []string {
+	var out []string
+	var over int
+	if err := t.Pool.QueryRow(ctx, `SELECT count(*) FROM events e JOIN orders o ON o.id = e.stream_id
+		WHERE o.merchant_id = $1 AND e.type = 'order.accepted' AND (e.data->>'active_after')::int > (e.data->>'capacity')::int`, merchantID).Scan(&over); err != nil {
+		return []string{err.Error()}
+	}
+	if over > 0 {
+		out = append(out, fmt.Sprintf("%d acceptances over capacity", over))
+	}
+	var outOfOrder int
+	if err := t.Pool.QueryRow(ctx, `
+		SELECT count(*) FROM (
+			SELECT (q.data->>'seq')::bigint AS seq, lag((q.data->>'seq')::bigint) OVER (ORDER BY a.global_position) AS prev
+			FROM events a JOIN events q ON q.stream_id = a.stream_id AND q.type = 'order.queued'
+			JOIN orders o ON o.id = a.stream_id
+			WHERE o.merchant_id = $1 AND a.type = 'order.accepted') x
+		WHERE prev IS NOT NULL AND seq < prev`, merchantID).Scan(&outOfOrder); err != nil {
+		return []string{err.Error()}
+	}
+	if outOfOrder > 0 {
+		out = append(out, fmt.Sprintf("%d queued orders admitted out of queue order", outOfOrder))
+	}
+	return out
+}
+
+// commonInvariants runs the checks every scenario must leave clean: load
+// counters match the orders, and no decision went over capacity.
+func (t *Target) commonInvariants(ctx context.Context) []string {
+	var drift int
+	if err := t.Pool.QueryRow(ctx, `
+		SELECT count(*) FROM merchants m
+		LEFT JOIN (SELECT merchant_id, count(*) FILTER (WHERE status = 'accepted') AS a, count(*) FILTER (WHERE status = 'queued') AS q
+		           FROM orders GROUP BY merchant_id) c ON c.merchant_id = m.id
+		WHERE m.active <> coalesce(c.a, 0) OR m.queued <> coalesce(c.q, 0)`).Scan(&drift); err != nil {
+		return []string{err.Error()}
+	}
+	if drift > 0 {
+		return []string{fmt.Sprintf("%d merchants' load counters differ from their orders", drift)}
+	}
+	return nil
+}
