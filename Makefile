@@ -1,0 +1,27 @@
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
+
+run: ## run orderd with a local PostgreSQL and demo data
+	go run ./cmd/orderd dev
+
+test: ## run every test against a real PostgreSQL
+	go test ./...
+
+race: ## run every test with the race detector
+	go test -race -count=1 ./...
+
+vet: ## go vet
+	go vet ./...
+
+lint: vet ## go vet and gofmt
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+
+bench: ## every benchmark scenario, with JSON figures and charts
+	go run ./cmd/orderd bench --json bench.json --chart bench.html all
+
+ci: ## what CI runs
+	bash .ci/run
+
+.PHONY: help run test race vet lint bench ci
