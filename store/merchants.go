@@ -43,6 +43,8 @@ type merchantRow struct {
 	secret  string
 	nextSeq int64
 	stats   domain.CompletionStats
+	// dirty marks a load changed in memory and not yet saved.
+	dirty bool
 }
 
 func (m *merchantRow) settings() domain.MerchantSettings {

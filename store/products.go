@@ -237,13 +237,20 @@ func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[s
 		if it.Quantity > *p.perUserLimit {
 			return domain.Errorf(domain.CodePurchaseLimit, "at most %d of product %s per customer", *p.perUserLimit, it.ProductID)
 		}
-		if _, err := tx.Exec(ctx, `
+		// The upsert locks the customer's row; the WHERE refuses going over
+		// the limit without an error, so a refusal does not abort a batch.
+		tag, err := tx.Exec(ctx, `
 			INSERT INTO purchase_claims (product_id, customer_id, merchant_id, quantity, limit_qty)
 			VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (product_id, customer_id) DO UPDATE
-			SET quantity = purchase_claims.quantity + excluded.quantity, limit_qty = excluded.limit_qty`,
-			it.ProductID, o.CustomerID, o.MerchantID, it.Quantity, *p.perUserLimit); err != nil {
+			SET quantity = purchase_claims.quantity + excluded.quantity, limit_qty = excluded.limit_qty
+			WHERE purchase_claims.quantity + excluded.quantity <= excluded.limit_qty`,
+			it.ProductID, o.CustomerID, o.MerchantID, it.Quantity, *p.perUserLimit)
+		if err != nil {
 			return fmt.Errorf("claim product %s: %w", it.ProductID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return domain.Errorf(domain.CodePurchaseLimit, "the per-customer limit of %d for product %s is reached", *p.perUserLimit, it.ProductID)
 		}
 	}
 	for _, it := range items {

@@ -40,6 +40,8 @@ type Store struct {
 	InlineDrainLimit int
 	// OnTransition, when set, hears every committed order status change.
 	OnTransition func(from, to domain.OrderStatus)
+
+	placer *placer
 }
 
 // txn carries what a transaction did, for reporting after it commits.
@@ -57,7 +59,9 @@ func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
 // New returns a Store on pool. jobs may be a River client configured with or
 // without workers.
 func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
-	return &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100}
+	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100}
+	s.placer = &placer{s: s, maxWorkers: 4, maxBatch: 64}
+	return s
 }
 
 // Pool exposes the pool for components that share it (River, the log tailer).

@@ -1,0 +1,541 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// PlaceParams describes a placement request.
+type PlaceParams struct {
+	MerchantID     uuid.UUID
+	CustomerID     string
+	Lines          []domain.LineRequest
+	PaymentRef     string
+	IdempotencyKey string
+	// RequestHash identifies the request body for idempotency: the same key
+	// with another body is refused.
+	RequestHash []byte
+	RequestID   string
+}
+
+// PlaceResult is the answer to a placement.
+type PlaceResult struct {
+	Order    *Order
+	Replayed bool
+}
+
+// placement is one request waiting for, or inside, a batch.
+type placement struct {
+	p       PlaceParams
+	orderID uuid.UUID
+	done    chan struct{}
+
+	// Filled by the batch.
+	result   *PlaceResult
+	err      error
+	replayOf uuid.UUID
+	// twin is an earlier request of the same batch with the same key: this
+	// one answers as its replay.
+	twin   *placement
+	order  domain.Order
+	events []domain.Event
+	jobs   []river.InsertManyParams
+}
+
+// placer groups concurrent placements into shared transactions (group
+// commit): one commit, one merchant lock and a handful of statements serve a
+// whole batch, which is what lets a hot merchant take more orders per second
+// than one-transaction-per-order allows. A batch forms from whatever arrived
+// while the previous one ran, so a quiet system still commits each order at once.
+type placer struct {
+	s          *Store
+	mu         sync.Mutex
+	pending    []*placement
+	workers    int
+	maxWorkers int
+	maxBatch   int
+}
+
+// PlaceOrder reserves stock, records the order and, with a payment reference,
+// pays and admits or queues it, all in one transaction with its timers.
+func (s *Store) PlaceOrder(ctx context.Context, p PlaceParams) (*PlaceResult, error) {
+	if err := domain.ValidateLines(p.Lines); err != nil {
+		return nil, err
+	}
+	pl := &placement{p: p, orderID: newID(), done: make(chan struct{})}
+	s.placer.submit(pl)
+	select {
+	case <-pl.done:
+	case <-ctx.Done():
+		return nil, mapErr(ctx.Err())
+	}
+	if pl.err != nil {
+		return nil, pl.err
+	}
+	if pl.replayOf != uuid.Nil {
+		o, err := s.GetOrder(ctx, pl.replayOf, Access{Actor: domain.ActorCustomer, Subject: p.CustomerID})
+		if err != nil {
+			return nil, err
+		}
+		return &PlaceResult{Order: o, Replayed: true}, nil
+	}
+	return pl.result, nil
+}
+
+func (pc *placer) submit(pl *placement) {
+	pc.mu.Lock()
+	pc.pending = append(pc.pending, pl)
+	if pc.workers < pc.maxWorkers {
+		pc.workers++
+		go pc.run()
+	}
+	pc.mu.Unlock()
+}
+
+func (pc *placer) run() {
+	for {
+		pc.mu.Lock()
+		if len(pc.pending) == 0 {
+			pc.workers--
+			pc.mu.Unlock()
+			return
+		}
+		n := min(len(pc.pending), pc.maxBatch)
+		batch := make([]*placement, n)
+		copy(batch, pc.pending)
+		pc.pending = append(pc.pending[:0], pc.pending[n:]...)
+		pc.mu.Unlock()
+		pc.s.placeBatch(batch)
+	}
+}
+
+// placeBatchTimeout bounds one batch; the requests in it have their own
+// deadlines and stop waiting when those pass.
+const placeBatchTimeout = 15 * time.Second
+
+func (s *Store) placeBatch(batch []*placement) {
+	ctx, cancel := context.WithTimeout(context.Background(), placeBatchTimeout)
+	defer cancel()
+	err := s.inTx(ctx, func(tx pgx.Tx) error { return s.placeInTx(ctx, tx, batch) })
+	if err != nil && len(batch) > 1 {
+		// One request's unexpected failure must not fail the others: place
+		// each alone.
+		for _, pl := range batch {
+			s.placeBatch([]*placement{pl})
+		}
+		return
+	}
+	for _, pl := range batch {
+		switch {
+		case err != nil:
+			pl.err = err
+		case pl.twin != nil && pl.twin.err != nil:
+			pl.err = pl.twin.err
+		case pl.twin != nil && pl.twin.replayOf != uuid.Nil:
+			pl.replayOf = pl.twin.replayOf
+		case pl.twin != nil:
+			pl.replayOf = pl.twin.orderID
+		}
+		close(pl.done)
+	}
+}
+
+// placeInTx runs a batch. Locks follow the store's order: idempotency keys
+// (sorted), merchants (sorted, paid orders only), then per request its
+// claims and stock buckets, requests sorted by their products.
+func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) error {
+	now := s.now()
+	for _, pl := range batch {
+		pl.err, pl.replayOf, pl.twin, pl.result, pl.events, pl.jobs = nil, uuid.Nil, nil, nil, nil, nil
+	}
+	live, err := claimIdempotencyKeys(ctx, tx, batch)
+	if err != nil {
+		return err
+	}
+	merchants, err := loadBatchMerchants(ctx, tx, live)
+	if err != nil {
+		return err
+	}
+	products, err := loadProducts(ctx, tx, batchProductIDs(live))
+	if err != nil {
+		return err
+	}
+	sort.SliceStable(live, func(i, j int) bool { return firstProduct(live[i]) < firstProduct(live[j]) })
+	var placed []*placement
+	for _, pl := range live {
+		if err := s.placeOne(ctx, tx, pl, merchants, products, now); err != nil {
+			var de *domain.Error
+			if !errors.As(err, &de) {
+				return err
+			}
+			pl.err = err
+			continue
+		}
+		placed = append(placed, pl)
+	}
+	if err := forgetFailedKeys(ctx, tx, batch); err != nil {
+		return err
+	}
+	if len(placed) == 0 {
+		return nil
+	}
+	if err := writePlacements(ctx, tx, placed, merchants, now); err != nil {
+		return err
+	}
+	var jobs []river.InsertManyParams
+	for _, pl := range placed {
+		jobs = append(jobs, pl.jobs...)
+	}
+	if err := s.insertJobs(ctx, tx, jobs); err != nil {
+		return err
+	}
+	if err := saveLoads(ctx, tx, merchants); err != nil {
+		return err
+	}
+	for _, pl := range placed {
+		noteTransition(tx, "new", domain.StatusAwaitingPayment)
+		noteTransition(tx, domain.StatusAwaitingPayment, pl.order.Status)
+	}
+	return nil
+}
+
+func firstProduct(pl *placement) string {
+	first := ""
+	for _, l := range pl.p.Lines {
+		if first == "" || l.ProductID < first {
+			first = l.ProductID
+		}
+	}
+	return first
+}
+
+func batchProductIDs(batch []*placement) []string {
+	seen := map[string]bool{}
+	var ids []string
+	for _, pl := range batch {
+		for _, l := range pl.p.Lines {
+			if !seen[l.ProductID] {
+				seen[l.ProductID] = true
+				ids = append(ids, l.ProductID)
+			}
+		}
+	}
+	return ids
+}
+
+// claimIdempotencyKeys inserts every request's key in one statement and
+// returns the requests that are new. A key already there is a replay (same
+// body) or a misuse (another body); a key inserted by a transaction still
+// running makes this one wait for it.
+func claimIdempotencyKeys(ctx context.Context, tx pgx.Tx, batch []*placement) ([]*placement, error) {
+	sorted := append([]*placement(nil), batch...)
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i].p, sorted[j].p
+		return a.CustomerID < b.CustomerID || (a.CustomerID == b.CustomerID && a.IdempotencyKey < b.IdempotencyKey)
+	})
+	customers, keys, hashes, ids := make([]string, 0, len(sorted)), make([]string, 0, len(sorted)), make([][]byte, 0, len(sorted)), make([]uuid.UUID, 0, len(sorted))
+	type ck struct{ c, k string }
+	first := map[ck]*placement{}
+	for _, pl := range sorted {
+		key := ck{pl.p.CustomerID, pl.p.IdempotencyKey}
+		if _, dup := first[key]; dup {
+			continue
+		}
+		first[key] = pl
+		customers, keys = append(customers, pl.p.CustomerID), append(keys, pl.p.IdempotencyKey)
+		hashes, ids = append(hashes, pl.p.RequestHash), append(ids, pl.orderID)
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO idempotency_keys (customer_id, key, request_hash, order_id)
+		SELECT c, k, h, o FROM unnest($1::text[], $2::text[], $3::bytea[], $4::uuid[]) WITH ORDINALITY AS t(c, k, h, o, n)
+		ORDER BY n
+		ON CONFLICT DO NOTHING
+		RETURNING customer_id, key`, customers, keys, hashes, ids)
+	if err != nil {
+		return nil, fmt.Errorf("record idempotency keys: %w", err)
+	}
+	inserted := map[ck]bool{}
+	for rows.Next() {
+		var c, k string
+		if err := rows.Scan(&c, &k); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("record idempotency keys: %w", err)
+		}
+		inserted[ck{c, k}] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("record idempotency keys: %w", err)
+	}
+	var live []*placement
+	for _, pl := range batch {
+		key := ck{pl.p.CustomerID, pl.p.IdempotencyKey}
+		if inserted[key] && first[key] == pl {
+			live = append(live, pl)
+			continue
+		}
+		if err := resolveReplay(ctx, tx, pl, first[key]); err != nil {
+			return nil, err
+		}
+	}
+	return live, nil
+}
+
+// resolveReplay answers a request whose key exists: from an earlier
+// transaction, or from a twin earlier in this batch.
+func resolveReplay(ctx context.Context, tx pgx.Tx, pl, twin *placement) error {
+	var hash []byte
+	var existing uuid.UUID
+	if twin != pl {
+		if !bytes.Equal(twin.p.RequestHash, pl.p.RequestHash) {
+			pl.err = domain.Errorf(domain.CodeIdempotencyReused, "this Idempotency-Key was used with a different request body")
+			return nil
+		}
+		pl.twin = twin
+		return nil
+	}
+	err := tx.QueryRow(ctx, `SELECT request_hash, order_id FROM idempotency_keys WHERE customer_id = $1 AND key = $2`,
+		pl.p.CustomerID, pl.p.IdempotencyKey).Scan(&hash, &existing)
+	if err != nil {
+		return fmt.Errorf("read idempotency key: %w", err)
+	}
+	if !bytes.Equal(hash, pl.p.RequestHash) {
+		pl.err = domain.Errorf(domain.CodeIdempotencyReused, "this Idempotency-Key was used with a different request body")
+		return nil
+	}
+	pl.replayOf = existing
+	return nil
+}
+
+// forgetFailedKeys removes the keys of requests that failed, so that a
+// failed request writes nothing and may be retried with the same key.
+func forgetFailedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) error {
+	var customers, keys []string
+	var ids []uuid.UUID
+	for _, pl := range batch {
+		if pl.err != nil && pl.replayOf == uuid.Nil && pl.twin == nil && domain.ErrorCode(pl.err) != domain.CodeIdempotencyReused {
+			customers, keys, ids = append(customers, pl.p.CustomerID), append(keys, pl.p.IdempotencyKey), append(ids, pl.orderID)
+		}
+	}
+	if len(customers) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM idempotency_keys k USING unnest($1::text[], $2::text[], $3::uuid[]) AS t(c, key, o)
+		WHERE k.customer_id = t.c AND k.key = t.key AND k.order_id = t.o`, customers, keys, ids)
+	if err != nil {
+		return fmt.Errorf("forget failed keys: %w", err)
+	}
+	return nil
+}
+
+// loadBatchMerchants reads the batch's merchants, locking (in id order) those
+// that will make admission decisions.
+func loadBatchMerchants(ctx context.Context, tx pgx.Tx, batch []*placement) (map[uuid.UUID]*merchantRow, error) {
+	var lock, read []uuid.UUID
+	seen := map[uuid.UUID]bool{}
+	for _, pl := range batch {
+		if pl.p.PaymentRef != "" && !seen[pl.p.MerchantID] {
+			seen[pl.p.MerchantID] = true
+			lock = append(lock, pl.p.MerchantID)
+		}
+	}
+	for _, pl := range batch {
+		if !seen[pl.p.MerchantID] {
+			seen[pl.p.MerchantID] = true
+			read = append(read, pl.p.MerchantID)
+		}
+	}
+	out := map[uuid.UUID]*merchantRow{}
+	for _, q := range []struct {
+		ids []uuid.UUID
+		sql string
+	}{
+		{lock, `SELECT ` + merchantColumns + ` FROM merchants WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`},
+		{read, `SELECT ` + merchantColumns + ` FROM merchants WHERE id = ANY($1)`},
+	} {
+		if len(q.ids) == 0 {
+			continue
+		}
+		rows, err := tx.Query(ctx, q.sql, q.ids)
+		if err != nil {
+			return nil, fmt.Errorf("load merchants: %w", err)
+		}
+		for rows.Next() {
+			m, err := scanMerchant(rows)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[m.ID] = m
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("load merchants: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// placeOne decides one request and reserves its stock. Requests that touch
+// limited stock or a purchase limit run under a savepoint, so that one that
+// fails leaves nothing behind in the shared transaction.
+func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, merchants map[uuid.UUID]*merchantRow, products map[string]productInfo, now time.Time) error {
+	m := merchants[pl.p.MerchantID]
+	if m == nil {
+		return domain.Errorf(domain.CodeNotFound, "merchant not found")
+	}
+	refs := make(map[string]domain.ProductRef, len(pl.p.Lines))
+	guarded := false
+	for _, l := range pl.p.Lines {
+		if pi, ok := products[l.ProductID]; ok {
+			refs[l.ProductID] = pi.ProductRef
+			guarded = guarded || pi.limited || pi.perUserLimit != nil
+		}
+	}
+	events, err := domain.Place(domain.PlaceParams{
+		OrderID: pl.orderID.String(), MerchantID: pl.p.MerchantID.String(), CustomerID: pl.p.CustomerID,
+		Lines: pl.p.Lines, Products: refs,
+		PaymentDeadline: now.Add(time.Duration(m.PaymentTimeoutSeconds) * time.Second),
+	}, now)
+	if err != nil {
+		return err
+	}
+	o, err := domain.Order{}.Apply(events...)
+	if err != nil {
+		return err
+	}
+	var paid []domain.Event
+	load := m.load()
+	if pl.p.PaymentRef != "" {
+		if paid, load, err = domain.Pay(o, pl.p.PaymentRef, load, m.maxQueueWait(), now); err != nil {
+			return err
+		}
+	}
+	if guarded {
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("savepoint: %w", err)
+		}
+		if err := reserveStock(ctx, sp, o, products); err != nil {
+			_ = sp.Rollback(ctx)
+			return err
+		}
+		if err := sp.Commit(ctx); err != nil {
+			return fmt.Errorf("release savepoint: %w", err)
+		}
+	}
+	if paid != nil {
+		if o, err = o.Apply(paid...); err != nil {
+			return err
+		}
+		events = append(events, paid...)
+		m.setLoad(load)
+		m.dirty = true
+		if o.Status == domain.StatusQueued {
+			pl.jobs = append(pl.jobs, expiryJob(o))
+		}
+	} else {
+		pl.jobs = append(pl.jobs, river.InsertManyParams{
+			Args:       CloseUnpaidArgs{OrderID: pl.orderID},
+			InsertOpts: &river.InsertOpts{ScheduledAt: o.PaymentDeadline},
+		})
+	}
+	pl.order, pl.events = o, events
+	var pos *int
+	if o.Status == domain.StatusQueued {
+		p := m.Load.Queued
+		pos = &p
+	}
+	view := toView(o, pos, m.Capacity, m.PrepSeconds, m.stats)
+	pl.result = &PlaceResult{Order: &view}
+	return nil
+}
+
+// writePlacements appends every placed order's events and writes their
+// projection rows and outbox messages, each kind in one COPY.
+func writePlacements(ctx context.Context, tx pgx.Tx, placed []*placement, merchants map[uuid.UUID]*merchantRow, now time.Time) error {
+	var eventRows, orderRows, outboxRows [][]any
+	for _, pl := range placed {
+		meta, err := json.Marshal(Meta{Actor: domain.ActorCustomer, Subject: pl.p.CustomerID, RequestID: pl.p.RequestID})
+		if err != nil {
+			return fmt.Errorf("encode metadata: %w", err)
+		}
+		for i, e := range pl.events {
+			data, err := json.Marshal(e.Data)
+			if err != nil {
+				return fmt.Errorf("encode event %s: %w", e.Type, err)
+			}
+			eventRows = append(eventRows, []any{pl.orderID, StreamOrder, int32(i + 1), e.Type, data, meta, now})
+		}
+		o := pl.order
+		items, err := json.Marshal(o.Items)
+		if err != nil {
+			return fmt.Errorf("encode items: %w", err)
+		}
+		orderRows = append(orderRows, []any{pl.orderID, pl.p.MerchantID, o.CustomerID, items, o.TotalCents, string(o.Status),
+			int32(o.Version), o.PlacedAt, o.PaymentDeadline, nullable(o.PaymentRef), o.PaidAt, o.AcceptedAt,
+			seqOrNil(o.QueueSeq), o.QueuedAt, o.QueueExpiresAt})
+		m := merchants[pl.p.MerchantID]
+		if m.WebhookURL != nil && o.Status == domain.StatusAccepted {
+			id := newID()
+			payload, err := json.Marshal(WebhookPayload{ID: id.String(), Type: domain.EventOrderAccepted, OccurredAt: now, Order: *pl.result.Order})
+			if err != nil {
+				return fmt.Errorf("encode webhook: %w", err)
+			}
+			outboxRows = append(outboxRows, []any{id, m.ID, pl.orderID, int32(o.Version), domain.EventOrderAccepted, payload, now, now})
+		}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"},
+		[]string{"stream_id", "stream_type", "version", "type", "data", "metadata", "recorded_at"}, pgx.CopyFromRows(eventRows)); err != nil {
+		return fmt.Errorf("append events: %w", err)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"orders"},
+		[]string{"id", "merchant_id", "customer_id", "items", "total_cents", "status", "version", "placed_at",
+			"payment_deadline", "payment_ref", "paid_at", "accepted_at", "queue_seq", "queued_at", "queue_expires_at"},
+		pgx.CopyFromRows(orderRows)); err != nil {
+		return fmt.Errorf("insert orders: %w", err)
+	}
+	if len(outboxRows) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"outbox"},
+			[]string{"id", "merchant_id", "order_id", "order_version", "event_type", "payload", "created_at", "next_attempt_at"},
+			pgx.CopyFromRows(outboxRows)); err != nil {
+			return fmt.Errorf("write outbox: %w", err)
+		}
+	}
+	return nil
+}
+
+// saveLoads writes the load of every merchant the batch changed, in one statement.
+func saveLoads(ctx context.Context, tx pgx.Tx, merchants map[uuid.UUID]*merchantRow) error {
+	var ids []uuid.UUID
+	var active, queued []int32
+	var next []int64
+	for _, m := range merchants {
+		if !m.dirty {
+			continue
+		}
+		ids, active, queued, next = append(ids, m.ID), append(active, int32(m.Load.Active)), append(queued, int32(m.Load.Queued)), append(next, m.nextSeq)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE merchants m SET active = t.a, queued = t.q, next_seq = t.n, updated_at = now()
+		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[]) AS t(id, a, q, n) WHERE m.id = t.id`,
+		ids, active, queued, next)
+	if err != nil {
+		return fmt.Errorf("save loads: %w", err)
+	}
+	return nil
+}
