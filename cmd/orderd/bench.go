@@ -95,13 +95,15 @@ func benchTarget(ctx context.Context, url, dbURL, secret string) (*bench.Target,
 		if dbURL == "" || secret == "" {
 			return nil, nil, errors.New("--url needs --database-url and the JWT secret (--jwt-secret or ORDERD_JWT_SECRET)")
 		}
-		pool, err := app.NewPool(ctx, dbURL, 300, 0)
+		pool, err := app.NewPool(ctx, dbURL, 10, 0)
 		if err != nil {
 			return nil, nil, err
 		}
 		return bench.NewTarget(strings.TrimRight(url, "/"), pool, auth.New([]byte(secret), nil)), pool.Close, nil
 	}
-	inst, err := pglocal.Find(ctx, pglocal.Options{DataDir: ".orderd/pg", EnvVar: "DATABASE_URL"})
+	// A private cluster by default: baselines open as many connections as
+	// there are clients (up to 256), more than a stock server allows.
+	inst, err := pglocal.Find(ctx, pglocal.Options{DataDir: ".orderd/bench-pg", EnvVar: "DATABASE_URL", SkipLocalhost: true})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -127,7 +129,7 @@ func benchTarget(ctx context.Context, url, dbURL, secret string) (*bench.Target,
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()
-	pool, err := app.NewPool(ctx, cfg.DatabaseURL, 300, 0)
+	pool, err := app.NewPool(ctx, cfg.DatabaseURL, 10, 0)
 	if err != nil {
 		cancel()
 		return nil, nil, err
