@@ -36,7 +36,8 @@ func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
 
 // ActsForMerchant reports whether p may act on merchant id's behalf.
 func (p Principal) ActsForMerchant(id uuid.UUID) bool {
-	return p.Role == RoleAdmin || (p.Role == RoleMerchant && p.MerchantID == id)
+	// A zero id never matches, so a principal built without one grants nothing.
+	return p.Role == RoleAdmin || (p.Role == RoleMerchant && id != uuid.Nil && p.MerchantID == id)
 }
 
 type claims struct {

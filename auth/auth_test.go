@@ -1,0 +1,220 @@
+package auth_test
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"errors"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/domain"
+)
+
+var (
+	secret = []byte("0123456789abcdef0123456789abcdef")
+	now    = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	shopID = uuid.MustParse("0190f1e2-3b4c-7d5e-8f60-718293a4b5c6")
+)
+
+func clock() time.Time { return now }
+
+func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+	t.Helper()
+	tok, err := jwt.NewWithClaims(method, claims).SignedString(key)
+	require.NoError(t, err)
+	return tok
+}
+
+// unsigned builds an "alg: none" token by hand, the way an attacker would.
+func unsigned(claims string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + enc([]byte(claims)) + "."
+}
+
+func TestIssueParseRoundTrip(t *testing.T) {
+	t.Parallel()
+	a := auth.New(secret, clock)
+	for _, p := range []auth.Principal{
+		{Subject: "alice", Role: auth.RoleCustomer},
+		{Subject: "shop-owner", Role: auth.RoleMerchant, MerchantID: shopID},
+		{Subject: "root", Role: auth.RoleAdmin},
+	} {
+		t.Run(string(p.Role), func(t *testing.T) {
+			t.Parallel()
+			tok, err := a.Issue(p, time.Hour)
+			require.NoError(t, err)
+			got, err := a.Parse(tok)
+			require.NoError(t, err)
+			require.Equal(t, p, got)
+		})
+	}
+}
+
+func TestIssueClaims(t *testing.T) {
+	t.Parallel()
+	a := auth.New(secret, clock)
+	tok, err := a.Issue(auth.Principal{Subject: "s", Role: auth.RoleMerchant, MerchantID: shopID}, time.Minute)
+	require.NoError(t, err)
+	var c jwt.MapClaims
+	_, _, err = jwt.NewParser().ParseUnverified(tok, &c)
+	require.NoError(t, err)
+	require.Equal(t, "s", c["sub"])
+	require.Equal(t, "merchant", c["role"])
+	require.Equal(t, shopID.String(), c["merchant_id"])
+	require.EqualValues(t, now.Unix(), c["iat"])
+	require.EqualValues(t, now.Add(time.Minute).Unix(), c["exp"])
+
+	tok, err = a.Issue(auth.Principal{Subject: "c", Role: auth.RoleCustomer}, time.Minute)
+	require.NoError(t, err)
+	c = jwt.MapClaims{}
+	_, _, err = jwt.NewParser().ParseUnverified(tok, &c)
+	require.NoError(t, err)
+	require.NotContains(t, c, "merchant_id")
+}
+
+func TestIssueRefusesInvalidPrincipal(t *testing.T) {
+	t.Parallel()
+	a := auth.New(secret, clock)
+	for name, p := range map[string]auth.Principal{
+		"no subject":          {Role: auth.RoleCustomer},
+		"long subject":        {Subject: strings.Repeat("x", 256), Role: auth.RoleCustomer},
+		"unknown role":        {Subject: "x", Role: "root"},
+		"merchant without id": {Subject: "x", Role: auth.RoleMerchant},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := a.Issue(p, time.Hour)
+			require.Error(t, err)
+		})
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	t.Parallel()
+	a := auth.New(secret, clock)
+	exp := now.Add(time.Hour).Unix()
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	valid := sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "a", "role": "customer", "exp": exp})
+
+	tests := map[string]struct {
+		token string
+		msg   string
+	}{
+		"expired": {token: sign(t, jwt.SigningMethodHS256, secret,
+			jwt.MapClaims{"sub": "a", "role": "customer", "exp": now.Add(-time.Minute).Unix()}), msg: "expired"},
+		"no exp": {token: sign(t, jwt.SigningMethodHS256, secret,
+			jwt.MapClaims{"sub": "a", "role": "customer"})},
+		"wrong signature": {token: sign(t, jwt.SigningMethodHS256, []byte("another secret"),
+			jwt.MapClaims{"sub": "a", "role": "customer", "exp": exp})},
+		"tampered payload": {token: func() string {
+			parts := strings.Split(valid, ".")
+			parts[1] = base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"a","role":"admin","exp":` + strconv.FormatInt(exp, 10) + `}`))
+			return strings.Join(parts, ".")
+		}()},
+		"alg none":          {token: unsigned(`{"sub":"a","role":"admin","exp":4102444800}`)},
+		"alg none with sig": {token: unsigned(`{"sub":"a","role":"admin","exp":4102444800}`) + "c2ln"},
+		"HS512": {token: sign(t, jwt.SigningMethodHS512, secret,
+			jwt.MapClaims{"sub": "a", "role": "customer", "exp": exp})},
+		"RS256": {token: sign(t, jwt.SigningMethodRS256, rsaKey,
+			jwt.MapClaims{"sub": "a", "role": "customer", "exp": exp})},
+		"missing role": {token: sign(t, jwt.SigningMethodHS256, secret,
+			jwt.MapClaims{"sub": "a", "exp": exp}), msg: "role"},
+		"unknown role": {token: sign(t, jwt.SigningMethodHS256, secret,
+			jwt.MapClaims{"sub": "a", "role": "superuser", "exp": exp}), msg: "role"},
+		"merchant without merchant_id": {token: sign(t, jwt.SigningMethodHS256, secret,
+			jwt.MapClaims{"sub": "a", "role": "merchant", "exp": exp}), msg: "merchant_id"},
+		"merchant with bad merchant_id": {token: sign(t, jwt.SigningMethodHS256, secret,
+			jwt.MapClaims{"sub": "a", "role": "merchant", "merchant_id": "shop-1", "exp": exp}), msg: "merchant_id"},
+		"missing sub": {token: sign(t, jwt.SigningMethodHS256, secret,
+			jwt.MapClaims{"role": "customer", "exp": exp}), msg: "sub"},
+		"long sub": {token: sign(t, jwt.SigningMethodHS256, secret,
+			jwt.MapClaims{"sub": strings.Repeat("s", 256), "role": "customer", "exp": exp}), msg: "sub"},
+		"garbage":  {token: "not.a.jwt"},
+		"empty":    {token: ""},
+		"one part": {token: "eyJhbGciOiJIUzI1NiJ9"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := a.Parse(tt.token)
+			require.Error(t, err)
+			var de *domain.Error
+			require.True(t, errors.As(err, &de))
+			require.Equal(t, domain.CodeUnauthorized, de.Code)
+			require.Contains(t, de.Message, tt.msg)
+			if tt.token != "" {
+				require.NotContains(t, err.Error(), tt.token)
+			}
+			require.NotContains(t, err.Error(), string(secret))
+		})
+	}
+}
+
+func TestFromRequest(t *testing.T) {
+	t.Parallel()
+	a := auth.New(secret, clock)
+	tok, err := a.Issue(auth.Principal{Subject: "alice", Role: auth.RoleCustomer}, time.Hour)
+	require.NoError(t, err)
+
+	tests := map[string]struct {
+		target, header string
+		ok             bool
+	}{
+		"header":                 {target: "/", header: "Bearer " + tok, ok: true},
+		"lower-case scheme":      {target: "/", header: "bearer " + tok, ok: true},
+		"query":                  {target: "/v1/ws?access_token=" + tok, ok: true},
+		"none":                   {target: "/"},
+		"basic scheme":           {target: "/", header: "Basic YTpi"},
+		"empty bearer":           {target: "/", header: "Bearer "},
+		"bad header beats query": {target: "/?access_token=" + tok, header: "Bearer nope"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest("GET", tt.target, nil)
+			if tt.header != "" {
+				r.Header.Set("Authorization", tt.header)
+			}
+			p, err := a.FromRequest(r)
+			if !tt.ok {
+				require.Equal(t, domain.CodeUnauthorized, domain.ErrorCode(err))
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, "alice", p.Subject)
+		})
+	}
+}
+
+func TestPrincipalHelpers(t *testing.T) {
+	t.Parallel()
+	other := uuid.New()
+	admin := auth.Principal{Subject: "root", Role: auth.RoleAdmin}
+	merchant := auth.Principal{Subject: "m", Role: auth.RoleMerchant, MerchantID: shopID}
+	customer := auth.Principal{Subject: "c", Role: auth.RoleCustomer}
+
+	require.True(t, admin.IsAdmin())
+	require.False(t, merchant.IsAdmin())
+	require.True(t, admin.ActsForMerchant(other))
+	require.True(t, merchant.ActsForMerchant(shopID))
+	require.False(t, merchant.ActsForMerchant(other))
+	require.False(t, customer.ActsForMerchant(uuid.Nil))
+	require.False(t, (auth.Principal{Role: auth.RoleMerchant}).ActsForMerchant(uuid.Nil))
+
+	ctx := auth.WithPrincipal(t.Context(), merchant)
+	got, ok := auth.PrincipalFrom(ctx)
+	require.True(t, ok)
+	require.Equal(t, merchant, got)
+	_, ok = auth.PrincipalFrom(t.Context())
+	require.False(t, ok)
+}
