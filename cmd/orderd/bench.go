@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,6 +34,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	jsonPath := fs.String("json", "", "write every figure to this JSON file")
 	chartPath := fs.String("chart", "", "write throughput, latency and queue depth charts to this HTML file")
 	quiet := fs.Bool("quiet", false, "no progress bars")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: orderd bench [flags] %s|all\n", strings.Join(bench.Scenarios, "|"))
 		fs.PrintDefaults()
@@ -54,6 +56,17 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer stop()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	report := bench.Report{Machine: bench.Machine(), Scenarios: map[string]*bench.Result{}}
 	opts := bench.Options{Clients: *clients, Count: *count, Duration: *duration, Seed: *seed, Progress: !*quiet, Out: os.Stderr}
