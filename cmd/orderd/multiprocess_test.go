@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/store/storetest"
+)
+
+const testSecret = "multiprocess-test-secret"
+
+// buildOrderd compiles the binary once per test run.
+var buildOnce = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "orderd-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "orderd")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %w: %s", err, out)
+	}
+	return bin, nil
+})
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startServe runs `orderd serve` on dbURL and waits until it is ready.
+func startServe(t *testing.T, dbURL string) string {
+	t.Helper()
+	bin, err := buildOnce()
+	require.NoError(t, err)
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "serve")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "ORDERD_ADDR="+addr, "ORDERD_JWT_SECRET="+testSecret,
+		"ORDERD_RATE_PER_CUSTOMER=0", "ORDERD_MAX_CONNS=10")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 15 * time.Second
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("orderd %s logs:\n%s", addr, logs.String())
+		}
+	})
+	base := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orderd on %s not ready: %v\n%s", addr, err, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+type client struct {
+	t     *testing.T
+	auth  *auth.Authenticator
+	http  *http.Client
+	cache sync.Map
+}
+
+func (c *client) token(p auth.Principal) string {
+	key := string(p.Role) + p.Subject
+	if v, ok := c.cache.Load(key); ok {
+		return v.(string)
+	}
+	tok, err := c.auth.Issue(p, time.Hour)
+	require.NoError(c.t, err)
+	c.cache.Store(key, tok)
+	return tok
+}
+
+func (c *client) do(method, url, token string, body any, out any) int {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", uuid.NewString())
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.t.Errorf("%s %s: %v", method, url, err)
+		return 0
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		require.NoError(c.t, json.Unmarshal(raw, out))
+	}
+	return resp.StatusCode
+}
+
+// TestTwoProcessesKeepAdmissionSafe pays 2,000 orders to a capacity-5
+// merchant through two orderd processes on one database while accepted
+// orders are completed at random through both: every recorded decision has
+// active <= capacity, and acceptance follows queue order.
+func TestTwoProcessesKeepAdmissionSafe(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.URL(t)
+	bases := []string{startServe(t, dbURL), startServe(t, dbURL)}
+	c := &client{t: t, auth: auth.New([]byte(testSecret), nil), http: &http.Client{Timeout: 20 * time.Second}}
+	admin := c.token(auth.Principal{Subject: "admin", Role: auth.RoleAdmin})
+
+	var m, p struct {
+		ID string `json:"id"`
+	}
+	require.Equal(t, 201, c.do("POST", bases[0]+"/v1/merchants", admin, map[string]any{"name": "busy", "capacity": 5}, &m))
+	require.Equal(t, 201, c.do("POST", bases[1]+"/v1/merchants/"+m.ID+"/products", admin, map[string]any{"name": "tea", "price_cents": 100}, &p))
+	merchant := c.token(auth.Principal{Subject: "shop", Role: auth.RoleMerchant, MerchantID: uuid.MustParse(m.ID)})
+
+	const total = 2000
+	var next, completed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > total {
+					return
+				}
+				status := c.do("POST", bases[int(i)%2]+"/v1/orders", c.token(auth.Principal{Subject: fmt.Sprintf("c%d", w), Role: auth.RoleCustomer}),
+					map[string]any{"merchant_id": m.ID, "items": []map[string]any{{"product_id": p.ID, "quantity": 1}}, "payment_ref": "pay"}, nil)
+				if status != 201 {
+					t.Errorf("placement answered %d", status)
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	var cg sync.WaitGroup
+	for w := range 2 {
+		cg.Add(1)
+		go func() {
+			defer cg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				var list struct {
+					Orders []struct {
+						ID string `json:"id"`
+					} `json:"orders"`
+				}
+				base := bases[w]
+				if c.do("GET", base+"/v1/merchants/"+m.ID+"/orders?status=accepted&limit=5", merchant, nil, &list) != 200 || len(list.Orders) == 0 {
+					time.Sleep(2 * time.Millisecond)
+					continue
+				}
+				o := list.Orders[rand.IntN(len(list.Orders))]
+				if c.do("POST", base+"/v1/orders/"+o.ID+"/complete", merchant, nil, nil) == 200 {
+					completed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	deadline := time.Now().Add(3 * time.Minute)
+	for completed.Load() < total && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(done)
+	cg.Wait()
+	require.EqualValues(t, total, completed.Load())
+
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	ctx := context.Background()
+	var over, accepted int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE (data->>'active_after')::int > (data->>'capacity')::int), count(*)
+		FROM events WHERE type = 'order.accepted'`).Scan(&over, &accepted))
+	require.Zero(t, over)
+	require.Equal(t, total, accepted)
+	var outOfOrder int
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT count(*) FROM (
+			SELECT (q.data->>'seq')::bigint AS seq, lag((q.data->>'seq')::bigint) OVER (ORDER BY a.global_position) AS prev
+			FROM events a JOIN events q ON q.stream_id = a.stream_id AND q.type = 'order.queued'
+			WHERE a.type = 'order.accepted') x
+		WHERE seq < prev`).Scan(&outOfOrder))
+	require.Zero(t, outOfOrder, "queued orders admitted out of queue order")
+	var active, queued int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT active, queued FROM merchants WHERE id = $1`, m.ID).Scan(&active, &queued))
+	require.Zero(t, active)
+	require.Zero(t, queued)
+}
