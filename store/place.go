@@ -129,9 +129,9 @@ func (s *Store) placeBatch(batch []*placement) {
 	ctx, cancel := context.WithTimeout(context.Background(), placeBatchTimeout)
 	defer cancel()
 	err := s.inTx(ctx, func(tx pgx.Tx) error { return s.placeInTx(ctx, tx, batch) })
-	if err != nil && len(batch) > 1 {
+	if err != nil && len(batch) > 1 && domain.ErrorCode(err) != domain.CodeUnavailable {
 		// One request's unexpected failure must not fail the others: place
-		// each alone.
+		// each alone. An unavailable database fails them all at once.
 		for _, pl := range batch {
 			s.placeBatch([]*placement{pl})
 		}
