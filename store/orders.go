@@ -413,7 +413,7 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 			if err != nil {
 				return nil, nil, err
 			}
-			if err := reserveStock(ctx, tx, after, products); err != nil {
+			if err := reserveStock(ctx, tx, after, products, nil); err != nil {
 				return nil, nil, err
 			}
 			return events, []river.InsertManyParams{expiryJob(after)}, nil

@@ -174,8 +174,9 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) er
 	}
 	sort.SliceStable(live, func(i, j int) bool { return firstProduct(live[i]) < firstProduct(live[j]) })
 	var placed []*placement
+	memo := stockMemo{}
 	for _, pl := range live {
-		if err := s.placeOne(ctx, tx, pl, merchants, products, now); err != nil {
+		if err := s.placeOne(ctx, tx, pl, merchants, products, memo, now); err != nil {
 			var de *domain.Error
 			if !errors.As(err, &de) {
 				return err
@@ -388,10 +389,9 @@ func loadBatchMerchants(ctx context.Context, tx pgx.Tx, batch []*placement) (map
 	return out, nil
 }
 
-// placeOne decides one request and reserves its stock. Requests that touch
-// limited stock or a purchase limit run under a savepoint, so that one that
-// fails leaves nothing behind in the shared transaction.
-func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, merchants map[uuid.UUID]*merchantRow, products map[string]productInfo, now time.Time) error {
+// placeOne decides one request and reserves its stock; a refused request
+// leaves nothing behind in the shared transaction.
+func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, merchants map[uuid.UUID]*merchantRow, products map[string]productInfo, memo stockMemo, now time.Time) error {
 	m := merchants[pl.p.MerchantID]
 	if m == nil {
 		return domain.Errorf(domain.CodeNotFound, "merchant not found")
@@ -424,16 +424,8 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, merchant
 		}
 	}
 	if guarded {
-		sp, err := tx.Begin(ctx)
-		if err != nil {
-			return fmt.Errorf("savepoint: %w", err)
-		}
-		if err := reserveStock(ctx, sp, o, products); err != nil {
-			_ = sp.Rollback(ctx)
+		if err := reserveStock(ctx, tx, o, products, memo); err != nil {
 			return err
-		}
-		if err := sp.Commit(ctx); err != nil {
-			return fmt.Errorf("release savepoint: %w", err)
 		}
 	}
 	if paid != nil {

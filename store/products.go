@@ -224,11 +224,37 @@ func loadProducts(ctx context.Context, tx pgx.Tx, ids []string) (map[string]prod
 	return out, rows.Err()
 }
 
+// stockMemo remembers, within one transaction, how many units of a product
+// are left once the transaction holds every one of its buckets: after a
+// sell-out, the rest of a batch is answered without a query.
+type stockMemo map[string]int
+
 // reserveStock takes the order's units out of limited products and records
 // the customer's claims, in the lock order the whole store follows: claims
-// before buckets, products in id order.
-func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo) error {
+// before buckets, products in id order. It never fails the transaction: a
+// refusal undoes what the order had taken, so that a batch shared with other
+// orders goes on.
+func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo, memo stockMemo) (err error) {
 	items := sortedItems(o.Items)
+	for _, it := range items {
+		if left, known := memo[it.ProductID]; known && left < it.Quantity && products[it.ProductID].limited {
+			return domain.Errorf(domain.CodeSoldOut, "product %s is sold out", it.ProductID)
+		}
+	}
+	var claimed []domain.Item
+	var taken []takenUnits
+	defer func() {
+		if err == nil {
+			return
+		}
+		var de *domain.Error
+		if !errors.As(err, &de) {
+			return
+		}
+		if undoErr := undoReservation(ctx, tx, o.CustomerID, claimed, taken, memo); undoErr != nil {
+			err = undoErr
+		}
+	}()
 	for _, it := range items {
 		p := products[it.ProductID]
 		if p.perUserLimit == nil {
@@ -252,84 +278,135 @@ func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[s
 		if tag.RowsAffected() == 0 {
 			return domain.Errorf(domain.CodePurchaseLimit, "the per-customer limit of %d for product %s is reached", *p.perUserLimit, it.ProductID)
 		}
+		claimed = append(claimed, it)
 	}
 	for _, it := range items {
 		if !products[it.ProductID].limited {
 			continue
 		}
-		if err := takeUnits(ctx, tx, it.ProductID, it.Quantity); err != nil {
+		t, err := takeUnits(ctx, tx, it.ProductID, it.Quantity, memo)
+		if err != nil {
 			return err
+		}
+		taken = append(taken, t)
+	}
+	return nil
+}
+
+// takenUnits records where an order's units came from, to put them back.
+type takenUnits struct {
+	productID string
+	buckets   []int32
+	counts    []int32
+}
+
+func undoReservation(ctx context.Context, tx pgx.Tx, customerID string, claimed []domain.Item, taken []takenUnits, memo stockMemo) error {
+	for _, it := range claimed {
+		if _, err := tx.Exec(ctx, `UPDATE purchase_claims SET quantity = quantity - $3 WHERE product_id = $1 AND customer_id = $2`,
+			it.ProductID, customerID, it.Quantity); err != nil {
+			return fmt.Errorf("undo claim: %w", err)
+		}
+	}
+	for _, t := range taken {
+		if _, err := tx.Exec(ctx, `UPDATE stock_buckets s SET remaining = s.remaining + t.n
+			FROM unnest($2::int[], $3::int[]) AS t(bucket, n) WHERE s.product_id = $1 AND s.bucket = t.bucket`,
+			t.productID, t.buckets, t.counts); err != nil {
+			return fmt.Errorf("undo stock: %w", err)
+		}
+		if left, ok := memo[t.productID]; ok {
+			for _, n := range t.counts {
+				left += int(n)
+			}
+			memo[t.productID] = left
 		}
 	}
 	return nil
 }
 
 // takeUnits decrements one bucket that has enough units, skipping buckets
-// other buyers hold. Only when none is free does it look further: an unlocked
-// sum says "sold out" at once, else it waits for every bucket in order and
-// takes the units from several.
-func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int) error {
-	tag, err := tx.Exec(ctx, `
+// other transactions hold; buckets this transaction holds already come first
+// (lowest number first), so a batch keeps to few buckets and leaves the rest
+// to concurrent batches. Only when none is free does it look further: an
+// unlocked sum says "sold out" at once, else it waits for every bucket in
+// order and takes the units from several.
+func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, memo stockMemo) (takenUnits, error) {
+	t := takenUnits{productID: productID}
+	var bucket int32
+	err := tx.QueryRow(ctx, `
 		UPDATE stock_buckets SET remaining = remaining - $2
 		WHERE (product_id, bucket) = (
 			SELECT product_id, bucket FROM stock_buckets
 			WHERE product_id = $1 AND remaining >= $2
-			ORDER BY remaining DESC
-			LIMIT 1 FOR UPDATE SKIP LOCKED)`,
-		productID, quantity)
-	if err != nil {
-		return fmt.Errorf("take stock: %w", err)
+			ORDER BY bucket
+			LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING bucket`,
+		productID, quantity).Scan(&bucket)
+	if err == nil {
+		t.buckets, t.counts = []int32{bucket}, []int32{int32(quantity)}
+		if left, ok := memo[productID]; ok {
+			memo[productID] = left - quantity
+		}
+		return t, nil
 	}
-	if tag.RowsAffected() == 1 {
-		return nil
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return t, fmt.Errorf("take stock: %w", err)
 	}
 	var available int
 	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0) FROM stock_buckets WHERE product_id = $1`, productID).Scan(&available); err != nil {
-		return fmt.Errorf("sum stock: %w", err)
+		return t, fmt.Errorf("sum stock: %w", err)
 	}
 	if available < quantity {
-		return domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
+		return t, domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
 	}
 	rows, err := tx.Query(ctx, `SELECT bucket, remaining FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE`, productID)
 	if err != nil {
-		return fmt.Errorf("lock stock: %w", err)
+		return t, fmt.Errorf("lock stock: %w", err)
 	}
-	type bucket struct{ id, remaining int }
-	var buckets []bucket
+	type bucketRow struct{ id, remaining int }
+	var buckets []bucketRow
 	for rows.Next() {
-		var b bucket
+		var b bucketRow
 		if err := rows.Scan(&b.id, &b.remaining); err != nil {
 			rows.Close()
-			return fmt.Errorf("scan stock: %w", err)
+			return t, fmt.Errorf("scan stock: %w", err)
 		}
 		buckets = append(buckets, b)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("lock stock: %w", err)
+		return t, fmt.Errorf("lock stock: %w", err)
+	}
+	total := 0
+	for _, b := range buckets {
+		total += b.remaining
+	}
+	if memo != nil {
+		memo[productID] = total
 	}
 	need := quantity
-	var ids, takes []int32
 	for _, b := range buckets {
 		if need == 0 {
 			break
 		}
-		t := min(b.remaining, need)
-		if t > 0 {
-			ids, takes = append(ids, int32(b.id)), append(takes, int32(t))
-			need -= t
+		n := min(b.remaining, need)
+		if n > 0 {
+			t.buckets, t.counts = append(t.buckets, int32(b.id)), append(t.counts, int32(n))
+			need -= n
 		}
 	}
 	if need > 0 {
-		return domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
+		return takenUnits{productID: productID}, domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
 	}
 	if _, err := tx.Exec(ctx, `
 		UPDATE stock_buckets s SET remaining = s.remaining - t.take
 		FROM unnest($2::int[], $3::int[]) AS t(bucket, take)
-		WHERE s.product_id = $1 AND s.bucket = t.bucket`, productID, ids, takes); err != nil {
-		return fmt.Errorf("take stock: %w", err)
+		WHERE s.product_id = $1 AND s.bucket = t.bucket`, productID, t.buckets, t.counts); err != nil {
+		return t, fmt.Errorf("take stock: %w", err)
 	}
-	return nil
+	if memo != nil {
+		memo[productID] = total - quantity
+	}
+	return t, nil
 }
 
 // releaseStock returns an ended order's units and frees the customer's claims.
