@@ -40,23 +40,44 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 // ObserveTransition counts one committed status change.
 func (m *Metrics) ObserveTransition(from, to string) { m.transitions.WithLabelValues(from, to).Inc() }
 
-// Handler serves the registry.
+// Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
 // Middleware records each request under its route pattern, never the raw
-// path, which would explode the series count.
+// path, which would explode the series count. It must wrap the mux directly:
+// the mux writes the pattern into the very request it is given.
 func (m *Metrics) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := wrap(w)
+		defer func() {
+			v := recover()
+			route := r.Pattern
+			if route == "" {
+				route = "unmatched"
+			} else if info := infoFrom(r.Context()); info != nil {
+				info.route = route
+			}
+			method := methodLabel(r.Method)
+			m.requests.WithLabelValues(route, method, strconv.Itoa(statusOf(sw, v != nil))).Inc()
+			m.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+			if v != nil {
+				panic(v)
+			}
+		}()
 		next.ServeHTTP(sw, r)
-		route := r.Pattern
-		if route == "" {
-			route = "unmatched"
-		}
-		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(sw.status)).Inc()
-		m.duration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
 	})
+}
+
+// methodLabel folds methods we do not serve into one label value: clients
+// may send any token as a method.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return "other"
 }

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"regexp"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,29 +17,66 @@ import (
 	"github.com/orderd/orderd/auth"
 )
 
-type requestIDKey struct{}
+// requestInfo is shared, by pointer, between the outer middlewares and the
+// inner ones: net/http's mux and requireAuth learn the route and the caller
+// on a copy of the request that the access log never sees.
+type requestInfo struct {
+	id    string
+	log   *slog.Logger
+	route string
+	sub   string
+}
+
+type requestInfoKey struct{}
+
+func infoFrom(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
+	return info
+}
+
+// withInfo returns r's requestInfo, adding one to r's context if it has none.
+func withInfo(r *http.Request) (*http.Request, *requestInfo) {
+	if info := infoFrom(r.Context()); info != nil {
+		return r, info
+	}
+	info := &requestInfo{}
+	return r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info)), info
+}
+
+func requestIDFrom(ctx context.Context) string {
+	if info := infoFrom(ctx); info != nil {
+		return info.id
+	}
+	return ""
+}
+
+// loggerFrom returns the server's logger, so that tests capturing one
+// server's logs do not depend on the process-wide default.
+func loggerFrom(ctx context.Context) *slog.Logger {
+	if info := infoFrom(ctx); info != nil && info.log != nil {
+		return info.log
+	}
+	return slog.Default()
+}
 
 var validRequestID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-func requestIDFrom(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
-}
-
-// withRequestID keeps a sane incoming X-Request-Id or makes one, and echoes it.
+// withRequestID keeps a sane incoming X-Request-Id, so that a caller's id
+// follows the request through our logs, or makes one; either way it is
+// echoed. Anything else is replaced: it would end up in logs verbatim.
 func withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("X-Request-Id")
-		if !validRequestID.MatchString(id) {
-			id = uuid.NewString()
+		r, info := withInfo(r)
+		info.id = r.Header.Get("X-Request-Id")
+		if !validRequestID.MatchString(info.id) {
+			info.id = uuid.NewString()
 		}
-		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+		w.Header().Set("X-Request-Id", info.id)
+		next.ServeHTTP(w, r)
 	})
 }
 
-// statusWriter remembers what was written, for logs and metrics. It passes
-// Hijack through so that websockets can upgrade.
+// statusWriter remembers what was written, for logs and metrics.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -44,7 +84,7 @@ type statusWriter struct {
 }
 
 func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
+	if s.status == 0 && code >= 200 {
 		s.status = code
 	}
 	s.ResponseWriter.WriteHeader(code)
@@ -59,7 +99,20 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// Unwrap lets http.ResponseController reach the connection.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Hijack and Flush are spelled out because websocket libraries still look
+// for them with type assertions rather than http.ResponseController.
+func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(s.ResponseWriter).Hijack()
+	if err == nil && s.status == 0 {
+		s.status = http.StatusSwitchingProtocols
+	}
+	return conn, rw, err
+}
+
+func (s *statusWriter) Flush() { _ = http.NewResponseController(s.ResponseWriter).Flush() }
 
 func wrap(w http.ResponseWriter) *statusWriter {
 	if sw, ok := w.(*statusWriter); ok {
@@ -68,59 +121,92 @@ func wrap(w http.ResponseWriter) *statusWriter {
 	return &statusWriter{ResponseWriter: w}
 }
 
-// principalHolder lets the access log learn who called after auth ran deeper.
-type principalHolder struct{ sub string }
-
-type holderKey struct{}
+// statusOf is what the client got, or will get: a handler that panicked
+// before writing answers 500.
+func statusOf(sw *statusWriter, panicked bool) int {
+	switch {
+	case sw.status != 0:
+		return sw.status
+	case panicked:
+		return http.StatusInternalServerError
+	}
+	return http.StatusOK
+}
 
 // accessLog writes one structured line per request. It never logs headers or
-// query strings, which may carry tokens.
+// query strings, which may carry tokens. Failures were already logged at
+// error level where they happened, so 5xx lines are only warnings.
 func accessLog(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := wrap(w)
-		holder := &principalHolder{}
-		r = r.WithContext(context.WithValue(r.Context(), holderKey{}, holder))
-		next.ServeHTTP(sw, r)
-		level := slog.LevelInfo
-		if sw.status >= 500 {
-			level = slog.LevelWarn
-		}
-		log.LogAttrs(r.Context(), level, "request",
-			slog.String("method", r.Method), slog.String("route", r.Pattern), slog.String("path", r.URL.Path),
-			slog.Int("status", sw.status), slog.Int("bytes", sw.bytes),
-			slog.Duration("duration", time.Since(start)), slog.String("request_id", requestIDFrom(r.Context())),
-			slog.String("sub", holder.sub))
-	})
-}
-
-// recoverPanics turns a panic into a 500 problem, logged once.
-func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, info := withInfo(r)
+		info.log = log
 		defer func() {
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				log.ErrorContext(r.Context(), "panic", "panic", fmt.Sprint(v), "request_id", requestIDFrom(r.Context()),
-					"stack", string(debug.Stack()))
-				writeProblem(w, r, errPanic)
+			v := recover()
+			status := statusOf(sw, v != nil)
+			level := slog.LevelInfo
+			if status >= 500 {
+				level = slog.LevelWarn
+			}
+			route := info.route
+			if route == "" {
+				route = r.Pattern
+			}
+			log.LogAttrs(r.Context(), level, "request",
+				slog.String("method", r.Method), slog.String("route", route),
+				slog.Int("status", status), slog.Int("bytes", sw.bytes),
+				slog.Duration("duration", time.Since(start)), slog.String("request_id", info.id),
+				slog.String("sub", info.sub))
+			if v != nil {
+				panic(v)
 			}
 		}()
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(sw, r)
 	})
 }
 
-var errPanic = &panicError{}
-
-type panicError struct{}
-
-func (*panicError) Error() string { return "handler panicked (logged above)" }
+// recoverPanics turns a panic into a 500 problem, logged once with its stack
+// to log, unless an outer accessLog already chose the logger.
+func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := wrap(w)
+		r, info := withInfo(r)
+		if info.log == nil {
+			info.log = log
+		}
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			err := fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+			if sw.status != 0 {
+				// Too late for a problem body: log, and cut the connection so
+				// the client sees a failure rather than a truncated success.
+				ctx := r.Context()
+				loggerFrom(ctx).LogAttrs(ctx, slog.LevelError, "request failed after answering",
+					slog.String("err", err.Error()), slog.String("request_id", requestIDFrom(ctx)))
+				panic(http.ErrAbortHandler)
+			}
+			writeProblem(sw, r, err)
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
 
 // withTimeout bounds a request, so that a slow database answers 503 in time
-// instead of piling requests up.
+// instead of piling requests up. Websocket upgrades are exempt: their
+// context lives as long as the connection.
 func withTimeout(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			next.ServeHTTP(w, r)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), d)
 		defer cancel()
 		next.ServeHTTP(w, r.WithContext(ctx))
@@ -135,8 +221,9 @@ func requireAuth(a *auth.Authenticator, next http.Handler) http.Handler {
 			writeProblem(w, r, err)
 			return
 		}
-		if h, ok := r.Context().Value(holderKey{}).(*principalHolder); ok {
-			h.sub = p.Subject
+		if info := infoFrom(r.Context()); info != nil {
+			info.sub = p.Subject
+			info.route = r.Pattern
 		}
 		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	})

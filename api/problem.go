@@ -50,7 +50,8 @@ type problem struct {
 	Instance string      `json:"instance,omitempty"`
 }
 
-// retryAfterError asks the client to come back later.
+// retryAfterError carries how long the client should wait, for the
+// Retry-After header, alongside the domain error it answers.
 type retryAfterError struct {
 	err   *domain.Error
 	after time.Duration
@@ -59,50 +60,82 @@ type retryAfterError struct {
 func (e *retryAfterError) Error() string { return e.err.Error() }
 func (e *retryAfterError) Unwrap() error { return e.err }
 
+// rateLimited is the answer to a caller over its rate; after is how long
+// until its next request would be allowed.
 func rateLimited(after time.Duration) error {
-	return &retryAfterError{err: domain.Errorf(domain.CodeRateLimited, "too many requests; retry in %s", after.Round(time.Second)), after: after}
+	return &retryAfterError{
+		err:   domain.Errorf(domain.CodeRateLimited, "too many requests; retry in %d s", ceilSeconds(after)),
+		after: after,
+	}
 }
+
+// ceilSeconds rounds up, and to at least 1, because Retry-After counts whole
+// seconds and "0" would invite an immediate, equally refused retry.
+func ceilSeconds(d time.Duration) int {
+	return max(1, int((d+time.Second-1)/time.Second))
+}
+
+var (
+	errTimedOut  = domain.Errorf(domain.CodeUnavailable, "the request timed out; retry later")
+	errCancelled = domain.Errorf(domain.CodeUnavailable, "the request was cancelled")
+)
 
 // writeProblem answers err as application/problem+json. Errors that are not
 // domain errors are internal: logged once here, with the request id, and
 // shown to the client only as "Internal error.".
 func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	ctx := r.Context()
+	if domain.ErrorCode(err) == domain.CodeInternal {
+		switch {
+		// A deadline is our own request timeout (or the database's), which
+		// clients may retry like any other unavailability.
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(ctx.Err(), context.DeadlineExceeded):
+			err = errTimedOut
+		// The client hung up: nobody reads the answer and nothing is broken.
+		case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+			err = errCancelled
+		default:
+			loggerFrom(ctx).LogAttrs(ctx, slog.LevelError, "request failed",
+				slog.String("err", err.Error()), slog.String("request_id", requestIDFrom(ctx)),
+				slog.String("method", r.Method), slog.String("route", r.Pattern))
+		}
+	}
 	code := domain.ErrorCode(err)
-	if code == domain.CodeInternal && (errors.Is(err, context.DeadlineExceeded) || errors.Is(r.Context().Err(), context.DeadlineExceeded)) {
-		err = domain.Errorf(domain.CodeUnavailable, "the request timed out; retry")
-		code = domain.CodeUnavailable
-	}
 	kind := problems[code]
-	detail := domain.ErrorMessage(err)
-	if code == domain.CodeInternal {
-		slog.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestIDFrom(r.Context()),
-			"method", r.Method, "route", r.Pattern)
-	}
+	h := w.Header()
 	switch code {
 	case domain.CodeUnauthorized:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="orderd"`)
+		h.Set("WWW-Authenticate", `Bearer realm="orderd"`)
 	case domain.CodeUnavailable:
-		w.Header().Set("Retry-After", "1")
+		h.Set("Retry-After", "1")
 	}
 	var ra *retryAfterError
 	if errors.As(err, &ra) {
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(ra.after.Seconds()+0.999))))
+		h.Set("Retry-After", strconv.Itoa(ceilSeconds(ra.after)))
 	}
 	body, _ := json.Marshal(problem{
-		Type: problemBase + kind.slug, Title: kind.title, Status: kind.status, Detail: detail, Code: code,
-		Instance: requestIDFrom(r.Context()),
+		Type: problemBase + kind.slug, Title: kind.title, Status: kind.status,
+		Detail: domain.ErrorMessage(err), Code: code, Instance: requestIDFrom(ctx),
 	})
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(kind.status)
 	_, _ = w.Write(body)
 }
 
-// writeJSON encodes v once, then writes it with its length.
+// writeJSON encodes v before writing anything, so that an encoding failure
+// can still be answered with a clean 500 rather than half a body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(v); err != nil {
-		http.Error(w, `{"code":"internal"}`, http.StatusInternalServerError)
+		slog.Error("encode response", "err", err)
+		body, _ := json.Marshal(problem{
+			Type: problemBase + "internal", Title: "Internal error", Status: http.StatusInternalServerError,
+			Detail: "Internal error.", Code: domain.CodeInternal,
+		})
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write(body)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
