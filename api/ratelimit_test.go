@@ -1,0 +1,173 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fakeClock is a settable clock, safe for concurrent use.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (l *RateLimiter) keys() int {
+	n := 0
+	for i := range l.shards {
+		l.shards[i].mu.Lock()
+		n += len(l.shards[i].buckets)
+		l.shards[i].mu.Unlock()
+	}
+	return n
+}
+
+func TestRateLimiterBurstIsTwiceTheRate(t *testing.T) {
+	t.Parallel()
+	for _, n := range []float64{1, 5, 20} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
+			clock := newFakeClock()
+			l := newRateLimiter(n, clock.Now)
+			for i := range int(2 * n) {
+				ok, _ := l.Allow("alice")
+				require.True(t, ok, "request %d", i+1)
+			}
+			ok, retry := l.Allow("alice")
+			require.False(t, ok)
+			require.Equal(t, time.Duration(float64(time.Second)/n), retry)
+
+			ok, _ = l.Allow("bob")
+			require.True(t, ok, "keys have their own buckets")
+
+			clock.Advance(retry)
+			ok, _ = l.Allow("alice")
+			require.True(t, ok, "a refused attempt consumes nothing")
+		})
+	}
+}
+
+func TestRateLimiterZeroDisables(t *testing.T) {
+	t.Parallel()
+	l := NewRateLimiter(0)
+	require.Nil(t, l)
+	for range 1000 {
+		ok, _ := l.Allow("alice")
+		require.True(t, ok)
+	}
+	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	require.NotNil(t, perIPLimit(l, h))
+}
+
+func TestRateLimiterForgetsIdleKeys(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	l := newRateLimiter(10, clock.Now)
+	for i := range 1000 {
+		l.Allow(fmt.Sprint("ip-", i))
+	}
+	require.Equal(t, 1000, l.keys())
+	clock.Advance(l.idle)
+	l.Allow("newcomer")
+	// Each shard sweeps on its own next use; touch them all.
+	for i := range 1000 {
+		l.Allow(fmt.Sprint("again-", i))
+	}
+	require.Equal(t, 1001, l.keys(), "only the keys used since the sweep remain")
+}
+
+func TestRateLimiterMemoryIsCapped(t *testing.T) {
+	t.Parallel()
+	l := newRateLimiter(1, newFakeClock().Now)
+	total := limiterShards*maxKeysPerShard + 1000
+	for i := range total {
+		l.Allow(fmt.Sprint("flood-", i))
+	}
+	for i := range l.shards {
+		require.LessOrEqual(t, len(l.shards[i].buckets), maxKeysPerShard)
+	}
+}
+
+func TestRateLimiterConcurrent(t *testing.T) {
+	t.Parallel()
+	l := newRateLimiter(50, newFakeClock().Now)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		allowed int
+	)
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				if ok, _ := l.Allow("shared"); ok {
+					mu.Lock()
+					allowed++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 100, allowed, "exactly the burst passes at one instant")
+}
+
+func TestPerIPLimit(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	h := withRequestID(perIPLimit(newRateLimiter(1, clock.Now), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})))
+	send := func(remote, forwarded string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		if forwarded != "" {
+			r.Header.Set("X-Forwarded-For", forwarded)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	require.Equal(t, http.StatusNoContent, send("192.0.2.1:1000", "").Code)
+	require.Equal(t, http.StatusNoContent, send("192.0.2.1:1001", "198.51.100.7").Code)
+	rec := send("192.0.2.1:1002", "198.51.100.8")
+	require.Equal(t, http.StatusTooManyRequests, rec.Code, "X-Forwarded-For is not trusted")
+	require.Equal(t, "1", rec.Header().Get("Retry-After"))
+	require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+	require.Contains(t, rec.Body.String(), `"code":"rate_limited"`)
+	require.Contains(t, rec.Body.String(), `"instance":"`+rec.Header().Get("X-Request-Id")+`"`)
+
+	require.Equal(t, http.StatusNoContent, send("192.0.2.2:1000", "").Code)
+
+	// One IPv6 host holds a whole /64.
+	require.Equal(t, http.StatusNoContent, send("[2001:db8:1:2::1]:1", "").Code)
+	require.Equal(t, http.StatusNoContent, send("[2001:db8:1:2::2]:1", "").Code)
+	require.Equal(t, http.StatusTooManyRequests, send("[2001:db8:1:2:ffff::3]:1", "").Code)
+	require.Equal(t, http.StatusNoContent, send("[2001:db8:1:3::1]:1", "").Code)
+}
+
+func TestClientKey(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "192.0.2.1", clientKey("192.0.2.1:80"))
+	require.Equal(t, "192.0.2.1", clientKey("[::ffff:192.0.2.1]:80"))
+	require.Equal(t, "2001:db8::/64", clientKey("[2001:db8::7]:80"))
+	require.Equal(t, "pipe", clientKey("pipe"))
+}
