@@ -200,23 +200,30 @@ type orderCommand struct {
 	decide func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error)
 	// after runs once the order's change is recorded, still in the transaction.
 	after func(tx pgx.Tx, c change, m *merchantRow, now time.Time) error
+	// noView skips reading the order back, for timers nobody waits on.
+	noView bool
 }
 
 func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, error) {
 	var view *Order
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		now := s.now()
-		var merchantID uuid.UUID
-		var customerID string
-		err := tx.QueryRow(ctx, `SELECT merchant_id, customer_id FROM orders WHERE id = $1`, cmd.orderID).Scan(&merchantID, &customerID)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !cmd.access.canSee(customerID, merchantID)) {
-			return errOrderNotFound
-		}
-		if err != nil {
-			return fmt.Errorf("find order: %w", err)
-		}
 		var m *merchantRow
+		var merchantID uuid.UUID
+		// The merchant's lock comes before the order's, so a command that
+		// needs it finds the merchant first; the system needs no visibility check.
+		if cmd.needMerchant || cmd.access.Actor != domain.ActorSystem {
+			var customerID string
+			err := tx.QueryRow(ctx, `SELECT merchant_id, customer_id FROM orders WHERE id = $1`, cmd.orderID).Scan(&merchantID, &customerID)
+			if errors.Is(err, pgx.ErrNoRows) || (err == nil && !cmd.access.canSee(customerID, merchantID)) {
+				return errOrderNotFound
+			}
+			if err != nil {
+				return fmt.Errorf("find order: %w", err)
+			}
+		}
 		if cmd.needMerchant {
+			var err error
 			if m, err = lockMerchant(ctx, tx, merchantID); err != nil {
 				return err
 			}
@@ -225,6 +232,7 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 		if err != nil {
 			return err
 		}
+		merchantID = uuid.MustParse(o.MerchantID)
 		events, jobs, err := cmd.decide(tx, o, m, now)
 		if err != nil {
 			return err
@@ -251,6 +259,9 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 			if err := s.insertJobs(ctx, tx, jobs); err != nil {
 				return err
 			}
+		}
+		if cmd.noView {
+			return nil
 		}
 		view, err = readOrder(ctx, tx, cmd.orderID)
 		return err
@@ -337,7 +348,7 @@ func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Acc
 func (s *Store) CloseUnpaid(ctx context.Context, orderID uuid.UUID) (bool, error) {
 	closed := false
 	_, err := s.runOrderCommand(ctx, orderCommand{
-		orderID: orderID, access: Access{Actor: domain.ActorSystem},
+		orderID: orderID, access: Access{Actor: domain.ActorSystem}, noView: true,
 		decide: func(tx pgx.Tx, o domain.Order, _ *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
 			events := domain.Close(o, now)
 			closed = len(events) > 0
@@ -359,7 +370,7 @@ func (s *Store) CloseUnpaid(ctx context.Context, orderID uuid.UUID) (bool, error
 func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt time.Time) (bool, error) {
 	expired := false
 	_, err := s.runOrderCommand(ctx, orderCommand{
-		orderID: orderID, access: Access{Actor: domain.ActorSystem}, needMerchant: true,
+		orderID: orderID, access: Access{Actor: domain.ActorSystem}, needMerchant: true, noView: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
 			if o.QueuedAt == nil || !o.QueuedAt.Equal(queuedAt) {
 				return nil, nil, nil

@@ -417,32 +417,23 @@ func releaseStock(ctx context.Context, tx pgx.Tx, o domain.Order) error {
 	for i, it := range items {
 		ids[i], qty[i] = it.ProductID, int32(it.Quantity)
 	}
+	// One statement: claims, then one bucket per product (the one with the
+	// fewest units). It may wait for a bucket a buyer holds; buyers never
+	// wait for an order's lock, so the wait cannot close a cycle.
 	if _, err := tx.Exec(ctx, `
-		UPDATE purchase_claims c SET quantity = c.quantity - t.q
-		FROM unnest($2::uuid[], $3::int[]) AS t(product_id, q)
-		WHERE c.product_id = t.product_id AND c.customer_id = $1`, o.CustomerID, ids, qty); err != nil {
-		return fmt.Errorf("release claims: %w", err)
-	}
-	// Units go back to one bucket per product, the one with the fewest, skipping
-	// buckets buyers hold; if all are held, wait for the lowest-numbered one.
-	for _, it := range items {
-		tag, err := tx.Exec(ctx, `
-			UPDATE stock_buckets SET remaining = remaining + $2
-			WHERE (product_id, bucket) = (
-				SELECT product_id, bucket FROM stock_buckets WHERE product_id = $1
-				ORDER BY remaining LIMIT 1 FOR UPDATE SKIP LOCKED)`, it.ProductID, it.Quantity)
-		if err != nil {
-			return fmt.Errorf("release stock: %w", err)
-		}
-		if tag.RowsAffected() == 1 {
-			continue
-		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE stock_buckets SET remaining = remaining + $2
-			WHERE product_id = $1 AND bucket = (SELECT min(bucket) FROM stock_buckets WHERE product_id = $1)`,
-			it.ProductID, it.Quantity); err != nil {
-			return fmt.Errorf("release stock: %w", err)
-		}
+		WITH items AS (SELECT product_id, q FROM unnest($2::uuid[], $3::int[]) AS t(product_id, q)),
+		claims AS (
+			UPDATE purchase_claims c SET quantity = c.quantity - i.q
+			FROM items i WHERE c.product_id = i.product_id AND c.customer_id = $1
+		),
+		target AS (
+			SELECT DISTINCT ON (b.product_id) b.product_id, b.bucket, i.q
+			FROM stock_buckets b JOIN items i ON i.product_id = b.product_id
+			ORDER BY b.product_id, b.remaining, b.bucket
+		)
+		UPDATE stock_buckets s SET remaining = s.remaining + t.q
+		FROM target t WHERE s.product_id = t.product_id AND s.bucket = t.bucket`, o.CustomerID, ids, qty); err != nil {
+		return fmt.Errorf("release stock: %w", err)
 	}
 	return nil
 }
