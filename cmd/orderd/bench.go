@@ -33,6 +33,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "random seed")
 	jsonPath := fs.String("json", "", "write every figure to this JSON file")
 	chartPath := fs.String("chart", "", "write throughput, latency and queue depth charts to this HTML file")
+	mdPath := fs.String("markdown", "", "write the summary as a Markdown table (the README's performance section) to this file")
 	quiet := fs.Bool("quiet", false, "no progress bars")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
 	fs.Usage = func() {
@@ -88,6 +89,11 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		if err := os.WriteFile(*jsonPath, b, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", *jsonPath, err)
+		}
+	}
+	if *mdPath != "" {
+		if err := os.WriteFile(*mdPath, []byte(bench.Markdown(names, report)), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", *mdPath, err)
 		}
 	}
 	if *chartPath != "" {

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -68,4 +69,36 @@ func SelfRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// Markdown renders the summary as the README's performance table.
+func Markdown(names []string, r Report) string {
+	var b strings.Builder
+	b.WriteString("| scenario | orderd /s | baseline /s | ratio | goal | p50 ms | p99 ms | invariants | notes |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|---|\n")
+	for _, n := range names {
+		res := r.Scenarios[n]
+		if res == nil {
+			continue
+		}
+		ok := "ok"
+		if !res.InvariantsOK {
+			ok = "BROKEN"
+		}
+		var notes []string
+		keys := make([]string, 0, len(res.Extra))
+		for k := range res.Extra {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			notes = append(notes, fmt.Sprintf("%s=%v", k, res.Extra[k]))
+		}
+		if res.RSSBytes > 0 {
+			notes = append(notes, fmt.Sprintf("rss=%dMiB", res.RSSBytes>>20))
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.2f | %.1f | %.1f | %.1f | %s | %s |\n",
+			n, res.PerS, res.BaselinePerS, res.Ratio, res.Goal, res.P50ms, res.P99ms, ok, strings.Join(notes, ", "))
+	}
+	return b.String()
 }
