@@ -342,28 +342,6 @@ func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Acc
 	})
 }
 
-// CloseUnpaid closes an order still unpaid at its deadline and releases its
-// stock; it does nothing for any other order, so the timer may fire late,
-// twice, or after payment. It reports whether the order was closed.
-func (s *Store) CloseUnpaid(ctx context.Context, orderID uuid.UUID) (bool, error) {
-	closed := false
-	_, err := s.runOrderCommand(ctx, orderCommand{
-		orderID: orderID, access: Access{Actor: domain.ActorSystem}, noView: true,
-		decide: func(tx pgx.Tx, o domain.Order, _ *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
-			events := domain.Close(o, now)
-			closed = len(events) > 0
-			return events, nil, nil
-		},
-		after: func(tx pgx.Tx, c change, _ *merchantRow, _ time.Time) error {
-			return releaseStock(ctx, tx, c.after)
-		},
-	})
-	if errors.Is(err, domain.ErrNotFound) {
-		return false, nil
-	}
-	return closed, err
-}
-
 // ExpireQueued expires an order still queued past its merchant's maximum wait
 // (for the stay in the queue that began at queuedAt), releases its stock and
 // files a dead letter. It reports whether the order expired.
@@ -678,8 +656,8 @@ func (s *Store) CloseOverdue(ctx context.Context, grace time.Duration, limit int
 	if err != nil {
 		return mapErr(err)
 	}
-	for _, id := range unpaid {
-		if _, err := s.CloseUnpaid(ctx, id); err != nil {
+	if len(unpaid) > 0 {
+		if err := s.closeOverdueBatch(ctx, unpaid); err != nil {
 			return err
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,20 +53,6 @@ type placement struct {
 	jobs   []river.InsertManyParams
 }
 
-// placer groups concurrent placements into shared transactions (group
-// commit): one commit, one merchant lock and a handful of statements serve a
-// whole batch, which is what lets a hot merchant take more orders per second
-// than one-transaction-per-order allows. A batch forms from whatever arrived
-// while the previous one ran, so a quiet system still commits each order at once.
-type placer struct {
-	s          *Store
-	mu         sync.Mutex
-	pending    []*placement
-	workers    int
-	maxWorkers int
-	maxBatch   int
-}
-
 // PlaceOrder reserves stock, records the order and, with a payment reference,
 // pays and admits or queues it, all in one transaction with its timers.
 func (s *Store) PlaceOrder(ctx context.Context, p PlaceParams) (*PlaceResult, error) {
@@ -92,33 +77,6 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceParams) (*PlaceResult, er
 		return &PlaceResult{Order: o, Replayed: true}, nil
 	}
 	return pl.result, nil
-}
-
-func (pc *placer) submit(pl *placement) {
-	pc.mu.Lock()
-	pc.pending = append(pc.pending, pl)
-	if pc.workers < pc.maxWorkers {
-		pc.workers++
-		go pc.run()
-	}
-	pc.mu.Unlock()
-}
-
-func (pc *placer) run() {
-	for {
-		pc.mu.Lock()
-		if len(pc.pending) == 0 {
-			pc.workers--
-			pc.mu.Unlock()
-			return
-		}
-		n := min(len(pc.pending), pc.maxBatch)
-		batch := make([]*placement, n)
-		copy(batch, pc.pending)
-		pc.pending = append(pc.pending[:0], pc.pending[n:]...)
-		pc.mu.Unlock()
-		pc.s.placeBatch(batch)
-	}
 }
 
 // placeBatchTimeout bounds one batch; the requests in it have their own

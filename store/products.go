@@ -411,28 +411,35 @@ func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, m
 
 // releaseStock returns an ended order's units and frees the customer's claims.
 func releaseStock(ctx context.Context, tx pgx.Tx, o domain.Order) error {
-	items := sortedItems(o.Items)
-	ids := make([]string, len(items))
-	qty := make([]int32, len(items))
-	for i, it := range items {
-		ids[i], qty[i] = it.ProductID, int32(it.Quantity)
+	customers := make([]string, len(o.Items))
+	products := make([]string, len(o.Items))
+	quantities := make([]int32, len(o.Items))
+	for i, it := range o.Items {
+		customers[i], products[i], quantities[i] = o.CustomerID, it.ProductID, int32(it.Quantity)
 	}
-	// One statement: claims, then one bucket per product (the one with the
-	// fewest units). It may wait for a bucket a buyer holds; buyers never
-	// wait for an order's lock, so the wait cannot close a cycle.
+	return releaseUnits(ctx, tx, customers, products, quantities)
+}
+
+// releaseUnits returns units of many orders in one statement: each
+// customer's claims, then one bucket per product (the one with the fewest
+// units). It may wait for a bucket a buyer holds; buyers never wait for an
+// order's lock, so the wait cannot close a cycle.
+func releaseUnits(ctx context.Context, tx pgx.Tx, customers, products []string, quantities []int32) error {
 	if _, err := tx.Exec(ctx, `
-		WITH items AS (SELECT product_id, q FROM unnest($2::uuid[], $3::int[]) AS t(product_id, q)),
+		WITH items AS (SELECT c, p, q FROM unnest($1::text[], $2::uuid[], $3::int[]) AS t(c, p, q)),
+		per_claim AS (SELECT c, p, sum(q)::int AS q FROM items GROUP BY c, p),
 		claims AS (
-			UPDATE purchase_claims c SET quantity = c.quantity - i.q
-			FROM items i WHERE c.product_id = i.product_id AND c.customer_id = $1
+			UPDATE purchase_claims pc SET quantity = pc.quantity - a.q
+			FROM per_claim a WHERE pc.product_id = a.p AND pc.customer_id = a.c
 		),
+		per_product AS (SELECT p, sum(q)::int AS q FROM items GROUP BY p),
 		target AS (
-			SELECT DISTINCT ON (b.product_id) b.product_id, b.bucket, i.q
-			FROM stock_buckets b JOIN items i ON i.product_id = b.product_id
+			SELECT DISTINCT ON (b.product_id) b.product_id, b.bucket, u.q
+			FROM stock_buckets b JOIN per_product u ON u.p = b.product_id
 			ORDER BY b.product_id, b.remaining, b.bucket
 		)
 		UPDATE stock_buckets s SET remaining = s.remaining + t.q
-		FROM target t WHERE s.product_id = t.product_id AND s.bucket = t.bucket`, o.CustomerID, ids, qty); err != nil {
+		FROM target t WHERE s.product_id = t.product_id AND s.bucket = t.bucket`, customers, products, quantities); err != nil {
 		return fmt.Errorf("release stock: %w", err)
 	}
 	return nil

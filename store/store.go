@@ -41,7 +41,8 @@ type Store struct {
 	// OnTransition, when set, hears every committed order status change.
 	OnTransition func(from, to domain.OrderStatus)
 
-	placer *placer
+	placer *batcher[*placement]
+	closer *batcher[*closeRequest]
 }
 
 // txn carries what a transaction did, for reporting after it commits.
@@ -60,7 +61,8 @@ func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
 // without workers.
 func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
 	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100}
-	s.placer = &placer{s: s, maxWorkers: 4, maxBatch: 64}
+	s.placer = &batcher[*placement]{maxWorkers: 4, maxBatch: 64, run: s.placeBatch}
+	s.closer = &batcher[*closeRequest]{maxWorkers: 2, maxBatch: 200, run: s.closeBatch}
 	return s
 }
 
