@@ -356,6 +356,11 @@ func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, m
 		return t, fmt.Errorf("sum stock: %w", err)
 	}
 	if available < quantity {
+		// Units may come back (a cancellation, a restock) but not within the
+		// few milliseconds this batch has left: the rest of it answers from memory.
+		if memo != nil {
+			memo[productID] = available
+		}
 		return t, domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
 	}
 	rows, err := tx.Query(ctx, `SELECT bucket, remaining FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE`, productID)
