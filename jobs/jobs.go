@@ -59,7 +59,9 @@ func NewClient(pool *pgxpool.Pool, st *store.Store, cfg Config) (*river.Client[p
 		logger = slog.Default()
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger: logger,
+		// River reports its producers' job counts every few seconds at info;
+		// keep its warnings and errors only.
+		Logger: slog.New(minLevel{Handler: logger.Handler(), min: slog.LevelWarn}),
 		Queues: map[string]river.QueueConfig{
 			store.QueueDefault: {MaxWorkers: cfg.DefaultWorkers},
 			store.QueueTimers: {
@@ -165,3 +167,21 @@ func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 }
 
 func (w *SweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return 25 * time.Second }
+
+// minLevel drops records below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
+}
