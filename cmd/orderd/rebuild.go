@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/orderd/orderd/internal/app"
+	"github.com/orderd/orderd/store"
+)
+
+// rebuildCommand replays every stream into fresh projections and reports
+// where the live ones differ; with --apply it swaps the replayed ones in.
+func rebuildCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("rebuild", flag.ContinueOnError)
+	apply := fs.Bool("apply", false, "write the replayed projections over the live ones, atomically")
+	url := fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string (DATABASE_URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *url == "" {
+		return errors.New("DATABASE_URL is required")
+	}
+	pool, err := app.NewPool(ctx, *url, 2, 0)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	report, err := store.New(pool, nil).Rebuild(ctx, *apply)
+	if err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	fmt.Fprintf(stdout, "replayed %d events of %d streams; %d differences from the live projections\n",
+		report.Events, report.Streams, report.DifferenceCount)
+	if len(report.Differences) > 0 {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "table\tid\tlive\treplayed")
+		for _, d := range report.Differences {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Table, d.ID, d.Live, d.Replay)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	switch {
+	case report.Applied:
+		fmt.Fprintln(stdout, "applied: the live projections now match the events")
+	case report.DifferenceCount > 0:
+		return errViolations
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
+)
+
+func TestRebuildMatchesLiveProjections(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
+	limited := createProduct(t, st, m.ID, &productOpts{Stock: intp(20), PerUserLimit: intp(3)})
+	plain := createProduct(t, st, m.ID, nil)
+	_, err := st.Restock(ctx, limited.ID, 5, storeMeta())
+	require.NoError(t, err)
+	two := 3
+	_, err = st.UpdateMerchant(ctx, m.ID, store.MerchantPatch{Capacity: &two}, storeMeta())
+	require.NoError(t, err)
+
+	var orders []*store.Order
+	for i := range 12 {
+		p := plain
+		if i%2 == 0 {
+			p = limited
+		}
+		ref := "r"
+		if i%4 == 3 {
+			ref = ""
+		}
+		orders = append(orders, mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i), PaymentRef: ref}))
+	}
+	_, err = st.CompleteOrder(ctx, orders[0].ID, admin, "")
+	require.NoError(t, err)
+	_, err = st.CancelOrder(ctx, orders[5].ID, "", customer("c5"), "")
+	require.NoError(t, err)
+	_, err = st.CancelOrder(ctx, orders[3].ID, "", customer("c3"), "")
+	require.NoError(t, err)
+
+	report, err := st.Rebuild(ctx, false)
+	require.NoError(t, err)
+	require.Empty(t, report.Differences, "%+v", report.Differences)
+	require.Equal(t, 15, report.Streams)
+	require.Greater(t, report.Events, 30)
+
+	// Drift the projections behind the log's back; the rebuild sees it and repairs it.
+	_, err = b.pool.Exec(ctx, `UPDATE orders SET status = 'completed' WHERE id = $1`, orders[1].ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `UPDATE merchants SET active = active + 4 WHERE id = $1`, m.ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `UPDATE stock_buckets SET remaining = remaining + 7 WHERE product_id = $1 AND bucket = 0`, limited.ID)
+	require.NoError(t, err)
+	report, err = st.Rebuild(ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, 3, report.DifferenceCount, "%+v", report.Differences)
+	tables := map[string]bool{}
+	for _, d := range report.Differences {
+		tables[d.Table] = true
+	}
+	require.Equal(t, map[string]bool{"orders": true, "merchants": true, "products": true}, tables)
+
+	report, err = st.Rebuild(ctx, true)
+	require.NoError(t, err)
+	require.True(t, report.Applied)
+	report, err = st.Rebuild(ctx, false)
+	require.NoError(t, err)
+	require.Empty(t, report.Differences, "%+v", report.Differences)
+	o, err := st.GetOrder(ctx, orders[1].ID, admin)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAccepted, o.Status)
+}
