@@ -19,7 +19,7 @@ type RebuildReport struct {
 	// DifferenceCount is exact; Differences shows the first ones.
 	DifferenceCount int          `json:"difference_count"`
 	Differences     []Difference `json:"differences"`
-	Applied     bool         `json:"applied"`
+	Applied         bool         `json:"applied"`
 }
 
 // Difference is one projection row that the events disagree with.
