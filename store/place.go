@@ -132,7 +132,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) er
 	}
 	sort.SliceStable(live, func(i, j int) bool { return firstProduct(live[i]) < firstProduct(live[j]) })
 	var placed []*placement
-	memo := stockMemo{}
+	memo := newStockMemo()
 	for _, pl := range live {
 		if err := s.placeOne(ctx, tx, pl, merchants, products, memo, now); err != nil {
 			var de *domain.Error
@@ -349,7 +349,7 @@ func loadBatchMerchants(ctx context.Context, tx pgx.Tx, batch []*placement) (map
 
 // placeOne decides one request and reserves its stock; a refused request
 // leaves nothing behind in the shared transaction.
-func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, merchants map[uuid.UUID]*merchantRow, products map[string]productInfo, memo stockMemo, now time.Time) error {
+func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, merchants map[uuid.UUID]*merchantRow, products map[string]productInfo, memo *stockMemo, now time.Time) error {
 	m := merchants[pl.p.MerchantID]
 	if m == nil {
 		return domain.Errorf(domain.CodeNotFound, "merchant not found")

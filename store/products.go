@@ -224,20 +224,29 @@ func loadProducts(ctx context.Context, tx pgx.Tx, ids []string) (map[string]prod
 	return out, rows.Err()
 }
 
-// stockMemo remembers, within one transaction, how many units of a product
-// are left once the transaction holds every one of its buckets: after a
-// sell-out, the rest of a batch is answered without a query.
-type stockMemo map[string]int
+// stockMemo is what one transaction knows about the stock it touches.
+type stockMemo struct {
+	// left is how many units of a product are left once the transaction
+	// holds every one of its buckets, or saw it sold out: the rest of a
+	// batch is answered without a query.
+	left map[string]int
+	// held marks products of which the transaction holds a bucket already.
+	held map[string]bool
+}
+
+func newStockMemo() *stockMemo {
+	return &stockMemo{left: map[string]int{}, held: map[string]bool{}}
+}
 
 // reserveStock takes the order's units out of limited products and records
 // the customer's claims, in the lock order the whole store follows: claims
 // before buckets, products in id order. It never fails the transaction: a
 // refusal undoes what the order had taken, so that a batch shared with other
 // orders goes on.
-func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo, memo stockMemo) (err error) {
+func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo, memo *stockMemo) (err error) {
 	items := sortedItems(o.Items)
 	for _, it := range items {
-		if left, known := memo[it.ProductID]; known && left < it.Quantity && products[it.ProductID].limited {
+		if left, known := memo.known(it.ProductID); known && left < it.Quantity && products[it.ProductID].limited {
 			return domain.Errorf(domain.CodeSoldOut, "product %s is sold out", it.ProductID)
 		}
 	}
@@ -300,7 +309,7 @@ type takenUnits struct {
 	counts    []int32
 }
 
-func undoReservation(ctx context.Context, tx pgx.Tx, customerID string, claimed []domain.Item, taken []takenUnits, memo stockMemo) error {
+func undoReservation(ctx context.Context, tx pgx.Tx, customerID string, claimed []domain.Item, taken []takenUnits, memo *stockMemo) error {
 	for _, it := range claimed {
 		if _, err := tx.Exec(ctx, `UPDATE purchase_claims SET quantity = quantity - $3 WHERE product_id = $1 AND customer_id = $2`,
 			it.ProductID, customerID, it.Quantity); err != nil {
@@ -313,11 +322,8 @@ func undoReservation(ctx context.Context, tx pgx.Tx, customerID string, claimed 
 			t.productID, t.buckets, t.counts); err != nil {
 			return fmt.Errorf("undo stock: %w", err)
 		}
-		if left, ok := memo[t.productID]; ok {
-			for _, n := range t.counts {
-				left += int(n)
-			}
-			memo[t.productID] = left
+		for _, n := range t.counts {
+			memo.add(t.productID, int(n))
 		}
 	}
 	return nil
@@ -329,7 +335,7 @@ func undoReservation(ctx context.Context, tx pgx.Tx, customerID string, claimed 
 // to concurrent batches. Only when none is free does it look further: an
 // unlocked sum says "sold out" at once, else it waits for every bucket in
 // order and takes the units from several.
-func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, memo stockMemo) (takenUnits, error) {
+func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, memo *stockMemo) (takenUnits, error) {
 	t := takenUnits{productID: productID}
 	var bucket int32
 	err := tx.QueryRow(ctx, `
@@ -343,9 +349,8 @@ func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, m
 		productID, quantity).Scan(&bucket)
 	if err == nil {
 		t.buckets, t.counts = []int32{bucket}, []int32{int32(quantity)}
-		if left, ok := memo[productID]; ok {
-			memo[productID] = left - quantity
-		}
+		memo.add(productID, -quantity)
+		memo.hold(productID)
 		return t, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
@@ -358,12 +363,19 @@ func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, m
 	if available < quantity {
 		// Units may come back (a cancellation, a restock) but not within the
 		// few milliseconds this batch has left: the rest of it answers from memory.
-		if memo != nil {
-			memo[productID] = available
-		}
+		memo.set(productID, available)
 		return t, domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
 	}
-	rows, err := tx.Query(ctx, `SELECT bucket, remaining FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE`, productID)
+	// A transaction that already holds one of the product's buckets must not
+	// wait for the others: two batches doing so would deadlock. It takes what
+	// it holds or can lock at once; the rest is being sold by transactions in
+	// flight, so the answer is sold out.
+	lockAll := `SELECT bucket, remaining FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE`
+	exact := !memo.holds(productID)
+	if !exact {
+		lockAll += ` SKIP LOCKED`
+	}
+	rows, err := tx.Query(ctx, lockAll, productID)
 	if err != nil {
 		return t, fmt.Errorf("lock stock: %w", err)
 	}
@@ -385,9 +397,10 @@ func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, m
 	for _, b := range buckets {
 		total += b.remaining
 	}
-	if memo != nil {
-		memo[productID] = total
+	if exact {
+		memo.set(productID, total)
 	}
+	memo.hold(productID)
 	need := quantity
 	for _, b := range buckets {
 		if need == 0 {
@@ -408,10 +421,41 @@ func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, m
 		WHERE s.product_id = $1 AND s.bucket = t.bucket`, productID, t.buckets, t.counts); err != nil {
 		return t, fmt.Errorf("take stock: %w", err)
 	}
-	if memo != nil {
-		memo[productID] = total - quantity
-	}
+	memo.add(productID, -quantity)
 	return t, nil
+}
+
+func (m *stockMemo) known(product string) (int, bool) {
+	if m == nil {
+		return 0, false
+	}
+	left, ok := m.left[product]
+	return left, ok
+}
+
+func (m *stockMemo) set(product string, left int) {
+	if m != nil {
+		m.left[product] = left
+	}
+}
+
+func (m *stockMemo) add(product string, n int) {
+	if m == nil {
+		return
+	}
+	if left, ok := m.left[product]; ok {
+		m.left[product] = left + n
+	}
+}
+
+func (m *stockMemo) hold(product string) {
+	if m != nil {
+		m.held[product] = true
+	}
+}
+
+func (m *stockMemo) holds(product string) bool {
+	return m != nil && m.held[product]
 }
 
 // releaseStock returns an ended order's units and frees the customer's claims.

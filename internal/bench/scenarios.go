@@ -311,7 +311,7 @@ func flash(ctx context.Context, t *Target, o Options) (*Result, error) {
 	}
 	rec := newRecorder()
 	var sold, soldOut, other atomic.Int64
-	var lastSale atomic.Int64
+	var lastSale, tenthSale, halfSale atomic.Int64
 	start := time.Now()
 	bar := newBar(o, buyers, "flash: buyers")
 	_, errs := drive(ctx, clients, buyers, rec, bar, func(ctx context.Context, c, i int) error {
@@ -321,8 +321,15 @@ func flash(ctx context.Context, t *Target, o Options) (*Result, error) {
 		var he *httpError
 		switch {
 		case err == nil:
-			sold.Add(1)
-			lastSale.Store(int64(time.Since(start)))
+			n := sold.Add(1)
+			at := int64(time.Since(start))
+			lastSale.Store(at)
+			if n == units/10 {
+				tenthSale.Store(at)
+			}
+			if n == units/2 {
+				halfSale.Store(at)
+			}
 		case errors.As(err, &he) && he.Status == 409 && he.Code == "sold_out":
 			soldOut.Add(1)
 			return nil
@@ -336,6 +343,7 @@ func flash(ctx context.Context, t *Target, o Options) (*Result, error) {
 	res := &Result{Extra: map[string]any{
 		"clients": clients, "buyers": buyers, "units": units, "sold": sold.Load(), "sold_out_answers": soldOut.Load(),
 		"other_answers": other.Load(), "sell_out_ms": sellOut.Milliseconds(),
+		"tenth_sold_ms": time.Duration(tenthSale.Load()).Milliseconds(), "half_sold_ms": time.Duration(halfSale.Load()).Milliseconds(),
 	}}
 	res.PerS = float64(sold.Load()) / sellOut.Seconds()
 	rec.summarize(res)
