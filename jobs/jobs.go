@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -30,6 +31,10 @@ type Config struct {
 	// SweepInterval is how often the safety net looks for merchants that can
 	// admit and for timers that should have fired.
 	SweepInterval time.Duration
+	// AuditInterval is how often the audit checks run; AuditGauge receives
+	// their counts. No gauge, no periodic audit.
+	AuditInterval time.Duration
+	AuditGauge    *prometheus.GaugeVec
 	Logger        *slog.Logger
 }
 
@@ -42,6 +47,7 @@ func DefaultConfig() Config {
 		TimerPollInterval:  100 * time.Millisecond,
 		DefaultWorkers:     20,
 		SweepInterval:      2 * time.Second,
+		AuditInterval:      time.Minute,
 	}
 }
 
@@ -53,6 +59,17 @@ func NewClient(pool *pgxpool.Pool, st *store.Store, cfg Config) (*river.Client[p
 	river.AddWorker(workers, &ExpireQueuedWorker{store: st})
 	river.AddWorker(workers, &DrainMerchantWorker{store: st})
 	river.AddWorker(workers, &SweepWorker{store: st})
+	periodic := []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+	}
+	if cfg.AuditGauge != nil && cfg.AuditInterval > 0 {
+		river.AddWorker(workers, &AuditWorker{store: st, gauge: cfg.AuditGauge})
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.AuditInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return AuditArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}))
+	}
 
 	logger := cfg.Logger
 	if logger == nil {
@@ -75,11 +92,7 @@ func NewClient(pool *pgxpool.Pool, st *store.Store, cfg Config) (*river.Client[p
 		// hour; every worker is idempotent, so a second run is harmless.
 		JobTimeout:           30 * time.Second,
 		RescueStuckJobsAfter: time.Minute,
-		PeriodicJobs: []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.SweepInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}),
-		},
+		PeriodicJobs:         periodic,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

@@ -62,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return tokenCommand(rest, stdout)
 	case "bench":
 		return benchCommand(ctx, rest, stdout)
+	case "audit":
+		return auditCommand(ctx, rest, stdout)
 	case "rebuild":
 		return rebuildCommand(ctx, rest, stdout)
 	case "help", "-h", "--help":

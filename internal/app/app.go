@@ -147,6 +147,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.store = store.New(pool, nil)
 	jobsCfg := cfg.Jobs
 	jobsCfg.Logger = log
+	jobsCfg.AuditGauge = jobs.NewAuditGauge(a.registry)
 	if a.river, err = jobs.NewClient(pool, a.store, jobsCfg); err != nil {
 		pool.Close()
 		return nil, err

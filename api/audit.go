@@ -1,0 +1,16 @@
+package api
+
+import "net/http"
+
+func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
+	if !principalOf(r).IsAdmin() {
+		writeProblem(w, r, errAdminOnly)
+		return
+	}
+	report, err := s.store.Audit(r.Context())
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, report)
+}

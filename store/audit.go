@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AuditChecks names the views of the audit schema, one per invariant.
+var AuditChecks = []string{
+	"oversold_products",
+	"over_purchase_limit",
+	"stream_version_gaps",
+	"projection_drift",
+	"merchant_load_drift",
+	"decisions_over_capacity",
+	"queued_with_free_capacity",
+	"unpaid_past_deadline",
+	"queued_past_max_wait",
+	"undelivered_outbox",
+	"stock_drift",
+	"fifo_violations",
+}
+
+// AuditCheck is one invariant's result.
+type AuditCheck struct {
+	Name       string            `json:"name"`
+	OK         bool              `json:"ok"`
+	Violations int               `json:"violations"`
+	Sample     []json.RawMessage `json:"sample"`
+}
+
+// AuditReport is every check's result.
+type AuditReport struct {
+	OK     bool         `json:"ok"`
+	Checks []AuditCheck `json:"checks"`
+}
+
+const auditSample = 5
+
+// Audit runs every check: the count of violating rows and a few of them.
+// The checks read one snapshot, so they agree with each other.
+func (s *Store) Audit(ctx context.Context) (*AuditReport, error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("begin audit: %w", err))
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only
+	report := &AuditReport{OK: true}
+	for _, name := range AuditChecks {
+		check := AuditCheck{Name: name, Sample: []json.RawMessage{}}
+		rows, err := tx.Query(ctx, `SELECT count(*) OVER (), row_to_json(v) FROM audit.`+pgx.Identifier{name}.Sanitize()+` v LIMIT $1`, auditSample)
+		if err != nil {
+			return nil, mapErr(fmt.Errorf("audit %s: %w", name, err))
+		}
+		for rows.Next() {
+			var row json.RawMessage
+			if err := rows.Scan(&check.Violations, &row); err != nil {
+				rows.Close()
+				return nil, mapErr(fmt.Errorf("audit %s: %w", name, err))
+			}
+			check.Sample = append(check.Sample, row)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, mapErr(fmt.Errorf("audit %s: %w", name, err))
+		}
+		check.OK = check.Violations == 0
+		report.OK = report.OK && check.OK
+		report.Checks = append(report.Checks, check)
+	}
+	return report, nil
+}
