@@ -59,7 +59,7 @@ func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 func TestAuditEachViewReportsItsViolation(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		check string
+		check   string
 		breakIt func(t *testing.T, pool *pgxpool.Pool, f auditFixture)
 	}{
 		{"oversold_products", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
