@@ -66,7 +66,7 @@ func (i *Instance) Stop(ctx context.Context) error {
 	}
 	cmd := i.command(ctx, "pg_ctl", "-D", i.dataDir, "-m", "fast", "-w", "stop")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
+		return fmt.Errorf("pg_ctl stop: %w: %s", err, oneLine(out))
 	}
 	return nil
 }
@@ -95,7 +95,11 @@ func Find(ctx context.Context, o Options) (*Instance, error) {
 	if o.DataDir == "" {
 		return nil, ErrNotFound
 	}
-	return startPrivate(ctx, o, logf)
+	inst, err := startPrivate(ctx, o, logf)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("start a private PostgreSQL: %w", err)
+	}
+	return inst, err
 }
 
 func ping(ctx context.Context, url string, timeout time.Duration) error {
@@ -192,7 +196,7 @@ func startPrivate(ctx context.Context, o Options, logf func(string, ...any)) (*I
 	}
 	dataDir, err := filepath.Abs(o.DataDir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resolve %s: %w", o.DataDir, err)
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dataDir, err)
@@ -200,7 +204,7 @@ func startPrivate(ctx context.Context, o Options, logf func(string, ...any)) (*I
 	inst := &Instance{Started: true, dataDir: filepath.Join(dataDir, "data"), bin: bin}
 	sockDir := filepath.Join(dataDir, "sock")
 	if err := os.MkdirAll(sockDir, 0o700); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("create %s: %w", sockDir, err)
 	}
 	if inst.runAs, err = runAsPostgres(dataDir); err != nil {
 		return nil, err
@@ -209,7 +213,9 @@ func startPrivate(ctx context.Context, o Options, logf func(string, ...any)) (*I
 		logf("initializing a private PostgreSQL cluster in %s", inst.dataDir)
 		cmd := inst.command(ctx, "initdb", "-D", inst.dataDir, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("initdb: %w: %s", err, out)
+			// A half-made data directory would make every later initdb fail.
+			_ = os.RemoveAll(inst.dataDir)
+			return nil, fmt.Errorf("initdb in %s: %w: %s", inst.dataDir, err, oneLine(out))
 		}
 	}
 	if url, ok := runningURL(ctx, inst.dataDir); ok {
@@ -221,13 +227,14 @@ func startPrivate(ctx context.Context, o Options, logf func(string, ...any)) (*I
 	if err != nil {
 		return nil, err
 	}
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300", port, sockDir)
+	opts := fmt.Sprintf("-p %d -k '%s' -c listen_addresses=127.0.0.1 -c max_connections=300", port, sockDir)
 	if o.Fast {
 		opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 	}
-	cmd := inst.command(ctx, "pg_ctl", "-D", inst.dataDir, "-o", opts, "-l", filepath.Join(dataDir, "postgres.log"), "-w", "-t", "60", "start")
+	logFile := filepath.Join(dataDir, "postgres.log")
+	cmd := inst.command(ctx, "pg_ctl", "-D", inst.dataDir, "-o", opts, "-l", logFile, "-w", "-t", "60", "start")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("pg_ctl start: %w: %s", err, out)
+		return nil, fmt.Errorf("pg_ctl start in %s: %w: %s (log: %s)", inst.dataDir, err, oneLine(out), logFile)
 	}
 	inst.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	if err := ping(ctx, inst.URL, 10*time.Second); err != nil {
@@ -253,6 +260,11 @@ func runningURL(ctx context.Context, dataDir string) (string, bool) {
 		return "", false
 	}
 	return url, true
+}
+
+// oneLine flattens a command's output so that errors stay one line.
+func oneLine(out []byte) string {
+	return strings.Join(strings.Fields(string(out)), " ")
 }
 
 func freePort() (int, error) {
