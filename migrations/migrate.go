@@ -42,15 +42,31 @@ func Fingerprint() string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-// withDB opens the database twice over: pgx for River and an advisory lock,
-// database/sql for goose. River migrates from Go with rivermigrate rather than
-// through goose because its migrations cannot share one transaction.
-func withDB(ctx context.Context, url string, fn func(pool *pgxpool.Pool, provider *goose.Provider) error) error {
+// open connects twice over: pgx for River, database/sql over the same pool for
+// goose. River migrates from Go with rivermigrate rather than through goose
+// because its migrations cannot share one transaction.
+func open(ctx context.Context, url string) (*pgxpool.Pool, *goose.Provider, error) {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	provider, err := goose.NewProvider(goose.DialectPostgres, stdlib.OpenDBFromPool(pool), files)
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("goose: %w", err)
+	}
+	return pool, provider, nil
+}
+
+// withLock runs fn holding the migration lock, so that processes starting at
+// once migrate one after the other and the later ones find nothing to do.
+func withLock(ctx context.Context, url string, fn func(pool *pgxpool.Pool, provider *goose.Provider) error) error {
+	pool, provider, err := open(ctx, url)
+	if err != nil {
+		return err
 	}
 	defer pool.Close()
+	defer provider.Close()
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -60,13 +76,6 @@ func withDB(ctx context.Context, url string, fn func(pool *pgxpool.Pool, provide
 		return fmt.Errorf("migration lock: %w", err)
 	}
 	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(lockKey)) //nolint:errcheck // released with the session anyway
-
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	provider, err := goose.NewProvider(goose.DialectPostgres, db, files)
-	if err != nil {
-		return fmt.Errorf("goose: %w", err)
-	}
 	return fn(pool, provider)
 }
 
@@ -80,7 +89,7 @@ func riverMigrator(pool *pgxpool.Pool) (*rivermigrate.Migrator[pgx.Tx], error) {
 
 // Up brings an empty or older database to current: River's schema, then ours.
 func Up(ctx context.Context, url string) error {
-	return withDB(ctx, url, func(pool *pgxpool.Pool, provider *goose.Provider) error {
+	return withLock(ctx, url, func(pool *pgxpool.Pool, provider *goose.Provider) error {
 		rm, err := riverMigrator(pool)
 		if err != nil {
 			return err
@@ -98,7 +107,7 @@ func Up(ctx context.Context, url string) error {
 // Down rolls back our newest migration; with none left, it removes River's
 // schema too.
 func Down(ctx context.Context, url string) error {
-	return withDB(ctx, url, func(pool *pgxpool.Pool, provider *goose.Provider) error {
+	return withLock(ctx, url, func(pool *pgxpool.Pool, provider *goose.Provider) error {
 		version, err := provider.GetDBVersion(ctx)
 		if err != nil {
 			return fmt.Errorf("orderd version: %w", err)
@@ -115,7 +124,7 @@ func Down(ctx context.Context, url string) error {
 
 // Reset removes every migration, ours and River's.
 func Reset(ctx context.Context, url string) error {
-	return withDB(ctx, url, func(pool *pgxpool.Pool, provider *goose.Provider) error {
+	return withLock(ctx, url, func(pool *pgxpool.Pool, provider *goose.Provider) error {
 		if _, err := provider.DownTo(ctx, 0); err != nil {
 			return fmt.Errorf("orderd down: %w", err)
 		}
@@ -149,33 +158,39 @@ func (s MigrationStatus) String() string {
 	return fmt.Sprintf("%s\t%d\t%s", s.Source, s.Version, state)
 }
 
-// Status lists River's and our migrations.
+// Status lists River's and our migrations. It does not wait for a migration
+// in progress, so a readiness probe never queues behind one.
 func Status(ctx context.Context, url string) ([]MigrationStatus, error) {
+	pool, provider, err := open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	defer provider.Close()
+	rm, err := riverMigrator(pool)
+	if err != nil {
+		return nil, err
+	}
+	existing, err := rm.ExistingVersions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("river status: %w", err)
+	}
+	applied := make(map[int]bool, len(existing))
+	for _, v := range existing {
+		applied[v.Version] = true
+	}
 	var out []MigrationStatus
-	err := withDB(ctx, url, func(pool *pgxpool.Pool, provider *goose.Provider) error {
-		rm, err := riverMigrator(pool)
-		if err != nil {
-			return err
-		}
-		applied := map[int]bool{}
-		if existing, err := rm.ExistingVersions(ctx); err == nil {
-			for _, v := range existing {
-				applied[v.Version] = true
-			}
-		}
-		for _, v := range rm.AllVersions() {
-			out = append(out, MigrationStatus{Source: "river/" + v.Name, Version: int64(v.Version), Applied: applied[v.Version]})
-		}
-		statuses, err := provider.Status(ctx)
-		if err != nil {
-			return fmt.Errorf("orderd status: %w", err)
-		}
-		for _, s := range statuses {
-			out = append(out, MigrationStatus{Source: s.Source.Path, Version: s.Source.Version, Applied: s.State == goose.StateApplied})
-		}
-		return nil
-	})
-	return out, err
+	for _, v := range rm.AllVersions() {
+		out = append(out, MigrationStatus{Source: "river/" + v.Name, Version: int64(v.Version), Applied: applied[v.Version]})
+	}
+	statuses, err := provider.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("orderd status: %w", err)
+	}
+	for _, s := range statuses {
+		out = append(out, MigrationStatus{Source: s.Source.Path, Version: s.Source.Version, Applied: s.State == goose.StateApplied})
+	}
+	return out, nil
 }
 
 // Current reports whether every migration, River's and ours, is applied.

@@ -2,11 +2,16 @@ package migrations_test
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/orderd/orderd/internal/pglocal"
 	"github.com/orderd/orderd/migrations"
 	"github.com/orderd/orderd/store/storetest"
 )
@@ -44,4 +49,96 @@ func TestUpDownUpRoundTrip(t *testing.T) {
 	statuses, err := migrations.Status(ctx, url)
 	require.NoError(t, err)
 	require.NotEmpty(t, statuses)
+}
+
+// TestConcurrentUpOnEmptyDatabase starts several migrators at once on an
+// empty database, as several orderd serve processes do on a first deploy.
+func TestConcurrentUpOnEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := emptyDatabase(t)
+
+	current, err := migrations.Current(ctx, url)
+	require.NoError(t, err)
+	require.False(t, current, "nothing applied yet")
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() { errs <- migrations.Up(ctx, url) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	current, err = migrations.Current(ctx, url)
+	require.NoError(t, err)
+	require.True(t, current)
+}
+
+// TestDownStepByStep walks down one goose migration at a time; the step after
+// the last one removes River's schema, and a further step has nothing to do.
+func TestDownStepByStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := storetest.URL(t)
+	sqlFiles, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+
+	for range sqlFiles {
+		require.NoError(t, migrations.Down(ctx, url))
+		require.True(t, tableExists(ctx, t, url, "river_job"), "River stays while any of ours is applied")
+	}
+	require.NoError(t, migrations.Down(ctx, url))
+	require.False(t, tableExists(ctx, t, url, "river_job"))
+	require.False(t, tableExists(ctx, t, url, "river_migration"))
+	require.NoError(t, migrations.Down(ctx, url), "nothing left to roll back")
+
+	statuses, err := migrations.Status(ctx, url)
+	require.NoError(t, err)
+	for _, s := range statuses {
+		require.False(t, s.Applied, s.String())
+	}
+	require.NoError(t, migrations.Up(ctx, url))
+	current, err := migrations.Current(ctx, url)
+	require.NoError(t, err)
+	require.True(t, current)
+}
+
+func TestFingerprint(t *testing.T) {
+	t.Parallel()
+	require.Len(t, migrations.Fingerprint(), 12)
+	require.Equal(t, migrations.Fingerprint(), migrations.Fingerprint())
+}
+
+func tableExists(ctx context.Context, t *testing.T, url, table string) bool {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var exists bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists))
+	return exists
+}
+
+// emptyDatabase creates a database with no schema at all on the test server.
+func emptyDatabase(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	admin := storetest.AdminURL(t)
+	name := fmt.Sprintf("orderd_empty_%d", time.Now().UnixNano())
+	require.NoError(t, pglocal.EnsureDatabase(ctx, admin, name))
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), admin)
+		if err != nil {
+			t.Logf("drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
+			t.Logf("drop %s: %v", name, err)
+		}
+	})
+	return (&pglocal.Instance{URL: admin}).DatabaseURL(name)
 }
