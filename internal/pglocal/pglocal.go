@@ -20,8 +20,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ErrNotFound says, in one line, how to get a PostgreSQL.
-var ErrNotFound = errors.New("no PostgreSQL found: set DATABASE_URL, run one on localhost:5432, or install it (apt-get install postgresql)")
+// ErrNotFound is returned, wrapped in one line that says how to get a
+// PostgreSQL, when there is no server to use and none can be started.
+var ErrNotFound = errors.New("no PostgreSQL found")
+
+func notFound(envVar string) error {
+	if envVar == "" {
+		envVar = "DATABASE_URL"
+	}
+	return fmt.Errorf("%w: set %s, run one on localhost:5432, or install it (apt-get install postgresql)", ErrNotFound, envVar)
+}
 
 // Options says where to look.
 type Options struct {
@@ -93,13 +101,16 @@ func Find(ctx context.Context, o Options) (*Instance, error) {
 		return &Instance{URL: localURL}, nil
 	}
 	if o.DataDir == "" {
-		return nil, ErrNotFound
+		return nil, notFound(o.EnvVar)
 	}
 	inst, err := startPrivate(ctx, o, logf)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, notFound(o.EnvVar)
+	case err != nil:
 		return nil, fmt.Errorf("start a private PostgreSQL: %w", err)
 	}
-	return inst, err
+	return inst, nil
 }
 
 func ping(ctx context.Context, url string, timeout time.Duration) error {
