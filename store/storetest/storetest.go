@@ -82,7 +82,7 @@ func ensureTemplate(ctx context.Context, adminURL, name string) error {
 	}
 	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(templateLockKey)) //nolint:errcheck // released with the session
 	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)`, name).Scan(&exists); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
 		return fmt.Errorf("look up template: %w", err)
 	}
 	if exists {
@@ -98,11 +98,13 @@ func ensureTemplate(ctx context.Context, adminURL, name string) error {
 	if err := migrations.Up(ctx, server.DatabaseURL(building)); err != nil {
 		return fmt.Errorf("migrate template: %w", err)
 	}
+	if _, err := conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{building}.Sanitize()+` WITH IS_TEMPLATE true`); err != nil {
+		return fmt.Errorf("mark template: %w", err)
+	}
+	// The rename comes last: a template under its final name is complete,
+	// even if a run was killed while building one.
 	if _, err := conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{building}.Sanitize()+` RENAME TO `+pgx.Identifier{name}.Sanitize()); err != nil {
 		return fmt.Errorf("rename template: %w", err)
-	}
-	if _, err := conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` WITH IS_TEMPLATE true`); err != nil {
-		return fmt.Errorf("mark template: %w", err)
 	}
 	return nil
 }
@@ -118,6 +120,7 @@ func mustServer(t testing.TB) {
 // AdminURL is the test server's admin URL, for tests that manage databases
 // or roles themselves.
 func AdminURL(t testing.TB) string {
+	t.Helper()
 	mustServer(t)
 	return server.URL
 }
