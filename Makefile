@@ -19,7 +19,7 @@ lint: vet ## go vet and gofmt
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
 bench: ## every benchmark scenario, with JSON figures and charts
-	go run ./cmd/orderd bench --json bench.json --chart bench.html all
+	go run ./cmd/orderd bench --json bench-results.json --chart bench-charts.html all
 
 ci: ## what CI runs
 	bash .ci/run
