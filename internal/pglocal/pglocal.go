@@ -238,6 +238,11 @@ func startPrivate(ctx context.Context, o Options, logf func(string, ...any)) (*I
 	if err != nil {
 		return nil, err
 	}
+	// A Unix socket path is limited to 107 bytes and postgres refuses to
+	// start past it; we connect over TCP, so a deep DataDir goes without one.
+	if len(sockDir)+len("/.s.PGSQL.65535.lock") > 107 {
+		sockDir = ""
+	}
 	opts := fmt.Sprintf("-p %d -k '%s' -c listen_addresses=127.0.0.1 -c max_connections=300", port, sockDir)
 	if o.Fast {
 		opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"

@@ -2,6 +2,8 @@ package pglocal_test
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +64,22 @@ func TestPrivateCluster(t *testing.T) {
 	require.NoError(t, err, "the data directory survived the restart")
 	require.NoError(t, conn.Close(ctx))
 	require.NoError(t, restarted.Stop(ctx))
+}
+
+// TestDeepDataDir starts a cluster whose data directory is too deep for a
+// Unix socket inside it.
+func TestDeepDataDir(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	inst, err := pglocal.Find(ctx, pglocal.Options{DataDir: dir, SkipLocalhost: true, Fast: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inst.Stop(context.Background()) })
+	conn, err := pgx.Connect(ctx, inst.URL)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	require.NoError(t, inst.Stop(ctx))
 }
 
 func TestNothingToUse(t *testing.T) {
