@@ -9,6 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
@@ -36,7 +38,11 @@ func setup(t *testing.T) *bundle {
 // startWorkers runs a River client with orderd's workers until the test ends.
 func startWorkers(t *testing.T, b *bundle) *river.Client[pgx.Tx] {
 	t.Helper()
-	cfg := jobs.DefaultConfig()
+	return startWorkersWith(t, b, jobs.DefaultConfig())
+}
+
+func startWorkersWith(t *testing.T, b *bundle, cfg jobs.Config) *river.Client[pgx.Tx] {
+	t.Helper()
 	cfg.SweepInterval = time.Second
 	client, err := jobs.NewClient(b.pool, b.store, cfg)
 	require.NoError(t, err)
@@ -153,4 +159,23 @@ func TestSweepDrainsForgottenMerchant(t *testing.T) {
 	require.NoError(t, err)
 	startWorkers(t, b)
 	waitStatus(t, b.store, queued.ID, domain.StatusAccepted, 10*time.Second)
+}
+
+func TestPeriodicAuditExportsViolations(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	merchantAndProduct(t, b.store, 1, 900)
+	// Drift a merchant's load behind the store's back.
+	_, err := b.pool.Exec(context.Background(), `UPDATE merchants SET active = 3`)
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	cfg := jobs.DefaultConfig()
+	cfg.AuditGauge = jobs.NewAuditGauge(reg)
+	startWorkersWith(t, b, cfg)
+	deadline := time.Now().Add(10 * time.Second)
+	for testutil.CollectAndCount(cfg.AuditGauge) < len(store.AuditChecks) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, 1.0, testutil.ToFloat64(cfg.AuditGauge.WithLabelValues("merchant_load_drift")))
+	require.Equal(t, 0.0, testutil.ToFloat64(cfg.AuditGauge.WithLabelValues("stock_drift")))
 }
