@@ -1,0 +1,573 @@
+package domain_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// placeOne places an unpaid order through Place and folds it.
+func placeOne(t *testing.T, id string) domain.Order {
+	t.Helper()
+	events, err := domain.Place(domain.PlaceParams{
+		OrderID: id, MerchantID: merchantID, CustomerID: "alice",
+		Lines: []domain.LineRequest{{ProductID: productID, Quantity: 1}}, Products: products(),
+		PaymentDeadline: t0.Add(deadline),
+	}, t0)
+	require.NoError(t, err)
+	return mustApply(t, domain.Order{}, events...)
+}
+
+func payOne(t *testing.T, o domain.Order, load domain.Load, now time.Time) (domain.Order, domain.Load) {
+	t.Helper()
+	events, load, err := domain.Pay(o, "ref-"+o.ID, load, maxWait, now)
+	require.NoError(t, err)
+	require.Len(t, events, 2)
+	require.Equal(t, domain.EventOrderPaid, events[0].Type)
+	return mustApply(t, o, events...), load
+}
+
+func TestAdmitDecision(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		load     domain.Load
+		accepted bool
+		seq      int64
+		after    domain.Load
+	}{
+		{"empty merchant", domain.Load{Capacity: 1}, true, 0, domain.Load{Capacity: 1, Active: 1}},
+		{"last free unit", domain.Load{Capacity: 3, Active: 2, NextSeq: 4}, true, 0, domain.Load{Capacity: 3, Active: 3, NextSeq: 4}},
+		{"full", domain.Load{Capacity: 3, Active: 3, NextSeq: 4}, false, 4, domain.Load{Capacity: 3, Active: 3, Queued: 1, NextSeq: 5}},
+		{"free unit behind a queue", domain.Load{Capacity: 3, Active: 0, Queued: 1, NextSeq: 4}, false, 4, domain.Load{Capacity: 3, Queued: 2, NextSeq: 5}},
+		{"capacity 0", domain.Load{Capacity: 0}, false, 1, domain.Load{Queued: 1, NextSeq: 2}},
+		{"capacity lowered below active", domain.Load{Capacity: 1, Active: 4, NextSeq: 9}, false, 9, domain.Load{Capacity: 1, Active: 4, Queued: 1, NextSeq: 10}},
+		{"next seq unset starts at 1", domain.Load{Capacity: 1, Active: 1}, false, 1, domain.Load{Capacity: 1, Active: 1, Queued: 1, NextSeq: 2}},
+		{"next seq negative starts at 1", domain.Load{Capacity: 1, Active: 1, NextSeq: -3}, false, 1, domain.Load{Capacity: 1, Active: 1, Queued: 1, NextSeq: 2}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, after := domain.Admit(tc.load, maxWait, t0)
+			require.Equal(t, tc.after, after)
+			if tc.accepted {
+				require.Equal(t, domain.EventOrderAccepted, e.Type)
+				require.Equal(t, domain.OrderAccepted{AcceptedAt: t0, ActiveAfter: after.Active, Capacity: tc.load.Capacity}, e.Data)
+				return
+			}
+			require.Equal(t, domain.EventOrderQueued, e.Type)
+			require.Equal(t, domain.OrderQueued{
+				Seq: tc.seq, QueuedAt: t0, ExpiresAt: t0.Add(maxWait),
+				Active: tc.load.Active, Capacity: tc.load.Capacity, Queued: tc.load.Queued,
+			}, e.Data)
+		})
+	}
+}
+
+func TestAdmissionCapacityZeroQueuesEverything(t *testing.T) {
+	t.Parallel()
+	load := domain.Load{Capacity: 0, NextSeq: 1}
+	var last int64
+	for i := range 20 {
+		o, l := payOne(t, placeOne(t, fmt.Sprint("o", i)), load, t0.Add(time.Duration(i)*time.Second))
+		require.Equal(t, domain.StatusQueued, o.Status)
+		require.Greater(t, o.QueueSeq, last, "sequence numbers increase")
+		last, load = o.QueueSeq, l
+		_, _, err := domain.AdmitQueued(o, load, t0)
+		require.Equal(t, domain.CodeConflict, domain.ErrorCode(err), "nothing drains at capacity 0")
+	}
+	require.Equal(t, domain.Load{Capacity: 0, Active: 0, Queued: 20, NextSeq: 21}, load)
+}
+
+// A merchant with two units takes two orders, queues the rest in order and
+// drains them head first as units free up.
+func TestAdmissionQueueAndDrain(t *testing.T) {
+	t.Parallel()
+	load := domain.Load{Capacity: 2, NextSeq: 1}
+	var orders []domain.Order
+	for i := range 6 {
+		var o domain.Order
+		o, load = payOne(t, placeOne(t, fmt.Sprint("o", i)), load, t0.Add(time.Duration(i)*time.Second))
+		orders = append(orders, o)
+		require.LessOrEqual(t, load.Active, load.Capacity)
+	}
+	for i, o := range orders {
+		if i < 2 {
+			require.Equal(t, domain.StatusAccepted, o.Status, i)
+			require.Zero(t, o.QueueSeq)
+		} else {
+			require.Equal(t, domain.StatusQueued, o.Status, i)
+			require.Equal(t, int64(i-1), o.QueueSeq, "seq 1, 2, 3, ... in payment order")
+		}
+	}
+	require.Equal(t, domain.Load{Capacity: 2, Active: 2, Queued: 4, NextSeq: 5}, load)
+
+	// No free unit: the head waits and nothing changes.
+	_, l, err := domain.AdmitQueued(orders[2], load, t0)
+	require.Equal(t, domain.CodeConflict, domain.ErrorCode(err))
+	require.Equal(t, load, l)
+
+	// A completion frees a unit for exactly one queued order.
+	ev, load, err := domain.Complete(orders[0], load, t0.Add(time.Minute))
+	require.NoError(t, err)
+	orders[0] = mustApply(t, orders[0], ev...)
+	e, load, err := domain.AdmitQueued(orders[2], load, t0.Add(time.Minute))
+	require.NoError(t, err)
+	orders[2] = mustApply(t, orders[2], e)
+	require.Equal(t, domain.StatusAccepted, orders[2].Status)
+	require.Equal(t, domain.OrderAccepted{AcceptedAt: t0.Add(time.Minute), ActiveAfter: 2, Capacity: 2, FromQueue: true}, e.Data)
+	require.Equal(t, domain.Load{Capacity: 2, Active: 2, Queued: 3, NextSeq: 5}, load)
+	_, _, err = domain.AdmitQueued(orders[3], load, t0.Add(time.Minute))
+	require.Equal(t, domain.CodeConflict, domain.ErrorCode(err))
+
+	// A new payment never overtakes the queue even when a unit is free.
+	load.Active = 1
+	o, load2 := payOne(t, placeOne(t, "late"), load, t0.Add(2*time.Minute))
+	require.Equal(t, domain.StatusQueued, o.Status)
+	require.Equal(t, int64(5), o.QueueSeq)
+	require.Equal(t, domain.Load{Capacity: 2, Active: 1, Queued: 4, NextSeq: 6}, load2)
+}
+
+func TestAdmitQueuedRefusals(t *testing.T) {
+	t.Parallel()
+	o, _ := payOne(t, placeOne(t, "q"), domain.Load{Capacity: 1, Active: 1, NextSeq: 3}, t0)
+	require.Equal(t, domain.StatusQueued, o.Status)
+	for _, load := range []domain.Load{
+		{Capacity: 1, Active: 1, Queued: 1},
+		{Capacity: 1, Active: 5, Queued: 1}, // capacity lowered under active orders
+		{Capacity: 0, Active: 0, Queued: 1},
+		{Capacity: 3, Active: 0, Queued: 0}, // the load says nobody waits
+	} {
+		e, after, err := domain.AdmitQueued(o, load, t0)
+		require.Equal(t, domain.CodeConflict, domain.ErrorCode(err), "%+v", load)
+		require.Equal(t, domain.Event{}, e)
+		require.Equal(t, load, after)
+	}
+}
+
+func TestRequeueReturnsToOriginalPlace(t *testing.T) {
+	t.Parallel()
+	// o is queued with seq 7, two later orders get 8 and 9.
+	load := domain.Load{Capacity: 1, Active: 1, NextSeq: 7}
+	o, load := payOne(t, placeOne(t, "o"), load, t0)
+	_, load = payOne(t, placeOne(t, "p"), load, t0.Add(time.Second))
+	_, load = payOne(t, placeOne(t, "q"), load, t0.Add(2*time.Second))
+	require.Equal(t, int64(7), o.QueueSeq)
+	require.Equal(t, domain.Load{Capacity: 1, Active: 1, Queued: 3, NextSeq: 10}, load)
+
+	ev, load := domain.Expire(o, load, t0.Add(maxWait))
+	o = mustApply(t, o, ev...)
+	require.Equal(t, domain.StatusExpired, o.Status)
+	require.Equal(t, 2, load.Queued)
+
+	later := t0.Add(3 * time.Hour)
+	ev, load, err := domain.Requeue(o, load, maxWait, later)
+	require.NoError(t, err)
+	require.Equal(t, []domain.Event{{Type: domain.EventOrderRequeued, Data: domain.OrderRequeued{Seq: 7, QueuedAt: later, ExpiresAt: later.Add(maxWait)}}}, ev)
+	o = mustApply(t, o, ev...)
+	require.Equal(t, domain.StatusQueued, o.Status)
+	require.Equal(t, int64(7), o.QueueSeq, "ahead of 8 and 9")
+	require.Equal(t, domain.Load{Capacity: 1, Active: 1, Queued: 3, NextSeq: 10}, load, "no new sequence number is drawn")
+	require.Nil(t, o.EndedAt)
+	require.Empty(t, o.StatusReason)
+	require.Equal(t, later, *o.QueuedAt)
+	require.Equal(t, later.Add(maxWait), *o.QueueExpiresAt)
+	require.Equal(t, 5, o.Version, "placed, paid, queued, expired, requeued")
+
+	// The fresh expiry applies: not expired just before it, expired at it.
+	ev, _ = domain.Expire(o, load, later.Add(maxWait-time.Nanosecond))
+	require.Empty(t, ev)
+	ev, _ = domain.Expire(o, load, later.Add(maxWait))
+	require.Len(t, ev, 1)
+}
+
+func TestPlaceValidationBounds(t *testing.T) {
+	t.Parallel()
+	other := "prod-of-another-merchant"
+	prods := products()
+	prods[other] = domain.ProductRef{ID: other, MerchantID: "someone-else", PriceCents: 1}
+	prods["cheap"] = domain.ProductRef{ID: "cheap", MerchantID: merchantID, PriceCents: 199}
+	prods["free"] = domain.ProductRef{ID: "free", MerchantID: merchantID, PriceCents: 0}
+	many := func(n int) []domain.LineRequest {
+		out := make([]domain.LineRequest, n)
+		for i := range out {
+			id := fmt.Sprintf("p%02d", i)
+			prods[id] = domain.ProductRef{ID: id, MerchantID: merchantID, PriceCents: int64(i + 1)}
+			out[i] = domain.LineRequest{ProductID: id, Quantity: 1}
+		}
+		return out
+	}
+	fifty, fiftyOne := many(50), many(51)
+	line := func(id string, q int) domain.LineRequest { return domain.LineRequest{ProductID: id, Quantity: q} }
+	cases := []struct {
+		name     string
+		customer string
+		lines    []domain.LineRequest
+		code     domain.Code
+		total    int64
+	}{
+		{"no lines (nil)", "c", nil, domain.CodeValidation, 0},
+		{"no lines (empty)", "c", []domain.LineRequest{}, domain.CodeValidation, 0},
+		{"50 lines", "c", fifty, "", 50 * 51 / 2},
+		{"51 lines", "c", fiftyOne, domain.CodeValidation, 0},
+		{"quantity 0", "c", []domain.LineRequest{line(productID, 0)}, domain.CodeValidation, 0},
+		{"quantity -1", "c", []domain.LineRequest{line(productID, -1)}, domain.CodeValidation, 0},
+		{"quantity 1", "c", []domain.LineRequest{line(productID, 1)}, "", 450},
+		{"quantity 100", "c", []domain.LineRequest{line(productID, 100)}, "", 45000},
+		{"quantity 101", "c", []domain.LineRequest{line(productID, 101)}, domain.CodeValidation, 0},
+		{"quantity 101 on a later line", "c", []domain.LineRequest{line(productID, 1), line("cheap", 101)}, domain.CodeValidation, 0},
+		{"repeated product", "c", []domain.LineRequest{line(productID, 1), line("cheap", 1), line(productID, 2)}, domain.CodeValidation, 0},
+		{"product of another merchant", "c", []domain.LineRequest{line(productID, 1), line(other, 1)}, domain.CodeValidation, 0},
+		{"unknown product", "c", []domain.LineRequest{line(productID, 1), line("nope", 1)}, domain.CodeNotFound, 0},
+		{"empty customer", "", []domain.LineRequest{line(productID, 1)}, domain.CodeValidation, 0},
+		{"customer id too long", strings.Repeat("c", domain.MaxIDLength+1), []domain.LineRequest{line(productID, 1)}, domain.CodeValidation, 0},
+		{"customer id at the limit", strings.Repeat("c", domain.MaxIDLength), []domain.LineRequest{line(productID, 1)}, "", 450},
+		{"total in cents", "c", []domain.LineRequest{line(productID, 3), line("cheap", 2), line("free", 7)}, "", 3*450 + 2*199},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			events, err := domain.Place(domain.PlaceParams{
+				OrderID: "o", MerchantID: merchantID, CustomerID: tc.customer,
+				Lines: tc.lines, Products: prods, PaymentDeadline: t0.Add(deadline),
+			}, t0)
+			if tc.code != "" {
+				require.Equal(t, tc.code, domain.ErrorCode(err), "error: %v", err)
+				require.Empty(t, events)
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, events, 1)
+			placed := events[0].Data.(domain.OrderPlaced)
+			require.Equal(t, tc.total, placed.TotalCents)
+			require.Len(t, placed.Items, len(tc.lines))
+			for i, it := range placed.Items {
+				require.Equal(t, tc.lines[i].ProductID, it.ProductID)
+				require.Equal(t, tc.lines[i].Quantity, it.Quantity)
+				require.Equal(t, prods[it.ProductID].PriceCents, it.PriceCents, "priced at placing time")
+			}
+			o := mustApply(t, domain.Order{}, events...)
+			require.Equal(t, domain.StatusAwaitingPayment, o.Status)
+			require.Equal(t, 1, o.Version)
+			require.Equal(t, tc.total, o.TotalCents)
+			require.Equal(t, t0, o.PlacedAt)
+			require.Equal(t, t0.Add(deadline), o.PaymentDeadline)
+			require.Nil(t, o.PaidAt)
+			require.Nil(t, o.EndedAt)
+		})
+	}
+}
+
+func TestPlacedItemsDoNotAliasTheEvent(t *testing.T) {
+	t.Parallel()
+	events, err := domain.Place(domain.PlaceParams{
+		OrderID: "o", MerchantID: merchantID, CustomerID: "c",
+		Lines: []domain.LineRequest{{ProductID: productID, Quantity: 1}}, Products: products(),
+	}, t0)
+	require.NoError(t, err)
+	o := mustApply(t, domain.Order{}, events...)
+	o.Items[0].Quantity = 99
+	require.Equal(t, 1, events[0].Data.(domain.OrderPlaced).Items[0].Quantity)
+}
+
+func validSettings() domain.MerchantSettings {
+	return domain.MerchantSettings{
+		Name: "Tea House", Capacity: 3,
+		PrepSeconds:           domain.DefaultPrepSeconds,
+		MaxQueueWaitSeconds:   domain.DefaultMaxQueueWaitSeconds,
+		PaymentTimeoutSeconds: domain.DefaultPaymentTimeoutSeconds,
+	}
+}
+
+func TestMerchantSettingsBounds(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		mutate func(*domain.MerchantSettings)
+		ok     bool
+	}{
+		{"defaults", func(*domain.MerchantSettings) {}, true},
+		{"capacity 0 pauses intake", func(s *domain.MerchantSettings) { s.Capacity = 0 }, true},
+		{"capacity -1", func(s *domain.MerchantSettings) { s.Capacity = -1 }, false},
+		{"capacity 100000", func(s *domain.MerchantSettings) { s.Capacity = domain.MaxCapacity }, true},
+		{"capacity 100001", func(s *domain.MerchantSettings) { s.Capacity = 100_001 }, false},
+		{"empty name", func(s *domain.MerchantSettings) { s.Name = "" }, false},
+		{"blank name", func(s *domain.MerchantSettings) { s.Name = " \t " }, false},
+		{"name 200", func(s *domain.MerchantSettings) { s.Name = strings.Repeat("n", domain.MaxNameLength) }, true},
+		{"name 201", func(s *domain.MerchantSettings) { s.Name = strings.Repeat("n", domain.MaxNameLength+1) }, false},
+		{"prep 0", func(s *domain.MerchantSettings) { s.PrepSeconds = 0 }, false},
+		{"prep 1", func(s *domain.MerchantSettings) { s.PrepSeconds = 1 }, true},
+		{"prep a week", func(s *domain.MerchantSettings) { s.PrepSeconds = domain.MaxSettingSeconds }, true},
+		{"prep a week and a second", func(s *domain.MerchantSettings) { s.PrepSeconds = domain.MaxSettingSeconds + 1 }, false},
+		{"queue wait 0", func(s *domain.MerchantSettings) { s.MaxQueueWaitSeconds = 0 }, false},
+		{"queue wait too long", func(s *domain.MerchantSettings) { s.MaxQueueWaitSeconds = domain.MaxSettingSeconds + 1 }, false},
+		{"payment timeout -5", func(s *domain.MerchantSettings) { s.PaymentTimeoutSeconds = -5 }, false},
+		{"payment timeout too long", func(s *domain.MerchantSettings) { s.PaymentTimeoutSeconds = domain.MaxSettingSeconds + 1 }, false},
+		{"https webhook", func(s *domain.MerchantSettings) { s.WebhookURL = "https://hooks.example.com/orderd?x=1" }, true},
+		{"http webhook with port", func(s *domain.MerchantSettings) { s.WebhookURL = "http://hooks.example.com:8080/h" }, true},
+		{"upper-case scheme", func(s *domain.MerchantSettings) { s.WebhookURL = "HTTPS://hooks.example.com/h" }, true},
+		{"ftp webhook", func(s *domain.MerchantSettings) { s.WebhookURL = "ftp://hooks.example.com/h" }, false},
+		{"relative webhook", func(s *domain.MerchantSettings) { s.WebhookURL = "/hooks/orderd" }, false},
+		{"scheme-relative webhook", func(s *domain.MerchantSettings) { s.WebhookURL = "//hooks.example.com/h" }, false},
+		{"no host", func(s *domain.MerchantSettings) { s.WebhookURL = "https:///h" }, false},
+		{"port only", func(s *domain.MerchantSettings) { s.WebhookURL = "https://:443/h" }, false},
+		{"opaque", func(s *domain.MerchantSettings) { s.WebhookURL = "https:hooks.example.com" }, false},
+		{"user and password", func(s *domain.MerchantSettings) { s.WebhookURL = "https://u:p@hooks.example.com/h" }, false},
+		{"user only", func(s *domain.MerchantSettings) { s.WebhookURL = "https://u@hooks.example.com/h" }, false},
+		{"empty user info", func(s *domain.MerchantSettings) { s.WebhookURL = "https://@hooks.example.com/h" }, false},
+		{"unparsable", func(s *domain.MerchantSettings) { s.WebhookURL = "https://hooks.example.com:port/h" }, false},
+		{"leading space", func(s *domain.MerchantSettings) { s.WebhookURL = " https://hooks.example.com/h" }, false},
+		{"webhook at the length limit", func(s *domain.MerchantSettings) {
+			s.WebhookURL = "https://hooks.example.com/" + strings.Repeat("a", domain.MaxURLLength-len("https://hooks.example.com/"))
+		}, true},
+		{"webhook too long", func(s *domain.MerchantSettings) {
+			s.WebhookURL = "https://hooks.example.com/" + strings.Repeat("a", domain.MaxURLLength+1-len("https://hooks.example.com/"))
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := validSettings()
+			tc.mutate(&s)
+			err := s.Validate()
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			require.Equal(t, domain.CodeValidation, domain.ErrorCode(err), "error: %v", err)
+			require.ErrorIs(t, err, &domain.Error{Code: domain.CodeValidation})
+			if s.WebhookURL != "" && s.WebhookURL != validSettings().WebhookURL {
+				require.Equal(t, err, domain.ValidateWebhookURL(s.WebhookURL), "Validate reports the URL's own error")
+			}
+		})
+	}
+}
+
+func TestProductAndRestockBounds(t *testing.T) {
+	t.Parallel()
+	n := func(v int) *int { return &v }
+	cases := []struct {
+		name          string
+		pname         string
+		price         int64
+		stock, perUsr *int
+		ok            bool
+	}{
+		{"unlimited, no limit", "Tea", 450, nil, nil, true},
+		{"free", "Water", 0, nil, nil, true},
+		{"negative price", "Tea", -1, nil, nil, false},
+		{"max price", "Tea", domain.MaxPriceCents, nil, nil, true},
+		{"price too high", "Tea", domain.MaxPriceCents + 1, nil, nil, false},
+		{"stock 0", "Tea", 1, n(0), nil, true},
+		{"stock -1", "Tea", 1, n(-1), nil, false},
+		{"max stock", "Tea", 1, n(domain.MaxStock), nil, true},
+		{"stock too high", "Tea", 1, n(domain.MaxStock + 1), nil, false},
+		{"per user 0", "Tea", 1, nil, n(0), false},
+		{"per user 1", "Tea", 1, nil, n(1), true},
+		{"per user max", "Tea", 1, nil, n(domain.MaxPerUserLimit), true},
+		{"per user too high", "Tea", 1, nil, n(domain.MaxPerUserLimit + 1), false},
+		{"blank name", "  ", 1, nil, nil, false},
+		{"name 200", strings.Repeat("x", 200), 1, nil, nil, true},
+		{"name 201", strings.Repeat("x", 201), 1, nil, nil, false},
+	}
+	for _, tc := range cases {
+		err := domain.ValidateProduct(tc.pname, tc.price, tc.stock, tc.perUsr)
+		if tc.ok {
+			require.NoError(t, err, tc.name)
+		} else {
+			require.Equal(t, domain.CodeValidation, domain.ErrorCode(err), tc.name)
+		}
+	}
+	for q, ok := range map[int]bool{-1: false, 0: false, 1: true, domain.MaxRestock: true, domain.MaxRestock + 1: false} {
+		err := domain.ValidateRestock(q)
+		if ok {
+			require.NoError(t, err, q)
+		} else {
+			require.Equal(t, domain.CodeValidation, domain.ErrorCode(err), q)
+		}
+	}
+}
+
+func TestDecodeEveryEventType(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 9, 23, 10, 11, 12, 123456789, time.UTC)
+	stock, limit := 5, 2
+	events := []domain.Event{
+		{Type: domain.EventOrderPlaced, Data: domain.OrderPlaced{OrderID: "o", MerchantID: "m", CustomerID: "c",
+			Items:      []domain.Item{{ProductID: "p", Quantity: 2, PriceCents: 450}, {ProductID: "q", Quantity: 1, PriceCents: 0}},
+			TotalCents: 900, PlacedAt: at, PaymentDeadline: at.Add(deadline)}},
+		{Type: domain.EventOrderPaid, Data: domain.OrderPaid{PaymentRef: "ref", PaidAt: at}},
+		{Type: domain.EventOrderQueued, Data: domain.OrderQueued{Seq: 42, QueuedAt: at, ExpiresAt: at.Add(maxWait), Active: 3, Capacity: 3, Queued: 7}},
+		{Type: domain.EventOrderAccepted, Data: domain.OrderAccepted{AcceptedAt: at, ActiveAfter: 2, Capacity: 3}},
+		{Type: domain.EventOrderAccepted, Data: domain.OrderAccepted{AcceptedAt: at, ActiveAfter: 3, Capacity: 3, FromQueue: true}},
+		{Type: domain.EventOrderCompleted, Data: domain.OrderCompleted{CompletedAt: at}},
+		{Type: domain.EventOrderCancelled, Data: domain.OrderCancelled{By: domain.ActorCustomer, From: domain.StatusQueued, CancelledAt: at}},
+		{Type: domain.EventOrderCancelled, Data: domain.OrderCancelled{Reason: "out of milk", By: domain.ActorMerchant, From: domain.StatusAccepted, CancelledAt: at}},
+		{Type: domain.EventOrderClosed, Data: domain.OrderClosed{Reason: domain.ReasonPaymentTimeout, ClosedAt: at}},
+		{Type: domain.EventOrderExpired, Data: domain.OrderExpired{Reason: domain.ReasonQueueTimeout, ExpiredAt: at}},
+		{Type: domain.EventOrderRequeued, Data: domain.OrderRequeued{Seq: 42, QueuedAt: at, ExpiresAt: at.Add(maxWait)}},
+		{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: "m", MerchantSettings: domain.MerchantSettings{
+			Name: "Tea", Capacity: 2, PrepSeconds: 120, MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, WebhookURL: "https://h.example/x"}, CreatedAt: at}},
+		{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{Before: validSettings(), After: domain.MerchantSettings{Name: "Tea", Capacity: 0}, UpdatedAt: at}},
+		{Type: domain.EventMerchantSecretRotated, Data: domain.MerchantSecretRotated{RotatedAt: at}},
+		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "p", MerchantID: "m", Name: "Tea", PriceCents: 450, Stock: &stock, PerUserLimit: &limit, CreatedAt: at}},
+		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "p", MerchantID: "m", Name: "Tea", CreatedAt: at}},
+		{Type: domain.EventProductRestocked, Data: domain.ProductRestocked{Quantity: 4, RestockedAt: at}},
+	}
+	seen := map[string]bool{}
+	for _, e := range events {
+		t.Run(e.Type, func(t *testing.T) {
+			b, err := json.Marshal(e.Data)
+			require.NoError(t, err)
+			got, err := domain.DecodeEvent(e.Type, b)
+			require.NoError(t, err)
+			require.Equal(t, e, got)
+			require.IsType(t, e.Data, got.Data, "decoded to the value type, not a pointer")
+			_, err = domain.DecodeEvent(e.Type, []byte(`{"broken`))
+			require.Error(t, err)
+		})
+		seen[e.Type] = true
+	}
+	require.Len(t, seen, 14, "every event type")
+	for _, typ := range []string{"order.teleported", "", "ORDER.PLACED", "order.placed "} {
+		got, err := domain.DecodeEvent(typ, []byte(`{}`))
+		require.Error(t, err, typ)
+		require.Equal(t, domain.Event{}, got)
+	}
+	// Decoded order events fold like the originals.
+	o, err := domain.Order{}.Apply(events[:3]...)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusQueued, o.Status)
+	require.Equal(t, int64(42), o.QueueSeq)
+}
+
+func TestEvolveRejectsUnknownEvents(t *testing.T) {
+	t.Parallel()
+	o := placeOne(t, "o")
+	for _, e := range []domain.Event{
+		{Type: domain.EventOrderPaid, Data: &domain.OrderPaid{PaymentRef: "r"}}, // a pointer, not the value
+		{Type: domain.EventMerchantSecretRotated, Data: domain.MerchantSecretRotated{}},
+		{Type: "x", Data: nil},
+	} {
+		_, err := o.Apply(e)
+		require.Error(t, err, "%T", e.Data)
+	}
+}
+
+func TestEstimateWaitFallback(t *testing.T) {
+	t.Parallel()
+	none := domain.CompletionStats{}
+	cases := []struct{ pos, capacity, prep, want int }{
+		{1, 1, 120, 120},
+		{4, 2, 120, 240},
+		{5, 3, 100, 167}, // 166.67 rounded up
+		{3, 0, 120, 360}, // capacity 0 counts as 1
+		{3, -2, 120, 360},
+		{10, 100000, 120, 1}, // a fraction of a second still shows as one
+		{0, 2, 120, 0},
+		{-1, 2, 120, 0},
+		{1_000_000, 1, domain.MaxSettingSeconds, 7 * 24 * 3600}, // capped at a week
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.want, domain.EstimateWait(tc.pos, tc.capacity, tc.prep, none), "%+v", tc)
+	}
+	// Two measured gaps are not enough: still the fallback.
+	var stats domain.CompletionStats
+	for i := range 3 {
+		stats = stats.ObserveCompletion(t0.Add(time.Duration(i)*2*time.Second), true)
+	}
+	require.Equal(t, 2, stats.Samples)
+	require.Equal(t, 240, domain.EstimateWait(4, 2, 120, stats))
+}
+
+// merchantSim completes one order every gap while orders are waiting.
+type merchantSim struct {
+	stats domain.CompletionStats
+	now   time.Time
+}
+
+func (m *merchantSim) complete(gap time.Duration, saturated bool) {
+	m.now = m.now.Add(gap)
+	m.stats = m.stats.ObserveCompletion(m.now, saturated)
+}
+
+func requireETANear(t *testing.T, stats domain.CompletionStats, perOrder float64) {
+	t.Helper()
+	for p := 1; p <= 50; p++ {
+		want := float64(p) * perOrder
+		got := domain.EstimateWait(p, 4, 120, stats)
+		require.InDelta(t, want, float64(got), 0.25*want+1, "position %d", p) // +1 for the rounding up
+	}
+}
+
+func TestEstimateWaitLearnsTheMerchantsPace(t *testing.T) {
+	t.Parallel()
+	m := merchantSim{now: t0}
+	m.complete(0, true) // the first completion has nothing to measure against
+	require.Zero(t, m.stats.Samples)
+	require.Zero(t, m.stats.IntervalSeconds)
+	for range 3 {
+		m.complete(2*time.Second, true)
+	}
+	require.Equal(t, 3, m.stats.Samples)
+	requireETANear(t, m.stats, 2)
+	for range 20 {
+		m.complete(2*time.Second, true)
+	}
+	require.InDelta(t, 2, m.stats.IntervalSeconds, 1e-9)
+	requireETANear(t, m.stats, 2)
+
+	// Quiet spells with nobody waiting say nothing about the pace.
+	before := m.stats
+	m.complete(10*time.Minute, false)
+	m.complete(45*time.Minute, false)
+	require.Equal(t, before.Samples, m.stats.Samples)
+	require.Equal(t, before.IntervalSeconds, m.stats.IntervalSeconds)
+	require.Equal(t, m.now, *m.stats.LastCompletion)
+	// Busy again: gaps measured from the last completion, at the old pace.
+	m.complete(2*time.Second, true)
+	require.InDelta(t, 2, m.stats.IntervalSeconds, 1e-9)
+	requireETANear(t, m.stats, 2)
+
+	// The merchant slows down; the estimate follows.
+	for range 30 {
+		m.complete(4*time.Second, true)
+	}
+	requireETANear(t, m.stats, 4)
+}
+
+func TestObserveCompletionClampsGaps(t *testing.T) {
+	t.Parallel()
+	var s domain.CompletionStats
+	s = s.ObserveCompletion(t0, true)
+	s = s.ObserveCompletion(t0.Add(5*time.Hour), true)
+	require.Equal(t, 3600.0, s.IntervalSeconds, "at most an hour")
+	var z domain.CompletionStats
+	z = z.ObserveCompletion(t0, true)
+	z = z.ObserveCompletion(t0, true)
+	require.Equal(t, 0.01, z.IntervalSeconds, "simultaneous completions still count as a tiny gap")
+	// Caller's time going backwards must not make a negative interval.
+	z = z.ObserveCompletion(t0.Add(-time.Minute), true)
+	require.Greater(t, z.IntervalSeconds, 0.0)
+}
+
+// Real kitchens are uneven: one order after 1 s, the next after 3 s. The
+// estimate smooths them to the mean pace rather than following the last gap.
+func TestEstimateWaitSmoothsJitter(t *testing.T) {
+	t.Parallel()
+	m := merchantSim{now: t0}
+	m.complete(0, true)
+	for i := range 40 {
+		m.complete(time.Duration(1+2*(i%2))*time.Second, true)
+		if m.stats.Samples >= 10 {
+			requireETANear(t, m.stats, 2)
+		}
+	}
+}
