@@ -95,6 +95,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /v1/admin/dead-letters", authed(s.listDeadLetters))
 	mux.Handle("POST /v1/admin/dead-letters/{id}/retry", authed(s.retryDeadLetter))
 	mux.Handle("POST /v1/admin/dead-letters/{id}/resolve", authed(s.resolveDeadLetter))
+	mux.Handle("POST /v1/admin/dead-letters/retry", authed(s.retryWebhookDeadLetters))
+	mux.Handle("GET /v1/admin/webhook-attempts", authed(s.listWebhookAttempts))
 	mux.Handle("GET /v1/admin/audit", authed(s.audit))
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

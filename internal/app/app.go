@@ -24,6 +24,7 @@ import (
 	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/migrations"
 	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/webhook"
 )
 
 // Config is everything orderd serve needs; cmd/orderd fills it from flags and
@@ -117,6 +118,7 @@ type App struct {
 	listener net.Listener
 	auth     *auth.Authenticator
 	registry *prometheus.Registry
+	relay    *jobs.Relay
 }
 
 // New connects, migrates when asked, and builds every part; nothing serves
@@ -154,6 +156,17 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.store.Jobs = a.river
 	a.auth = auth.New([]byte(cfg.JWTSecret), nil)
+	relayCfg := jobs.DefaultRelayConfig()
+	relayCfg.Policy = store.RetryPolicy{First: cfg.WebhookBackoff, Max: time.Hour, MaxAttempts: cfg.WebhookMaxAttempts}
+	relayCfg.Lease = max(relayCfg.Lease, 3*cfg.WebhookTimeout)
+	a.relay = jobs.NewRelay(a.store,
+		webhook.NewSender(webhook.Options{Timeout: cfg.WebhookTimeout, AllowLoopback: cfg.WebhookAllowLoopback}), relayCfg, log)
+	a.registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_webhooks_delivered_total", Help: "Webhook deliveries acknowledged."},
+			func() float64 { return float64(a.relay.Stats.Delivered.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_webhooks_failed_total", Help: "Webhook attempts that failed."},
+			func() float64 { return float64(a.relay.Stats.Failed.Load()) }),
+	)
 
 	a.api = api.New(api.Config{
 		Store: a.store, Auth: a.auth, Logger: log, Registry: a.registry,
@@ -247,6 +260,12 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.river.Start(ctx); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
+	relayCtx, stopRelay := context.WithCancel(context.Background())
+	relayDone := make(chan struct{})
+	go func() {
+		defer close(relayDone)
+		a.relay.Run(relayCtx)
+	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- a.http.Serve(a.listener) }()
 	a.log.Info("orderd serving", "addr", a.Addr(), "config", a.cfg)
@@ -259,6 +278,8 @@ func (a *App) Run(ctx context.Context) error {
 			runErr = fmt.Errorf("serve: %w", err)
 		}
 	}
+	stopRelay()
+	<-relayDone
 	return errors.Join(runErr, a.shutdown())
 }
 

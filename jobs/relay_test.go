@@ -1,0 +1,290 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
+	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/webhook"
+)
+
+// receiver records what it gets and answers with its handler's status.
+type receiver struct {
+	mu         sync.Mutex
+	deliveries []delivery
+	status     atomic.Int32
+	hold       chan struct{} // when set, requests wait for it to close
+	srv        *httptest.Server
+}
+
+type delivery struct {
+	id, typ, orderID string
+	signatureOK      bool
+}
+
+func newReceiver(t *testing.T, secret *string) *receiver {
+	r := &receiver{}
+	r.status.Store(200)
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		hold := r.hold
+		r.mu.Unlock()
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-req.Context().Done():
+				return
+			}
+		}
+		status := int(r.status.Load())
+		if status == 200 {
+			var p store.WebhookPayload
+			_ = json.Unmarshal(body, &p)
+			r.mu.Lock()
+			r.deliveries = append(r.deliveries, delivery{
+				id: req.Header.Get("X-Orderd-Delivery"), typ: p.Type, orderID: p.Order.ID.String(),
+				signatureOK: req.Header.Get("X-Orderd-Signature") == webhook.Sign(*secret, body) && p.ID == req.Header.Get("X-Orderd-Delivery"),
+			})
+			r.mu.Unlock()
+		}
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) got() []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]delivery(nil), r.deliveries...)
+}
+
+type relayBundle struct {
+	*bundle
+	relayCfg jobs.RelayConfig
+}
+
+func newRelayBundle(t *testing.T) *relayBundle {
+	cfg := jobs.DefaultRelayConfig()
+	cfg.Policy = store.RetryPolicy{First: 20 * time.Millisecond, Max: 100 * time.Millisecond, MaxAttempts: 3}
+	cfg.Poll = 20 * time.Millisecond
+	cfg.Lease = 2 * time.Second
+	return &relayBundle{bundle: setup(t), relayCfg: cfg}
+}
+
+func (b *relayBundle) runRelay(t *testing.T, timeout time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	relay := jobs.NewRelay(b.store, webhook.NewSender(webhook.Options{Timeout: timeout, AllowLoopback: true}), b.relayCfg, nil)
+	done := make(chan struct{})
+	go func() { defer close(done); relay.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// webhookMerchant creates a merchant whose webhook points at r.
+func (b *relayBundle) webhookMerchant(t *testing.T, r *receiver, secret *string, capacity int) (uuid.UUID, uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	m, err := b.store.CreateMerchant(ctx, domain.MerchantSettings{Name: "hooked", Capacity: capacity, PrepSeconds: 60,
+		MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, WebhookURL: r.srv.URL}, store.Meta{})
+	require.NoError(t, err)
+	*secret = m.WebhookSecret
+	p, err := b.store.CreateProduct(ctx, store.CreateProductParams{MerchantID: m.ID, Name: "tea", PriceCents: 100})
+	require.NoError(t, err)
+	return m.ID, p.ID
+}
+
+func waitFor(t *testing.T, within time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func outboxStatus(t *testing.T, b *relayBundle) map[string]int {
+	rows, err := b.pool.Query(context.Background(), `SELECT status, count(*) FROM outbox GROUP BY status`)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		require.NoError(t, rows.Scan(&s, &n))
+		out[s] = n
+	}
+	return out
+}
+
+func TestRelayDeliversSignedInOrder(t *testing.T) {
+	t.Parallel()
+	b := newRelayBundle(t)
+	var secret string
+	r := newReceiver(t, &secret)
+	m, p := b.webhookMerchant(t, r, &secret, 5)
+	ctx := context.Background()
+	var ids []uuid.UUID
+	for range 5 {
+		o := placeUnpaid(t, b.store, m, p, "alice", "pay")
+		ids = append(ids, o.ID)
+		_, err := b.store.CompleteOrder(ctx, o.ID, store.Access{Actor: domain.ActorAdmin}, "")
+		require.NoError(t, err)
+	}
+	b.runRelay(t, time.Second)
+	waitFor(t, 10*time.Second, func() bool { return len(r.got()) == 10 }, "10 deliveries")
+	perOrder := map[string][]string{}
+	for _, d := range r.got() {
+		require.True(t, d.signatureOK, "signature and delivery id")
+		perOrder[d.orderID] = append(perOrder[d.orderID], d.typ)
+	}
+	for _, id := range ids {
+		require.Equal(t, []string{"order.accepted", "order.completed"}, perOrder[id.String()], "event order per order")
+	}
+	waitFor(t, 5*time.Second, func() bool { return outboxStatus(t, b)["delivered"] == 10 }, "all marked delivered")
+}
+
+func TestRelayRetriesThenDeadLetters(t *testing.T) {
+	t.Parallel()
+	b := newRelayBundle(t)
+	var secret string
+	r := newReceiver(t, &secret)
+	r.status.Store(500)
+	m, p := b.webhookMerchant(t, r, &secret, 5)
+	placeUnpaid(t, b.store, m, p, "alice", "pay")
+	b.runRelay(t, time.Second)
+	waitFor(t, 10*time.Second, func() bool { return outboxStatus(t, b)["dead"] == 1 }, "dead after 3 attempts")
+	dls, err := b.store.ListDeadLetters(context.Background(), store.ListDeadLettersParams{Kind: store.DeadLetterWebhook})
+	require.NoError(t, err)
+	require.Len(t, dls, 1)
+	require.Contains(t, dls[0].Reason, "500")
+	attempts, err := b.store.ListWebhookAttempts(context.Background(), dls[0].RefID, uuid.Nil, 10)
+	require.NoError(t, err)
+	require.Len(t, attempts, 3)
+
+	// The endpoint is back: a bulk retry delivers it.
+	r.status.Store(200)
+	n, err := b.store.RetryMerchantWebhooks(context.Background(), m)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	waitFor(t, 10*time.Second, func() bool { return len(r.got()) == 1 }, "delivered after retry")
+}
+
+func TestRelayRecoversFromTimeoutsAndOutages(t *testing.T) {
+	t.Parallel()
+	b := newRelayBundle(t)
+	b.relayCfg.Policy.MaxAttempts = 50
+	var secret string
+	r := newReceiver(t, &secret)
+	r.mu.Lock()
+	r.hold = make(chan struct{}) // slower than the timeout: every attempt times out
+	r.mu.Unlock()
+	m, p := b.webhookMerchant(t, r, &secret, 5)
+	for range 3 {
+		placeUnpaid(t, b.store, m, p, "alice", "pay")
+	}
+	b.runRelay(t, 200*time.Millisecond)
+	waitFor(t, 10*time.Second, func() bool {
+		var n int
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_attempts WHERE status_code IS NULL`).Scan(&n))
+		return n >= 3
+	}, "timed-out attempts recorded")
+	r.mu.Lock()
+	close(r.hold)
+	r.hold = nil
+	r.mu.Unlock()
+	waitFor(t, 10*time.Second, func() bool { return outboxStatus(t, b)["delivered"] == 3 }, "delivered once the endpoint answers")
+}
+
+func TestDeadEndpointDoesNotDelayOthers(t *testing.T) {
+	t.Parallel()
+	b := newRelayBundle(t)
+	b.relayCfg.Policy.MaxAttempts = 100
+	b.relayCfg.Workers, b.relayCfg.PerMerchant = 8, 2
+	var deadSecret, liveSecret string
+	dead := newReceiver(t, &deadSecret)
+	dead.mu.Lock()
+	dead.hold = make(chan struct{})
+	dead.mu.Unlock()
+	defer close(dead.hold)
+	live := newReceiver(t, &liveSecret)
+	dm, dp := b.webhookMerchant(t, dead, &deadSecret, 100)
+	lm, lp := b.webhookMerchant(t, live, &liveSecret, 100)
+	for range 20 {
+		placeUnpaid(t, b.store, dm, dp, "a", "pay")
+	}
+	b.runRelay(t, 5*time.Second)
+	time.Sleep(100 * time.Millisecond)
+	for range 5 {
+		placeUnpaid(t, b.store, lm, lp, "b", "pay")
+	}
+	waitFor(t, 3*time.Second, func() bool { return len(live.got()) == 5 }, "the live merchant is served while the dead one hangs")
+}
+
+// TestRelayKilledMidDeliveryLosesNothing stops a relay while the receiver
+// holds its requests (sent, not acknowledged), then starts another: every
+// message ends delivered, and duplicates carry the same delivery id.
+func TestRelayKilledMidDeliveryLosesNothing(t *testing.T) {
+	t.Parallel()
+	b := newRelayBundle(t)
+	b.relayCfg.Lease = 500 * time.Millisecond
+	var secret string
+	r := newReceiver(t, &secret)
+	hold := make(chan struct{})
+	r.mu.Lock()
+	r.hold = hold
+	r.mu.Unlock()
+	m, p := b.webhookMerchant(t, r, &secret, 100)
+	for range 10 {
+		placeUnpaid(t, b.store, m, p, "alice", "pay")
+	}
+	stop := b.runRelay(t, 5*time.Second)
+	waitFor(t, 5*time.Second, func() bool {
+		var n int
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE attempts > 0`).Scan(&n))
+		return n == 10
+	}, "all claimed")
+	stop()
+	r.mu.Lock()
+	r.hold = nil
+	r.mu.Unlock()
+	close(hold)
+	b.runRelay(t, 5*time.Second)
+	waitFor(t, 10*time.Second, func() bool { return outboxStatus(t, b)["delivered"] == 10 }, "every message delivered")
+	var ids []string
+	for _, d := range r.got() {
+		ids = append(ids, d.id)
+	}
+	var rows []string
+	rs, err := b.pool.Query(context.Background(), `SELECT id::text FROM outbox`)
+	require.NoError(t, err)
+	for rs.Next() {
+		var id string
+		require.NoError(t, rs.Scan(&id))
+		rows = append(rows, id)
+	}
+	require.Subset(t, ids, rows, "every message arrived, duplicates with the same id")
+}

@@ -1,0 +1,239 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// Delivery is one claimed outbox message with what sending it needs.
+type Delivery struct {
+	ID         uuid.UUID
+	MerchantID uuid.UUID
+	OrderID    uuid.UUID
+	EventType  string
+	Payload    []byte
+	Attempt    int
+	URL        string
+	Secret     string
+}
+
+// ClaimParams says which deliveries to claim.
+type ClaimParams struct {
+	Limit int
+	// Lease is how long a claimed row stays invisible to other relays; a
+	// relay that dies mid-delivery leaves it to be claimed again after that.
+	Lease time.Duration
+	// SkipMerchants are merchants with enough deliveries in flight already,
+	// and PerMerchant caps what one claim takes of each merchant, so one
+	// merchant's slow endpoint or backlog cannot take every worker.
+	SkipMerchants []uuid.UUID
+	PerMerchant   int
+}
+
+// ClaimWebhooks takes due pending messages with SKIP LOCKED, a few of each
+// merchant's at a time, counts the attempt and leases them. A message is only due once every earlier message
+// of its order is delivered or dead-lettered: deliveries of one order go out
+// in event order.
+func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, error) {
+	skip := p.SkipMerchants
+	if skip == nil {
+		skip = []uuid.UUID{}
+	}
+	perMerchant := p.PerMerchant
+	if perMerchant <= 0 {
+		perMerchant = p.Limit
+	}
+	rows, err := s.pool.Query(ctx, `
+		UPDATE outbox o SET attempts = o.attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond'
+		FROM (
+			SELECT c.id FROM outbox c
+			WHERE c.id IN (
+				SELECT x.id
+				FROM (SELECT DISTINCT merchant_id FROM outbox
+				      WHERE status = 'pending' AND next_attempt_at <= now() AND merchant_id <> ALL($3)) mm,
+				LATERAL (
+					SELECT d.id FROM outbox d
+					WHERE d.merchant_id = mm.merchant_id AND d.status = 'pending' AND d.next_attempt_at <= now()
+					  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.order_id = d.order_id AND e.order_version < d.order_version AND e.status = 'pending')
+					ORDER BY d.next_attempt_at LIMIT $4
+				) x
+			) AND c.status = 'pending' AND c.next_attempt_at <= now()
+			ORDER BY c.next_attempt_at
+			LIMIT $1 FOR UPDATE OF c SKIP LOCKED
+		) due, merchants m
+		WHERE o.id = due.id AND m.id = o.merchant_id
+		RETURNING o.id, o.merchant_id, o.order_id, o.event_type, o.payload::text, o.attempts, coalesce(m.webhook_url, ''), m.webhook_secret`,
+		p.Limit, p.Lease.Milliseconds(), skip, perMerchant)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("claim webhooks: %w", err))
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		var d Delivery
+		var payload string
+		if err := rows.Scan(&d.ID, &d.MerchantID, &d.OrderID, &d.EventType, &payload, &d.Attempt, &d.URL, &d.Secret); err != nil {
+			return nil, mapErr(fmt.Errorf("claim webhooks: %w", err))
+		}
+		d.Payload = []byte(payload)
+		out = append(out, d)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// AttemptResult is the outcome of one delivery attempt.
+type AttemptResult struct {
+	Delivery   Delivery
+	StartedAt  time.Time
+	Latency    time.Duration
+	StatusCode int
+	Error      string
+	OK         bool
+}
+
+// RetryPolicy spaces attempts: First doubles after every failure up to Max,
+// with up to 20 % jitter, for MaxAttempts attempts in all.
+type RetryPolicy struct {
+	First       time.Duration
+	Max         time.Duration
+	MaxAttempts int
+}
+
+func (p RetryPolicy) delay(attempt int) time.Duration {
+	d := p.First
+	for i := 1; i < attempt && d < p.Max; i++ {
+		d *= 2
+	}
+	d = min(d, p.Max)
+	return d + time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+// RecordWebhookAttempts stores a batch of outcomes in one transaction: every
+// attempt row; delivered messages; failed ones rescheduled with backoff, or,
+// after the last attempt, dead and given a dead letter with the last error.
+func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResult, policy RetryPolicy) error {
+	if len(results) == 0 {
+		return nil
+	}
+	attempts := make([][]any, 0, len(results))
+	var delivered, failed, dead []uuid.UUID
+	var delays []int64
+	var errs, deadErrs []string
+	var deadMerchants []uuid.UUID
+	var deadAttempts []int32
+	for _, r := range results {
+		var status any
+		if r.StatusCode != 0 {
+			status = int32(r.StatusCode)
+		}
+		var errText any
+		if r.Error != "" {
+			errText = r.Error
+		}
+		attempts = append(attempts, []any{r.Delivery.ID, r.Delivery.MerchantID, int32(r.Delivery.Attempt), r.StartedAt,
+			int32(r.Latency.Milliseconds()), status, errText})
+		switch {
+		case r.OK:
+			delivered = append(delivered, r.Delivery.ID)
+		case r.Delivery.Attempt >= policy.MaxAttempts:
+			dead, deadErrs = append(dead, r.Delivery.ID), append(deadErrs, r.Error)
+			deadMerchants, deadAttempts = append(deadMerchants, r.Delivery.MerchantID), append(deadAttempts, int32(r.Delivery.Attempt))
+		default:
+			failed, errs = append(failed, r.Delivery.ID), append(errs, r.Error)
+			delays = append(delays, policy.delay(r.Delivery.Attempt).Milliseconds())
+		}
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"webhook_attempts"},
+			[]string{"outbox_id", "merchant_id", "attempt", "started_at", "latency_ms", "status_code", "error"},
+			pgx.CopyFromRows(attempts)); err != nil {
+			return fmt.Errorf("record attempts: %w", err)
+		}
+		if len(delivered) > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE outbox SET status = 'delivered', delivered_at = now(), last_error = NULL
+				WHERE id = ANY($1) AND status = 'pending'`, delivered); err != nil {
+				return fmt.Errorf("mark delivered: %w", err)
+			}
+		}
+		if len(failed) > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE outbox o SET next_attempt_at = now() + t.d * interval '1 millisecond', last_error = t.e
+				FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS t(id, d, e) WHERE o.id = t.id AND o.status = 'pending'`,
+				failed, delays, errs); err != nil {
+				return fmt.Errorf("reschedule: %w", err)
+			}
+		}
+		if len(dead) > 0 {
+			if _, err := tx.Exec(ctx, `
+				WITH d AS (
+					UPDATE outbox o SET status = 'dead', last_error = t.e
+					FROM unnest($1::uuid[], $2::text[]) AS t(id, e) WHERE o.id = t.id AND o.status = 'pending'
+					RETURNING o.id
+				)
+				INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts)
+				SELECT gen_random_uuid(), 'webhook', t.id, t.m, 'undeliverable after ' || t.a || ' attempts: ' || t.e, t.a
+				FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::int[]) AS t(id, e, m, a)
+				WHERE t.id IN (SELECT id FROM d)
+				ON CONFLICT (kind, ref_id) WHERE resolved_at IS NULL DO NOTHING`,
+				dead, deadErrs, deadMerchants, deadAttempts); err != nil {
+				return fmt.Errorf("dead-letter: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// RetryMerchantWebhooks hands every dead-lettered webhook of a merchant back
+// to the relay, after an outage; it returns how many.
+func (s *Store) RetryMerchantWebhooks(ctx context.Context, merchantID uuid.UUID) (int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `
+			WITH dl AS (
+				UPDATE dead_letters SET resolved_at = now(), resolution = 'retried'
+				WHERE kind = 'webhook' AND merchant_id = $1 AND resolved_at IS NULL
+				RETURNING ref_id
+			), o AS (
+				UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL
+				WHERE id IN (SELECT ref_id FROM dl) AND status = 'dead'
+				RETURNING 1
+			)
+			SELECT count(*) FROM o`, merchantID).Scan(&n)
+	})
+	return n, err
+}
+
+// WebhookAttempt is one recorded attempt.
+type WebhookAttempt struct {
+	OutboxID   uuid.UUID `json:"outbox_id"`
+	MerchantID uuid.UUID `json:"merchant_id"`
+	Attempt    int       `json:"attempt"`
+	StartedAt  time.Time `json:"started_at"`
+	LatencyMS  int       `json:"latency_ms"`
+	StatusCode *int      `json:"status_code"`
+	Error      *string   `json:"error"`
+}
+
+// ListWebhookAttempts returns attempts of one message or of one merchant, newest first.
+func (s *Store) ListWebhookAttempts(ctx context.Context, outboxID, merchantID uuid.UUID, limit int) ([]WebhookAttempt, error) {
+	if outboxID == uuid.Nil && merchantID == uuid.Nil {
+		return nil, domain.Errorf(domain.CodeValidation, "outbox_id or merchant_id is required")
+	}
+	rows, err := s.pool.Query(ctx, `SELECT outbox_id, merchant_id, attempt, started_at, latency_ms, status_code, error
+		FROM webhook_attempts WHERE ($1::uuid IS NULL OR outbox_id = $1) AND ($2::uuid IS NULL OR merchant_id = $2)
+		ORDER BY started_at DESC, id DESC LIMIT $3`, nullUUID(outboxID), nullUUID(merchantID), limit)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("list attempts: %w", err))
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[WebhookAttempt])
+	if out == nil {
+		out = []WebhookAttempt{}
+	}
+	return out, mapErr(err)
+}

@@ -1,0 +1,147 @@
+// Package webhook sends signed webhook requests to merchants' endpoints,
+// refusing addresses a merchant must not be able to reach through us.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"syscall"
+	"time"
+)
+
+// Options configure a Sender.
+type Options struct {
+	Timeout time.Duration
+	// AllowLoopback permits 127.0.0.0/8 and ::1, for tests and local receivers.
+	AllowLoopback bool
+}
+
+// Sender delivers one message per call. It is safe for concurrent use.
+type Sender struct {
+	client *http.Client
+}
+
+// maxResponseBody bounds what is read of an answer: only its status matters.
+const maxResponseBody = 64 << 10
+
+// ErrForbiddenAddress is returned for endpoints on addresses orderd refuses.
+var ErrForbiddenAddress = errors.New("webhook address not allowed")
+
+// NewSender builds a Sender.
+func NewSender(o Options) *Sender {
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	dialer := &net.Dialer{
+		Timeout: o.Timeout,
+		// Checked at connect time, on the resolved address, so a DNS answer
+		// that changes after validation cannot steer us elsewhere.
+		Control: func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("%w: %s", ErrForbiddenAddress, address)
+			}
+			return checkAddr(ap.Addr(), o.AllowLoopback)
+		},
+	}
+	transport := &http.Transport{
+		DialContext:           dialer.DialContext,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   o.Timeout,
+		ResponseHeaderTimeout: o.Timeout,
+		ForceAttemptHTTP2:     true,
+	}
+	return &Sender{client: &http.Client{
+		Transport: transport,
+		Timeout:   o.Timeout,
+		// Redirects are followed only on the same host, at most three times.
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 3 {
+				return errors.New("too many redirects")
+			}
+			if req.URL.Host != via[0].URL.Host {
+				return fmt.Errorf("redirect to another host (%s) refused", req.URL.Host)
+			}
+			return nil
+		},
+	}}
+}
+
+// checkAddr refuses link-local (cloud metadata lives there), unspecified,
+// multicast and, unless allowed, loopback addresses. Private ranges stay
+// allowed: merchants run receivers on their own networks.
+func checkAddr(a netip.Addr, allowLoopback bool) error {
+	a = a.Unmap()
+	switch {
+	case a.IsLoopback() && !allowLoopback,
+		a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast(), a.IsInterfaceLocalMulticast(),
+		a.IsMulticast(), a.IsUnspecified():
+		return fmt.Errorf("%w: %s", ErrForbiddenAddress, a)
+	}
+	return nil
+}
+
+// Message is one delivery.
+type Message struct {
+	ID     string // X-Orderd-Delivery: the same on every attempt, so receivers dedupe
+	URL    string
+	Secret string
+	Body   []byte
+}
+
+// Result is what one attempt came to.
+type Result struct {
+	StatusCode int // 0 when no answer came
+	Latency    time.Duration
+	Err        error
+}
+
+// OK reports an acknowledged delivery (a 2xx answer).
+func (r Result) OK() bool { return r.Err == nil && r.StatusCode >= 200 && r.StatusCode < 300 }
+
+// Sign returns the X-Orderd-Signature value of body.
+func Sign(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// Send makes one attempt.
+func (s *Sender) Send(ctx context.Context, m Message) Result {
+	start := time.Now()
+	u, err := url.Parse(m.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return Result{Err: fmt.Errorf("webhook URL must be http or https")}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.URL, bytes.NewReader(m.Body))
+	if err != nil {
+		return Result{Err: fmt.Errorf("build request: %w", err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "orderd-webhooks/1")
+	req.Header.Set("X-Orderd-Delivery", m.ID)
+	req.Header.Set("X-Orderd-Signature", Sign(m.Secret, m.Body))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return Result{Latency: time.Since(start), Err: err}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBody))
+	resp.Body.Close()
+	res := Result{StatusCode: resp.StatusCode, Latency: time.Since(start)}
+	if !res.OK() {
+		res.Err = fmt.Errorf("answered %s", resp.Status)
+	}
+	return res
+}

@@ -1,0 +1,83 @@
+package webhook_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/webhook"
+)
+
+func TestSendSignsAndAcknowledges(t *testing.T) {
+	t.Parallel()
+	var gotSig, gotID string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotSig, gotID = r.Header.Get("X-Orderd-Signature"), r.Header.Get("X-Orderd-Delivery")
+		w.WriteHeader(204)
+	}))
+	defer srv.Close()
+	s := webhook.NewSender(webhook.Options{Timeout: time.Second, AllowLoopback: true})
+	res := s.Send(context.Background(), webhook.Message{ID: "d1", URL: srv.URL, Secret: "k", Body: []byte(`{"a":1}`)})
+	require.True(t, res.OK(), "%v", res.Err)
+	require.Equal(t, "d1", gotID)
+	require.Equal(t, webhook.Sign("k", []byte(`{"a":1}`)), gotSig)
+	require.True(t, strings.HasPrefix(gotSig, "sha256="))
+}
+
+func TestSendRefusesForbiddenAddresses(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+	defer srv.Close()
+	strict := webhook.NewSender(webhook.Options{Timeout: time.Second})
+	for _, url := range []string{srv.URL, "http://169.254.169.254/latest/meta-data", "http://[::1]:1/", "http://0.0.0.0:1/"} {
+		res := strict.Send(context.Background(), webhook.Message{ID: "d", URL: url, Body: []byte("{}")})
+		require.False(t, res.OK(), url)
+		require.True(t, errors.Is(res.Err, webhook.ErrForbiddenAddress), "%s: %v", url, res.Err)
+	}
+	res := strict.Send(context.Background(), webhook.Message{ID: "d", URL: "ftp://example.com/x", Body: []byte("{}")})
+	require.False(t, res.OK())
+}
+
+func TestSendFollowsNoRedirectToAnotherHost(t *testing.T) {
+	t.Parallel()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+	defer other.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL, http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	s := webhook.NewSender(webhook.Options{Timeout: time.Second, AllowLoopback: true})
+	res := s.Send(context.Background(), webhook.Message{ID: "d", URL: redirect.URL, Body: []byte("{}")})
+	require.False(t, res.OK())
+	require.ErrorContains(t, res.Err, "another host")
+}
+
+func TestSendTimesOutAndReadsLittle(t *testing.T) {
+	t.Parallel()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(2 * time.Second):
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	s := webhook.NewSender(webhook.Options{Timeout: 200 * time.Millisecond, AllowLoopback: true})
+	start := time.Now()
+	res := s.Send(context.Background(), webhook.Message{ID: "d", URL: slow.URL, Body: []byte("{}")})
+	require.False(t, res.OK())
+	require.Less(t, time.Since(start), time.Second)
+
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(500)
+		_, _ = w.Write([]byte(strings.Repeat("x", 1<<20)))
+	}))
+	defer big.Close()
+	res = s.Send(context.Background(), webhook.Message{ID: "d", URL: big.URL, Body: []byte("{}")})
+	require.Equal(t, 500, res.StatusCode)
+}
