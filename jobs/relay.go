@@ -32,7 +32,7 @@ type RelayConfig struct {
 func DefaultRelayConfig() RelayConfig {
 	return RelayConfig{
 		Policy:  store.RetryPolicy{First: 5 * time.Second, Max: time.Hour, MaxAttempts: 12},
-		Workers: 64, PerMerchant: 16, Batch: 256,
+		Workers: 256, PerMerchant: 64, Batch: 512,
 		Lease: 30 * time.Second, Poll: 100 * time.Millisecond,
 	}
 }

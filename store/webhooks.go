@@ -51,13 +51,23 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 		perMerchant = p.Limit
 	}
 	rows, err := s.pool.Query(ctx, `
+		WITH RECURSIVE merchants_with_pending AS (
+			-- A loose index scan: one probe per merchant with pending
+			-- messages, instead of reading every pending row.
+			(SELECT merchant_id FROM outbox WHERE status = 'pending' ORDER BY merchant_id LIMIT 1)
+			UNION ALL
+			SELECT (SELECT o2.merchant_id FROM outbox o2 WHERE o2.status = 'pending' AND o2.merchant_id > p.merchant_id
+			        ORDER BY o2.merchant_id LIMIT 1)
+			FROM merchants_with_pending p WHERE p.merchant_id IS NOT NULL
+		), merchants_due AS (
+			SELECT merchant_id FROM merchants_with_pending WHERE merchant_id IS NOT NULL AND merchant_id <> ALL($3)
+		)
 		UPDATE outbox o SET attempts = o.attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond'
 		FROM (
 			SELECT c.id FROM outbox c
 			WHERE c.id IN (
 				SELECT x.id
-				FROM (SELECT DISTINCT merchant_id FROM outbox
-				      WHERE status = 'pending' AND next_attempt_at <= now() AND merchant_id <> ALL($3)) mm,
+				FROM merchants_due mm,
 				LATERAL (
 					SELECT d.id FROM outbox d
 					WHERE d.merchant_id = mm.merchant_id AND d.status = 'pending' AND d.next_attempt_at <= now()

@@ -56,8 +56,8 @@ func NewSender(o Options) *Sender {
 	}
 	transport := &http.Transport{
 		DialContext:           dialer.DialContext,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   64,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   o.Timeout,
 		ResponseHeaderTimeout: o.Timeout,

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,10 +16,11 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/webhook"
 )
 
 // Scenarios lists what `orderd bench` can run, in the order `all` runs them.
-var Scenarios = []string{"spread", "hot", "flash", "timers"}
+var Scenarios = []string{"spread", "hot", "flash", "timers", "webhooks"}
 
 // Run runs one scenario against t.
 func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error) {
@@ -31,6 +35,8 @@ func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error
 		res, err = flash(ctx, t, o)
 	case "timers":
 		res, err = timers(ctx, t, o)
+	case "webhooks":
+		res, err = webhooks(ctx, t, o)
 	default:
 		return nil, fmt.Errorf("unknown scenario %q (have %v)", name, Scenarios)
 	}
@@ -506,4 +512,79 @@ func (t *Target) commonInvariants(ctx context.Context) []string {
 		return []string{fmt.Sprintf("%d merchants' load counters differ from their orders", drift)}
 	}
 	return nil
+}
+
+// webhooks: outbox messages to a receiver on loopback that answers 200, as
+// fast as the relay delivers them. The messages are written straight into
+// the outbox, as committed order changes would leave them.
+func webhooks(ctx context.Context, t *Target, o Options) (*Result, error) {
+	count := orDefault(o.Count, 50000)
+	const merchants = 20
+	var received atomic.Int64
+	var badSignature atomic.Int64
+	secrets := sync.Map{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if sec, ok := secrets.Load(r.URL.Path); !ok || r.Header.Get("X-Orderd-Signature") != webhook.Sign(sec.(string), body) {
+			badSignature.Add(1)
+		}
+		received.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	ids := make([]uuid.UUID, merchants)
+	for i := range ids {
+		path := fmt.Sprintf("/hook/%d", i)
+		var out struct {
+			ID            string `json:"id"`
+			WebhookSecret string `json:"webhook_secret"`
+		}
+		if _, err := t.call(ctx, "POST", "/v1/merchants", t.admin(), map[string]any{"name": "hooked", "capacity": 10, "webhook_url": srv.URL + path}, nil, &out); err != nil {
+			return nil, err
+		}
+		secrets.Store(path, out.WebhookSecret)
+		ids[i] = uuid.MustParse(out.ID)
+	}
+	start := time.Now()
+	if _, err := t.Pool.Exec(ctx, `
+		INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload)
+		SELECT gen_random_uuid(), ($2::uuid[])[1 + g % $3], gen_random_uuid(), 1, 'order.accepted',
+		       jsonb_build_object('type', 'order.accepted', 'n', g)
+		FROM generate_series(1, $1) g`, count, ids, merchants); err != nil {
+		return nil, fmt.Errorf("fill outbox: %w", err)
+	}
+	bar := newBar(o, count, "webhooks: delivering")
+	deadline := time.Now().Add(5 * time.Minute)
+	for received.Load() < int64(count) && time.Now().Before(deadline) {
+		_ = bar.Set(int(received.Load()))
+		time.Sleep(20 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	_ = bar.Finish()
+	res := &Result{Extra: map[string]any{"messages": count, "merchants": merchants, "received": received.Load(), "seconds": elapsed.Seconds()}}
+	res.PerS = float64(received.Load()) / elapsed.Seconds()
+	res.BaselinePerS, res.Goal = 5000, 1.0
+	res.Ratio = ratio(res.PerS, res.BaselinePerS)
+	if received.Load() < int64(count) {
+		res.Violations = append(res.Violations, fmt.Sprintf("only %d of %d messages arrived", received.Load(), count))
+	}
+	if badSignature.Load() > 0 {
+		res.Violations = append(res.Violations, fmt.Sprintf("%d deliveries with a bad signature", badSignature.Load()))
+	}
+	var pending int
+	waitUntil := time.Now().Add(10 * time.Second)
+	for {
+		if err := t.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE status <> 'delivered'`).Scan(&pending); err != nil {
+			return nil, err
+		}
+		if pending == 0 || time.Now().After(waitUntil) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if pending > 0 {
+		res.Violations = append(res.Violations, fmt.Sprintf("%d outbox rows not marked delivered", pending))
+	}
+	res.InvariantsOK = len(res.Violations) == 0
+	return res, nil
 }
