@@ -96,6 +96,12 @@ func Pay(o Order, ref string, load Load, maxQueueWait time.Duration, now time.Ti
 	if ref == "" || len(ref) > MaxIDLength {
 		return nil, load, Errorf(CodeValidation, "payment_ref must be 1-%d characters", MaxIDLength)
 	}
+	switch o.Status {
+	case StatusClosed, StatusCancelled, StatusExpired:
+		// An order that ended without being served takes no payment, not
+		// even a repeat of the one it had (API.md: 409 after cancelled).
+		return nil, load, Errorf(CodeInvalidTransition, "cannot pay an order that is %s", o.Status)
+	}
 	if o.PaidAt != nil {
 		if o.PaymentRef == ref {
 			return nil, load, nil

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Merchant settings limits.
@@ -42,7 +43,7 @@ type MerchantSettings struct {
 // network policy (loopback, link-local) belongs to the delivery side.
 func (s MerchantSettings) Validate() error {
 	name := strings.TrimSpace(s.Name)
-	if name == "" || len(s.Name) > MaxNameLength {
+	if name == "" || utf8.RuneCountInString(s.Name) > MaxNameLength {
 		return Errorf(CodeValidation, "name must be 1-%d characters", MaxNameLength)
 	}
 	if s.Capacity < 0 || s.Capacity > MaxCapacity {
@@ -129,7 +130,7 @@ const (
 
 // ValidateProduct checks a new product's fields.
 func ValidateProduct(name string, priceCents int64, stock, perUserLimit *int) error {
-	if strings.TrimSpace(name) == "" || len(name) > MaxNameLength {
+	if strings.TrimSpace(name) == "" || utf8.RuneCountInString(name) > MaxNameLength {
 		return Errorf(CodeValidation, "name must be 1-%d characters", MaxNameLength)
 	}
 	if priceCents < 0 || priceCents > MaxPriceCents {

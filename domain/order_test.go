@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,7 +161,7 @@ var transitions = map[domain.OrderStatus]map[string]outcome{
 	domain.StatusCancelled: terminal(false),
 	domain.StatusClosed:    terminal(false),
 	domain.StatusExpired: func() map[string]outcome {
-		m := terminal(true)
+		m := terminal(false)
 		m["requeue"] = outcome{status: domain.StatusQueued}
 		return m
 	}(),
@@ -339,6 +340,10 @@ func TestMerchantSettingsValidation(t *testing.T) {
 	t.Parallel()
 	valid := domain.MerchantSettings{Name: "Tea", Capacity: 5, PrepSeconds: 60, MaxQueueWaitSeconds: 600, PaymentTimeoutSeconds: 900}
 	require.NoError(t, valid.Validate())
+	accented := valid
+	accented.Name = strings.Repeat("é", domain.MaxNameLength)
+	require.NoError(t, accented.Validate(), "the limit counts characters, not bytes")
+	require.NoError(t, domain.ValidateProduct(accented.Name, 1, nil, nil))
 	for name, mutate := range map[string]func(*domain.MerchantSettings){
 		"empty name":        func(s *domain.MerchantSettings) { s.Name = " " },
 		"capacity -1":       func(s *domain.MerchantSettings) { s.Capacity = -1 },

@@ -245,6 +245,7 @@ func smTable() map[string]map[string]smWant {
 		"pay just before deadline": smNoop, "pay at deadline": smNoop, "pay after deadline": smNoop,
 		"pay blank ref": smBadInput,
 	}
+	// orders that ended unserved take no payment, paid before or not.
 	unpaidEndedPays := map[string]smWant{
 		"pay same ref": smInvalid, "pay same ref padded": smInvalid, "pay other ref": smInvalid,
 		"pay just before deadline": smInvalid, "pay at deadline": smInvalid, "pay after deadline": smInvalid,
@@ -289,7 +290,7 @@ func smTable() map[string]map[string]smWant {
 		"cancel by admin":    cancel(-1, 0),
 		"requeue":            smInvalid,
 	})
-	expired := terminal(paidPays)
+	expired := terminal(unpaidEndedPays)
 	expired["requeue"] = smWant{status: domain.StatusQueued, dQueued: 1, events: 1}
 	return map[string]map[string]smWant{
 		"awaiting_payment": {
@@ -312,8 +313,8 @@ func smTable() map[string]map[string]smWant {
 		"completed":               terminal(paidPays),
 		"closed":                  terminal(unpaidEndedPays),
 		"cancelled/unpaid":        terminal(unpaidEndedPays),
-		"cancelled/from_queued":   terminal(paidPays),
-		"cancelled/from_accepted": terminal(paidPays),
+		"cancelled/from_queued":   terminal(unpaidEndedPays),
+		"cancelled/from_accepted": terminal(unpaidEndedPays),
 		"expired":                 expired,
 	}
 }
