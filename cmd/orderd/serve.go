@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/orderd/orderd/internal/app"
@@ -26,6 +27,21 @@ func configFlags(fs *flag.FlagSet, cfg *app.Config) {
 	fs.Float64Var(&cfg.RatePerIP, "rate-per-ip", envFloat("ORDERD_RATE_PER_IP", cfg.RatePerIP), "requests per second per client address; 0 = off")
 	fs.IntVar(&cfg.MaxConns, "max-conns", envInt("ORDERD_MAX_CONNS", cfg.MaxConns), "database connections of this process (ORDERD_MAX_CONNS)")
 	fs.BoolVar(&cfg.Migrate, "migrate", envBool("ORDERD_MIGRATE", cfg.Migrate), "migrate the database before serving (ORDERD_MIGRATE)")
+	fs.Func("allowed-origins", "comma-separated origins that may open websockets besides the same origin (ORDERD_ALLOWED_ORIGINS)", func(v string) error {
+		cfg.AllowedOrigins = splitList(v)
+		return nil
+	})
+	cfg.AllowedOrigins = splitList(os.Getenv("ORDERD_ALLOWED_ORIGINS"))
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func serveCommand(ctx context.Context, args []string, logger *slog.Logger) error {

@@ -24,7 +24,9 @@ import (
 	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/migrations"
 	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/web"
 	"github.com/orderd/orderd/webhook"
+	"github.com/orderd/orderd/ws"
 )
 
 // Config is everything orderd serve needs; cmd/orderd fills it from flags and
@@ -49,6 +51,8 @@ type Config struct {
 	// StatementTimeout is set on every connection, so that a stuck query ends
 	// with an error (answered 503) instead of holding a request forever.
 	StatementTimeout time.Duration
+	// AllowedOrigins may open websockets from a browser besides the same origin.
+	AllowedOrigins []string
 	// Migrate brings the schema to current before serving.
 	Migrate bool
 	// ShutdownTimeout bounds the graceful stop.
@@ -119,6 +123,7 @@ type App struct {
 	auth     *auth.Authenticator
 	registry *prometheus.Registry
 	relay    *jobs.Relay
+	hub      *ws.Hub
 }
 
 // New connects, migrates when asked, and builds every part; nothing serves
@@ -168,7 +173,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			func() float64 { return float64(a.relay.Stats.Failed.Load()) }),
 	)
 
+	a.hub = ws.New(a.store, a.auth, ws.Options{AllowedOrigins: cfg.AllowedOrigins, Logger: log})
 	a.api = api.New(api.Config{
+		Mount: map[string]http.Handler{"GET /v1/ws": a.hub, "GET /{$}": web.Handler()},
 		Store: a.store, Auth: a.auth, Logger: log, Registry: a.registry,
 		Ready:           a.ready,
 		RequestTimeout:  cfg.RequestTimeout,
@@ -266,6 +273,12 @@ func (a *App) Run(ctx context.Context) error {
 		defer close(relayDone)
 		a.relay.Run(relayCtx)
 	}()
+	tailCtx, stopTail := context.WithCancel(context.Background())
+	tailDone := make(chan struct{})
+	go func() {
+		defer close(tailDone)
+		a.hub.Run(tailCtx)
+	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- a.http.Serve(a.listener) }()
 	a.log.Info("orderd serving", "addr", a.Addr(), "config", a.cfg)
@@ -278,9 +291,14 @@ func (a *App) Run(ctx context.Context) error {
 			runErr = fmt.Errorf("serve: %w", err)
 		}
 	}
+	err := a.shutdown()
+	stopTail()
+	<-tailDone
 	stopRelay()
 	<-relayDone
-	return errors.Join(runErr, a.shutdown())
+	a.pool.Close()
+	a.log.Info("orderd stopped")
+	return errors.Join(runErr, err)
 }
 
 func (a *App) shutdown() error {
@@ -291,6 +309,8 @@ func (a *App) shutdown() error {
 	if err := a.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 	}
+	// Websockets are hijacked connections, which Shutdown does not close.
+	a.hub.Shutdown(ctx)
 	softCtx, softCancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout/2)
 	defer softCancel()
 	if err := a.river.Stop(softCtx); err != nil {
@@ -298,7 +318,5 @@ func (a *App) shutdown() error {
 			errs = append(errs, fmt.Errorf("river stop: %w", err))
 		}
 	}
-	a.pool.Close()
-	a.log.Info("orderd stopped")
 	return errors.Join(errs...)
 }

@@ -1,0 +1,276 @@
+package ws_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
+	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/store/storetest"
+	"github.com/orderd/orderd/ws"
+)
+
+var authn = auth.New([]byte("ws-test-secret"), nil)
+
+type bundle struct {
+	pool  *pgxpool.Pool
+	store *store.Store
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	pool := storetest.Pool(t)
+	st := store.New(pool, nil)
+	ins, err := jobs.NewInserter(pool)
+	require.NoError(t, err)
+	st.Jobs = ins
+	return &bundle{pool: pool, store: st}
+}
+
+// startHub runs a hub (one "instance") on b's database and serves it.
+func startHub(t *testing.T, b *bundle) string {
+	t.Helper()
+	h := ws.New(b.store, authn, ws.Options{Poll: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); h.Run(ctx) }()
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		h.Shutdown(sctx)
+		srv.Close()
+		cancel()
+		<-done
+	})
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+func token(t *testing.T, p auth.Principal) string {
+	tok, err := authn.Issue(p, time.Hour)
+	require.NoError(t, err)
+	return tok
+}
+
+func dial(t *testing.T, url string, p auth.Principal) *websocket.Conn {
+	t.Helper()
+	c, _, err := websocket.DefaultDialer.Dial(url+"/?access_token="+token(t, p), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+type message struct {
+	Type       string       `json:"type"`
+	Order      *store.Order `json:"order"`
+	MerchantID string       `json:"merchant_id"`
+	Capacity   int          `json:"capacity"`
+	Active     int          `json:"active"`
+	Queued     int          `json:"queued"`
+	Code       string       `json:"code"`
+	Detail     string       `json:"detail"`
+}
+
+func read(t *testing.T, c *websocket.Conn, within time.Duration) message {
+	t.Helper()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(within)))
+	var m message
+	_, data, err := c.ReadMessage()
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &m))
+	return m
+}
+
+func send(t *testing.T, c *websocket.Conn, v any) {
+	t.Helper()
+	require.NoError(t, c.WriteJSON(v))
+}
+
+type shop struct {
+	merchant, product uuid.UUID
+}
+
+func newShop(t *testing.T, st *store.Store, capacity int) shop {
+	ctx := context.Background()
+	m, err := st.CreateMerchant(ctx, domain.MerchantSettings{Name: "ws", Capacity: capacity, PrepSeconds: 60,
+		MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900}, store.Meta{})
+	require.NoError(t, err)
+	p, err := st.CreateProduct(ctx, store.CreateProductParams{MerchantID: m.ID, Name: "tea", PriceCents: 100})
+	require.NoError(t, err)
+	return shop{merchant: m.ID, product: p.ID}
+}
+
+func (s shop) place(t *testing.T, st *store.Store, customer string) *store.Order {
+	res, err := st.PlaceOrder(context.Background(), store.PlaceParams{MerchantID: s.merchant, CustomerID: customer, PaymentRef: "p",
+		Lines: []domain.LineRequest{{ProductID: s.product.String(), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
+	require.NoError(t, err)
+	return res.Order
+}
+
+var admin = store.Access{Actor: domain.ActorAdmin}
+
+// TestPositionCountsDownToAccepted watches a queued order while the orders
+// ahead complete: positions only fall, versions never do, and the final
+// state arrives.
+func TestPositionCountsDownToAccepted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := startHub(t, b)
+	s := newShop(t, b.store, 1)
+	var ahead []*store.Order
+	for i := range 5 {
+		ahead = append(ahead, s.place(t, b.store, fmt.Sprintf("c%d", i)))
+	}
+	mine := s.place(t, b.store, "alice")
+	require.Equal(t, 5, *mine.QueuePosition)
+	c := dial(t, url, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
+	send(t, c, map[string]string{"op": "subscribe", "order_id": mine.ID.String()})
+	first := read(t, c, 5*time.Second)
+	require.Equal(t, "order", first.Type)
+	require.Equal(t, 5, *first.Order.QueuePosition)
+
+	go func() {
+		for _, o := range ahead {
+			time.Sleep(30 * time.Millisecond)
+			_, _ = b.store.CompleteOrder(context.Background(), o.ID, admin, "")
+		}
+	}()
+	lastPos, lastVersion := 5, first.Order.Version
+	for {
+		m := read(t, c, 5*time.Second)
+		require.Equal(t, "order", m.Type)
+		require.GreaterOrEqual(t, m.Order.Version, lastVersion, "version never decreases")
+		lastVersion = m.Order.Version
+		if m.Order.Status == domain.StatusAccepted {
+			break
+		}
+		require.Less(t, *m.Order.QueuePosition, lastPos, "position only moves toward 1")
+		lastPos = *m.Order.QueuePosition
+	}
+}
+
+func TestSubscriptionRules(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := startHub(t, b)
+	s := newShop(t, b.store, 1)
+	o := s.place(t, b.store, "alice")
+
+	bob := dial(t, url, auth.Principal{Subject: "bob", Role: auth.RoleCustomer})
+	send(t, bob, map[string]string{"op": "subscribe", "order_id": o.ID.String()})
+	require.Equal(t, message{Type: "error", Code: "not_found", Detail: "order not found"}, read(t, bob, 5*time.Second))
+	send(t, bob, map[string]string{"op": "subscribe", "merchant_id": s.merchant.String()})
+	require.Equal(t, "forbidden", read(t, bob, 5*time.Second).Code)
+
+	shopOwner := dial(t, url, auth.Principal{Subject: "shop", Role: auth.RoleMerchant, MerchantID: s.merchant})
+	send(t, shopOwner, map[string]string{"op": "subscribe", "merchant_id": s.merchant.String()})
+	load := read(t, shopOwner, 5*time.Second)
+	require.Equal(t, "merchant_load", load.Type)
+	require.Equal(t, 1, load.Active)
+	send(t, shopOwner, map[string]string{"op": "subscribe", "order_id": o.ID.String()})
+	require.Equal(t, "order", read(t, shopOwner, 5*time.Second).Type)
+
+	// A new order changes the load: the merchant hears it.
+	s.place(t, b.store, "carol")
+	for {
+		m := read(t, shopOwner, 5*time.Second)
+		if m.Type == "merchant_load" && m.Queued == 1 {
+			break
+		}
+	}
+
+	resp, err := http.Get(strings.Replace(url, "ws", "http", 1))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}
+
+func TestBadMessages(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := startHub(t, b)
+	c := dial(t, url, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
+	require.NoError(t, c.WriteMessage(websocket.TextMessage, []byte("not json")))
+	require.Equal(t, "malformed_json", read(t, c, 5*time.Second).Code)
+	send(t, c, map[string]string{"op": "dance"})
+	require.Equal(t, "validation_failed", read(t, c, 5*time.Second).Code)
+	send(t, c, map[string]string{"op": "subscribe", "order_id": "nope"})
+	require.Equal(t, "not_found", read(t, c, 5*time.Second).Code)
+	send(t, c, map[string]string{"op": "subscribe"})
+	require.Equal(t, "validation_failed", read(t, c, 5*time.Second).Code)
+
+	// The server stops reading at 4 KiB and closes; the client may see the
+	// close frame or a reset, but never a hung connection.
+	_ = c.WriteMessage(websocket.TextMessage, []byte(strings.Repeat("x", 1<<20)))
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, _, err := c.ReadMessage()
+	require.Error(t, err)
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		require.Equal(t, websocket.CloseMessageTooBig, ce.Code)
+	}
+
+	// The hub still serves others.
+	other := dial(t, url, auth.Principal{Subject: "bob", Role: auth.RoleCustomer})
+	send(t, other, map[string]string{"op": "dance"})
+	require.Equal(t, "validation_failed", read(t, other, 5*time.Second).Code)
+}
+
+// TestTwoInstancesBothDeliver runs two hubs on one database, as two orderd
+// processes would, and changes an order through the store: both push it.
+func TestTwoInstancesBothDeliver(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	urls := []string{startHub(t, b), startHub(t, b)}
+	s := newShop(t, b.store, 1)
+	first := s.place(t, b.store, "a")
+	second := s.place(t, b.store, "alice")
+	var conns []*websocket.Conn
+	for _, u := range urls {
+		c := dial(t, u, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
+		send(t, c, map[string]string{"op": "subscribe", "order_id": second.ID.String()})
+		require.Equal(t, domain.StatusQueued, read(t, c, 5*time.Second).Order.Status)
+		conns = append(conns, c)
+	}
+	_, err := b.store.CompleteOrder(context.Background(), first.ID, admin, "")
+	require.NoError(t, err)
+	for _, c := range conns {
+		m := read(t, c, time.Second)
+		require.Equal(t, domain.StatusAccepted, m.Order.Status, "within a second of the commit")
+	}
+}
+
+// TestSlowClientIsDropped fills a client that never reads; the others keep
+// getting updates.
+func TestSlowClientIsDropped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := startHub(t, b)
+	s := newShop(t, b.store, 0)
+	o := s.place(t, b.store, "alice")
+	slow := dial(t, url, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
+	for range 90 {
+		send(t, slow, map[string]string{"op": "subscribe", "merchant_id": "x"}) // answered with errors it never reads
+	}
+	fast := dial(t, url, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
+	send(t, fast, map[string]string{"op": "subscribe", "order_id": o.ID.String()})
+	require.Equal(t, "order", read(t, fast, 5*time.Second).Type)
+	one := 1
+	_, err := b.store.UpdateMerchant(context.Background(), s.merchant, store.MerchantPatch{Capacity: &one}, store.Meta{})
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAccepted, read(t, fast, 5*time.Second).Order.Status)
+}
