@@ -1,0 +1,228 @@
+package api_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/auth"
+)
+
+type caller string
+
+const (
+	noToken       caller = "no token"
+	expired       caller = "expired"
+	wrongSig      caller = "wrong signature"
+	algNone       caller = "alg none"
+	ownerCustomer caller = "customer"
+	otherCustomer caller = "other customer"
+	ownerMerchant caller = "merchant"
+	otherMerchant caller = "other merchant"
+	admin         caller = "admin"
+)
+
+var callers = []caller{noToken, expired, wrongSig, algNone, ownerCustomer, otherCustomer, ownerMerchant, otherMerchant, admin}
+
+// authzFixture is the world every cell of the matrix acts on: the owner's
+// merchant and product, and an order of the owner customer at that merchant.
+type authzFixture struct {
+	b          *testBundle
+	tokens     map[caller]string
+	merchantID string
+	productID  string
+}
+
+// order places a fresh order of the owner customer, so that a cell's action
+// never depends on what another cell did to a shared one.
+func (fx *authzFixture) order(t *testing.T, paid bool) string {
+	t.Helper()
+	ref := ""
+	if paid {
+		ref = "pay-" + uuid.NewString()
+	}
+	r := fx.b.placeOrder(t, fx.tokens[ownerCustomer], fx.merchantID, fx.productID, ref)
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	return r.body["id"].(string)
+}
+
+// deadLetter makes a dead-lettered webhook of the owner's merchant in SQL:
+// reaching one through the relay takes a dozen failed deliveries.
+func (fx *authzFixture) deadLetter(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	outboxID, dlID := uuid.New(), uuid.New()
+	_, err := fx.b.pool.Exec(ctx, `INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, status, attempts)
+		VALUES ($1, $2, $3, 1, 'order.accepted', '{}', 'dead', 12)`, outboxID, fx.merchantID, uuid.New())
+	require.NoError(t, err)
+	_, err = fx.b.pool.Exec(ctx, `INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts)
+		VALUES ($1, 'webhook', $2, $3, 'receiver answered 500', 12)`, dlID, outboxID, fx.merchantID)
+	require.NoError(t, err)
+	return dlID.String()
+}
+
+// endpoint is one row of the matrix: how to build a request against fresh
+// resources, and what each caller gets. Callers absent from allow are
+// refused with deny; bad tokens are always 401.
+type endpoint struct {
+	method  string
+	pattern string
+	request func(t *testing.T, fx *authzFixture) (path string, body any)
+	allow   map[caller]int
+	deny    int
+}
+
+func fixed(path string, body any) func(*testing.T, *authzFixture) (string, any) {
+	return func(*testing.T, *authzFixture) (string, any) { return path, body }
+}
+
+func everyone(status int) map[caller]int {
+	return map[caller]int{ownerCustomer: status, otherCustomer: status, ownerMerchant: status, otherMerchant: status, admin: status}
+}
+
+func authzEndpoints() []endpoint {
+	onMerchant := func(suffix string, body any) func(*testing.T, *authzFixture) (string, any) {
+		return func(_ *testing.T, fx *authzFixture) (string, any) {
+			return "/v1/merchants/" + fx.merchantID + suffix, body
+		}
+	}
+	forMerchant := func(path string) func(*testing.T, *authzFixture) (string, any) {
+		return func(_ *testing.T, fx *authzFixture) (string, any) { return path + "?merchant_id=" + fx.merchantID, nil }
+	}
+	onProduct := func(suffix string, body any) func(*testing.T, *authzFixture) (string, any) {
+		return func(_ *testing.T, fx *authzFixture) (string, any) {
+			return "/v1/products/" + fx.productID + suffix, body
+		}
+	}
+	onOrder := func(paid bool, suffix string, body any) func(*testing.T, *authzFixture) (string, any) {
+		return func(t *testing.T, fx *authzFixture) (string, any) {
+			return "/v1/orders/" + fx.order(t, paid) + suffix, body
+		}
+	}
+	onDeadLetter := func(suffix string, body any) func(*testing.T, *authzFixture) (string, any) {
+		return func(t *testing.T, fx *authzFixture) (string, any) {
+			return "/v1/admin/dead-letters/" + fx.deadLetter(t) + suffix, body
+		}
+	}
+	// The order's owners see it; anybody else must not learn that it exists.
+	orderReaders := map[caller]int{ownerCustomer: 200, ownerMerchant: 200, admin: 200}
+	shopOwners := func(status int) map[caller]int { return map[caller]int{ownerMerchant: status, admin: status} }
+	adminOnly := func(status int) map[caller]int { return map[caller]int{admin: status} }
+	return []endpoint{
+		{"POST", "/v1/merchants", fixed("/v1/merchants", map[string]any{"name": "New", "capacity": 1}), adminOnly(201), 403},
+		{"GET", "/v1/merchants/{id}", onMerchant("", nil), everyone(200), 0},
+		{"PATCH", "/v1/merchants/{id}", onMerchant("", map[string]any{"prep_seconds": 60}), adminOnly(200), 403},
+		{"POST", "/v1/merchants/{id}/webhook-secret", onMerchant("/webhook-secret", nil), shopOwners(200), 403},
+		{"POST", "/v1/merchants/{id}/products", onMerchant("/products", map[string]any{"name": "Tea", "price_cents": 100}), shopOwners(201), 403},
+		{"GET", "/v1/merchants/{id}/products", onMerchant("/products", nil), everyone(200), 0},
+		{"GET", "/v1/merchants/{id}/orders", onMerchant("/orders?status=accepted", nil), shopOwners(200), 403},
+		{"GET", "/v1/products/{id}", onProduct("", nil), everyone(200), 0},
+		{"POST", "/v1/products/{id}/restock", onProduct("/restock", map[string]any{"quantity": 1}), shopOwners(200), 403},
+		{"POST", "/v1/orders", func(_ *testing.T, fx *authzFixture) (string, any) {
+			return "/v1/orders", map[string]any{"merchant_id": fx.merchantID, "items": []map[string]any{{"product_id": fx.productID, "quantity": 1}}}
+		}, map[caller]int{ownerCustomer: 201, otherCustomer: 201}, 403},
+		{"GET", "/v1/orders/{id}", onOrder(false, "", nil), orderReaders, 404},
+		{"GET", "/v1/orders/{id}/events", onOrder(false, "/events", nil), orderReaders, 404},
+		// Only customers pay, so merchants and admins are refused before the
+		// order is looked up, which reveals nothing either.
+		{"POST", "/v1/orders/{id}/pay", onOrder(false, "/pay", map[string]any{"payment_ref": "p"}),
+			map[caller]int{ownerCustomer: 200, otherCustomer: 404, ownerMerchant: 403, otherMerchant: 403, admin: 403}, 0},
+		{"POST", "/v1/orders/{id}/cancel", onOrder(false, "/cancel", map[string]any{"reason": "changed my mind"}), orderReaders, 404},
+		// The owner customer sees the order but may not complete it.
+		{"POST", "/v1/orders/{id}/complete", onOrder(true, "/complete", nil),
+			map[caller]int{ownerCustomer: 403, ownerMerchant: 200, admin: 200}, 404},
+		{"GET", "/v1/admin/dead-letters", fixed("/v1/admin/dead-letters?kind=webhook", nil), adminOnly(200), 403},
+		{"POST", "/v1/admin/dead-letters/{id}/retry", onDeadLetter("/retry", nil), adminOnly(200), 403},
+		{"POST", "/v1/admin/dead-letters/{id}/resolve", onDeadLetter("/resolve", map[string]any{"note": "handled"}), adminOnly(200), 403},
+		{"POST", "/v1/admin/dead-letters/retry", forMerchant("/v1/admin/dead-letters/retry"), adminOnly(200), 403},
+		{"GET", "/v1/admin/webhook-attempts", forMerchant("/v1/admin/webhook-attempts"), adminOnly(200), 403},
+		{"GET", "/v1/admin/audit", fixed("/v1/admin/audit", nil), adminOnly(200), 403},
+	}
+}
+
+// badTokens are forged with admin claims, so that accepting any of them would
+// grant the most.
+func badTokens(t *testing.T) map[caller]string {
+	t.Helper()
+	claims := func(exp time.Time) jwt.MapClaims {
+		return jwt.MapClaims{"sub": "root", "role": "admin", "iat": time.Now().Add(-time.Hour).Unix(), "exp": exp.Unix()}
+	}
+	sign := func(c jwt.MapClaims, key []byte) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(key)
+		require.NoError(t, err)
+		return s
+	}
+	payload, err := json.Marshal(claims(time.Now().Add(time.Hour)))
+	require.NoError(t, err)
+	enc := base64.RawURLEncoding.EncodeToString
+	return map[caller]string{
+		noToken:  "",
+		expired:  sign(claims(time.Now().Add(-time.Minute)), secret),
+		wrongSig: sign(claims(time.Now().Add(time.Hour)), []byte("not-the-server-secret")),
+		algNone:  enc([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + enc(payload) + ".",
+	}
+}
+
+// TestAuthorizationMatrix sends every endpoint of API.md as every kind of
+// caller, from the one table above.
+func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fx := &authzFixture{b: b, tokens: badTokens(t)}
+	fx.merchantID = b.createMerchant(t, 1000)
+	otherShop := b.createMerchant(t, 1000)
+	fx.productID = b.createProduct(t, fx.merchantID, map[string]any{"name": "Milk tea", "price_cents": 500, "stock": 100000})
+	fx.tokens[ownerCustomer] = b.customer(t, "alice")
+	fx.tokens[otherCustomer] = b.customer(t, "mallory")
+	fx.tokens[ownerMerchant] = b.token(t, auth.Principal{Subject: "shop", Role: auth.RoleMerchant, MerchantID: uuid.MustParse(fx.merchantID)})
+	fx.tokens[otherMerchant] = b.token(t, auth.Principal{Subject: "rival", Role: auth.RoleMerchant, MerchantID: uuid.MustParse(otherShop)})
+	fx.tokens[admin] = b.admin
+
+	for _, ep := range authzEndpoints() {
+		for _, c := range callers {
+			want, ok := ep.allow[c]
+			switch {
+			case fx.tokens[c] == "" || c == expired || c == wrongSig || c == algNone:
+				want = http.StatusUnauthorized
+			case !ok:
+				want = ep.deny
+			}
+			require.NotZero(t, want, "%s %s: no expectation for %s", ep.method, ep.pattern, c)
+			t.Run(ep.method+" "+ep.pattern+"/"+string(c), func(t *testing.T) {
+				t.Parallel()
+				path, body := ep.request(t, fx)
+				r := b.do(t, req{method: ep.method, path: path, token: fx.tokens[c], body: body,
+					header: map[string]string{"Idempotency-Key": uuid.NewString()}})
+				if want < 300 {
+					require.Equal(t, want, r.status, string(r.raw))
+					return
+				}
+				requireProblem(t, r, want, map[int]string{401: "unauthorized", 403: "forbidden", 404: "not_found"}[want])
+				if want == http.StatusUnauthorized {
+					require.Contains(t, r.header.Get("WWW-Authenticate"), "Bearer")
+				}
+			})
+		}
+	}
+}
+
+// TestPublicEndpointsNeedNoToken keeps probes and scrapes working without
+// credentials, and shows that a forged token does not break them either.
+func TestPublicEndpointsNeedNoToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tokens := badTokens(t)
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		for _, c := range []caller{noToken, expired, wrongSig, algNone} {
+			r := b.do(t, req{method: "GET", path: path, token: tokens[c]})
+			require.Equal(t, http.StatusOK, r.status, "%s as %s: %s", path, c, r.raw)
+		}
+	}
+}
