@@ -25,22 +25,12 @@ func principalOf(r *http.Request) auth.Principal {
 }
 
 func accessOf(p auth.Principal) store.Access {
-	a := store.Access{Subject: p.Subject, MerchantID: p.MerchantID}
-	switch p.Role {
-	case auth.RoleAdmin:
-		a.Actor = domain.ActorAdmin
-	case auth.RoleMerchant:
-		a.Actor = domain.ActorMerchant
-	default:
-		a.Actor = domain.ActorCustomer
-	}
-	return a
+	return store.Access{Actor: p.Actor(), Subject: p.Subject, MerchantID: p.MerchantID}
 }
 
 func metaOf(r *http.Request) store.Meta {
 	p := principalOf(r)
-	a := accessOf(p)
-	return store.Meta{Actor: a.Actor, Subject: p.Subject, RequestID: requestIDFrom(r.Context())}
+	return store.Meta{Actor: p.Actor(), Subject: p.Subject, RequestID: requestIDFrom(r.Context())}
 }
 
 type createMerchantRequest struct {

@@ -164,3 +164,14 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(ctxKey{}).(Principal)
 	return p, ok
 }
+
+// Actor is the principal's role in the domain's terms.
+func (p Principal) Actor() domain.Actor {
+	switch p.Role {
+	case RoleAdmin:
+		return domain.ActorAdmin
+	case RoleMerchant:
+		return domain.ActorMerchant
+	}
+	return domain.ActorCustomer
+}

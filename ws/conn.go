@@ -192,14 +192,7 @@ func (c *conn) handle(m clientMessage) {
 }
 
 func accessOf(p auth.Principal) store.Access {
-	a := store.Access{Subject: p.Subject, MerchantID: p.MerchantID, Actor: domain.ActorCustomer}
-	switch p.Role {
-	case auth.RoleAdmin:
-		a.Actor = domain.ActorAdmin
-	case auth.RoleMerchant:
-		a.Actor = domain.ActorMerchant
-	}
-	return a
+	return store.Access{Actor: p.Actor(), Subject: p.Subject, MerchantID: p.MerchantID}
 }
 
 func (c *conn) subscribeOrder(id uuid.UUID) {
