@@ -18,6 +18,8 @@ func baselinePool(ctx context.Context, src *pgxpool.Pool, conns int) (*pgxpool.P
 	cfg := src.Config().Copy()
 	cfg.MaxConns = int32(conns)
 	cfg.MinConns = int32(conns)
+	// Hundreds of connections open at once on a busy machine: be patient.
+	cfg.ConnConfig.ConnectTimeout = 30 * time.Second
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("baseline pool: %w", err)
