@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,31 @@ import (
 	"github.com/orderd/orderd/api"
 	"github.com/orderd/orderd/auth"
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/store/storetest"
 )
+
+// serveWith is setup for tests that need their own server configuration
+// (a captured logger, rate limits) or a testing.TB other than *testing.T.
+func serveWith(tb testing.TB, configure func(*api.Config)) *testBundle {
+	tb.Helper()
+	pool := storetest.Pool(tb)
+	st := store.New(pool, nil)
+	ins, err := jobs.NewInserter(pool)
+	require.NoError(tb, err)
+	st.Jobs = ins
+	a := auth.New(secret, nil)
+	cfg := api.Config{Store: st, Auth: a, RequestTimeout: 5 * time.Second}
+	if configure != nil {
+		configure(&cfg)
+	}
+	srv := httptest.NewServer(api.New(cfg))
+	tb.Cleanup(srv.Close)
+	tok, err := a.Issue(auth.Principal{Subject: "root", Role: auth.RoleAdmin}, time.Hour)
+	require.NoError(tb, err)
+	return &testBundle{srv: srv, pool: pool, store: st, auth: a, admin: tok}
+}
 
 // FuzzPlaceOrderDecoding sends arbitrary bodies to POST /v1/orders through the
 // whole handler stack and a real database. "$M" and "$P" in a body stand for
