@@ -15,32 +15,44 @@ import (
 	"github.com/orderd/orderd/store"
 )
 
-// conn is one client. Only writeLoop writes to the socket (gorilla allows
-// one writer); everything else offers messages to its bounded channel, and a
-// client too slow to keep it drained is dropped rather than slowing others.
+// conn is one client. Only writeLoop writes data to the socket (gorilla
+// allows one writer). The tailer never queues messages: it leaves the latest
+// state of each subscription in a pending slot and wakes the writer, so a
+// client that reads slowly gets fewer, newer messages, its memory is bounded
+// by its subscriptions, and fan-out never waits for it.
 type conn struct {
 	hub       *Hub
 	ws        *websocket.Conn
 	principal auth.Principal
-	send      chan []byte
+	wake      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
 
-	// Guarded by hub.mu.
-	orders    map[uuid.UUID]sent
-	merchants map[uuid.UUID]struct{}
+	mu        sync.Mutex
+	orders    map[uuid.UUID]*orderSlot
+	merchants map[uuid.UUID]*loadSlot
+	errs      [][]byte
 }
 
-// sent is the last state a client got for an order: it never gets an older one.
-type sent struct {
+type orderSlot struct {
+	last    state // what the client has; zero before the first message
+	pending *store.Order
+}
+
+type loadSlot struct {
+	last    *merchantLoadMessage
+	pending *merchantLoadMessage
+}
+
+// state is what decides whether an order message is newer than another.
+type state struct {
 	version  int
 	position int // 0 when not queued
 	eta      int
-	status   domain.OrderStatus
 }
 
-func stateOf(o store.Order) sent {
-	s := sent{version: o.Version, status: o.Status}
+func stateOf(o store.Order) state {
+	s := state{version: o.Version}
 	if o.QueuePosition != nil {
 		s.position = *o.QueuePosition
 	}
@@ -50,13 +62,14 @@ func stateOf(o store.Order) sent {
 	return s
 }
 
-// newer reports whether next should be sent after last: a higher version, or
-// the same version with the queue moved forward or the estimate changed.
-func newer(last, next sent, known bool) bool {
-	if !known {
-		return true
-	}
+// newer reports whether next may follow last: a higher version, or the same
+// version with the line moved forward or the estimate changed. Reads made by
+// different goroutines can finish out of order; this keeps a client's view
+// monotonic whatever order they arrive in.
+func newer(last, next state) bool {
 	switch {
+	case last.version == 0:
+		return true
 	case next.version != last.version:
 		return next.version > last.version
 	case next.position != last.position:
@@ -66,35 +79,110 @@ func newer(last, next sent, known bool) bool {
 	}
 }
 
-// offerOrder queues the order's state if it is newer than what the client
-// has. The caller holds hub.mu.
+// offerOrder leaves o for the writer if it is newer than what the client has
+// or is about to get. The caller holds hub.mu.
 func (c *conn) offerOrder(o store.Order) {
-	last, known := c.orders[o.ID]
-	next := stateOf(o)
-	if !newer(last, next, known && last.version > 0) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	slot, ok := c.orders[o.ID]
+	if !ok {
 		return
 	}
-	c.orders[o.ID] = next
-	msg, err := json.Marshal(orderMessage{Type: "order", Order: o})
+	against := slot.last
+	if slot.pending != nil {
+		against = stateOf(*slot.pending)
+	}
+	if !newer(against, stateOf(o)) {
+		return
+	}
+	slot.pending = &o
+	c.signal()
+}
+
+// offerLoad leaves a merchant's load for the writer. Loads carry no version:
+// only the tailer offers them after the snapshot, one batch at a time, so the
+// latest offer is the newest.
+func (c *conn) offerLoad(m merchantLoadMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	slot, ok := c.merchants[m.MerchantID]
+	if !ok {
+		return
+	}
+	if slot.pending == nil && slot.last != nil && *slot.last == m {
+		return
+	}
+	slot.pending = &m
+	c.signal()
+}
+
+// sendError queues an answer to a bad message. Errors cannot be coalesced, so
+// a client that keeps sending bad messages without reading the answers is
+// dropped once a few are waiting.
+func (c *conn) sendError(code domain.Code, detail string) {
+	msg, err := json.Marshal(errorMessage{Type: "error", Code: code, Detail: detail})
 	if err != nil {
 		return
 	}
-	c.offer(msg)
+	c.mu.Lock()
+	full := len(c.errs) >= maxPendingErrors
+	if !full {
+		c.errs = append(c.errs, msg)
+		c.signal()
+	}
+	c.mu.Unlock()
+	if full {
+		go c.close(websocket.ClosePolicyViolation, "too slow: replies were not read in time")
+	}
 }
 
-func (c *conn) offer(msg []byte) {
+// signal wakes the writer; the caller holds c.mu.
+func (c *conn) signal() {
 	select {
-	case c.send <- msg:
-	case <-c.done:
+	case c.wake <- struct{}{}:
 	default:
-		go c.close(websocket.ClosePolicyViolation, "too slow: updates were not read in time")
 	}
+}
+
+// take empties the pending slots into messages, in a fixed order per wake-up;
+// the caller writes them before taking again, so what the client receives
+// follows what take recorded as sent.
+func (c *conn) take() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.errs
+	c.errs = nil
+	for _, slot := range c.orders {
+		if slot.pending == nil {
+			continue
+		}
+		o := *slot.pending
+		slot.pending = nil
+		slot.last = stateOf(o)
+		if msg, err := json.Marshal(orderMessage{Type: "order", Order: o}); err == nil {
+			out = append(out, msg)
+		}
+	}
+	for _, slot := range c.merchants {
+		if slot.pending == nil {
+			continue
+		}
+		m := *slot.pending
+		slot.pending = nil
+		slot.last = &m
+		if msg, err := json.Marshal(m); err == nil {
+			out = append(out, msg)
+		}
+	}
+	return out
 }
 
 func (c *conn) close(code int, reason string) {
 	c.closeOnce.Do(func() {
 		close(c.done)
-		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(writeWait))
+		// A client that stopped reading cannot take a close frame either:
+		// try briefly, then cut the connection.
+		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeWait))
 		_ = c.ws.Close()
 	})
 }
@@ -107,15 +195,17 @@ func (c *conn) writeLoop() {
 		select {
 		case <-c.done:
 			return
-		case msg := <-c.send:
-			_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-				c.close(websocket.CloseAbnormalClosure, "write failed")
-				return
+		case <-c.wake:
+			for _, msg := range c.take() {
+				_ = c.ws.SetWriteDeadline(time.Now().Add(c.hub.opts.WriteTimeout))
+				if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+					c.close(websocket.ClosePolicyViolation, "too slow: updates were not read in time")
+					return
+				}
 			}
 		case <-ping.C:
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
-				c.close(websocket.CloseAbnormalClosure, "ping failed")
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.hub.opts.WriteTimeout)); err != nil {
+				c.close(websocket.ClosePolicyViolation, "ping failed")
 				return
 			}
 		}
@@ -146,16 +236,11 @@ func (c *conn) readLoop() {
 		_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
 		var m clientMessage
 		if err := json.Unmarshal(data, &m); err != nil {
-			c.sendError(domain.CodeMalformedJSON, "messages must be JSON objects like {\"op\":\"subscribe\",\"order_id\":\"...\"}")
+			c.sendError(domain.CodeMalformedJSON, `messages must be JSON objects like {"op":"subscribe","order_id":"..."}`)
 			continue
 		}
 		c.handle(m)
 	}
-}
-
-func (c *conn) sendError(code domain.Code, detail string) {
-	msg, _ := json.Marshal(errorMessage{Type: "error", Code: code, Detail: detail})
-	c.offer(msg)
 }
 
 func (c *conn) handle(m clientMessage) {
@@ -195,8 +280,11 @@ func accessOf(p auth.Principal) store.Access {
 	return store.Access{Actor: p.Actor(), Subject: p.Subject, MerchantID: p.MerchantID}
 }
 
+// subscribeOrder checks access with a read of the order, which is also the
+// snapshot. A change committed between that read and the registration would
+// reach nobody, so the tailer's next poll reads the new subscription again.
 func (c *conn) subscribeOrder(id uuid.UUID) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 	defer cancel()
 	o, err := c.hub.store.GetOrder(ctx, id, accessOf(c.principal))
 	if err != nil {
@@ -205,20 +293,22 @@ func (c *conn) subscribeOrder(id uuid.UUID) {
 	}
 	h := c.hub
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if _, ok := c.orders[id]; !ok && len(c.orders)+len(c.merchants) >= maxSubscriptions {
-		msg, _ := json.Marshal(errorMessage{Type: "error", Code: domain.CodeValidation, Detail: "too many subscriptions on one connection"})
-		c.offer(msg)
+	c.mu.Lock()
+	_, known := c.orders[id]
+	if !known && len(c.orders)+len(c.merchants) >= maxSubscriptions {
+		c.mu.Unlock()
+		h.mu.Unlock()
+		c.sendError(domain.CodeValidation, "too many subscriptions on one connection")
 		return
 	}
-	if _, ok := c.orders[id]; !ok {
-		c.orders[id] = sent{}
-		if h.byOrder[id] == nil {
-			h.byOrder[id] = map[*conn]struct{}{}
-		}
-		h.byOrder[id][c] = struct{}{}
+	if !known {
+		c.orders[id] = &orderSlot{}
+		h.watchOrder(c, id, o.MerchantID)
 	}
+	c.mu.Unlock()
 	c.offerOrder(*o)
+	h.refreshOrders[id] = struct{}{}
+	h.mu.Unlock()
 }
 
 func (c *conn) subscribeMerchant(id uuid.UUID) {
@@ -226,7 +316,7 @@ func (c *conn) subscribeMerchant(id uuid.UUID) {
 		c.sendError(domain.CodeForbidden, "only that merchant or an admin may watch its load")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 	defer cancel()
 	m, err := c.hub.store.GetMerchant(ctx, id)
 	if err != nil {
@@ -235,37 +325,23 @@ func (c *conn) subscribeMerchant(id uuid.UUID) {
 	}
 	h := c.hub
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if _, ok := c.merchants[id]; !ok && len(c.orders)+len(c.merchants) >= maxSubscriptions {
-		msg, _ := json.Marshal(errorMessage{Type: "error", Code: domain.CodeValidation, Detail: "too many subscriptions on one connection"})
-		c.offer(msg)
+	c.mu.Lock()
+	_, known := c.merchants[id]
+	if !known && len(c.orders)+len(c.merchants) >= maxSubscriptions {
+		c.mu.Unlock()
+		h.mu.Unlock()
+		c.sendError(domain.CodeValidation, "too many subscriptions on one connection")
 		return
 	}
-	c.merchants[id] = struct{}{}
-	if h.byMerch[id] == nil {
-		h.byMerch[id] = map[*conn]struct{}{}
+	if !known {
+		c.merchants[id] = &loadSlot{}
+		if h.byMerch[id] == nil {
+			h.byMerch[id] = map[*conn]struct{}{}
+		}
+		h.byMerch[id][c] = struct{}{}
 	}
-	h.byMerch[id][c] = struct{}{}
-	msg, _ := json.Marshal(loadMessage(id, m.Load))
-	c.offer(msg)
-}
-
-func (h *Hub) unsubscribeOrder(c *conn, id uuid.UUID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(c.orders, id)
-	delete(h.byOrder[id], c)
-	if len(h.byOrder[id]) == 0 {
-		delete(h.byOrder, id)
-	}
-}
-
-func (h *Hub) unsubscribeMerchant(c *conn, id uuid.UUID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(c.merchants, id)
-	delete(h.byMerch[id], c)
-	if len(h.byMerch[id]) == 0 {
-		delete(h.byMerch, id)
-	}
+	c.mu.Unlock()
+	c.offerLoad(loadMessage(id, m.Load))
+	h.refreshMerch[id] = struct{}{}
+	h.mu.Unlock()
 }

@@ -6,7 +6,7 @@ package ws
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -27,20 +27,26 @@ type Options struct {
 	// AllowedOrigins lists origins allowed to connect from a browser; empty
 	// means same-origin only.
 	AllowedOrigins []string
-	// Poll is how often the tailer reads the log.
-	Poll   time.Duration
-	Logger *slog.Logger
+	// Poll is how often the tailer reads the log; 100 ms by default.
+	Poll time.Duration
+	// WriteTimeout bounds one write to a client; a client that cannot take a
+	// message in that time is dropped. 10 s by default.
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 const (
 	maxMessageBytes  = 4 << 10
-	sendBuffer       = 64
-	writeWait        = 10 * time.Second
+	maxPendingErrors = 16
+	maxSubscriptions = 100
 	pongWait         = 60 * time.Second
 	pingEvery        = 25 * time.Second
-	maxSubscriptions = 100
+	closeWait        = time.Second
+	subscribeTimeout = 5 * time.Second
 	logBatch         = 2000
 	defaultPoll      = 100 * time.Millisecond
+	defaultWrite     = 10 * time.Second
+	retryAfter       = time.Second
 )
 
 // Hub owns the connections, their subscriptions and the tailer.
@@ -55,8 +61,16 @@ type Hub struct {
 	conns   map[*conn]struct{}
 	byOrder map[uuid.UUID]map[*conn]struct{}
 	byMerch map[uuid.UUID]map[*conn]struct{}
-	closing bool
-	wg      sync.WaitGroup
+	// orderMerch and watchedIn say which merchants' lines anyone watches, so
+	// a batch ranks only those.
+	orderMerch map[uuid.UUID]uuid.UUID
+	watchedIn  map[uuid.UUID]int
+	// Subscriptions the tailer must read once more: they were registered
+	// after their snapshot was read.
+	refreshOrders map[uuid.UUID]struct{}
+	refreshMerch  map[uuid.UUID]struct{}
+	closing       bool
+	wg            sync.WaitGroup
 }
 
 // New builds a hub; call Run to start its tailer.
@@ -64,14 +78,22 @@ func New(st *store.Store, a *auth.Authenticator, opts Options) *Hub {
 	if opts.Poll <= 0 {
 		opts.Poll = defaultPoll
 	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = defaultWrite
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	h := &Hub{
 		store: st, auth: a, opts: opts, log: opts.Logger,
 		conns: map[*conn]struct{}{}, byOrder: map[uuid.UUID]map[*conn]struct{}{}, byMerch: map[uuid.UUID]map[*conn]struct{}{},
+		orderMerch: map[uuid.UUID]uuid.UUID{}, watchedIn: map[uuid.UUID]int{},
+		refreshOrders: map[uuid.UUID]struct{}{}, refreshMerch: map[uuid.UUID]struct{}{},
 	}
-	h.upgrader = websocket.Upgrader{ReadBufferSize: 1024, WriteBufferSize: 4096, CheckOrigin: h.checkOrigin}
+	// Idle connections hold no write buffer: it is taken from the pool for
+	// the length of one message.
+	h.upgrader = websocket.Upgrader{ReadBufferSize: 1024, WriteBufferSize: 4096, WriteBufferPool: &sync.Pool{},
+		CheckOrigin: h.checkOrigin}
 	return h
 }
 
@@ -102,13 +124,12 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader answered already
 	}
-	c := &conn{hub: h, ws: ws, principal: p, send: make(chan []byte, sendBuffer), done: make(chan struct{}),
-		orders: map[uuid.UUID]sent{}, merchants: map[uuid.UUID]struct{}{}}
+	c := &conn{hub: h, ws: ws, principal: p, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		orders: map[uuid.UUID]*orderSlot{}, merchants: map[uuid.UUID]*loadSlot{}}
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
-		_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "shutting down"), time.Now().Add(time.Second))
-		ws.Close()
+		c.close(websocket.CloseGoingAway, "server shutting down")
 		return
 	}
 	h.conns[c] = struct{}{}
@@ -118,18 +139,16 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	go c.readLoop()
 }
 
-// Shutdown closes every connection with a close frame.
+// Shutdown sends every client a close frame and waits for their goroutines,
+// or for ctx. Clients that stopped reading are cut after a second, in
+// parallel, so one of them cannot hold up the rest.
 func (h *Hub) Shutdown(ctx context.Context) {
 	h.mu.Lock()
 	h.closing = true
-	conns := make([]*conn, 0, len(h.conns))
 	for c := range h.conns {
-		conns = append(conns, c)
+		go c.close(websocket.CloseGoingAway, "server shutting down")
 	}
 	h.mu.Unlock()
-	for _, c := range conns {
-		c.close(websocket.CloseGoingAway, "server shutting down")
-	}
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); close(done) }()
 	select {
@@ -138,25 +157,80 @@ func (h *Hub) Shutdown(ctx context.Context) {
 	}
 }
 
+func (h *Hub) watchOrder(c *conn, id, merchant uuid.UUID) {
+	if h.byOrder[id] == nil {
+		h.byOrder[id] = map[*conn]struct{}{}
+		h.orderMerch[id] = merchant
+		h.watchedIn[merchant]++
+	}
+	h.byOrder[id][c] = struct{}{}
+}
+
+func (h *Hub) unwatchOrder(c *conn, id uuid.UUID) {
+	watchers, ok := h.byOrder[id]
+	if !ok {
+		return
+	}
+	delete(watchers, c)
+	if len(watchers) > 0 {
+		return
+	}
+	delete(h.byOrder, id)
+	m := h.orderMerch[id]
+	delete(h.orderMerch, id)
+	if h.watchedIn[m]--; h.watchedIn[m] <= 0 {
+		delete(h.watchedIn, m)
+	}
+}
+
+func (h *Hub) unwatchMerchant(c *conn, id uuid.UUID) {
+	delete(h.byMerch[id], c)
+	if len(h.byMerch[id]) == 0 {
+		delete(h.byMerch, id)
+	}
+}
+
 func (h *Hub) remove(c *conn) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.conns, c)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for id := range c.orders {
-		delete(h.byOrder[id], c)
-		if len(h.byOrder[id]) == 0 {
-			delete(h.byOrder, id)
-		}
+		h.unwatchOrder(c, id)
 	}
 	for id := range c.merchants {
-		delete(h.byMerch[id], c)
-		if len(h.byMerch[id]) == 0 {
-			delete(h.byMerch, id)
-		}
+		h.unwatchMerchant(c, id)
 	}
 }
 
-// Run tails the committed log until ctx ends and fans each batch out.
+func (h *Hub) unsubscribeOrder(c *conn, id uuid.UUID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.orders[id]; ok {
+		delete(c.orders, id)
+		h.unwatchOrder(c, id)
+	}
+}
+
+func (h *Hub) unsubscribeMerchant(c *conn, id uuid.UUID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.merchants[id]; ok {
+		delete(c.merchants, id)
+		h.unwatchMerchant(c, id)
+	}
+}
+
+// Run tails the committed log until ctx ends and fans each batch out. It
+// polls: a NOTIFY in every order transaction would serialize commits, and an
+// event is readable only once every older transaction has ended, which a
+// notification sent at commit cannot know. A poll is one index range scan
+// that finds nothing most of the time.
 func (h *Hub) Run(ctx context.Context) {
 	var cp store.Checkpoint
 	for {
@@ -165,10 +239,14 @@ func (h *Hub) Run(ctx context.Context) {
 			cp = head
 			break
 		}
-		if !sleep(ctx, time.Second) {
+		h.log.Warn("live updates: log head", "err", err)
+		if !sleep(ctx, retryAfter) {
 			return
 		}
 	}
+	// Whoever subscribed before the head was known may have missed a change
+	// in between: read them all once more.
+	h.refreshAll()
 	failed := false
 	for {
 		events, next, err := h.store.ReadLog(ctx, store.ReadLogParams{After: cp, Limit: logBatch})
@@ -176,22 +254,36 @@ func (h *Hub) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			if !failed {
+				h.log.Warn("live updates: read log", "err", err)
+			}
 			failed = true
-			if !sleep(ctx, time.Second) {
+			if !sleep(ctx, retryAfter) {
 				return
 			}
 			continue
 		}
 		if failed {
-			// Notifications may have been missed while the database was
-			// away: every client gets its current state again.
+			// The checkpoint alone makes sure nothing is skipped; sending
+			// everyone their current state again also repairs a fan-out
+			// that failed half-way while the database was away.
+			h.log.Info("live updates: log readable again")
 			failed = false
-			h.resync(ctx)
+			h.refreshAll()
+		}
+		if err := h.publish(ctx, events); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			h.log.Warn("live updates: fan-out", "err", err)
+			failed = true
+			// Stay on the checkpoint: the batch is read again.
+			if !sleep(ctx, retryAfter) {
+				return
+			}
+			continue
 		}
 		cp = next
-		if len(events) > 0 {
-			h.publish(ctx, events)
-		}
 		if len(events) < logBatch && !sleep(ctx, h.opts.Poll) {
 			return
 		}
@@ -199,117 +291,133 @@ func (h *Hub) Run(ctx context.Context) {
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-time.After(d):
+	case <-t.C:
 		return true
 	}
 }
 
-// publish computes, for one batch of events, the new state of every watched
-// order and merchant touched: one ranking query per batch for all touched
-// merchants, never one query per watcher.
-func (h *Hub) publish(ctx context.Context, events []store.StoredEvent) {
-	orderIDs := map[uuid.UUID]bool{}
-	merchantIDs := map[uuid.UUID]bool{}
+func (h *Hub) refreshAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id := range h.byOrder {
+		h.refreshOrders[id] = struct{}{}
+	}
+	for id := range h.byMerch {
+		h.refreshMerch[id] = struct{}{}
+	}
+}
+
+// publish computes, for one batch of events and the subscriptions waiting for
+// a refresh, the new state of every watched order and merchant: one ranking
+// query for all merchants whose line someone watches, never one query per
+// watcher. On error the refreshes stay due and the caller reads the batch
+// again.
+func (h *Hub) publish(ctx context.Context, events []store.StoredEvent) error {
+	changed := map[uuid.UUID]bool{}
+	merchants := map[uuid.UUID]bool{}
 	for _, e := range events {
 		switch e.StreamType {
 		case store.StreamOrder:
-			orderIDs[e.StreamID] = true
+			changed[e.StreamID] = true
 		case store.StreamMerchant:
-			merchantIDs[e.StreamID] = true
+			merchants[e.StreamID] = true
 		}
 	}
-	ids := keys(orderIDs)
-	owners, err := h.store.OrderMerchants(ctx, ids)
+	h.mu.Lock()
+	idle := len(h.byOrder) == 0 && len(h.byMerch) == 0
+	refreshOrders, refreshMerch := h.refreshOrders, h.refreshMerch
+	h.refreshOrders, h.refreshMerch = map[uuid.UUID]struct{}{}, map[uuid.UUID]struct{}{}
+	h.mu.Unlock()
+	if idle && len(refreshOrders) == 0 && len(refreshMerch) == 0 {
+		return nil
+	}
+	err := h.push(ctx, changed, merchants, refreshOrders, refreshMerch)
 	if err != nil {
-		h.log.Warn("live updates: order merchants", "err", err)
-		return
+		h.mu.Lock()
+		for id := range refreshOrders {
+			h.refreshOrders[id] = struct{}{}
+		}
+		for id := range refreshMerch {
+			h.refreshMerch[id] = struct{}{}
+		}
+		h.mu.Unlock()
 	}
-	for _, m := range owners {
-		merchantIDs[m] = true
-	}
-	h.pushState(ctx, h.watchedOrders(ids), keys(merchantIDs))
+	return err
 }
 
-// resync sends every subscriber its current state.
-func (h *Hub) resync(ctx context.Context) {
-	h.mu.Lock()
-	orders := make([]uuid.UUID, 0, len(h.byOrder))
-	for id := range h.byOrder {
-		orders = append(orders, id)
+func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, refreshOrders, refreshMerch map[uuid.UUID]struct{}) error {
+	owners, err := h.store.OrderMerchants(ctx, keys(changed))
+	if err != nil {
+		return fmt.Errorf("order merchants: %w", err)
 	}
-	merchants := make([]uuid.UUID, 0, len(h.byMerch))
-	for id := range h.byMerch {
-		merchants = append(merchants, id)
+	for _, m := range owners {
+		merchants[m] = true
+	}
+	for id := range refreshMerch {
+		merchants[id] = true
+	}
+
+	// Decide under the lock what to read, read without it.
+	var rank, loads, single []uuid.UUID
+	h.mu.Lock()
+	for id := range refreshOrders {
+		if m, ok := h.orderMerch[id]; ok {
+			merchants[m] = true
+		}
+	}
+	for m := range merchants {
+		if h.watchedIn[m] > 0 {
+			rank = append(rank, m)
+		}
+		if len(h.byMerch[m]) > 0 {
+			loads = append(loads, m)
+		}
+	}
+	want := map[uuid.UUID]bool{}
+	for id := range changed {
+		if len(h.byOrder[id]) > 0 {
+			want[id] = true
+		}
+	}
+	for id := range refreshOrders {
+		if len(h.byOrder[id]) > 0 {
+			want[id] = true
+		}
 	}
 	h.mu.Unlock()
-	owners, err := h.store.OrderMerchants(ctx, orders)
-	if err != nil {
-		return
-	}
-	seen := map[uuid.UUID]bool{}
-	for _, m := range merchants {
-		seen[m] = true
-	}
-	for _, m := range owners {
-		if !seen[m] {
-			seen[m] = true
-			merchants = append(merchants, m)
-		}
-	}
-	h.pushState(ctx, orders, merchants)
-}
 
-func (h *Hub) watchedOrders(ids []uuid.UUID) []uuid.UUID {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []uuid.UUID
-	for _, id := range ids {
-		if len(h.byOrder[id]) > 0 {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-func (h *Hub) pushState(ctx context.Context, orderIDs, merchantIDs []uuid.UUID) {
 	views := map[uuid.UUID]store.Order{}
-	if len(merchantIDs) > 0 {
-		ranked, err := h.store.QueueRankings(ctx, merchantIDs)
-		if err != nil {
-			h.log.Warn("live updates: queue rankings", "err", err)
-			return
-		}
-		for _, o := range ranked {
-			views[o.ID] = o
-		}
+	ranked, err := h.store.QueueRankings(ctx, rank)
+	if err != nil {
+		return fmt.Errorf("queue rankings: %w", err)
 	}
-	var missing []uuid.UUID
-	for _, id := range orderIDs {
+	for _, o := range ranked {
+		views[o.ID] = o
+	}
+	// A watched order that changed and is not in a line (it left it, or
+	// was never in one) is read by itself.
+	for id := range want {
 		if _, ok := views[id]; !ok {
-			missing = append(missing, id)
+			single = append(single, id)
 		}
 	}
-	if len(missing) > 0 {
-		live, err := h.store.LiveOrders(ctx, missing)
-		if err != nil {
-			h.log.Warn("live updates: orders", "err", err)
-			return
-		}
-		for _, o := range live {
-			views[o.ID] = o
-		}
+	live, err := h.store.LiveOrders(ctx, single)
+	if err != nil {
+		return fmt.Errorf("orders: %w", err)
 	}
-	var loads map[uuid.UUID]store.Load
-	if h.anyMerchantWatcher(merchantIDs) {
-		var err error
-		if loads, err = h.store.MerchantLoads(ctx, merchantIDs); err != nil {
-			h.log.Warn("live updates: loads", "err", err)
-			return
-		}
+	for _, o := range live {
+		views[o.ID] = o
 	}
+	merchantLoads, err := h.store.MerchantLoads(ctx, loads)
+	if err != nil {
+		return fmt.Errorf("merchant loads: %w", err)
+	}
+
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id, view := range views {
@@ -317,23 +425,13 @@ func (h *Hub) pushState(ctx context.Context, orderIDs, merchantIDs []uuid.UUID) 
 			c.offerOrder(view)
 		}
 	}
-	for id, load := range loads {
-		msg, _ := json.Marshal(loadMessage(id, load))
+	for id, load := range merchantLoads {
+		msg := loadMessage(id, load)
 		for c := range h.byMerch[id] {
-			c.offer(msg)
+			c.offerLoad(msg)
 		}
 	}
-}
-
-func (h *Hub) anyMerchantWatcher(ids []uuid.UUID) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, id := range ids {
-		if len(h.byMerch[id]) > 0 {
-			return true
-		}
-	}
-	return false
+	return nil
 }
 
 func keys(m map[uuid.UUID]bool) []uuid.UUID {
