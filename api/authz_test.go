@@ -53,17 +53,17 @@ func (fx *authzFixture) order(t *testing.T, paid bool) string {
 	return r.body["id"].(string)
 }
 
-// deadLetter makes a dead-lettered webhook of the owner's merchant in SQL:
-// reaching one through the relay takes a dozen failed deliveries.
-func (fx *authzFixture) deadLetter(t *testing.T) string {
+// deadLetter makes a dead-lettered webhook of merchantID in SQL: reaching one
+// through the relay takes a dozen failed deliveries.
+func deadLetter(t *testing.T, b *testBundle, merchantID string) string {
 	t.Helper()
 	ctx := context.Background()
 	outboxID, dlID := uuid.New(), uuid.New()
-	_, err := fx.b.pool.Exec(ctx, `INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, status, attempts)
-		VALUES ($1, $2, $3, 1, 'order.accepted', '{}', 'dead', 12)`, outboxID, fx.merchantID, uuid.New())
+	_, err := b.pool.Exec(ctx, `INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, status, attempts)
+		VALUES ($1, $2, $3, 1, 'order.accepted', '{}', 'dead', 12)`, outboxID, merchantID, uuid.New())
 	require.NoError(t, err)
-	_, err = fx.b.pool.Exec(ctx, `INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts)
-		VALUES ($1, 'webhook', $2, $3, 'receiver answered 500', 12)`, dlID, outboxID, fx.merchantID)
+	_, err = b.pool.Exec(ctx, `INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts)
+		VALUES ($1, 'webhook', $2, $3, 'receiver answered 500', 12)`, dlID, outboxID, merchantID)
 	require.NoError(t, err)
 	return dlID.String()
 }
@@ -108,7 +108,7 @@ func authzEndpoints() []endpoint {
 	}
 	onDeadLetter := func(suffix string, body any) func(*testing.T, *authzFixture) (string, any) {
 		return func(t *testing.T, fx *authzFixture) (string, any) {
-			return "/v1/admin/dead-letters/" + fx.deadLetter(t) + suffix, body
+			return "/v1/admin/dead-letters/" + deadLetter(t, fx.b, fx.merchantID) + suffix, body
 		}
 	}
 	// The order's owners see it; anybody else must not learn that it exists.
