@@ -114,10 +114,31 @@ func TestCustomerPageCountsDownToAccepted(t *testing.T) {
 		chromedp.FullScreenshot(&shot, 100)))
 	require.Equal(t, "accepted", status)
 	require.Equal(t, []string{"3", "2", "1", "—"}, seen, "the page counted down")
-	path := filepath.Join(t.TempDir(), "customer-page.png")
-	require.NoError(t, os.WriteFile(path, shot, 0o644))
+	saveScreenshot(t, "customer-page.png", shot)
+
+	// The merchant view lists alice's order as preparing; its Complete
+	// button frees the unit, and the live load says so.
+	admin, err := a.Auth().Issue(auth.Principal{Subject: "ops", Role: auth.RoleAdmin}, time.Hour)
+	require.NoError(t, err)
+	page = fmt.Sprintf("http://%s/?mtoken=%s&merchant=%s&autowatch=1", a.Addr(), url.QueryEscape(admin), m.ID)
+	var active string
+	require.NoError(t, chromedp.Run(browser,
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(`#preparing button`, chromedp.ByQuery),
+		chromedp.Click(`#preparing button`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('#active').textContent === '0'`, nil),
+		chromedp.Text(`#active`, &active, chromedp.ByQuery),
+		chromedp.FullScreenshot(&shot, 100)))
+	require.Equal(t, "0", active)
+	saveScreenshot(t, "merchant-page.png", shot)
+}
+
+func saveScreenshot(t *testing.T, name string, png []byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, png, 0o644))
 	t.Logf("screenshot: %s", path)
 	if dir := os.Getenv("ORDERD_SCREENSHOT_DIR"); dir != "" {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "customer-page.png"), shot, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
 	}
 }
