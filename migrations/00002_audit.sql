@@ -3,6 +3,21 @@
 -- enough columns to act on. An empty view is a kept promise.
 CREATE SCHEMA audit;
 
+-- The status an order event leaves its order in; NULL for "paid", which
+-- sets none.
+CREATE FUNCTION audit.status_after(event_type text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE event_type
+    WHEN 'order.placed' THEN 'awaiting_payment'
+    WHEN 'order.queued' THEN 'queued'
+    WHEN 'order.requeued' THEN 'queued'
+    WHEN 'order.accepted' THEN 'accepted'
+    WHEN 'order.completed' THEN 'completed'
+    WHEN 'order.cancelled' THEN 'cancelled'
+    WHEN 'order.closed' THEN 'closed'
+    WHEN 'order.expired' THEN 'expired'
+END;
+
 CREATE VIEW audit.oversold_products AS
 SELECT p.id AS product_id, p.merchant_id, p.name, p.stock_total, h.held AS units_held_by_live_orders
 FROM products p
@@ -31,9 +46,9 @@ GROUP BY stream_id, stream_type
 HAVING min(version) <> 1 OR max(version) <> count(*);
 
 -- An order's projection must sit on its stream's last event (no event at
--- its version, or one after it, is drift) and carry the status that event
--- implies; "paid" sets none, so after it the status is still awaiting
--- payment (the admission decision follows in the same transaction).
+-- its version, or one after it, is drift) and carry the status implied by
+-- its last status-setting event: "paid" sets none, so a stream ending in it
+-- is judged by the event before. A placed order without a row drifts too.
 CREATE VIEW audit.projection_drift AS
 SELECT o.id AS order_id, o.merchant_id, o.status AS projected_status, o.version AS projected_version,
        e.type AS event_at_version,
@@ -42,17 +57,14 @@ FROM orders o
 LEFT JOIN events e ON e.stream_id = o.id AND e.version = o.version
 WHERE e.stream_id IS NULL
    OR EXISTS (SELECT 1 FROM events n WHERE n.stream_id = o.id AND n.version = o.version + 1)
-   OR o.status <> CASE e.type
-        WHEN 'order.placed' THEN 'awaiting_payment'
-        WHEN 'order.paid' THEN 'awaiting_payment'
-        WHEN 'order.queued' THEN 'queued'
-        WHEN 'order.requeued' THEN 'queued'
-        WHEN 'order.accepted' THEN 'accepted'
-        WHEN 'order.completed' THEN 'completed'
-        WHEN 'order.cancelled' THEN 'cancelled'
-        WHEN 'order.closed' THEN 'closed'
-        WHEN 'order.expired' THEN 'expired'
-      END;
+   OR o.status IS DISTINCT FROM audit.status_after(CASE e.type
+        WHEN 'order.paid' THEN (SELECT s.type FROM events s WHERE s.stream_id = o.id AND s.type <> 'order.paid'
+                                ORDER BY s.version DESC LIMIT 1)
+        ELSE e.type END)
+UNION ALL
+SELECT e.stream_id, (e.data->>'merchant_id')::uuid, NULL, NULL, NULL, NULL
+FROM events e
+WHERE e.type = 'order.placed' AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = e.stream_id);
 
 CREATE VIEW audit.merchant_load_drift AS
 SELECT m.id AS merchant_id, m.name, m.active, coalesce(c.accepted, 0) AS accepted_orders,
@@ -71,12 +83,37 @@ SELECT e.stream_id AS order_id, e.global_position, e.recorded_at,
 FROM events e
 WHERE e.type = 'order.accepted' AND (e.data->>'active_after')::int > (e.data->>'capacity')::int;
 
--- A merchant with waiting orders and a free unit whose load has not changed
--- for 5 s: a drain that should have happened did not.
+-- When a merchant last came to have waiting orders and a free unit at once
+-- ("starved"), kept by a trigger so that the store need not know: its
+-- updated_at is no witness, since every new order in the queue resets it
+-- while the units stay idle. The inline drain ends that state in the
+-- transaction that begins it, so lasting 5 s means a drain was missed.
+ALTER TABLE merchants ADD COLUMN starved_since timestamptz;
+
+-- +goose StatementBegin
+CREATE FUNCTION merchants_track_starved() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT (NEW.queued > 0 AND NEW.active < NEW.capacity) THEN
+        NEW.starved_since := NULL;
+    ELSIF NEW.starved_since IS NULL THEN
+        NEW.starved_since := now();
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER merchants_track_starved BEFORE INSERT OR UPDATE OF active, queued, capacity, starved_since ON merchants
+FOR EACH ROW EXECUTE FUNCTION merchants_track_starved();
+
+UPDATE merchants SET starved_since = now() WHERE queued > 0 AND active < capacity;
+
 CREATE VIEW audit.queued_with_free_capacity AS
-SELECT id AS merchant_id, name, capacity, active, queued, updated_at AS load_unchanged_since
-FROM merchants
-WHERE queued > 0 AND active < capacity AND updated_at < now() - interval '5 seconds';
+SELECT m.id AS merchant_id, m.name, m.capacity, m.active, m.queued, m.starved_since, now() - m.starved_since AS starved_for,
+       (SELECT o.id FROM orders o WHERE o.merchant_id = m.id AND o.status = 'queued' ORDER BY o.queue_seq LIMIT 1) AS head_order_id
+FROM merchants m
+WHERE m.queued > 0 AND m.active < m.capacity AND m.starved_since < now() - interval '5 seconds';
 
 CREATE VIEW audit.unpaid_past_deadline AS
 SELECT id AS order_id, merchant_id, customer_id, payment_deadline, now() - payment_deadline AS overdue_by
@@ -109,19 +146,42 @@ LEFT JOIN remaining r ON r.product_id = p.id
 LEFT JOIN held h ON h.product_id = p.id
 WHERE p.stock_total IS NOT NULL AND coalesce(r.remaining, 0) + coalesce(h.held, 0) <> p.stock_total;
 
--- Orders admitted from a merchant's queue out of sequence order. A requeued
--- order keeps its original place, so it is left out.
+-- First come, first served: no order was admitted from a merchant's queue
+-- while one with a smaller sequence number was still in it. Each stay in
+-- the queue runs from its queued (or requeued) event to the next event that
+-- takes the order out; positions in the log order a merchant's decisions,
+-- which its row lock serializes. A first stay enters in sequence order, so
+-- the longest-staying of the smaller sequences is one running max; a
+-- requeued order returns to its old place out of entry order, and those
+-- rare stays are checked pair by pair.
 CREATE VIEW audit.fifo_violations AS
-SELECT merchant_id, order_id, seq, previous_seq, global_position
-FROM (
-    SELECT o.merchant_id, o.id AS order_id, o.queue_seq AS seq, e.global_position,
-           lag(o.queue_seq) OVER (PARTITION BY o.merchant_id ORDER BY e.global_position) AS previous_seq
-    FROM events e
-    JOIN orders o ON o.id = e.stream_id
-    WHERE e.type = 'order.accepted' AND (e.data->>'from_queue')::boolean
-      AND NOT EXISTS (SELECT 1 FROM events r WHERE r.stream_id = o.id AND r.type = 'order.requeued')
-) x
-WHERE seq < previous_seq;
+WITH moves AS (
+    SELECT o.merchant_id, o.id AS order_id, o.queue_seq AS seq, e.type, e.global_position AS pos,
+           lead(e.type) OVER w AS next_type, lead(e.global_position) OVER w AS next_pos
+    FROM orders o
+    JOIN events e ON e.stream_id = o.id
+    WHERE o.queue_seq IS NOT NULL
+      AND e.type IN ('order.queued', 'order.requeued', 'order.accepted', 'order.cancelled', 'order.expired', 'order.closed')
+    WINDOW w AS (PARTITION BY e.stream_id ORDER BY e.version)
+), stays AS (
+    SELECT merchant_id, order_id, seq, type = 'order.requeued' AS requeued, pos AS entered,
+           coalesce(next_pos, 9223372036854775807) AS left_at, next_type IS NOT DISTINCT FROM 'order.accepted' AS admitted
+    FROM moves
+    WHERE type IN ('order.queued', 'order.requeued')
+), first_stays AS (
+    SELECT s.*, max(left_at) OVER (PARTITION BY merchant_id ORDER BY seq, entered
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS smaller_left_at
+    FROM stays s
+    WHERE NOT requeued
+)
+SELECT merchant_id, order_id, seq, left_at AS admitted_at_position, NULL::uuid AS waiting_order_id, NULL::bigint AS waiting_seq
+FROM first_stays
+WHERE admitted AND smaller_left_at > left_at
+UNION ALL
+SELECT a.merchant_id, a.order_id, a.seq, a.left_at, w.order_id, w.seq
+FROM stays a
+JOIN stays w ON w.merchant_id = a.merchant_id AND w.seq < a.seq AND w.entered < a.left_at AND w.left_at > a.left_at
+WHERE a.admitted AND (a.requeued OR w.requeued);
 
 -- The auditors' role reads the audit views and the read models, never a
 -- secret, and writes nothing. Roles belong to the whole server, so it is
@@ -141,7 +201,7 @@ GRANT SELECT ON ALL TABLES IN SCHEMA audit TO orderd_auditor;
 GRANT SELECT ON orders, products, events, dead_letters, outbox, webhook_attempts, stock_buckets, purchase_claims TO orderd_auditor;
 GRANT SELECT (id, name, capacity, prep_seconds, max_queue_wait_seconds, payment_timeout_seconds, webhook_url,
               created_at, version, active, queued, next_seq, completion_interval_s, completion_samples,
-              last_completion_at, updated_at) ON merchants TO orderd_auditor;
+              last_completion_at, updated_at, starved_since) ON merchants TO orderd_auditor;
 
 CREATE INDEX events_accepted_idx ON events (global_position) WHERE type = 'order.accepted';
 
@@ -150,3 +210,6 @@ DROP INDEX events_accepted_idx;
 REVOKE ALL ON ALL TABLES IN SCHEMA public FROM orderd_auditor;
 REVOKE USAGE ON SCHEMA public FROM orderd_auditor;
 DROP SCHEMA audit CASCADE;
+DROP TRIGGER merchants_track_starved ON merchants;
+DROP FUNCTION merchants_track_starved();
+ALTER TABLE merchants DROP COLUMN starved_since;

@@ -26,10 +26,10 @@ var AuditChecks = []string{
 
 // AuditCheck is one invariant's result.
 type AuditCheck struct {
-	Name       string            `json:"name"`
-	OK         bool              `json:"ok"`
-	Violations int               `json:"violations"`
-	Sample     []json.RawMessage `json:"sample"`
+	Name       string           `json:"name"`
+	OK         bool             `json:"ok"`
+	Violations int              `json:"violations"`
+	Sample     []map[string]any `json:"sample"`
 }
 
 // AuditReport is every check's result.
@@ -50,7 +50,7 @@ func (s *Store) Audit(ctx context.Context) (*AuditReport, error) {
 	defer tx.Rollback(ctx) //nolint:errcheck // read-only
 	report := &AuditReport{OK: true}
 	for _, name := range AuditChecks {
-		check := AuditCheck{Name: name, Sample: []json.RawMessage{}}
+		check := AuditCheck{Name: name, Sample: []map[string]any{}}
 		view := `audit.` + pgx.Identifier{name}.Sanitize()
 		// Count first: a clean check then costs one pass over its view.
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+view).Scan(&check.Violations); err != nil {
@@ -61,11 +61,18 @@ func (s *Store) Audit(ctx context.Context) (*AuditReport, error) {
 			if err != nil {
 				return nil, mapErr(fmt.Errorf("audit %s: %w", name, err))
 			}
-			sample, err := pgx.CollectRows(rows, pgx.RowTo[json.RawMessage])
+			// Through JSON, so that a uuid reads as text and not as 16 bytes.
+			raw, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
 			if err != nil {
 				return nil, mapErr(fmt.Errorf("audit %s: %w", name, err))
 			}
-			check.Sample = sample
+			for _, r := range raw {
+				var row map[string]any
+				if err := json.Unmarshal(r, &row); err != nil {
+					return nil, fmt.Errorf("audit %s: decode sample: %w", name, err)
+				}
+				check.Sample = append(check.Sample, row)
+			}
 		}
 		check.OK = check.Violations == 0
 		report.OK = report.OK && check.OK

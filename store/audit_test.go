@@ -2,14 +2,20 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/store/storetest"
 )
 
 func violations(t *testing.T, st *store.Store) map[string]int {
@@ -30,6 +36,7 @@ func violations(t *testing.T, st *store.Store) map[string]int {
 // auditFixture is a small correct system: a merchant with a limited product,
 // accepted, queued and unpaid orders.
 type auditFixture struct {
+	st       *store.Store
 	merchant *store.Merchant
 	product  *store.Product
 	accepted *store.Order
@@ -41,7 +48,7 @@ func newAuditFixture(t *testing.T, st *store.Store) auditFixture {
 	m := createMerchant(t, st, &merchantOpts{Capacity: 1})
 	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(10), PerUserLimit: intp(2)})
 	return auditFixture{
-		merchant: m, product: p,
+		st: st, merchant: m, product: p,
 		accepted: mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "a", PaymentRef: "r"}),
 		queued:   mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "b", PaymentRef: "r"}),
 		unpaid:   mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "c"}),
@@ -82,7 +89,10 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 				VALUES ($1, 'order', 1, 'order.accepted', '{"active_after": 3, "capacity": 2}')`, uuid.New())
 		}},
 		{"queued_with_free_capacity", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
-			exec(t, pool, `UPDATE merchants SET capacity = 5, updated_at = now() - interval '1 minute' WHERE id = $1`, f.merchant.ID)
+			// A unit frees and nothing admits the waiting order.
+			exec(t, pool, `UPDATE merchants SET capacity = 2 WHERE id = $1`, f.merchant.ID)
+			require.NotContains(t, violations(t, f.st), "queued_with_free_capacity", "not for the first 5 s")
+			exec(t, pool, `UPDATE merchants SET starved_since = starved_since - interval '6 seconds' WHERE id = $1`, f.merchant.ID)
 		}},
 		{"unpaid_past_deadline", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			exec(t, pool, `UPDATE orders SET payment_deadline = now() - interval '1 minute' WHERE id = $1`, f.unpaid.ID)
@@ -98,17 +108,35 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 			exec(t, pool, `UPDATE stock_buckets SET remaining = remaining + 1 WHERE product_id = $1 AND bucket = 0`, f.product.ID)
 		}},
 		{"fifo_violations", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
-			// Two orders admitted from the queue, the later one first.
-			for _, seq := range []int{7, 5} {
-				id := uuid.New()
-				exec(t, pool, `INSERT INTO orders (id, merchant_id, customer_id, items, total_cents, status, version, placed_at, payment_deadline, queue_seq)
-					VALUES ($1, $2, 'z', '[]', 0, 'completed', 1, now(), now(), $3)`, id, f.merchant.ID, seq)
-				exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
-					VALUES ($1, 'order', 1, 'order.accepted', '{"active_after": 1, "capacity": 1, "from_queue": true}')`, id)
-			}
+			// An order behind the waiting one is admitted from the queue first.
+			admitQueuedBehind(t, pool, f, false)
+		}},
+		{"fifo_violations", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// The same, for an order back from its dead letter into its old place.
+			admitQueuedBehind(t, pool, f, true)
+		}},
+		{"projection_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// The stream moved on and the row did not.
+			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
+				VALUES ($1, 'order', $2, 'order.cancelled', '{"by": "admin", "from": "queued"}')`, f.queued.ID, f.queued.Version+1)
+		}},
+		{"projection_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// Paid last: judged by the status-setting event before it.
+			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
+				VALUES ($1, 'order', 2, 'order.paid', '{"payment_ref": "r"}')`, f.unpaid.ID)
+			exec(t, pool, `UPDATE orders SET version = 2, status = 'queued' WHERE id = $1`, f.unpaid.ID)
+		}},
+		{"projection_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// A placed order that never got its row.
+			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
+				VALUES ($1, 'order', 1, 'order.placed', jsonb_build_object('merchant_id', $2::uuid))`, uuid.New(), f.merchant.ID)
 		}},
 	}
-	require.Len(t, cases, len(store.AuditChecks), "one case per view")
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		covered[tc.check] = true
+	}
+	require.Len(t, covered, len(store.AuditChecks), "a case for every view")
 	for _, tc := range cases {
 		t.Run(tc.check, func(t *testing.T) {
 			t.Parallel()
@@ -122,34 +150,88 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 	}
 }
 
+// admitQueuedBehind admits, behind the store's back, a new order from the
+// fixture merchant's queue while the fixture's queued order, with a smaller
+// sequence number, still waits; requeued makes the waiting order one that
+// came back to its place from a dead letter.
+func admitQueuedBehind(t *testing.T, pool *pgxpool.Pool, f auditFixture, requeued bool) {
+	t.Helper()
+	var seq int64
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT queue_seq FROM orders WHERE id = $1`, f.queued.ID).Scan(&seq))
+	if requeued {
+		exec(t, pool, `ALTER TABLE events DISABLE TRIGGER USER`)
+		exec(t, pool, `UPDATE events SET type = 'order.requeued' WHERE stream_id = $1 AND type = 'order.queued'`, f.queued.ID)
+		exec(t, pool, `ALTER TABLE events ENABLE TRIGGER USER`)
+	}
+	id := uuid.New()
+	exec(t, pool, `INSERT INTO orders (id, merchant_id, customer_id, items, total_cents, status, version, placed_at, payment_deadline, queue_seq)
+		VALUES ($1, $2, 'z', '[]', 0, 'accepted', 2, now(), now(), $3)`, id, f.merchant.ID, seq+1)
+	exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
+		VALUES ($1, 'order', 1, 'order.queued', '{}'), ($1, 'order', 2, 'order.accepted', '{"from_queue": true}')`, id)
+}
+
+// TestAuditCleanOnBusySystem drives one merchant hard from many goroutines
+// (placing, paying, completing and cancelling, so that orders queue and are
+// drained) and then finds no violation, and no difference on a rebuild.
 func TestAuditCleanOnBusySystem(t *testing.T) {
 	t.Parallel()
-	st, _ := setup(t)
+	st, b := setup(t)
 	ctx := context.Background()
 	m := createMerchant(t, st, &merchantOpts{Capacity: 3})
-	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(40), PerUserLimit: intp(2)})
-	q := createProduct(t, st, m.ID, nil)
-	var orders []*store.Order
-	for i := range 30 {
-		prod := q
-		if i%3 == 0 {
-			prod = p
-		}
-		ref := "r"
-		if i%5 == 4 {
-			ref = ""
-		}
-		orders = append(orders, mustPlace(t, st, m.ID, prod.ID, placeOpts{Customer: fmt.Sprintf("c%d", i%7), PaymentRef: ref}))
+	limited := createProduct(t, st, m.ID, &productOpts{Stock: intp(60), PerUserLimit: intp(2)})
+	plain := createProduct(t, st, m.ID, nil)
+	var wg sync.WaitGroup
+	for w := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 15 {
+				p, ref := plain, "r"
+				if i%3 == 0 {
+					p = limited
+				}
+				if i%4 == 3 {
+					ref = ""
+				}
+				// Refusals (sold out, over the limit, a state that moved on)
+				// are part of a busy day; only what was committed is audited.
+				res, err := place(ctx, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", (w*15+i)%20), PaymentRef: ref})
+				if err != nil {
+					continue
+				}
+				o := res.Order
+				switch i % 5 {
+				case 0, 1:
+					_, _ = st.CompleteOrder(ctx, o.ID, admin, "")
+				case 2:
+					_, _ = st.CancelOrder(ctx, o.ID, "", admin, "")
+				case 3:
+					_, _ = st.PayOrder(ctx, o.ID, "late", customer(o.CustomerID), "")
+				}
+			}
+		}()
 	}
-	for i, o := range orders {
-		switch i % 4 {
-		case 0:
-			_, _ = st.CompleteOrder(ctx, o.ID, admin, "")
-		case 1:
-			_, _ = st.CancelOrder(ctx, o.ID, "", admin, "")
+	wg.Wait()
+	// Whatever is still accepted finishes, draining the queue behind it.
+	for range 20 {
+		accepted, err := st.ListMerchantOrders(ctx, m.ID, domain.StatusAccepted, 100)
+		require.NoError(t, err)
+		if len(accepted) == 0 {
+			break
+		}
+		for _, o := range accepted[:1] {
+			_, err := st.CompleteOrder(ctx, o.ID, admin, "")
+			require.NoError(t, err)
 		}
 	}
+	var statuses int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(DISTINCT status) FROM orders`).Scan(&statuses))
+	require.GreaterOrEqual(t, statuses, 4, "the load reached several states")
+
 	require.Empty(t, violations(t, st))
+	report, err := st.Rebuild(ctx, false)
+	require.NoError(t, err)
+	require.Empty(t, report.Differences, "%+v", report.Differences)
 }
 
 // TestAuditorRole checks the read-only role: it reads the audit views and the
@@ -184,5 +266,212 @@ func TestAuditorRole(t *testing.T) {
 		require.ErrorContains(t, err, "permission denied", stmt)
 		_, err = tx.Exec(ctx, `ROLLBACK TO SAVEPOINT s`)
 		require.NoError(t, err)
+	}
+}
+
+// seedHistory writes, straight into the tables, the history of a busy
+// platform: merchants of capacity 5, each with a limited and an unlimited
+// product and perMerchant orders, most of them finished (completed, some
+// through the queue, cancelled, closed unpaid, expired in the queue) and the
+// last ones unpaid, accepted and queued. Every row is the fold of its
+// events by the domain, so a correct audit and rebuild find nothing. It is
+// what the million-order benchmark audits; COPY makes it quick to write.
+func seedHistory(tb testing.TB, pool *pgxpool.Pool, merchants, perMerchant int) {
+	tb.Helper()
+	const workers = 8
+	errs := make(chan error, workers)
+	next := make(chan int)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	for range workers {
+		go func() {
+			var err error
+			for range next {
+				if err == nil {
+					err = seedMerchant(context.Background(), pool, now, perMerchant)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for m := range merchants {
+		next <- m
+	}
+	close(next)
+	for range workers {
+		require.NoError(tb, <-errs)
+	}
+	_, err := pool.Exec(context.Background(), `ANALYZE`)
+	require.NoError(tb, err)
+}
+
+func seedMerchant(ctx context.Context, pool *pgxpool.Pool, now time.Time, k int) error {
+	const capacity, accepted, queued, unpaid = 5, 5, 10, 5
+	mid, limited, plain := uuid.New(), uuid.New(), uuid.New()
+	created := now.Add(-72 * time.Hour)
+	var events, orders [][]any
+	event := func(stream uuid.UUID, streamType string, version int, e domain.Event) error {
+		data, err := json.Marshal(e.Data)
+		events = append(events, []any{stream, streamType, int32(version), e.Type, data, created})
+		return err
+	}
+	settings := domain.MerchantSettings{Name: "m " + mid.String(), Capacity: capacity, PrepSeconds: 60,
+		MaxQueueWaitSeconds: 3600, PaymentTimeoutSeconds: 900}
+	if err := event(mid, store.StreamMerchant, 1, domain.Event{Type: domain.EventMerchantCreated,
+		Data: domain.MerchantCreated{MerchantID: mid.String(), MerchantSettings: settings, CreatedAt: created}}); err != nil {
+		return err
+	}
+	stock, limit := k, 2
+	for _, p := range []domain.ProductCreated{
+		{ProductID: limited.String(), MerchantID: mid.String(), Name: "limited", PriceCents: 500, Stock: &stock, PerUserLimit: &limit, CreatedAt: created},
+		{ProductID: plain.String(), MerchantID: mid.String(), Name: "plain", PriceCents: 300, CreatedAt: created},
+	} {
+		if err := event(uuid.MustParse(p.ProductID), store.StreamProduct, 1, domain.Event{Type: domain.EventProductCreated, Data: p}); err != nil {
+			return err
+		}
+	}
+	held := 0
+	for i := range k {
+		id := uuid.New()
+		placed := created.Add(time.Duration(i) * 100 * time.Millisecond)
+		item := domain.Item{ProductID: plain.String(), Quantity: 1, PriceCents: 300}
+		if i%3 == 0 {
+			item = domain.Item{ProductID: limited.String(), Quantity: 1, PriceCents: 500}
+		}
+		at := func(d time.Duration) time.Time { return placed.Add(d) }
+		seq := int64(i + 1)
+		evs := []domain.Event{{Type: domain.EventOrderPlaced, Data: domain.OrderPlaced{OrderID: id.String(), MerchantID: mid.String(),
+			CustomerID: fmt.Sprintf("c%d", i), Items: []domain.Item{item}, TotalCents: item.PriceCents, PlacedAt: placed, PaymentDeadline: at(15 * time.Minute)}}}
+		paid := domain.Event{Type: domain.EventOrderPaid, Data: domain.OrderPaid{PaymentRef: "pay", PaidAt: at(time.Second)}}
+		queue := domain.Event{Type: domain.EventOrderQueued, Data: domain.OrderQueued{Seq: seq, QueuedAt: at(time.Second), ExpiresAt: at(time.Hour),
+			Active: capacity, Capacity: capacity}}
+		accept := func(fromQueue bool) domain.Event {
+			return domain.Event{Type: domain.EventOrderAccepted, Data: domain.OrderAccepted{AcceptedAt: at(2 * time.Second),
+				ActiveAfter: capacity, Capacity: capacity, FromQueue: fromQueue}}
+		}
+		complete := domain.Event{Type: domain.EventOrderCompleted, Data: domain.OrderCompleted{CompletedAt: at(time.Minute)}}
+		switch {
+		case i >= k-queued:
+			queue.Data = domain.OrderQueued{Seq: seq, QueuedAt: at(time.Second), ExpiresAt: now.Add(time.Hour), Active: capacity, Capacity: capacity}
+			evs = append(evs, paid, queue)
+		case i >= k-queued-accepted:
+			evs = append(evs, paid, accept(false))
+		case i >= k-queued-accepted-unpaid:
+			evs[0].Data = domain.OrderPlaced{OrderID: id.String(), MerchantID: mid.String(), CustomerID: fmt.Sprintf("c%d", i),
+				Items: []domain.Item{item}, TotalCents: item.PriceCents, PlacedAt: placed, PaymentDeadline: now.Add(time.Hour)}
+		case i%10 == 0 || i%10 == 2 || i%10 == 4:
+			evs = append(evs, paid, queue, accept(true), complete)
+		case i%10 < 5:
+			evs = append(evs, paid, accept(false), complete)
+		case i%10 == 5:
+			evs = append(evs, paid, accept(false), domain.Event{Type: domain.EventOrderCancelled,
+				Data: domain.OrderCancelled{By: domain.ActorAdmin, From: domain.StatusAccepted, CancelledAt: at(30 * time.Second)}})
+		case i%10 == 6:
+			evs = append(evs, domain.Event{Type: domain.EventOrderCancelled,
+				Data: domain.OrderCancelled{Reason: "changed my mind", By: domain.ActorCustomer, From: domain.StatusAwaitingPayment, CancelledAt: at(time.Minute)}})
+		case i%10 < 9:
+			evs = append(evs, domain.Event{Type: domain.EventOrderClosed, Data: domain.OrderClosed{Reason: "payment_timeout", ClosedAt: at(15 * time.Minute)}})
+		default:
+			evs = append(evs, paid, queue, domain.Event{Type: domain.EventOrderExpired, Data: domain.OrderExpired{Reason: "queue_timeout", ExpiredAt: at(time.Hour)}})
+		}
+		o, err := domain.Order{}.Apply(evs...)
+		if err != nil {
+			return err
+		}
+		for v, e := range evs {
+			if err := event(id, store.StreamOrder, v+1, e); err != nil {
+				return err
+			}
+		}
+		if o.Status.HoldsStock() && item.ProductID == limited.String() {
+			held++
+		}
+		items, err := json.Marshal(o.Items)
+		if err != nil {
+			return err
+		}
+		var seqCol any
+		if o.QueueSeq > 0 {
+			seqCol = o.QueueSeq
+		}
+		orders = append(orders, []any{id, mid, o.CustomerID, items, o.TotalCents, string(o.Status), int32(o.Version), o.PlacedAt,
+			o.PaymentDeadline, nilIfEmpty(o.PaymentRef), o.PaidAt, o.AcceptedAt, o.CompletedAt, o.EndedAt, nilIfEmpty(o.StatusReason),
+			seqCol, o.QueuedAt, o.QueueExpiresAt})
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO merchants (id, name, capacity, prep_seconds, max_queue_wait_seconds, payment_timeout_seconds, webhook_secret,
+			created_at, version, active, queued, next_seq)
+		VALUES ($1, $2, $3, 60, 3600, 900, 'secret', $4, 1, $5, $6, $7)`,
+		mid, settings.Name, capacity, created, accepted, queued, k+1); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO products (id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version)
+		VALUES ($1, $3, 'limited', 500, $4, 2, $5, 1), ($2, $3, 'plain', 300, NULL, NULL, $5, 1)`,
+		limited, plain, mid, stock, created); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO stock_buckets (product_id, bucket, merchant_id, remaining)
+		SELECT $1, b, $2, ($3 + 3 - b) / 4 FROM generate_series(0, 3) b`, limited, mid, stock-held); err != nil {
+		return err
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"orders"}, []string{"id", "merchant_id", "customer_id", "items", "total_cents",
+		"status", "version", "placed_at", "payment_deadline", "payment_ref", "paid_at", "accepted_at", "completed_at", "ended_at",
+		"status_reason", "queue_seq", "queued_at", "queue_expires_at"}, pgx.CopyFromRows(orders)); err != nil {
+		return err
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"stream_id", "stream_type", "version", "type", "data", "recorded_at"},
+		pgx.CopyFromRows(events)); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// TestAuditCleanOnSeededHistory checks the benchmark's history: it must be
+// correct for the benchmark to measure clean checks.
+func TestAuditCleanOnSeededHistory(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	seedHistory(t, b.pool, 6, 200)
+	require.Empty(t, violations(t, st))
+	report, err := st.Rebuild(context.Background(), false)
+	require.NoError(t, err)
+	require.Empty(t, report.Differences, "%+v", report.Differences)
+	require.Equal(t, 6*(3+200), report.Streams)
+}
+
+// BenchmarkAudit1M audits a history of 1,000,000 orders (1,000 merchants,
+// about 3.4 million events). Writing the history takes a few minutes; run it
+// with: go test ./store -run '^$' -bench Audit1M -benchtime 3x -timeout 30m
+func BenchmarkAudit1M(b *testing.B) {
+	pool := storetest.Pool(b)
+	st := store.New(pool, nil)
+	start := time.Now()
+	seedHistory(b, pool, 1000, 1000)
+	b.Logf("seeded 1,000,000 orders in %s", time.Since(start).Round(time.Second))
+	ctx := context.Background()
+	for _, name := range store.AuditChecks {
+		start := time.Now()
+		var n int
+		require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM audit.`+name).Scan(&n))
+		b.Logf("%-26s %6d violations in %s", name, n, time.Since(start).Round(time.Millisecond))
+	}
+	b.ResetTimer()
+	for range b.N {
+		report, err := st.Audit(ctx)
+		require.NoError(b, err)
+		require.True(b, report.OK, "%+v", report.Checks)
 	}
 }

@@ -56,14 +56,19 @@ func TestRebuildMatchesLiveProjections(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.pool.Exec(ctx, `UPDATE stock_buckets SET remaining = remaining + 7 WHERE product_id = $1 AND bucket = 0`, limited.ID)
 	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `DELETE FROM orders WHERE id = $1`, orders[2].ID)
+	require.NoError(t, err)
 	report, err = st.Rebuild(ctx, false)
 	require.NoError(t, err)
-	require.Equal(t, 3, report.DifferenceCount, "%+v", report.Differences)
-	tables := map[string]bool{}
+	got := map[string]string{}
 	for _, d := range report.Differences {
-		tables[d.Table] = true
+		got[d.Table+"."+d.Column] = d.Live + " → " + d.Replay
 	}
-	require.Equal(t, map[string]bool{"orders": true, "merchants": true, "products": true}, tables)
+	require.Equal(t, 4, report.DifferenceCount, "%+v", report.Differences)
+	require.Equal(t, `"completed" → "accepted"`, got["orders.status"])
+	require.Equal(t, "7 → 3", got["merchants.active"])
+	require.Contains(t, got, "products.remaining")
+	require.Contains(t, got, "orders.", "the deleted row, whole")
 
 	report, err = st.Rebuild(ctx, true)
 	require.NoError(t, err)

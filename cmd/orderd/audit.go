@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,7 +38,11 @@ func auditCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, c := range report.Checks {
 		sample := ""
 		if len(c.Sample) > 0 {
-			sample = string(c.Sample[0])
+			b, err := json.Marshal(c.Sample[0])
+			if err != nil {
+				return fmt.Errorf("print sample of %s: %w", c.Name, err)
+			}
+			sample = string(b)
 		}
 		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\n", c.Name, c.OK, c.Violations, sample)
 	}

@@ -38,9 +38,13 @@ func rebuildCommand(ctx context.Context, args []string, stdout io.Writer) error 
 		report.Events, report.Streams, report.DifferenceCount)
 	if len(report.Differences) > 0 {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "table\tid\tlive\treplayed")
+		fmt.Fprintln(tw, "table\tid\tcolumn\tlive\treplayed")
 		for _, d := range report.Differences {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Table, d.ID, d.Live, d.Replay)
+			column := d.Column
+			if column == "" {
+				column = "(row)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Table, d.ID, column, d.Live, d.Replay)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
