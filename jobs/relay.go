@@ -16,37 +16,51 @@ import (
 // RelayConfig tunes the webhook relay.
 type RelayConfig struct {
 	Policy store.RetryPolicy
-	// Workers bounds deliveries in flight in this process.
+	// Workers is the size of the pool that sends; it bounds deliveries in
+	// flight in this process.
 	Workers int
-	// PerMerchant bounds one merchant's deliveries in flight, so that a slow
-	// or dead endpoint never takes every worker.
+	// PerMerchant bounds one merchant's claimed, unfinished deliveries, so
+	// that a slow or dead endpoint holds at most that many workers while
+	// the others serve everyone else.
 	PerMerchant int
-	Batch       int
-	// Lease must exceed the delivery timeout: a relay that dies mid-delivery
-	// leaves its rows to others after it.
+	// Batch is the most one claim takes. The relay claims only when a whole
+	// batch fits, because a claim costs about the same for 5 rows as for 250.
+	Batch int
+	// Lease must exceed the delivery timeout plus the wait in the local
+	// queue: a relay that dies mid-delivery leaves its rows to others after it.
 	Lease time.Duration
-	Poll  time.Duration
+	// Claimers is how many claims run at once: a claim is one statement on
+	// one database core, so one claimer caps throughput at Batch per claim
+	// time. Merchants' limits are checked per claimer, so a merchant may
+	// briefly have up to Claimers × PerMerchant deliveries outstanding.
+	Claimers int
+	// Poll is how often an idle relay looks for due rows.
+	Poll time.Duration
+	// FlushEvery bounds how long an outcome waits before it is recorded.
+	FlushEvery time.Duration
 }
 
 // DefaultRelayConfig returns API.md's retry defaults.
 func DefaultRelayConfig() RelayConfig {
 	return RelayConfig{
 		Policy:  store.RetryPolicy{First: 5 * time.Second, Max: time.Hour, MaxAttempts: 12},
-		Workers: 256, PerMerchant: 64, Batch: 512,
-		Lease: 30 * time.Second, Poll: 100 * time.Millisecond,
+		Workers: 256, PerMerchant: 32, Batch: 256, Claimers: 2,
+		Lease: 30 * time.Second, Poll: 100 * time.Millisecond, FlushEvery: 50 * time.Millisecond,
 	}
 }
 
-// RelayStats counts what the relay did.
+// RelayStats counts what the relay did, for Prometheus counters.
 type RelayStats struct {
-	Delivered atomic.Int64
-	Failed    atomic.Int64
+	Delivered atomic.Int64 // acknowledged by a 2xx
+	Failed    atomic.Int64 // attempts that failed, including the last ones
+	Dead      atomic.Int64 // messages dead-lettered after their last attempt
 }
 
 // Relay moves outbox rows to merchants' endpoints: claimed with SKIP LOCKED
-// (several relays share the work), sent outside any transaction, and the
-// outcomes recorded in batches. Delivery is at least once: a crash between
-// send and record sends again after the lease, with the same delivery id.
+// (several relays share the work), sent by a bounded worker pool outside any
+// transaction, and the outcomes recorded in batches. Delivery is at least
+// once: a crash between send and record sends again after the lease, with
+// the same delivery id.
 type Relay struct {
 	store  *store.Store
 	sender *webhook.Sender
@@ -54,134 +68,211 @@ type Relay struct {
 	log    *slog.Logger
 	Stats  RelayStats
 
-	mu       sync.Mutex
-	inFlight map[uuid.UUID]int
-	total    int
-	results  []store.AttemptResult
-	wake     chan struct{}
+	mu          sync.Mutex
+	perMerchant map[uuid.UUID]int // claimed and not yet finished, by merchant
+	outstanding int               // claimed and not yet finished, in all
+	results     []store.AttemptResult
+	capacity    chan struct{} // a delivery finished: a claim may fit now
+	full        chan struct{} // enough outcomes wait to be worth a flush now
 }
 
-// NewRelay builds a relay.
+// NewRelay builds a relay; zero fields of cfg take DefaultRelayConfig's values.
 func NewRelay(st *store.Store, sender *webhook.Sender, cfg RelayConfig, log *slog.Logger) *Relay {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Relay{store: st, sender: sender, cfg: cfg, log: log, inFlight: map[uuid.UUID]int{}, wake: make(chan struct{}, 1)}
+	def := DefaultRelayConfig()
+	if cfg.Policy.MaxAttempts <= 0 {
+		cfg.Policy = def.Policy
+	}
+	for _, f := range []struct{ v, d *int }{{&cfg.Workers, &def.Workers}, {&cfg.PerMerchant, &def.PerMerchant}, {&cfg.Batch, &def.Batch}, {&cfg.Claimers, &def.Claimers}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
+	for _, f := range []struct{ v, d *time.Duration }{{&cfg.Lease, &def.Lease}, {&cfg.Poll, &def.Poll}, {&cfg.FlushEvery, &def.FlushEvery}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
+	return &Relay{
+		store: st, sender: sender, cfg: cfg, log: log, perMerchant: map[uuid.UUID]int{},
+		capacity: make(chan struct{}, 1), full: make(chan struct{}, 1),
+	}
 }
 
-// Run relays until ctx ends, then waits for deliveries in flight and records
-// what they came to.
+// Run relays until ctx ends. Then it abandons queued deliveries, cuts short
+// those in flight (their leases hand them to the next relay), records every
+// outcome it has, and returns.
 func (r *Relay) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	flushDone := make(chan struct{})
+	queue := make(chan store.Delivery, r.cfg.Claimers*r.cfg.Batch)
+	var workers sync.WaitGroup
+	for range r.cfg.Workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for d := range queue {
+				r.deliver(ctx, d)
+			}
+		}()
+	}
 	flushCtx, stopFlush := context.WithCancel(context.Background())
+	flushDone := make(chan struct{})
 	go func() {
 		defer close(flushDone)
 		r.flushLoop(flushCtx)
 	}()
-	for ctx.Err() == nil {
-		claimed := r.claim(ctx)
-		for _, d := range claimed {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r.deliver(ctx, d)
-			}()
-		}
-		if len(claimed) == 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(r.cfg.Poll):
-			case <-r.wake:
-			}
-		}
+
+	var claimers sync.WaitGroup
+	for range r.cfg.Claimers {
+		claimers.Add(1)
+		go func() {
+			defer claimers.Done()
+			r.claimLoop(ctx, queue)
+		}()
 	}
-	wg.Wait()
+	claimers.Wait()
+	close(queue)
+	workers.Wait()
 	stopFlush()
 	<-flushDone
 	r.flush(context.Background())
 }
 
-func (r *Relay) claim(ctx context.Context) []store.Delivery {
+// claimLoop claims due rows whenever a batch fits and queues them for the
+// workers, until ctx ends.
+func (r *Relay) claimLoop(ctx context.Context, queue chan<- store.Delivery) {
+	for ctx.Err() == nil {
+		limit, skip := r.reserve()
+		if limit == 0 {
+			r.wait(ctx, r.capacity)
+			continue
+		}
+		claimed := r.claim(ctx, limit, skip)
+		for _, d := range claimed {
+			// Never blocks for long: outstanding rows never exceed the
+			// workers plus the queue.
+			queue <- d
+		}
+		if len(claimed) < limit {
+			// Nothing more is due, or what is due belongs to merchants at
+			// their limit: look again after a poll, or sooner when one of
+			// them finishes a delivery.
+			r.wait(ctx, r.capacity)
+		}
+	}
+}
+
+// wait sleeps for a poll interval, until ctx ends or until woken.
+func (r *Relay) wait(ctx context.Context, wake <-chan struct{}) {
+	t := time.NewTimer(r.cfg.Poll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-wake:
+	}
+}
+
+// reserve books room for a claim and says how many rows it may take (0:
+// wait), and which merchants are at their limit. Only a whole batch is
+// claimed while others are outstanding, so that claims stay few and large
+// under load.
+func (r *Relay) reserve() (int, []uuid.UUID) {
 	r.mu.Lock()
-	free := r.cfg.Workers - r.total
+	defer r.mu.Unlock()
+	free := r.cfg.Workers + r.cfg.Claimers*r.cfg.Batch - r.outstanding
+	if free < r.cfg.Batch && r.outstanding > 0 {
+		return 0, nil
+	}
+	limit := min(free, r.cfg.Batch)
+	r.outstanding += limit
 	var skip []uuid.UUID
-	for m, n := range r.inFlight {
+	for m, n := range r.perMerchant {
 		if n >= r.cfg.PerMerchant {
 			skip = append(skip, m)
 		}
 	}
-	r.mu.Unlock()
-	if free <= 0 {
-		select {
-		case <-ctx.Done():
-		case <-r.wake:
-		case <-time.After(r.cfg.Poll):
-		}
-		return nil
-	}
+	return limit, skip
+}
+
+func (r *Relay) claim(ctx context.Context, limit int, skip []uuid.UUID) []store.Delivery {
 	claimed, err := r.store.ClaimWebhooks(ctx, store.ClaimParams{
-		Limit: min(free, r.cfg.Batch), Lease: r.cfg.Lease, SkipMerchants: skip, PerMerchant: r.cfg.PerMerchant,
+		Limit: limit, Lease: r.cfg.Lease, SkipMerchants: skip, PerMerchant: r.cfg.PerMerchant,
 	})
 	if err != nil {
-		if ctx.Err() == nil {
-			r.log.Warn("claim webhooks", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-		return nil
+		// Rows it may have leased come back after the lease.
+		claimed = nil
 	}
 	r.mu.Lock()
+	r.outstanding -= limit - len(claimed)
 	for _, d := range claimed {
-		r.inFlight[d.MerchantID]++
-		r.total++
+		r.perMerchant[d.MerchantID]++
 	}
 	r.mu.Unlock()
+	if err != nil && ctx.Err() == nil {
+		r.log.Warn("claim webhooks", "err", err)
+		r.wait(ctx, nil)
+	}
 	return claimed
 }
 
 func (r *Relay) deliver(ctx context.Context, d store.Delivery) {
+	var res webhook.Result
 	started := time.Now()
-	res := r.sender.Send(ctx, webhook.Message{ID: d.ID.String(), URL: d.URL, Secret: d.Secret, Body: d.Payload})
+	if ctx.Err() == nil {
+		res = r.sender.Send(ctx, webhook.Message{ID: d.ID.String(), URL: d.URL, Secret: d.Secret, Body: d.Payload})
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.total--
-	if r.inFlight[d.MerchantID]--; r.inFlight[d.MerchantID] <= 0 {
-		delete(r.inFlight, d.MerchantID)
+	r.outstanding--
+	if r.perMerchant[d.MerchantID]--; r.perMerchant[d.MerchantID] <= 0 {
+		delete(r.perMerchant, d.MerchantID)
 	}
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	signal(r.capacity)
 	if ctx.Err() != nil && !res.OK() {
-		// Cut short by shutdown: neither a success nor the endpoint's
-		// fault. The lease hands the row to the next relay.
+		// Cut short or never sent because of shutdown: neither a success
+		// nor the endpoint's fault. The lease hands the row to the next relay.
 		return
 	}
 	out := store.AttemptResult{Delivery: d, StartedAt: started, Latency: res.Latency, StatusCode: res.StatusCode, OK: res.OK()}
+	switch {
+	case out.OK:
+		r.Stats.Delivered.Add(1)
+	case d.Attempt >= r.cfg.Policy.MaxAttempts:
+		r.Stats.Failed.Add(1)
+		r.Stats.Dead.Add(1)
+	default:
+		r.Stats.Failed.Add(1)
+	}
 	if res.Err != nil {
 		out.Error = res.Err.Error()
 	}
-	if out.OK {
-		r.Stats.Delivered.Add(1)
-	} else {
-		r.Stats.Failed.Add(1)
-	}
 	r.results = append(r.results, out)
+	if len(r.results) >= r.cfg.Batch {
+		signal(r.full)
+	}
+}
+
+// signal wakes whoever waits on c without ever blocking the caller.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 func (r *Relay) flushLoop(ctx context.Context) {
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(r.cfg.FlushEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			r.flush(ctx)
+		case <-r.full:
 		}
+		r.flush(ctx)
 	}
 }
 

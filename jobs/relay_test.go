@@ -17,6 +17,7 @@ import (
 	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/store/storetest"
 	"github.com/orderd/orderd/webhook"
 )
 
@@ -287,4 +288,46 @@ func TestRelayKilledMidDeliveryLosesNothing(t *testing.T) {
 		rows = append(rows, id)
 	}
 	require.Subset(t, ids, rows, "every message arrived, duplicates with the same id")
+}
+
+// BenchmarkRelay delivers b.N messages of 20 merchants to a loopback
+// receiver that answers 200 and reports deliveries/s.
+func BenchmarkRelay(b *testing.B) {
+	pool := storetest.Pool(b)
+	st := store.New(pool, nil)
+	ctx := context.Background()
+	var received atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		received.Add(1)
+	}))
+	b.Cleanup(srv.Close)
+	merchants := make([]uuid.UUID, 20)
+	for i := range merchants {
+		m, err := st.CreateMerchant(ctx, domain.MerchantSettings{Name: "hooked", Capacity: 10, PrepSeconds: 60,
+			MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, WebhookURL: srv.URL}, store.Meta{})
+		require.NoError(b, err)
+		merchants[i] = m.ID
+	}
+	_, err := pool.Exec(ctx, `
+		INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload)
+		SELECT gen_random_uuid(), ($2::uuid[])[1 + g % 20], gen_random_uuid(), 1, 'order.accepted', jsonb_build_object('n', g)
+		FROM generate_series(1, $1) g`, b.N, merchants)
+	require.NoError(b, err)
+	_, err = pool.Exec(ctx, `ANALYZE outbox`)
+	require.NoError(b, err)
+	relay := jobs.NewRelay(st, webhook.NewSender(webhook.Options{AllowLoopback: true}), jobs.DefaultRelayConfig(), nil)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	b.ResetTimer()
+	start := time.Now()
+	go func() { defer close(done); relay.Run(runCtx) }()
+	for relay.Stats.Delivered.Load() < int64(b.N) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	cancel()
+	<-done
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "deliveries/s")
+	require.GreaterOrEqual(b, received.Load(), int64(b.N))
 }

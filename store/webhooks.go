@@ -47,7 +47,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 		skip = []uuid.UUID{}
 	}
 	perMerchant := p.PerMerchant
-	if perMerchant <= 0 {
+	if perMerchant <= 0 || perMerchant > p.Limit {
 		perMerchant = p.Limit
 	}
 	rows, err := s.pool.Query(ctx, `
@@ -72,7 +72,9 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 					SELECT d.id FROM outbox d
 					WHERE d.merchant_id = mm.merchant_id AND d.status = 'pending' AND d.next_attempt_at <= now()
 					  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.order_id = d.order_id AND e.order_version < d.order_version AND e.status = 'pending')
-					ORDER BY d.next_attempt_at LIMIT $4
+					-- merchant_id leads the order so that the planner walks
+					-- outbox_pending_merchant_idx, not every due row.
+					ORDER BY d.merchant_id, d.next_attempt_at LIMIT $4
 				) x
 			) AND c.status = 'pending' AND c.next_attempt_at <= now()
 			ORDER BY c.next_attempt_at
@@ -135,6 +137,7 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 	attempts := make([][]any, 0, len(results))
 	var delivered, failed, dead []uuid.UUID
 	var delays []int64
+	var failedAttempts []int32
 	var errs, deadErrs []string
 	var deadMerchants []uuid.UUID
 	var deadAttempts []int32
@@ -157,6 +160,7 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 			deadMerchants, deadAttempts = append(deadMerchants, r.Delivery.MerchantID), append(deadAttempts, int32(r.Delivery.Attempt))
 		default:
 			failed, errs = append(failed, r.Delivery.ID), append(errs, r.Error)
+			failedAttempts = append(failedAttempts, int32(r.Delivery.Attempt))
 			delays = append(delays, policy.delay(r.Delivery.Attempt).Milliseconds())
 		}
 	}
@@ -173,9 +177,13 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 			}
 		}
 		if len(failed) > 0 {
+			// A failure only reschedules the row if no later claim took it
+			// over (a lease that ran out while this attempt hung): the newer
+			// attempt's lease must not be cut short.
 			if _, err := tx.Exec(ctx, `UPDATE outbox o SET next_attempt_at = now() + t.d * interval '1 millisecond', last_error = t.e
-				FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS t(id, d, e) WHERE o.id = t.id AND o.status = 'pending'`,
-				failed, delays, errs); err != nil {
+				FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS t(id, d, e, a)
+				WHERE o.id = t.id AND o.status = 'pending' AND o.attempts = t.a`,
+				failed, delays, errs, failedAttempts); err != nil {
 				return fmt.Errorf("reschedule: %w", err)
 			}
 		}
@@ -183,7 +191,8 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 			if _, err := tx.Exec(ctx, `
 				WITH d AS (
 					UPDATE outbox o SET status = 'dead', last_error = t.e
-					FROM unnest($1::uuid[], $2::text[]) AS t(id, e) WHERE o.id = t.id AND o.status = 'pending'
+					FROM unnest($1::uuid[], $2::text[], $4::int[]) AS t(id, e, a)
+					WHERE o.id = t.id AND o.status = 'pending' AND o.attempts = t.a
 					RETURNING o.id
 				)
 				INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts)

@@ -1,0 +1,175 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/store"
+)
+
+// addOutbox writes n messages of one order, versions 1..n, due now.
+func addOutbox(t *testing.T, b *testBundle, merchantID, orderID uuid.UUID, n int) []uuid.UUID {
+	t.Helper()
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		ids[i] = uuid.New()
+		_, err := b.pool.Exec(context.Background(), `
+			INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, next_attempt_at)
+			VALUES ($1, $2, $3, $4, 'order.accepted', '{}', now() - interval '1 second')`,
+			ids[i], merchantID, orderID, i+1)
+		require.NoError(t, err)
+	}
+	return ids
+}
+
+func claimedIDs(ds []store.Delivery) []uuid.UUID {
+	out := make([]uuid.UUID, len(ds))
+	for i, d := range ds {
+		out[i] = d.ID
+	}
+	return out
+}
+
+func failed(d store.Delivery) store.AttemptResult {
+	return store.AttemptResult{Delivery: d, StartedAt: time.Now(), StatusCode: 500, Error: "answered 500"}
+}
+
+var fastPolicy = store.RetryPolicy{First: time.Millisecond, Max: time.Millisecond, MaxAttempts: 2}
+
+func TestClaimWebhooksKeepsOrderAndLeases(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/hook"})
+	ids := addOutbox(t, b, m.ID, uuid.New(), 3)
+
+	claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, ids[:1], claimedIDs(claimed), "a later message waits for the earlier one")
+	require.Equal(t, 1, claimed[0].Attempt)
+	require.Equal(t, "http://example.com/hook", claimed[0].URL)
+	require.Equal(t, m.WebhookSecret, claimed[0].Secret)
+
+	again, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
+	require.NoError(t, err)
+	require.Empty(t, again, "a leased message is nobody else's, and blocks its order")
+
+	// A failure keeps the order blocked; the retry comes first.
+	require.NoError(t, st.RecordWebhookAttempts(ctx, []store.AttemptResult{failed(claimed[0])}, store.RetryPolicy{First: time.Millisecond, Max: time.Millisecond, MaxAttempts: 5}))
+	time.Sleep(10 * time.Millisecond)
+	retry, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, ids[:1], claimedIDs(retry))
+	require.Equal(t, 2, retry[0].Attempt)
+
+	require.NoError(t, st.RecordWebhookAttempts(ctx, []store.AttemptResult{{Delivery: retry[0], StartedAt: time.Now(), StatusCode: 200, OK: true}}, fastPolicy))
+	next, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, ids[1:2], claimedIDs(next), "delivered: the next one of the order is due")
+
+	attempts, err := st.ListWebhookAttempts(ctx, ids[0], uuid.Nil, 10)
+	require.NoError(t, err)
+	require.Len(t, attempts, 2)
+	require.Equal(t, 2, attempts[0].Attempt, "newest first")
+	require.Equal(t, 200, *attempts[0].StatusCode)
+	require.Equal(t, "answered 500", *attempts[1].Error)
+}
+
+func TestClaimWebhooksIsFairAcrossMerchants(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	busy := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/busy"})
+	quiet := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/quiet"})
+	for range 50 {
+		addOutbox(t, b, busy.ID, uuid.New(), 1)
+	}
+	quietIDs := addOutbox(t, b, quiet.ID, uuid.New(), 1)
+
+	claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute, PerMerchant: 5})
+	require.NoError(t, err)
+	require.Len(t, claimed, 6, "five of the busy merchant, and the quiet one's")
+	require.Contains(t, claimedIDs(claimed), quietIDs[0])
+
+	skipped, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute, PerMerchant: 5, SkipMerchants: []uuid.UUID{busy.ID}})
+	require.NoError(t, err)
+	require.Empty(t, skipped, "a merchant at its limit is skipped")
+}
+
+func TestRecordWebhookAttemptsDeadLettersAndRetries(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/hook"})
+	ids := addOutbox(t, b, m.ID, uuid.New(), 2)
+	for attempt := 1; attempt <= fastPolicy.MaxAttempts; attempt++ {
+		time.Sleep(5 * time.Millisecond)
+		claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, ids[:1], claimedIDs(claimed))
+		require.NoError(t, st.RecordWebhookAttempts(ctx, []store.AttemptResult{failed(claimed[0])}, fastPolicy))
+	}
+	var status, lastError string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT status, last_error FROM outbox WHERE id = $1`, ids[0]).Scan(&status, &lastError))
+	require.Equal(t, "dead", status)
+	require.Equal(t, "answered 500", lastError)
+	dls, err := st.ListDeadLetters(ctx, store.ListDeadLettersParams{Kind: store.DeadLetterWebhook})
+	require.NoError(t, err)
+	require.Len(t, dls, 1)
+	require.Equal(t, ids[0], dls[0].RefID)
+	require.Contains(t, dls[0].Reason, "answered 500")
+
+	// Dead-lettered, the message no longer holds back the rest of its order.
+	next, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, ids[1:], claimedIDs(next))
+
+	n, err := st.RetryMerchantWebhooks(ctx, m.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	all, err := st.ListDeadLetters(ctx, store.ListDeadLettersParams{Kind: store.DeadLetterWebhook})
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	require.NotNil(t, all[0].ResolvedAt, "the bulk retry closes the dead letters it reopens")
+	var attempts int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT status, attempts FROM outbox WHERE id = $1`, ids[0]).Scan(&status, &attempts))
+	require.Equal(t, "pending", status)
+	require.Zero(t, attempts)
+	n, err = st.RetryMerchantWebhooks(ctx, m.ID)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+// TestStaleFailureKeepsNewerLease: an attempt that outlived its lease, and
+// fails after another relay claimed the row again, must not cut that
+// relay's lease short nor dead-letter the row under it.
+func TestStaleFailureKeepsNewerLease(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/hook"})
+	ids := addOutbox(t, b, m.ID, uuid.New(), 1)
+	first, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 1, Lease: time.Millisecond})
+	require.NoError(t, err)
+	require.Len(t, first, 1)
+	time.Sleep(5 * time.Millisecond)
+	second, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 1, Lease: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, ids, claimedIDs(second))
+
+	require.NoError(t, st.RecordWebhookAttempts(ctx, []store.AttemptResult{failed(first[0])}, store.RetryPolicy{First: time.Millisecond, Max: time.Millisecond, MaxAttempts: 1}))
+	var status string
+	var leased bool
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT status, next_attempt_at > now() + interval '30 minutes' FROM outbox WHERE id = $1`, ids[0]).Scan(&status, &leased))
+	require.Equal(t, "pending", status)
+	require.True(t, leased, "the second claim's lease stands")
+
+	// A late success still counts: the message did arrive.
+	require.NoError(t, st.RecordWebhookAttempts(ctx, []store.AttemptResult{{Delivery: first[0], StartedAt: time.Now(), StatusCode: 204, OK: true}}, fastPolicy))
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT status FROM outbox WHERE id = $1`, ids[0]).Scan(&status))
+	require.Equal(t, "delivered", status)
+}
