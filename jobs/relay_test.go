@@ -24,10 +24,14 @@ import (
 // receiver records what it gets and answers with its handler's status.
 type receiver struct {
 	mu         sync.Mutex
-	deliveries []delivery
+	arrivals   []delivery // every request, in arrival order, before it is answered
+	deliveries []delivery // the ones answered 200
 	status     atomic.Int32
 	hold       chan struct{} // when set, requests wait for it to close
-	srv        *httptest.Server
+	delay      time.Duration // every answer waits this long
+	// answer, when set, picks the status of each request instead of status.
+	answer func(d delivery, attempt int) int
+	srv    *httptest.Server
 }
 
 type delivery struct {
@@ -40,8 +44,22 @@ func newReceiver(t *testing.T, secret *string) *receiver {
 	r.status.Store(200)
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
+		var p store.WebhookPayload
+		_ = json.Unmarshal(body, &p)
+		d := delivery{
+			id: req.Header.Get("X-Orderd-Delivery"), typ: p.Type, orderID: p.Order.ID.String(),
+			signatureOK: req.Header.Get("X-Orderd-Signature") == webhook.Sign(*secret, body) && p.ID == req.Header.Get("X-Orderd-Delivery") &&
+				req.Header.Get("Content-Type") == "application/json" && req.Header.Get("User-Agent") == "orderd-webhooks/1",
+		}
 		r.mu.Lock()
-		hold := r.hold
+		hold, delay, answer := r.hold, r.delay, r.answer
+		attempt := 1
+		for _, a := range r.arrivals {
+			if a.id == d.id {
+				attempt++
+			}
+		}
+		r.arrivals = append(r.arrivals, d)
 		r.mu.Unlock()
 		if hold != nil {
 			select {
@@ -50,21 +68,28 @@ func newReceiver(t *testing.T, secret *string) *receiver {
 				return
 			}
 		}
+		if delay > 0 {
+			time.Sleep(delay)
+		}
 		status := int(r.status.Load())
+		if answer != nil {
+			status = answer(d, attempt)
+		}
 		if status == 200 {
-			var p store.WebhookPayload
-			_ = json.Unmarshal(body, &p)
 			r.mu.Lock()
-			r.deliveries = append(r.deliveries, delivery{
-				id: req.Header.Get("X-Orderd-Delivery"), typ: p.Type, orderID: p.Order.ID.String(),
-				signatureOK: req.Header.Get("X-Orderd-Signature") == webhook.Sign(*secret, body) && p.ID == req.Header.Get("X-Orderd-Delivery"),
-			})
+			r.deliveries = append(r.deliveries, d)
 			r.mu.Unlock()
 		}
 		w.WriteHeader(status)
 	}))
 	t.Cleanup(r.srv.Close)
 	return r
+}
+
+func (r *receiver) arrived() []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]delivery(nil), r.arrivals...)
 }
 
 func (r *receiver) got() []delivery {
@@ -87,8 +112,13 @@ func newRelayBundle(t *testing.T) *relayBundle {
 }
 
 func (b *relayBundle) runRelay(t *testing.T, timeout time.Duration) (stop func()) {
+	_, stop = b.startRelay(t, timeout)
+	return stop
+}
+
+func (b *relayBundle) startRelay(t *testing.T, timeout time.Duration) (relay *jobs.Relay, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	relay := jobs.NewRelay(b.store, webhook.NewSender(webhook.Options{Timeout: timeout, AllowLoopback: true}), b.relayCfg, nil)
+	relay = jobs.NewRelay(b.store, webhook.NewSender(webhook.Options{Timeout: timeout, AllowLoopback: true}), b.relayCfg, nil)
 	done := make(chan struct{})
 	go func() { defer close(done); relay.Run(ctx) }()
 	stopped := false
@@ -100,7 +130,7 @@ func (b *relayBundle) runRelay(t *testing.T, timeout time.Duration) (stop func()
 		}
 	}
 	t.Cleanup(stop)
-	return stop
+	return relay, stop
 }
 
 // webhookMerchant creates a merchant whose webhook points at r.
@@ -176,8 +206,10 @@ func TestRelayRetriesThenDeadLetters(t *testing.T) {
 	r.status.Store(500)
 	m, p := b.webhookMerchant(t, r, &secret, 5)
 	placeUnpaid(t, b.store, m, p, "alice", "pay")
-	b.runRelay(t, time.Second)
+	relay, _ := b.startRelay(t, time.Second)
 	waitFor(t, 10*time.Second, func() bool { return outboxStatus(t, b)["dead"] == 1 }, "dead after 3 attempts")
+	require.EqualValues(t, 1, relay.Stats.Dead.Load())
+	require.EqualValues(t, 3, relay.Stats.Failed.Load())
 	dls, err := b.store.ListDeadLetters(context.Background(), store.ListDeadLettersParams{Kind: store.DeadLetterWebhook})
 	require.NoError(t, err)
 	require.Len(t, dls, 1)
@@ -247,7 +279,8 @@ func TestDeadEndpointDoesNotDelayOthers(t *testing.T) {
 
 // TestRelayKilledMidDeliveryLosesNothing stops a relay while the receiver
 // holds its requests (sent, not acknowledged), then starts another: every
-// message ends delivered, and duplicates carry the same delivery id.
+// message ends delivered, the held ones arrive again, and every arrival
+// carries the id of its outbox row.
 func TestRelayKilledMidDeliveryLosesNothing(t *testing.T) {
 	t.Parallel()
 	b := newRelayBundle(t)
@@ -263,31 +296,89 @@ func TestRelayKilledMidDeliveryLosesNothing(t *testing.T) {
 		placeUnpaid(t, b.store, m, p, "alice", "pay")
 	}
 	stop := b.runRelay(t, 5*time.Second)
-	waitFor(t, 5*time.Second, func() bool {
-		var n int
-		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE attempts > 0`).Scan(&n))
-		return n == 10
-	}, "all claimed")
+	waitFor(t, 5*time.Second, func() bool { return len(r.arrived()) == 10 }, "all sent and held")
 	stop()
+	require.Empty(t, r.got(), "nothing acknowledged before the kill")
 	r.mu.Lock()
 	r.hold = nil
 	r.mu.Unlock()
 	close(hold)
+
 	b.runRelay(t, 5*time.Second)
 	waitFor(t, 10*time.Second, func() bool { return outboxStatus(t, b)["delivered"] == 10 }, "every message delivered")
-	var ids []string
-	for _, d := range r.got() {
-		ids = append(ids, d.id)
-	}
-	var rows []string
+	rows := map[string]bool{}
 	rs, err := b.pool.Query(context.Background(), `SELECT id::text FROM outbox`)
 	require.NoError(t, err)
 	for rs.Next() {
 		var id string
 		require.NoError(t, rs.Scan(&id))
-		rows = append(rows, id)
+		rows[id] = true
 	}
-	require.Subset(t, ids, rows, "every message arrived, duplicates with the same id")
+	require.NoError(t, rs.Err())
+	require.Len(t, rows, 10)
+	seen := map[string]int{}
+	for _, d := range r.arrived() {
+		require.True(t, rows[d.id], "an arrival carries its outbox row's id")
+		require.True(t, d.signatureOK)
+		seen[d.id]++
+	}
+	for id := range rows {
+		require.GreaterOrEqual(t, seen[id], 2, "held before the kill and sent again after it, with the same id")
+	}
+}
+
+func TestRelayDeliversSlowAnswersWithinTimeout(t *testing.T) {
+	t.Parallel()
+	b := newRelayBundle(t)
+	var secret string
+	r := newReceiver(t, &secret)
+	r.delay = 300 * time.Millisecond
+	m, p := b.webhookMerchant(t, r, &secret, 5)
+	for range 3 {
+		placeUnpaid(t, b.store, m, p, "alice", "pay")
+	}
+	b.runRelay(t, 2*time.Second)
+	waitFor(t, 10*time.Second, func() bool { return outboxStatus(t, b)["delivered"] == 3 }, "delivered")
+	var attempts, slow int
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT count(*), count(*) FILTER (WHERE latency_ms >= 300 AND status_code = 200) FROM webhook_attempts`).Scan(&attempts, &slow))
+	require.Equal(t, 3, attempts, "one attempt each")
+	require.Equal(t, 3, slow, "latency recorded")
+}
+
+// TestRelayKeepsOrderThroughRetries fails every message's first attempts:
+// an order's completion never arrives before its acceptance was delivered.
+func TestRelayKeepsOrderThroughRetries(t *testing.T) {
+	t.Parallel()
+	b := newRelayBundle(t)
+	b.relayCfg.Policy.MaxAttempts = 10
+	var secret string
+	r := newReceiver(t, &secret)
+	r.answer = func(d delivery, attempt int) int {
+		if attempt <= 2 {
+			return 500
+		}
+		return 200
+	}
+	m, p := b.webhookMerchant(t, r, &secret, 20)
+	ctx := context.Background()
+	for range 10 {
+		o := placeUnpaid(t, b.store, m, p, "alice", "pay")
+		_, err := b.store.CompleteOrder(ctx, o.ID, store.Access{Actor: domain.ActorAdmin}, "")
+		require.NoError(t, err)
+	}
+	b.runRelay(t, time.Second)
+	waitFor(t, 15*time.Second, func() bool { return outboxStatus(t, b)["delivered"] == 20 }, "all delivered")
+	acceptedAnswered := map[string]int{}
+	for _, d := range r.arrived() {
+		switch d.typ {
+		case "order.accepted":
+			acceptedAnswered[d.orderID]++
+		case "order.completed":
+			require.Equal(t, 3, acceptedAnswered[d.orderID], "completion sent only after the acceptance's third, successful attempt")
+		}
+	}
+	require.Len(t, r.got(), 20)
 }
 
 // BenchmarkRelay delivers b.N messages of 20 merchants to a loopback
