@@ -633,7 +633,7 @@ func wsWatch(ctx context.Context, t *Target, o Options) (*Result, error) {
 	var wg sync.WaitGroup
 	connected := make(chan struct{}, clients)
 	var dialErr atomic.Value
-	runCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	runCtx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 	for _, ord := range orders {
 		if ord.Status != "queued" {
