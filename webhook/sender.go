@@ -68,7 +68,7 @@ func NewSender(o Options) *Sender {
 		Timeout:   o.Timeout,
 		// Redirects are followed only on the same host, at most three times.
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 3 {
+			if len(via) > 3 {
 				return errors.New("too many redirects")
 			}
 			if req.URL.Host != via[0].URL.Host {
@@ -79,15 +79,34 @@ func NewSender(o Options) *Sender {
 	}}
 }
 
-// checkAddr refuses link-local (cloud metadata lives there), unspecified,
-// multicast and, unless allowed, loopback addresses. Private ranges stay
-// allowed: merchants run receivers on their own networks.
+// metadataAddrs are cloud instance-metadata endpoints outside link-local.
+var metadataAddrs = map[netip.Addr]bool{
+	netip.MustParseAddr("100.100.100.200"): true, // Alibaba Cloud
+	netip.MustParseAddr("fd00:ec2::254"):   true, // AWS, over IPv6
+}
+
+var (
+	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")    // Linux connects 0.0.0.0 to the host itself
+	nat64       = netip.MustParsePrefix("64:ff9b::/96") // reaches the IPv4 address in its last 4 bytes
+	broadcast   = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+)
+
+// checkAddr refuses link-local (cloud metadata lives there) and other
+// metadata addresses, unspecified, multicast, broadcast and, unless allowed,
+// loopback addresses. Private ranges (10/8, 172.16/12, 192.168/16, fc00::/7)
+// stay allowed on purpose: merchants run receivers on their own networks,
+// and a deployment that must not reach its private network puts the relay
+// behind an egress firewall, which no check here can replace.
 func checkAddr(a netip.Addr, allowLoopback bool) error {
 	a = a.Unmap()
+	if nat64.Contains(a) {
+		b := a.As16()
+		a = netip.AddrFrom4([4]byte(b[12:]))
+	}
 	switch {
 	case a.IsLoopback() && !allowLoopback,
 		a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast(), a.IsInterfaceLocalMulticast(),
-		a.IsMulticast(), a.IsUnspecified():
+		a.IsMulticast(), a.IsUnspecified(), thisNetwork.Contains(a), a == broadcast, metadataAddrs[a]:
 		return fmt.Errorf("%w: %s", ErrForbiddenAddress, a)
 	}
 	return nil

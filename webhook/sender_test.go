@@ -3,9 +3,11 @@ package webhook_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,4 +82,60 @@ func TestSendTimesOutAndReadsLittle(t *testing.T) {
 	defer big.Close()
 	res = s.Send(context.Background(), webhook.Message{ID: "d", URL: big.URL, Body: []byte("{}")})
 	require.Equal(t, 500, res.StatusCode)
+}
+
+func TestSendRefusesAtDialTime(t *testing.T) {
+	t.Parallel()
+	strict := webhook.NewSender(webhook.Options{Timeout: time.Second})
+	for _, url := range []string{
+		"http://localhost:1/",                    // a name: refused on the address it resolves to
+		"http://100.100.100.200/",                // metadata outside link-local
+		"http://[fd00:ec2::254]/",                // metadata over IPv6
+		"http://[fe80::1]:1/",                    // link-local IPv6
+		"http://[::ffff:169.254.169.254]/",       // mapped IPv4
+		"http://[64:ff9b::a9fe:a9fe]/",           // NAT64 of 169.254.169.254
+		"http://0.0.0.1:1/", "http://224.0.0.1/", // this network, multicast
+	} {
+		res := strict.Send(context.Background(), webhook.Message{ID: "d", URL: url, Body: []byte("{}")})
+		require.ErrorIs(t, res.Err, webhook.ErrForbiddenAddress, url)
+	}
+}
+
+func TestSendAllowsLoopbackWhenConfigured(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+	defer srv.Close()
+	s := webhook.NewSender(webhook.Options{Timeout: time.Second, AllowLoopback: true})
+	res := s.Send(context.Background(), webhook.Message{ID: "d", URL: strings.Replace(srv.URL, "127.0.0.1", "localhost", 1), Body: []byte("{}")})
+	require.True(t, res.OK(), "%v", res.Err)
+	res = s.Send(context.Background(), webhook.Message{ID: "d", URL: "http://169.254.169.254/", Body: []byte("{}")})
+	require.ErrorIs(t, res.Err, webhook.ErrForbiddenAddress, "loopback allowed does not open link-local")
+}
+
+func TestSendFollowsAtMostThreeRedirectsOnTheSameHost(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	var gotBody []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := hits.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		gotBody = append(gotBody, string(body))
+		if r.URL.Path == "/loop" || n < 3 {
+			http.Redirect(w, r, r.URL.Path, http.StatusTemporaryRedirect)
+			return
+		}
+		w.WriteHeader(200)
+	}))
+	defer srv.Close()
+	s := webhook.NewSender(webhook.Options{Timeout: time.Second, AllowLoopback: true})
+	res := s.Send(context.Background(), webhook.Message{ID: "d", URL: srv.URL + "/ok", Body: []byte(`{"a":1}`)})
+	require.True(t, res.OK(), "%v", res.Err)
+	require.Equal(t, []string{`{"a":1}`, `{"a":1}`, `{"a":1}`}, gotBody, "a 307 re-sends the body")
+
+	hits.Store(10)
+	gotBody = nil
+	res = s.Send(context.Background(), webhook.Message{ID: "d", URL: srv.URL + "/loop", Body: []byte("{}")})
+	require.False(t, res.OK())
+	require.ErrorContains(t, res.Err, "too many redirects")
+	require.Len(t, gotBody, 4, "the first request and three redirects")
 }
