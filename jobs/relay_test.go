@@ -420,5 +420,6 @@ func BenchmarkRelay(b *testing.B) {
 	cancel()
 	<-done
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "deliveries/s")
+	b.ReportMetric(float64(received.Load()-int64(b.N)), "duplicates")
 	require.GreaterOrEqual(b, received.Load(), int64(b.N))
 }

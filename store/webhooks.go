@@ -59,27 +59,28 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 			SELECT (SELECT o2.merchant_id FROM outbox o2 WHERE o2.status = 'pending' AND o2.merchant_id > p.merchant_id
 			        ORDER BY o2.merchant_id LIMIT 1)
 			FROM merchants_with_pending p WHERE p.merchant_id IS NOT NULL
-		), merchants_due AS (
-			SELECT merchant_id FROM merchants_with_pending WHERE merchant_id IS NOT NULL AND merchant_id <> ALL($3)
+		), due AS (
+			SELECT x.id FROM merchants_with_pending mm,
+			LATERAL (
+				-- The row comparisons confine the scan to this merchant's due
+				-- rows in outbox_pending_merchant_idx; with a plain equality
+				-- the planner may walk every due row of every merchant in
+				-- outbox_pending_idx instead, once per merchant. Locking here
+				-- lets a concurrent claim move on to the next rows.
+				SELECT d.id, d.merchant_id, d.next_attempt_at FROM outbox d
+				WHERE (d.merchant_id, d.next_attempt_at) >= (mm.merchant_id, '-infinity'::timestamptz)
+				  AND (d.merchant_id, d.next_attempt_at) <= (mm.merchant_id, now()) AND d.status = 'pending'
+				  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.order_id = d.order_id AND e.order_version < d.order_version AND e.status = 'pending')
+				ORDER BY d.merchant_id, d.next_attempt_at LIMIT $4
+				FOR UPDATE OF d SKIP LOCKED
+			) x
+			WHERE mm.merchant_id IS NOT NULL AND mm.merchant_id <> ALL($3)
+			-- Round robin: every merchant's first message before anyone's second.
+			ORDER BY row_number() OVER (PARTITION BY x.merchant_id ORDER BY x.next_attempt_at), x.next_attempt_at
+			LIMIT $1
 		)
 		UPDATE outbox o SET attempts = o.attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond'
-		FROM (
-			SELECT c.id FROM outbox c
-			WHERE c.id IN (
-				SELECT x.id
-				FROM merchants_due mm,
-				LATERAL (
-					SELECT d.id FROM outbox d
-					WHERE d.merchant_id = mm.merchant_id AND d.status = 'pending' AND d.next_attempt_at <= now()
-					  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.order_id = d.order_id AND e.order_version < d.order_version AND e.status = 'pending')
-					-- merchant_id leads the order so that the planner walks
-					-- outbox_pending_merchant_idx, not every due row.
-					ORDER BY d.merchant_id, d.next_attempt_at LIMIT $4
-				) x
-			) AND c.status = 'pending' AND c.next_attempt_at <= now()
-			ORDER BY c.next_attempt_at
-			LIMIT $1 FOR UPDATE OF c SKIP LOCKED
-		) due, merchants m
+		FROM due, merchants m
 		WHERE o.id = due.id AND m.id = o.merchant_id
 		RETURNING o.id, o.merchant_id, o.order_id, o.event_type, o.payload::text, o.attempts, coalesce(m.webhook_url, ''), m.webhook_secret`,
 		p.Limit, p.Lease.Milliseconds(), skip, perMerchant)

@@ -90,6 +90,15 @@ func TestClaimWebhooksIsFairAcrossMerchants(t *testing.T) {
 	}
 	quietIDs := addOutbox(t, b, quiet.ID, uuid.New(), 1)
 
+	// The busy merchant's 50 messages are older, yet one claim of two
+	// takes one of each merchant: round robin, not oldest first.
+	two, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 2, Lease: time.Minute, PerMerchant: 5})
+	require.NoError(t, err)
+	require.Len(t, two, 2)
+	require.ElementsMatch(t, []uuid.UUID{busy.ID, quiet.ID}, []uuid.UUID{two[0].MerchantID, two[1].MerchantID})
+	_, err = b.pool.Exec(ctx, `UPDATE outbox SET attempts = 0, next_attempt_at = now() - interval '1 second'`)
+	require.NoError(t, err)
+
 	claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute, PerMerchant: 5})
 	require.NoError(t, err)
 	require.Len(t, claimed, 6, "five of the busy merchant, and the quiet one's")
