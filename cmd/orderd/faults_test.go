@@ -260,8 +260,7 @@ func retrying(t *testing.T, hc *http.Client, bases []string, method, path, token
 }
 
 type orderView struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
+	ID string `json:"id"`
 }
 
 // TestCrashesLoseNothing kills orderd processes with SIGKILL at random moments
