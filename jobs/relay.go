@@ -72,6 +72,7 @@ type Relay struct {
 	perMerchant map[uuid.UUID]int // claimed and not yet finished, by merchant
 	outstanding int               // claimed and not yet finished, in all
 	results     []store.AttemptResult
+	abandoned   []store.Abandoned
 	capacity    chan struct{} // a delivery finished: a claim may fit now
 	full        chan struct{} // enough outcomes wait to be worth a flush now
 }
@@ -137,6 +138,24 @@ func (r *Relay) Run(ctx context.Context) {
 	stopFlush()
 	<-flushDone
 	r.flush(context.Background())
+	r.release()
+}
+
+// release hands abandoned rows back at once, so that a restart or another
+// instance need not wait for their leases.
+func (r *Relay) release() {
+	r.mu.Lock()
+	abandoned := r.abandoned
+	r.abandoned = nil
+	r.mu.Unlock()
+	if len(abandoned) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.store.ReleaseWebhooks(ctx, abandoned); err != nil {
+		r.log.Warn("release webhooks; they return after their lease", "err", err, "count", len(abandoned))
+	}
 }
 
 // claimLoop claims due rows whenever a batch fits and queues them for the
@@ -220,7 +239,8 @@ func (r *Relay) claim(ctx context.Context, limit int, skip []uuid.UUID) []store.
 func (r *Relay) deliver(ctx context.Context, d store.Delivery) {
 	var res webhook.Result
 	started := time.Now()
-	if ctx.Err() == nil {
+	sent := ctx.Err() == nil
+	if sent {
 		res = r.sender.Send(ctx, webhook.Message{ID: d.ID.String(), URL: d.URL, Secret: d.Secret, Body: d.Payload})
 	}
 	r.mu.Lock()
@@ -232,7 +252,9 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) {
 	signal(r.capacity)
 	if ctx.Err() != nil && !res.OK() {
 		// Cut short or never sent because of shutdown: neither a success
-		// nor the endpoint's fault. The lease hands the row to the next relay.
+		// nor the endpoint's fault. Run hands the row back when it stops;
+		// should that fail, the lease does.
+		r.abandoned = append(r.abandoned, store.Abandoned{Delivery: d, Sent: sent})
 		return
 	}
 	out := store.AttemptResult{Delivery: d, StartedAt: started, Latency: res.Latency, StatusCode: res.StatusCode, OK: res.OK()}

@@ -123,8 +123,12 @@ func (b *relayBundle) runRelay(t *testing.T, timeout time.Duration) (stop func()
 }
 
 func (b *relayBundle) startRelay(t *testing.T, timeout time.Duration) (relay *jobs.Relay, stop func()) {
+	return b.startRelayOn(t, b.store, timeout)
+}
+
+func (b *relayBundle) startRelayOn(t *testing.T, st *store.Store, timeout time.Duration) (relay *jobs.Relay, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	relay = jobs.NewRelay(b.store, webhook.NewSender(webhook.Options{Timeout: timeout, AllowLoopback: true}), b.relayCfg, nil)
+	relay = jobs.NewRelay(st, webhook.NewSender(webhook.Options{Timeout: timeout, AllowLoopback: true}), b.relayCfg, nil)
 	done := make(chan struct{})
 	go func() { defer close(done); relay.Run(ctx) }()
 	stopped := false
@@ -283,10 +287,11 @@ func TestDeadEndpointDoesNotDelayOthers(t *testing.T) {
 	waitFor(t, 3*time.Second, func() bool { return len(live.got()) == 5 }, "the live merchant is served while the dead one hangs")
 }
 
-// TestRelayKilledMidDeliveryLosesNothing stops a relay while the receiver
-// holds its requests (sent, not acknowledged), then starts another: every
-// message ends delivered, the held ones arrive again, and every arrival
-// carries the id of its outbox row.
+// TestRelayKilledMidDeliveryLosesNothing kills a relay while the receiver
+// holds its requests (sent, not acknowledged): its database connections go
+// first, so that it can record and release nothing, as in a crash. Another
+// relay takes over after the leases: every message ends delivered, the held
+// ones arrive again, and every arrival carries the id of its outbox row.
 func TestRelayKilledMidDeliveryLosesNothing(t *testing.T) {
 	t.Parallel()
 	b := newRelayBundle(t)
@@ -301,8 +306,11 @@ func TestRelayKilledMidDeliveryLosesNothing(t *testing.T) {
 	for range 10 {
 		placeUnpaid(t, b.store, m, p, "alice", "pay")
 	}
-	stop := b.runRelay(t, 5*time.Second)
+	doomedPool, err := pgxpool.New(context.Background(), b.pool.Config().ConnString())
+	require.NoError(t, err)
+	_, stop := b.startRelayOn(t, store.New(doomedPool, nil), 5*time.Second)
 	waitFor(t, 5*time.Second, func() bool { return len(r.arrived()) == 10 }, "all sent and held")
+	doomedPool.Close()
 	stop()
 	require.Empty(t, r.got(), "nothing acknowledged before the kill")
 	r.mu.Lock()
@@ -331,6 +339,44 @@ func TestRelayKilledMidDeliveryLosesNothing(t *testing.T) {
 	for id := range rows {
 		require.GreaterOrEqual(t, seen[id], 2, "held before the kill and sent again after it, with the same id")
 	}
+}
+
+// TestRelayStopHandsBackAtOnce: a relay that stops gracefully releases what
+// it claimed, so the next one need not wait out a long lease, and an attempt
+// that never left is not counted.
+func TestRelayStopHandsBackAtOnce(t *testing.T) {
+	t.Parallel()
+	b := newRelayBundle(t)
+	b.relayCfg.Lease = time.Hour
+	b.relayCfg.Workers = 2
+	var secret string
+	r := newReceiver(t, &secret)
+	hold := make(chan struct{})
+	r.mu.Lock()
+	r.hold = hold
+	r.mu.Unlock()
+	m, p := b.webhookMerchant(t, r, &secret, 100)
+	for range 5 {
+		placeUnpaid(t, b.store, m, p, "alice", "pay")
+	}
+	stop := b.runRelay(t, 5*time.Second)
+	waitFor(t, 5*time.Second, func() bool {
+		var n int
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE attempts > 0`).Scan(&n))
+		return n == 5 && len(r.arrived()) == 2
+	}, "five claimed, two sent and held")
+	stop()
+	var sentAttempts, unsentAttempts int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT coalesce(sum(attempts) FILTER (WHERE id = ANY($1::uuid[])), 0), coalesce(sum(attempts) FILTER (WHERE id <> ALL($1::uuid[])), 0) FROM outbox`,
+		[]string{r.arrived()[0].id, r.arrived()[1].id}).Scan(&sentAttempts, &unsentAttempts))
+	require.Equal(t, 2, sentAttempts, "the two sent keep their attempt")
+	require.Zero(t, unsentAttempts, "the three never sent give theirs back")
+	r.mu.Lock()
+	r.hold = nil
+	r.mu.Unlock()
+	close(hold)
+	b.runRelay(t, 5*time.Second)
+	waitFor(t, 5*time.Second, func() bool { return outboxStatus(t, b)["delivered"] == 5 }, "delivered long before the hour-long leases end")
 }
 
 func TestRelayDeliversSlowAnswersWithinTimeout(t *testing.T) {

@@ -211,6 +211,32 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 	})
 }
 
+// Abandoned is a claimed delivery that a stopping relay did not finish.
+type Abandoned struct {
+	Delivery Delivery
+	// Sent is false when it never left the relay: that attempt is given back.
+	Sent bool
+}
+
+// ReleaseWebhooks ends the leases of abandoned deliveries, making them due
+// now. A row claimed again since (its lease ran out) is left alone.
+func (s *Store) ReleaseWebhooks(ctx context.Context, abandoned []Abandoned) error {
+	ids := make([][16]byte, len(abandoned))
+	attempts := make([]int32, len(abandoned))
+	unsent := make([]bool, len(abandoned))
+	for i, a := range abandoned {
+		ids[i], attempts[i], unsent[i] = a.Delivery.ID, int32(a.Delivery.Attempt), !a.Sent
+	}
+	_, err := s.pool.Exec(ctx, `
+		UPDATE outbox o SET next_attempt_at = now(), attempts = o.attempts - CASE WHEN t.unsent THEN 1 ELSE 0 END
+		FROM unnest($1::uuid[], $2::int[], $3::bool[]) AS t(id, a, unsent)
+		WHERE o.id = t.id AND o.status = 'pending' AND o.attempts = t.a`, ids, attempts, unsent)
+	if err != nil {
+		return mapErr(fmt.Errorf("release webhooks: %w", err))
+	}
+	return nil
+}
+
 // RetryMerchantWebhooks hands every dead-lettered webhook of a merchant back
 // to the relay, after an outage; it returns how many.
 func (s *Store) RetryMerchantWebhooks(ctx context.Context, merchantID uuid.UUID) (int, error) {
