@@ -416,6 +416,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 	for _, s := range servers {
 		s.start()
 	}
+	restarted := time.Now()
 	close(unpaid)
 	for id := range unpaid {
 		stranded = append(stranded, id)
@@ -430,6 +431,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE id = ANY($1::uuid[]) AND status = 'awaiting_payment'`, stranded).Scan(&open)
 		return err == nil && open == 0
 	}, 30*time.Second, 100*time.Millisecond, "payment timers that fell due during the outage never fired")
+	t.Logf("overdue timers fired within %s of the restart", time.Since(restarted).Round(100*time.Millisecond))
 	var closed int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE id = ANY($1::uuid[]) AND status = 'closed'`, stranded).Scan(&closed))
 	require.Len(t, stranded, closed, "every order left unpaid is closed")
@@ -470,6 +472,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE status <> 'delivered'`).Scan(&pending)
 		return err == nil && pending == 0
 	}, 60*time.Second, 200*time.Millisecond, "webhooks left undelivered")
+	t.Logf("webhooks delivered within %s of the restart", time.Since(restarted).Round(100*time.Millisecond))
 	rows, err = pool.Query(ctx, `SELECT id::text FROM outbox`)
 	require.NoError(t, err)
 	delivered := 0
