@@ -2,6 +2,8 @@ package api
 
 import "net/http"
 
+// audit answers the checks of `orderd audit`. Only admins: each check scans
+// whole tables, and the samples name customers and orders of every merchant.
 func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	if !principalOf(r).IsAdmin() {
 		writeProblem(w, r, errAdminOnly)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -300,7 +301,9 @@ func seedHistory(tb testing.TB, pool *pgxpool.Pool, merchants, perMerchant int) 
 	for range workers {
 		require.NoError(tb, <-errs)
 	}
-	_, err := pool.Exec(context.Background(), `ANALYZE`)
+	// As autovacuum would have on a live system: statistics, and a visibility
+	// map that lets the audits read the events from their index alone.
+	_, err := pool.Exec(context.Background(), `VACUUM ANALYZE`)
 	require.NoError(tb, err)
 }
 
@@ -462,12 +465,15 @@ func BenchmarkAudit1M(b *testing.B) {
 	seedHistory(b, pool, 1000, 1000)
 	b.Logf("seeded 1,000,000 orders in %s", time.Since(start).Round(time.Second))
 	ctx := context.Background()
+	var times []string
 	for _, name := range store.AuditChecks {
 		start := time.Now()
 		var n int
 		require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM audit.`+name).Scan(&n))
-		b.Logf("%-26s %6d violations in %s", name, n, time.Since(start).Round(time.Millisecond))
+		require.Zero(b, n, name)
+		times = append(times, fmt.Sprintf("%s %s", name, time.Since(start).Round(time.Millisecond)))
 	}
+	b.Logf("each view alone, with the server's defaults: %s", strings.Join(times, ", "))
 	b.ResetTimer()
 	for range b.N {
 		report, err := st.Audit(ctx)
