@@ -79,6 +79,11 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 		{"stream_version_gaps", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data) VALUES ($1, 'order', 9, 'order.completed', '{}')`, f.unpaid.ID)
 		}},
+		{"stream_version_gaps", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// A duplicate, were the unique constraint ever lost.
+			exec(t, pool, `ALTER TABLE events DROP CONSTRAINT events_stream_version_key`)
+			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data) VALUES ($1, 'order', 1, 'order.placed', '{}')`, f.unpaid.ID)
+		}},
 		{"projection_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			exec(t, pool, `UPDATE orders SET status = 'completed' WHERE id = $1`, f.queued.ID)
 		}},
@@ -110,11 +115,15 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 		}},
 		{"fifo_violations", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// An order behind the waiting one is admitted from the queue first.
-			admitQueuedBehind(t, pool, f, false)
+			admitQueuedBehind(t, pool, f, false, false)
 		}},
 		{"fifo_violations", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// The same, for an order back from its dead letter into its old place.
-			admitQueuedBehind(t, pool, f, true)
+			admitQueuedBehind(t, pool, f, true, false)
+		}},
+		{"fifo_violations", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// The same, the order admitted being the one back from its dead letter.
+			admitQueuedBehind(t, pool, f, false, true)
 		}},
 		{"projection_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// The stream moved on and the row did not.
@@ -153,13 +162,13 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 
 // admitQueuedBehind admits, behind the store's back, a new order from the
 // fixture merchant's queue while the fixture's queued order, with a smaller
-// sequence number, still waits; requeued makes the waiting order one that
-// came back to its place from a dead letter.
-func admitQueuedBehind(t *testing.T, pool *pgxpool.Pool, f auditFixture, requeued bool) {
+// sequence number, still waits; either may be an order that came back to its
+// place from a dead letter (requeued).
+func admitQueuedBehind(t *testing.T, pool *pgxpool.Pool, f auditFixture, waitingRequeued, admittedRequeued bool) {
 	t.Helper()
 	var seq int64
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT queue_seq FROM orders WHERE id = $1`, f.queued.ID).Scan(&seq))
-	if requeued {
+	if waitingRequeued {
 		exec(t, pool, `ALTER TABLE events DISABLE TRIGGER USER`)
 		exec(t, pool, `UPDATE events SET type = 'order.requeued' WHERE stream_id = $1 AND type = 'order.queued'`, f.queued.ID)
 		exec(t, pool, `ALTER TABLE events ENABLE TRIGGER USER`)
@@ -167,8 +176,12 @@ func admitQueuedBehind(t *testing.T, pool *pgxpool.Pool, f auditFixture, requeue
 	id := uuid.New()
 	exec(t, pool, `INSERT INTO orders (id, merchant_id, customer_id, items, total_cents, status, version, placed_at, payment_deadline, queue_seq)
 		VALUES ($1, $2, 'z', '[]', 0, 'accepted', 2, now(), now(), $3)`, id, f.merchant.ID, seq+1)
+	entered := domain.EventOrderQueued
+	if admittedRequeued {
+		entered = domain.EventOrderRequeued
+	}
 	exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
-		VALUES ($1, 'order', 1, 'order.queued', '{}'), ($1, 'order', 2, 'order.accepted', '{"from_queue": true}')`, id)
+		VALUES ($1, 'order', 1, $2, '{}'), ($1, 'order', 2, 'order.accepted', '{"from_queue": true}')`, id, entered)
 }
 
 // TestAuditCleanOnBusySystem drives one merchant hard from many goroutines
