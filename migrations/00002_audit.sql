@@ -206,6 +206,9 @@ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'orderd_auditor') THEN
         CREATE ROLE orderd_auditor LOGIN;
     END IF;
+EXCEPTION
+    -- Another database on this server created it meanwhile.
+    WHEN duplicate_object OR unique_violation THEN NULL;
 END
 $$;
 -- +goose StatementEnd
