@@ -103,8 +103,8 @@ func NewRelay(st *store.Store, sender *webhook.Sender, cfg RelayConfig, log *slo
 }
 
 // Run relays until ctx ends. Then it abandons queued deliveries, cuts short
-// those in flight (their leases hand them to the next relay), records every
-// outcome it has, and returns.
+// those in flight, records every outcome it has, hands the abandoned rows
+// back (or, failing that, leaves them to their leases), and returns.
 func (r *Relay) Run(ctx context.Context) {
 	queue := make(chan store.Delivery, r.cfg.Claimers*r.cfg.Batch)
 	var workers sync.WaitGroup
@@ -216,7 +216,12 @@ func (r *Relay) reserve() (int, []uuid.UUID) {
 }
 
 func (r *Relay) claim(ctx context.Context, limit int, skip []uuid.UUID) []store.Delivery {
-	claimed, err := r.store.ClaimWebhooks(ctx, store.ClaimParams{
+	// A claim is not cut short by shutdown: pgx would close the connection,
+	// and a claim that commits unseen waits out its lease, while one that
+	// finishes is queued, abandoned and released at once.
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	claimed, err := r.store.ClaimWebhooks(claimCtx, store.ClaimParams{
 		Limit: limit, Lease: r.cfg.Lease, SkipMerchants: skip, PerMerchant: r.cfg.PerMerchant,
 	})
 	if err != nil {
@@ -229,7 +234,7 @@ func (r *Relay) claim(ctx context.Context, limit int, skip []uuid.UUID) []store.
 		r.perMerchant[d.MerchantID]++
 	}
 	r.mu.Unlock()
-	if err != nil && ctx.Err() == nil {
+	if err != nil {
 		r.log.Warn("claim webhooks", "err", err)
 		r.wait(ctx, nil)
 	}
