@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -224,5 +225,42 @@ func TestPublicEndpointsNeedNoToken(t *testing.T) {
 			r := b.do(t, req{method: "GET", path: path, token: tokens[c]})
 			require.Equal(t, http.StatusOK, r.status, "%s as %s: %s", path, c, r.raw)
 		}
+	}
+}
+
+// TestUnknownIDsAreNotFound sends every endpoint that takes an id a fresh
+// one, as a caller who could act on it if it existed: the answer is 404, not
+// a refusal or a conflict that would describe something that is not there.
+func TestUnknownIDsAreNotFound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.customer(t, "alice")
+	bodies := map[string]any{
+		"PATCH /v1/merchants/{id}":                 map[string]any{"capacity": 1},
+		"POST /v1/merchants/{id}/products":         map[string]any{"name": "Tea", "price_cents": 1},
+		"POST /v1/products/{id}/restock":           map[string]any{"quantity": 1},
+		"POST /v1/orders/{id}/pay":                 map[string]any{"payment_ref": "p"},
+		"POST /v1/admin/dead-letters/{id}/resolve": map[string]any{"note": "n"},
+	}
+	for _, ep := range []struct{ method, path, token string }{
+		{"GET", "/v1/merchants/{id}", b.admin},
+		{"PATCH", "/v1/merchants/{id}", b.admin},
+		{"POST", "/v1/merchants/{id}/webhook-secret", b.admin},
+		{"POST", "/v1/merchants/{id}/products", b.admin},
+		{"GET", "/v1/merchants/{id}/products", b.admin},
+		{"GET", "/v1/merchants/{id}/orders", b.admin},
+		{"GET", "/v1/products/{id}", b.admin},
+		{"POST", "/v1/products/{id}/restock", b.admin},
+		{"GET", "/v1/orders/{id}", b.admin},
+		{"GET", "/v1/orders/{id}/events", b.admin},
+		{"POST", "/v1/orders/{id}/pay", alice},
+		{"POST", "/v1/orders/{id}/cancel", b.admin},
+		{"POST", "/v1/orders/{id}/complete", b.admin},
+		{"POST", "/v1/admin/dead-letters/{id}/retry", b.admin},
+		{"POST", "/v1/admin/dead-letters/{id}/resolve", b.admin},
+	} {
+		path := strings.Replace(ep.path, "{id}", uuid.NewString(), 1)
+		r := b.do(t, req{method: ep.method, path: path, token: ep.token, body: bodies[ep.method+" "+ep.path]})
+		require.Equal(t, http.StatusNotFound, r.status, "%s %s: %s", ep.method, ep.path, r.raw)
 	}
 }

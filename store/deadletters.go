@@ -96,6 +96,9 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, id uuid.UUID, note string
 	if len(note) > 2000 {
 		return nil, domain.Errorf(domain.CodeValidation, "note must be at most 2000 characters")
 	}
+	if _, err := s.GetDeadLetter(ctx, id); err != nil {
+		return nil, err
+	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error { return closeDeadLetter(ctx, tx, id, "resolved", note) })
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,6 +41,11 @@ type placement struct {
 	p       PlaceParams
 	orderID uuid.UUID
 	done    chan struct{}
+	// state settles who decides when the caller's deadline and the commit
+	// meet: a caller that gives up first abandons the request, which the
+	// batch then leaves out; a batch about to commit claims it first, and
+	// the caller waits for the outcome. A request answered 503 never commits.
+	state atomic.Int32
 
 	// Filled by the batch.
 	result   *PlaceResult
@@ -64,7 +70,10 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceParams) (*PlaceResult, er
 	select {
 	case <-pl.done:
 	case <-ctx.Done():
-		return nil, mapErr(ctx.Err())
+		if pl.state.CompareAndSwap(statePending, stateAbandoned) {
+			return nil, mapErr(ctx.Err())
+		}
+		<-pl.done
 	}
 	if pl.err != nil {
 		return nil, pl.err
@@ -83,10 +92,40 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceParams) (*PlaceResult, er
 // deadlines and stop waiting when those pass.
 const placeBatchTimeout = 15 * time.Second
 
+const (
+	statePending int32 = iota
+	stateAbandoned
+	stateCommitting
+)
+
+// errAbandoned rolls a batch back when a caller gave up before the commit.
+var errAbandoned = errors.New("a caller abandoned its placement before the commit")
+
 func (s *Store) placeBatch(batch []*placement) {
+	live := batch[:0:0]
+	for _, pl := range batch {
+		if pl.state.Load() == stateAbandoned {
+			close(pl.done)
+			continue
+		}
+		live = append(live, pl)
+	}
+	batch = live
+	if len(batch) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), placeBatchTimeout)
 	defer cancel()
-	err := s.inTx(ctx, func(tx pgx.Tx) error { return s.placeInTx(ctx, tx, batch) })
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.placeInTx(ctx, tx, batch); err != nil {
+			return err
+		}
+		return claimForCommit(batch)
+	})
+	if errors.Is(err, errAbandoned) {
+		s.placeBatch(batch)
+		return
+	}
 	if err != nil && len(batch) > 1 && domain.ErrorCode(err) != domain.CodeUnavailable {
 		// One request's unexpected failure must not fail the others: place
 		// each alone. An unavailable database fails them all at once.
@@ -166,6 +205,24 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) er
 	for _, pl := range placed {
 		noteTransition(tx, "new", domain.StatusAwaitingPayment)
 		noteTransition(tx, domain.StatusAwaitingPayment, pl.order.Status)
+	}
+	return nil
+}
+
+// claimForCommit marks every request of the batch as committing; if a
+// caller has given up meanwhile, the others go back to pending and the batch
+// is rolled back, to run again without it.
+func claimForCommit(batch []*placement) error {
+	for _, pl := range batch {
+		// Committing already: an earlier attempt of this batch claimed it
+		// and failed to commit (a retried deadlock, say).
+		if pl.state.CompareAndSwap(statePending, stateCommitting) || pl.state.Load() == stateCommitting {
+			continue
+		}
+		for _, other := range batch {
+			other.state.CompareAndSwap(stateCommitting, statePending)
+		}
+		return errAbandoned
 	}
 	return nil
 }

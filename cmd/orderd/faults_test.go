@@ -12,6 +12,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,6 +25,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/internal/pglocal"
+	"github.com/orderd/orderd/migrations"
 	"github.com/orderd/orderd/store/storetest"
 )
 
@@ -522,6 +526,152 @@ func requireQueueInvariants(t *testing.T, pool *pgxpool.Pool, merchantID string,
 	require.Equal(t, capacity, cap, "the last acknowledged capacity change holds")
 }
 
+// cluster is a private PostgreSQL that the test may restart.
+type cluster struct {
+	inst    *pglocal.Instance
+	dataDir string
+	bin     string
+}
+
+// newCluster starts a private cluster, as durable as a real one: a crash test
+// on a cluster that may lose committed transactions proves nothing.
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	inst, err := pglocal.Find(ctx, pglocal.Options{DataDir: dir, SkipLocalhost: true})
+	require.NoError(t, err)
+	c := &cluster{inst: inst, dataDir: filepath.Join(dir, "data")}
+	t.Cleanup(func() {
+		if err := c.inst.Stop(context.Background()); err != nil {
+			t.Logf("stop cluster: %v", err)
+		}
+	})
+	out, err := exec.Command("pg_config", "--bindir").Output()
+	require.NoError(t, err, "pg_config --bindir")
+	c.bin = strings.TrimSpace(string(out))
+	return c
+}
+
+// pgCtl runs pg_ctl as the data directory's owner, as pglocal does: the
+// server refuses to run as root.
+func (c *cluster) pgCtl(t *testing.T, args ...string) {
+	t.Helper()
+	// Without -l the restarted server would inherit our output pipe and keep
+	// CombinedOutput waiting for as long as it runs.
+	argv := append([]string{filepath.Join(c.bin, "pg_ctl"), "-D", c.dataDir, "-l", filepath.Join(filepath.Dir(c.dataDir), "postgres.log")}, args...)
+	if os.Geteuid() == 0 {
+		argv = append([]string{"runuser", "-u", "postgres", "--"}, argv...)
+	}
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	require.NoError(t, err, "pg_ctl %v: %s", args, out)
+}
+
+// TestDatabaseRestartsAnswer503 restarts PostgreSQL under load, in fast and
+// then immediate mode: requests in flight answer 503 unavailable (never a 500,
+// never later than the request timeout), orderd recovers by itself, River's
+// timers run again, and no acknowledged order is lost.
+func TestDatabaseRestartsAnswer503(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	ctx := context.Background()
+	require.NoError(t, pglocal.EnsureDatabase(ctx, c.inst.URL, "orderd"))
+	dbURL := c.inst.DatabaseURL("orderd")
+	require.NoError(t, migrations.Up(ctx, dbURL))
+	s := newServer(t, dbURL, "ORDERD_MIGRATE=false")
+	w := newWorld(t, s.base(), map[string]any{"name": "steady", "capacity": 100000, "payment_timeout_seconds": 2})
+	hc := &http.Client{Timeout: 30 * time.Second}
+
+	var (
+		mu          sync.Mutex
+		acked       = map[string]string{}
+		unavailable atomic.Int64
+		okAfter     atomic.Int64
+		phase       atomic.Int64
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			customer := w.token(t, auth.Principal{Subject: fmt.Sprintf("c%d", c), Role: auth.RoleCustomer})
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := uuid.NewString()
+				for {
+					a := send(hc, "POST", s.base()+"/v1/orders", customer, key, w.placement("pay-"+key))
+					if a.err != nil || a.elapsed > 12*time.Second {
+						t.Errorf("placement answered %d after %s (request timeout 10 s): %v", a.status, a.elapsed, a.err)
+						return
+					}
+					if a.status == 503 && a.code() == "unavailable" {
+						unavailable.Add(1)
+						time.Sleep(50 * time.Millisecond)
+						continue
+					}
+					var o orderView
+					if (a.status != 200 && a.status != 201) || json.Unmarshal(a.body, &o) != nil {
+						t.Errorf("placement answered %d: %s", a.status, a.body)
+						return
+					}
+					mu.Lock()
+					acked[key] = o.ID
+					mu.Unlock()
+					if phase.Load() == 2 {
+						okAfter.Add(1)
+					}
+					break
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	c.pgCtl(t, "-m", "fast", "-w", "restart")
+	require.NoError(t, waitReady(s.base(), 30*time.Second))
+	time.Sleep(time.Second)
+	phase.Store(1)
+	c.pgCtl(t, "-m", "immediate", "-w", "restart")
+	require.NoError(t, waitReady(s.base(), 30*time.Second))
+	phase.Store(2)
+	time.Sleep(time.Second)
+
+	// River must have reconnected too: a fresh unpaid order closes on time.
+	customer := w.token(t, auth.Principal{Subject: "late", Role: auth.RoleCustomer})
+	a := send(hc, "POST", s.base()+"/v1/orders", customer, uuid.NewString(), w.placement(""))
+	require.Equal(t, 201, a.status, string(a.body))
+	var late orderView
+	a.decode(t, &late)
+	close(stop)
+	wg.Wait()
+	require.Positive(t, okAfter.Load(), "no placement succeeded after the restarts")
+
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	require.Eventually(t, func() bool {
+		var status string
+		err := pool.QueryRow(ctx, `SELECT status FROM orders WHERE id = $1`, late.ID).Scan(&status)
+		return err == nil && status == "closed"
+	}, 30*time.Second, 100*time.Millisecond, "the payment timer never fired after the restarts")
+
+	mu.Lock()
+	defer mu.Unlock()
+	ids := make([]string, 0, len(acked))
+	for _, id := range acked {
+		ids = append(ids, id)
+	}
+	var found int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE id = ANY($1::uuid[])`, ids).Scan(&found))
+	require.Equal(t, len(ids), found, "acknowledged orders lost in a database restart")
+	t.Logf("%d orders acknowledged, %d answers 503 during the restarts", len(ids), unavailable.Load())
+}
+
 // TestSIGTERMCutsNoAcceptedRequest stops orderd with SIGTERM under load:
 // every answer that started arrives whole, no placement is committed without
 // its answer reaching the client, and the process exits 0 in time.
@@ -582,4 +732,59 @@ func TestSIGTERMCutsNoAcceptedRequest(t *testing.T) {
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys WHERE key = ANY($1)`, unanswered).Scan(&cut))
 	require.Zero(t, cut, "placements committed whose answer never reached the client")
 	t.Logf("%d answered, %d refused at the door, exit after %s", answered.Load(), len(unanswered), took)
+}
+
+// TestLockedMerchantTimesOut holds the merchant's row lock from outside while
+// orderd runs on a pool of two connections: paid placements, which need that
+// lock, answer 503 within the request timeout instead of piling up, the
+// process stays responsive, and placements succeed once the lock is gone.
+func TestLockedMerchantTimesOut(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.URL(t)
+	s := newServer(t, dbURL, "ORDERD_MAX_CONNS=2")
+	w := newWorld(t, s.base(), map[string]any{"name": "jammed", "capacity": 100000})
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // the lock's holder, released below
+	var id string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT id::text FROM merchants WHERE id = $1 FOR UPDATE`, w.merchantID).Scan(&id))
+
+	hc := &http.Client{Timeout: 30 * time.Second}
+	answers := make([]answer, 12)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			customer := w.token(t, auth.Principal{Subject: fmt.Sprintf("c%d", i), Role: auth.RoleCustomer})
+			key := uuid.NewString()
+			answers[i] = send(hc, "POST", s.base()+"/v1/orders", customer, key, w.placement("pay-"+key))
+		}()
+	}
+	// Requests that need no database still answer while the pool is stuck.
+	time.Sleep(500 * time.Millisecond)
+	health := send(hc, "GET", s.base()+"/healthz", "", "", nil)
+	require.Equal(t, 200, health.status)
+	require.Less(t, health.elapsed, time.Second)
+	wg.Wait()
+	for _, a := range answers {
+		require.NoError(t, a.err)
+		require.Equal(t, 503, a.status, string(a.body))
+		require.Equal(t, "unavailable", a.code())
+		require.Less(t, a.elapsed, 12*time.Second)
+	}
+	require.NoError(t, tx.Rollback(ctx))
+
+	customer := w.token(t, auth.Principal{Subject: "after", Role: auth.RoleCustomer})
+	require.Eventually(t, func() bool {
+		a := send(hc, "POST", s.base()+"/v1/orders", customer, uuid.NewString(), w.placement("pay-after"))
+		return a.status == 201
+	}, 15*time.Second, 200*time.Millisecond, "placements do not recover once the lock is gone")
+	var orders int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&orders))
+	require.Equal(t, 1, orders, "a timed-out placement wrote nothing")
 }
