@@ -182,3 +182,31 @@ func TestStaleFailureKeepsNewerLease(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT status FROM outbox WHERE id = $1`, ids[0]).Scan(&status))
 	require.Equal(t, "delivered", status)
 }
+
+// TestWebhookBackoffDoublesWithJitter: the delay after attempt n is the first
+// delay doubled n-1 times, at most the maximum, plus up to a fifth of jitter.
+func TestWebhookBackoffDoublesWithJitter(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/hook"})
+	policy := store.RetryPolicy{First: 10 * time.Second, Max: time.Hour, MaxAttempts: 100}
+	for _, c := range []struct {
+		attempt int
+		want    time.Duration
+	}{{1, 10 * time.Second}, {2, 20 * time.Second}, {4, 80 * time.Second}, {10, time.Hour}, {50, time.Hour}} {
+		id := addOutbox(t, b, m.ID, uuid.New(), 1)[0]
+		_, err := b.pool.Exec(ctx, `UPDATE outbox SET attempts = $2 - 1 WHERE id = $1`, id, c.attempt)
+		require.NoError(t, err)
+		claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 1, Lease: time.Minute})
+		require.NoError(t, err)
+		require.Len(t, claimed, 1)
+		require.Equal(t, c.attempt, claimed[0].Attempt)
+		require.NoError(t, st.RecordWebhookAttempts(ctx, []store.AttemptResult{failed(claimed[0])}, policy))
+		var delayMS float64
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT extract(epoch FROM next_attempt_at - now()) * 1000 FROM outbox WHERE id = $1`, id).Scan(&delayMS))
+		delay := time.Duration(delayMS) * time.Millisecond
+		require.GreaterOrEqual(t, delay, c.want-time.Second, "attempt %d", c.attempt)
+		require.LessOrEqual(t, delay, c.want+c.want/5+time.Second, "attempt %d", c.attempt)
+	}
+}
