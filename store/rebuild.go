@@ -59,6 +59,11 @@ func (s *Store) Rebuild(ctx context.Context, apply bool) (*RebuildReport, error)
 			return nil, mapErr(fmt.Errorf("lock projections: %w", err))
 		}
 	}
+	// After the lock, which must come before the snapshot: whole-table
+	// comparisons gain nothing from JIT and spill with the default work_mem.
+	if _, err := tx.Exec(ctx, `SET LOCAL jit = off; SET LOCAL work_mem = '256MB'`); err != nil {
+		return nil, mapErr(fmt.Errorf("configure rebuild: %w", err))
+	}
 	if err := replay(ctx, tx, report); err != nil {
 		return nil, mapErr(err)
 	}
