@@ -70,6 +70,7 @@ type Relay struct {
 
 	mu          sync.Mutex
 	perMerchant map[uuid.UUID]int // claimed and not yet finished, by merchant
+	failing     map[uuid.UUID]int // failures in a row, by merchant
 	outstanding int               // claimed and not yet finished, in all
 	results     []store.AttemptResult
 	abandoned   []store.Abandoned
@@ -97,7 +98,7 @@ func NewRelay(st *store.Store, sender *webhook.Sender, cfg RelayConfig, log *slo
 		}
 	}
 	return &Relay{
-		store: st, sender: sender, cfg: cfg, log: log, perMerchant: map[uuid.UUID]int{},
+		store: st, sender: sender, cfg: cfg, log: log, perMerchant: map[uuid.UUID]int{}, failing: map[uuid.UUID]int{},
 		capacity: make(chan struct{}, 1), full: make(chan struct{}, 1),
 	}
 }
@@ -162,12 +163,12 @@ func (r *Relay) release() {
 // workers, until ctx ends.
 func (r *Relay) claimLoop(ctx context.Context, queue chan<- store.Delivery) {
 	for ctx.Err() == nil {
-		limit, skip := r.reserve()
+		limit, skip, probing := r.reserve()
 		if limit == 0 {
 			r.wait(ctx, r.capacity)
 			continue
 		}
-		claimed := r.claim(ctx, limit, skip)
+		claimed := r.claim(ctx, limit, skip, probing)
 		for _, d := range claimed {
 			// Never blocks for long: outstanding rows never exceed the
 			// workers plus the queue.
@@ -194,35 +195,45 @@ func (r *Relay) wait(ctx context.Context, wake <-chan struct{}) {
 }
 
 // reserve books room for a claim and says how many rows it may take (0:
-// wait), and which merchants are at their limit. Only a whole batch is
-// claimed while others are outstanding, so that claims stay few and large
-// under load.
-func (r *Relay) reserve() (int, []uuid.UUID) {
+// wait), which merchants are at their limit, and which are only probed. Only
+// a whole batch is claimed while others are outstanding, so that claims stay
+// few and large under load.
+func (r *Relay) reserve() (int, []uuid.UUID, []uuid.UUID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	free := r.cfg.Workers + r.cfg.Claimers*r.cfg.Batch - r.outstanding
 	if free < r.cfg.Batch && r.outstanding > 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
 	limit := min(free, r.cfg.Batch)
 	r.outstanding += limit
-	var skip []uuid.UUID
+	var skip, probing []uuid.UUID
 	for m, n := range r.perMerchant {
-		if n >= r.cfg.PerMerchant {
+		if n >= r.cfg.PerMerchant || (n > 0 && r.failing[m] >= probeAfterFailures) {
 			skip = append(skip, m)
 		}
 	}
-	return limit, skip
+	for m, n := range r.failing {
+		if n >= probeAfterFailures && r.perMerchant[m] == 0 {
+			probing = append(probing, m)
+		}
+	}
+	return limit, skip, probing
 }
 
-func (r *Relay) claim(ctx context.Context, limit int, skip []uuid.UUID) []store.Delivery {
+// probeAfterFailures failures in a row put a merchant on probation: one
+// delivery at a time until one succeeds. Many dead endpoints, each holding
+// PerMerchant workers for a timeout, would otherwise hold them all.
+const probeAfterFailures = 3
+
+func (r *Relay) claim(ctx context.Context, limit int, skip, probing []uuid.UUID) []store.Delivery {
 	// A claim is not cut short by shutdown: pgx would close the connection,
 	// and a claim that commits unseen waits out its lease, while one that
 	// finishes is queued, abandoned and released at once.
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	claimed, err := r.store.ClaimWebhooks(claimCtx, store.ClaimParams{
-		Limit: limit, Lease: r.cfg.Lease, SkipMerchants: skip, PerMerchant: r.cfg.PerMerchant,
+		Limit: limit, Lease: r.cfg.Lease, SkipMerchants: skip, PerMerchant: r.cfg.PerMerchant, Probing: probing,
 	})
 	if err != nil {
 		// Rows it may have leased come back after the lease.
@@ -263,6 +274,11 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) {
 		return
 	}
 	out := store.AttemptResult{Delivery: d, StartedAt: started, Latency: res.Latency, StatusCode: res.StatusCode, OK: res.OK()}
+	if out.OK {
+		delete(r.failing, d.MerchantID)
+	} else {
+		r.failing[d.MerchantID]++
+	}
 	switch {
 	case out.OK:
 		r.Stats.Delivered.Add(1)

@@ -287,6 +287,40 @@ func TestDeadEndpointDoesNotDelayOthers(t *testing.T) {
 	waitFor(t, 3*time.Second, func() bool { return len(live.got()) == 5 }, "the live merchant is served while the dead one hangs")
 }
 
+// TestManyDeadEndpointsDoNotStarveOthers: more hanging endpoints than
+// workers divided by PerMerchant. After their first timeouts each is probed
+// one delivery at a time, and a live merchant is served meanwhile.
+func TestManyDeadEndpointsDoNotStarveOthers(t *testing.T) {
+	t.Parallel()
+	b := newRelayBundle(t)
+	b.relayCfg.Policy = store.RetryPolicy{First: time.Millisecond, Max: time.Millisecond, MaxAttempts: 1000}
+	b.relayCfg.Workers, b.relayCfg.PerMerchant = 12, 4
+	hold := make(chan struct{})
+	defer close(hold)
+	for range 5 {
+		var secret string
+		dead := newReceiver(t, &secret)
+		dead.mu.Lock()
+		dead.hold = hold
+		dead.mu.Unlock()
+		dm, dp := b.webhookMerchant(t, dead, &secret, 100)
+		for range 10 {
+			placeUnpaid(t, b.store, dm, dp, "a", "pay")
+		}
+	}
+	relay, _ := b.startRelay(t, 500*time.Millisecond)
+	waitFor(t, 10*time.Second, func() bool { return relay.Stats.Failed.Load() >= 30 }, "every dead endpoint has failed a few times")
+	var liveSecret string
+	live := newReceiver(t, &liveSecret)
+	lm, lp := b.webhookMerchant(t, live, &liveSecret, 100)
+	for range 5 {
+		placeUnpaid(t, b.store, lm, lp, "b", "pay")
+	}
+	start := time.Now()
+	waitFor(t, 400*time.Millisecond, func() bool { return len(live.got()) == 5 }, "the live merchant is served before a timeout")
+	t.Logf("live merchant served in %s while five endpoints hang", time.Since(start))
+}
+
 // TestRelayKilledMidDeliveryLosesNothing kills a relay while the receiver
 // holds its requests (sent, not acknowledged): its database connections go
 // first, so that it can record and release nothing, as in a crash. Another

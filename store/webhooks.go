@@ -35,6 +35,10 @@ type ClaimParams struct {
 	// merchant's slow endpoint or backlog cannot take every worker.
 	SkipMerchants []uuid.UUID
 	PerMerchant   int
+	// Probing are merchants whose endpoint keeps failing: a claim takes at
+	// most one of their messages, so that a dead endpoint holds one worker
+	// per timeout instead of PerMerchant.
+	Probing []uuid.UUID
 }
 
 // ClaimWebhooks takes due pending messages with SKIP LOCKED, a few of each
@@ -42,9 +46,12 @@ type ClaimParams struct {
 // of its order is delivered or dead-lettered: deliveries of one order go out
 // in event order.
 func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, error) {
-	skip := p.SkipMerchants
+	skip, probing := p.SkipMerchants, p.Probing
 	if skip == nil {
 		skip = []uuid.UUID{}
+	}
+	if probing == nil {
+		probing = []uuid.UUID{}
 	}
 	perMerchant := p.PerMerchant
 	if perMerchant <= 0 || perMerchant > p.Limit {
@@ -71,7 +78,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 				WHERE (d.merchant_id, d.next_attempt_at) >= (mm.merchant_id, '-infinity'::timestamptz)
 				  AND (d.merchant_id, d.next_attempt_at) <= (mm.merchant_id, now()) AND d.status = 'pending'
 				  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.order_id = d.order_id AND e.order_version < d.order_version AND e.status = 'pending')
-				ORDER BY d.merchant_id, d.next_attempt_at LIMIT $4
+				ORDER BY d.merchant_id, d.next_attempt_at LIMIT CASE WHEN mm.merchant_id = ANY($5) THEN 1 ELSE $4 END
 				FOR UPDATE OF d SKIP LOCKED
 			) x
 			WHERE mm.merchant_id IS NOT NULL AND mm.merchant_id <> ALL($3)
@@ -83,7 +90,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 		FROM due, merchants m
 		WHERE o.id = due.id AND m.id = o.merchant_id
 		RETURNING o.id, o.merchant_id, o.order_id, o.event_type, o.payload::text, o.attempts, coalesce(m.webhook_url, ''), m.webhook_secret`,
-		p.Limit, p.Lease.Milliseconds(), skip, perMerchant)
+		p.Limit, p.Lease.Milliseconds(), skip, perMerchant, probing)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("claim webhooks: %w", err))
 	}

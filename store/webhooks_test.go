@@ -107,6 +107,10 @@ func TestClaimWebhooksIsFairAcrossMerchants(t *testing.T) {
 	skipped, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute, PerMerchant: 5, SkipMerchants: []uuid.UUID{busy.ID}})
 	require.NoError(t, err)
 	require.Empty(t, skipped, "a merchant at its limit is skipped")
+
+	probed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute, PerMerchant: 5, Probing: []uuid.UUID{busy.ID}})
+	require.NoError(t, err)
+	require.Len(t, probed, 1, "a failing merchant is probed with one message")
 }
 
 func TestRecordWebhookAttemptsDeadLettersAndRetries(t *testing.T) {
