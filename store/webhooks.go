@@ -67,23 +67,30 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 			        ORDER BY o2.merchant_id LIMIT 1)
 			FROM merchants_with_pending p WHERE p.merchant_id IS NOT NULL
 		), due AS (
-			SELECT x.id FROM merchants_with_pending mm,
-			LATERAL (
-				-- The row comparisons confine the scan to this merchant's due
-				-- rows in outbox_pending_merchant_idx; with a plain equality
-				-- the planner may walk every due row of every merchant in
-				-- outbox_pending_idx instead, once per merchant. Locking here
-				-- lets a concurrent claim move on to the next rows.
-				SELECT d.id, d.merchant_id, d.next_attempt_at FROM outbox d
-				WHERE (d.merchant_id, d.next_attempt_at) >= (mm.merchant_id, '-infinity'::timestamptz)
-				  AND (d.merchant_id, d.next_attempt_at) <= (mm.merchant_id, now()) AND d.status = 'pending'
-				  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.order_id = d.order_id AND e.order_version < d.order_version AND e.status = 'pending')
-				ORDER BY d.merchant_id, d.next_attempt_at LIMIT CASE WHEN mm.merchant_id = ANY($5) THEN 1 ELSE $4 END
-				FOR UPDATE OF d SKIP LOCKED
-			) x
-			WHERE mm.merchant_id IS NOT NULL AND mm.merchant_id <> ALL($3)
+			SELECT id FROM (
+				SELECT x.id, x.merchant_id, x.next_attempt_at,
+				       row_number() OVER (PARTITION BY x.merchant_id ORDER BY x.next_attempt_at) AS turn
+				FROM merchants_with_pending mm,
+				LATERAL (
+					-- The row comparisons confine the scan to this merchant's due
+					-- rows in outbox_pending_merchant_idx; with a plain equality
+					-- the planner may walk every due row of every merchant in
+					-- outbox_pending_idx instead, once per merchant. Locking here
+					-- lets a concurrent claim move on to the next rows. The limit
+					-- stays a plain parameter: one that depends on the merchant
+					-- made claims cost twice as much.
+					SELECT d.id, d.merchant_id, d.next_attempt_at FROM outbox d
+					WHERE (d.merchant_id, d.next_attempt_at) >= (mm.merchant_id, '-infinity'::timestamptz)
+					  AND (d.merchant_id, d.next_attempt_at) <= (mm.merchant_id, now()) AND d.status = 'pending'
+					  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.order_id = d.order_id AND e.order_version < d.order_version AND e.status = 'pending')
+					ORDER BY d.merchant_id, d.next_attempt_at LIMIT $4
+					FOR UPDATE OF d SKIP LOCKED
+				) x
+				WHERE mm.merchant_id IS NOT NULL AND mm.merchant_id <> ALL($3)
+			) ranked
+			WHERE turn = 1 OR merchant_id <> ALL($5)
 			-- Round robin: every merchant's first message before anyone's second.
-			ORDER BY row_number() OVER (PARTITION BY x.merchant_id ORDER BY x.next_attempt_at), x.next_attempt_at
+			ORDER BY turn, next_attempt_at
 			LIMIT $1
 		)
 		UPDATE outbox o SET attempts = o.attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond'
