@@ -276,17 +276,13 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) {
 	out := store.AttemptResult{Delivery: d, StartedAt: started, Latency: res.Latency, StatusCode: res.StatusCode, OK: res.OK()}
 	if out.OK {
 		delete(r.failing, d.MerchantID)
+		r.Stats.Delivered.Add(1)
 	} else {
 		r.failing[d.MerchantID]++
-	}
-	switch {
-	case out.OK:
-		r.Stats.Delivered.Add(1)
-	case d.Attempt >= r.cfg.Policy.MaxAttempts:
 		r.Stats.Failed.Add(1)
-		r.Stats.Dead.Add(1)
-	default:
-		r.Stats.Failed.Add(1)
+		if d.Attempt >= r.cfg.Policy.MaxAttempts {
+			r.Stats.Dead.Add(1)
+		}
 	}
 	if res.Err != nil {
 		out.Error = res.Err.Error()
