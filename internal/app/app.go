@@ -171,6 +171,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			func() float64 { return float64(a.relay.Stats.Delivered.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_webhooks_failed_total", Help: "Webhook attempts that failed."},
 			func() float64 { return float64(a.relay.Stats.Failed.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_webhooks_dead_total", Help: "Webhook messages dead-lettered after their last attempt."},
+			func() float64 { return float64(a.relay.Stats.Dead.Load()) }),
 	)
 
 	a.hub = ws.New(a.store, a.auth, ws.Options{AllowedOrigins: cfg.AllowedOrigins, Logger: log})

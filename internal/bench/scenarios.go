@@ -551,7 +551,7 @@ func webhooks(ctx context.Context, t *Target, o Options) (*Result, error) {
 		secrets.Store(path, out.WebhookSecret)
 		ids[i] = uuid.MustParse(out.ID)
 	}
-	start := time.Now()
+	fillStart := time.Now()
 	if _, err := t.Pool.Exec(ctx, `
 		INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload)
 		SELECT gen_random_uuid(), ($2::uuid[])[1 + g % $3], gen_random_uuid(), 1, 'order.accepted',
@@ -559,6 +559,10 @@ func webhooks(ctx context.Context, t *Target, o Options) (*Result, error) {
 		FROM generate_series(1, $1) g`, count, ids, merchants); err != nil {
 		return nil, fmt.Errorf("fill outbox: %w", err)
 	}
+	// Deliveries are timed from the commit that made the messages visible:
+	// filling the outbox is the bench's work, not the relay's.
+	start := time.Now()
+	fill := start.Sub(fillStart)
 	bar := newBar(o, count, "webhooks: delivering")
 	deadline := time.Now().Add(5 * time.Minute)
 	for received.Load() < int64(count) && time.Now().Before(deadline) {
@@ -567,7 +571,7 @@ func webhooks(ctx context.Context, t *Target, o Options) (*Result, error) {
 	}
 	elapsed := time.Since(start)
 	_ = bar.Finish()
-	res := &Result{Extra: map[string]any{"messages": count, "merchants": merchants, "received": received.Load(), "seconds": elapsed.Seconds()}}
+	res := &Result{Extra: map[string]any{"messages": count, "merchants": merchants, "received": received.Load(), "seconds": elapsed.Seconds(), "fill_seconds": fill.Seconds()}}
 	res.PerS = float64(received.Load()) / elapsed.Seconds()
 	res.BaselinePerS, res.Goal = 5000, 1.0
 	res.Ratio = ratio(res.PerS, res.BaselinePerS)
