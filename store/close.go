@@ -112,6 +112,7 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		noteTransition(tx, o.Status, after.Status)
 	}
 	if len(updIDs) > 0 {
+		noteEvents(tx)
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"},
 			[]string{"stream_id", "stream_type", "version", "type", "data", "metadata"}, pgx.CopyFromRows(eventRows)); err != nil {
 			var pgErr interface{ SQLState() string }

@@ -56,6 +56,7 @@ func appendEvents(ctx context.Context, tx pgx.Tx, p AppendParams) error {
 		types[i] = e.Type
 		datas[i] = string(data)
 	}
+	noteEvents(tx)
 	_, err = tx.Exec(ctx, `
 		INSERT INTO events (stream_id, stream_type, version, type, data, metadata)
 		SELECT $1, $2, v, t, d::jsonb, $6

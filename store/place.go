@@ -504,6 +504,7 @@ func writePlacements(ctx context.Context, tx pgx.Tx, placed []*placement, mercha
 			outboxRows = append(outboxRows, []any{id, m.ID, pl.orderID, int32(o.Version), domain.EventOrderAccepted, payload, now, now})
 		}
 	}
+	noteEvents(tx)
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"},
 		[]string{"stream_id", "stream_type", "version", "type", "data", "metadata", "recorded_at"}, pgx.CopyFromRows(eventRows)); err != nil {
 		return fmt.Errorf("append events: %w", err)

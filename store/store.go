@@ -44,12 +44,14 @@ type Store struct {
 
 	placer *batcher[*placement]
 	closer *batcher[*closeRequest]
+	hints  chan struct{}
 }
 
 // txn carries what a transaction did, for reporting after it commits.
 type txn struct {
 	pgx.Tx
 	transitions [][2]domain.OrderStatus
+	wroteEvents bool
 }
 
 func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
@@ -61,7 +63,7 @@ func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
 // New returns a Store on pool. jobs may be a River client configured with or
 // without workers.
 func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
-	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100}
+	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100, hints: make(chan struct{}, 1)}
 	s.placer = &batcher[*placement]{maxWorkers: 4, maxBatch: 64, run: s.placeBatch}
 	s.closer = &batcher[*closeRequest]{maxWorkers: 2, maxBatch: 200, run: s.closeBatch}
 	return s
@@ -115,6 +117,9 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if t.wroteEvents {
+		s.logWritten()
 	}
 	if s.OnTransition != nil {
 		for _, tr := range t.transitions {

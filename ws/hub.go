@@ -27,8 +27,12 @@ type Options struct {
 	// AllowedOrigins lists origins allowed to connect from a browser; empty
 	// means same-origin only.
 	AllowedOrigins []string
-	// Poll is how often the tailer reads the log; 100 ms by default.
+	// Poll is how often the tailer reads the log when no hint wakes it;
+	// 100 ms by default.
 	Poll time.Duration
+	// MinInterval spaces the tailer's reads, whatever the hints; 50 ms by
+	// default.
+	MinInterval time.Duration
 	// WriteTimeout bounds one write to a client; a client that cannot take a
 	// message in that time is dropped. 10 s by default.
 	WriteTimeout time.Duration
@@ -45,6 +49,7 @@ const (
 	subscribeTimeout = 5 * time.Second
 	logBatch         = 2000
 	defaultPoll      = 100 * time.Millisecond
+	defaultMinRead   = 50 * time.Millisecond
 	defaultWrite     = 10 * time.Second
 	retryAfter       = time.Second
 )
@@ -71,6 +76,7 @@ type Hub struct {
 	refreshMerch  map[uuid.UUID]struct{}
 	closing       bool
 	wg            sync.WaitGroup
+	wake          chan struct{}
 }
 
 // New builds a hub; call Run to start its tailer.
@@ -81,6 +87,9 @@ func New(st *store.Store, a *auth.Authenticator, opts Options) *Hub {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = defaultWrite
 	}
+	if opts.MinInterval <= 0 {
+		opts.MinInterval = defaultMinRead
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -89,6 +98,7 @@ func New(st *store.Store, a *auth.Authenticator, opts Options) *Hub {
 		conns: map[*conn]struct{}{}, byOrder: map[uuid.UUID]map[*conn]struct{}{}, byMerch: map[uuid.UUID]map[*conn]struct{}{},
 		orderMerch: map[uuid.UUID]uuid.UUID{}, watchedIn: map[uuid.UUID]int{},
 		refreshOrders: map[uuid.UUID]struct{}{}, refreshMerch: map[uuid.UUID]struct{}{},
+		wake: make(chan struct{}, 1),
 	}
 	// Idle connections hold no write buffer: it is taken from the pool for
 	// the length of one message.
@@ -227,11 +237,20 @@ func (h *Hub) unsubscribeMerchant(c *conn, id uuid.UUID) {
 }
 
 // Run tails the committed log until ctx ends and fans each batch out. It
-// polls: a NOTIFY in every order transaction would serialize commits, and an
-// event is readable only once every older transaction has ended, which a
-// notification sent at commit cannot know. A poll is one index range scan
-// that finds nothing most of the time.
+// reads when a process hints that it committed events (store.LogChannel) and
+// otherwise every Poll, since hints can be lost; a read is one index range
+// scan. Reads are at least MinInterval apart, so that under a stream of
+// commits each merchant's line is ranked once per batch of changes rather
+// than once per commit.
 func (h *Hub) Run(ctx context.Context) {
+	hintCtx, stopHints := context.WithCancel(ctx)
+	var hints sync.WaitGroup
+	hints.Add(2)
+	go func() { defer hints.Done(); h.store.RunLogHints(hintCtx) }()
+	go func() { defer hints.Done(); h.listen(hintCtx) }()
+	defer hints.Wait()
+	defer stopHints()
+
 	var cp store.Checkpoint
 	for {
 		head, err := h.store.LogHead(ctx)
@@ -248,7 +267,12 @@ func (h *Hub) Run(ctx context.Context) {
 	// in between: read them all once more.
 	h.refreshAll()
 	failed := false
+	var lastRead time.Time
 	for {
+		if !sleep(ctx, h.opts.MinInterval-time.Since(lastRead)) {
+			return
+		}
+		lastRead = time.Now()
 		events, next, err := h.store.ReadLog(ctx, store.ReadLogParams{After: cp, Limit: logBatch})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -284,13 +308,58 @@ func (h *Hub) Run(ctx context.Context) {
 			continue
 		}
 		cp = next
-		if len(events) < logBatch && !sleep(ctx, h.opts.Poll) {
+		if len(events) < logBatch && !h.awaitChange(ctx) {
+			return
+		}
+	}
+}
+
+// Wake makes the tailer read the log now rather than at its next poll.
+func (h *Hub) Wake() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// awaitChange waits for a hint or the next poll; false when ctx ended.
+func (h *Hub) awaitChange(ctx context.Context) bool {
+	t := time.NewTimer(h.opts.Poll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-h.wake:
+	case <-t.C:
+	}
+	return true
+}
+
+// listen turns every process's log hints into wake-ups, reconnecting after
+// failures; polling covers the gaps.
+func (h *Hub) listen(ctx context.Context) {
+	failing := false
+	for {
+		listened := false
+		err := h.store.ListenLog(ctx, func() { listened = true; h.Wake() })
+		if ctx.Err() != nil {
+			return
+		}
+		// Once per outage, not once per retry.
+		if listened || !failing {
+			h.log.Warn("live updates: log hints lost; polling until they are back", "err", err)
+		}
+		failing = true
+		if !sleep(ctx, retryAfter) {
 			return
 		}
 	}
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -272,6 +272,41 @@ func TestTwoInstancesBothDeliver(t *testing.T) {
 	}
 }
 
+// TestHintsWakeEveryInstance turns polling off (an hour): a change
+// committed through one instance's store reaches clients of both only
+// through the NOTIFY hint that its commit sends.
+func TestHintsWakeEveryInstance(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other := &bundle{pool: b.pool, store: store.New(b.pool, b.store.Jobs)}
+	noPolling := ws.Options{Poll: time.Hour}
+	urls := []string{startHubWith(t, b, noPolling), startHubWith(t, other, noPolling)}
+	s := newShop(t, b.store, 1)
+	ahead := []*store.Order{s.place(t, b.store, "a"), s.place(t, b.store, "b"), s.place(t, b.store, "c")}
+	mine := s.place(t, b.store, "alice")
+	var conns []*websocket.Conn
+	for _, u := range urls {
+		c := dial(t, u, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
+		send(t, c, map[string]string{"op": "subscribe", "order_id": mine.ID.String()})
+		require.Equal(t, 3, *read(t, c, 5*time.Second).Order.QueuePosition)
+		conns = append(conns, c)
+	}
+	// Each step waits for the previous one, so only the first could be
+	// carried by a hub's start-up read rather than by a hint.
+	for i, o := range ahead {
+		_, err := b.store.CompleteOrder(context.Background(), o.ID, admin, "")
+		require.NoError(t, err)
+		for _, c := range conns {
+			m := read(t, c, deliver)
+			if i < 2 {
+				require.Equal(t, 2-i, *m.Order.QueuePosition)
+			} else {
+				require.Equal(t, domain.StatusAccepted, m.Order.Status)
+			}
+		}
+	}
+}
+
 // TestSlowClientIsDropped floods the hub from a client that never reads
 // the answers: it is cut off, and a client on the same hub keeps getting its
 // updates meanwhile.
