@@ -187,6 +187,19 @@ func (s *Store) ReadLog(ctx context.Context, p ReadLogParams) ([]StoredEvent, Ch
 	return events, next, nil
 }
 
+// LogHeldBack reports whether committed events wait behind a transaction
+// still in progress: ReadLog will return them once it ends, which may send
+// no hint (it need not append events itself), so a reader should look again
+// soon rather than wait for one.
+func (s *Store) LogHeldBack(ctx context.Context) (bool, error) {
+	var held bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE tx_id >= pg_snapshot_xmin(pg_current_snapshot()))`).Scan(&held)
+	if err != nil {
+		return false, mapErr(fmt.Errorf("log held back: %w", err))
+	}
+	return held, nil
+}
+
 // LogHead returns the checkpoint at the current end of the committed log, for
 // readers that only want what happens from now on.
 func (s *Store) LogHead(ctx context.Context) (Checkpoint, error) {

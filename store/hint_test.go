@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/store"
@@ -54,4 +55,45 @@ func TestLogHintsReachListenersOfOtherStores(t *testing.T) {
 	}
 	go func() { listened <- listener.ListenLog(ctx, wake) }()
 	waitWake(t, wakes, "a listener wakes its caller again after reconnecting")
+}
+
+// An event committed behind a transaction still in progress is not readable
+// yet, and the reader is told so, because that transaction may end without
+// sending a hint.
+func TestLogHeldBackBehindOpenTransaction(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	head, err := st.LogHead(ctx)
+	require.NoError(t, err)
+
+	older, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer older.Rollback(ctx) //nolint:errcheck // ended below
+	_, err = older.Exec(ctx, `SELECT pg_current_xact_id()`)
+	require.NoError(t, err)
+
+	stream := uuid.New()
+	_, err = b.pool.Exec(ctx, `INSERT INTO events (stream_id, stream_type, version, type, data) VALUES ($1, 'test', 1, 't', '{}')`, stream)
+	require.NoError(t, err)
+	held, err := st.LogHeldBack(ctx)
+	require.NoError(t, err)
+	require.True(t, held)
+	events, _, err := st.ReadLog(ctx, store.ReadLogParams{After: head, Limit: 1000})
+	require.NoError(t, err)
+	for _, e := range events {
+		require.NotEqual(t, stream, e.StreamID, "an event behind an open transaction must wait")
+	}
+
+	require.NoError(t, older.Rollback(ctx))
+	require.Eventually(t, func() bool {
+		events, _, err := st.ReadLog(ctx, store.ReadLogParams{After: head, Limit: 10000})
+		require.NoError(t, err)
+		for _, e := range events {
+			if e.StreamID == stream {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond)
 }

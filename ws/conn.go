@@ -36,8 +36,16 @@ type conn struct {
 
 type orderSlot struct {
 	last    state // what the client has; zero before the first message
+	sentAt  time.Time
 	pending *store.Order
 }
+
+// positionEvery spaces the messages of a subscription whose order only moved
+// in the line: in a burst the line moves on every commit, and a customer
+// needs "number 12, about 4 minutes" a few times a second, not per commit.
+// Status changes go out at once. Fewer messages keep fan-out cheap enough
+// that every final state reaches its client well within API.md's second.
+const positionEvery = 250 * time.Millisecond
 
 type loadSlot struct {
 	last    *merchantLoadMessage
@@ -146,21 +154,28 @@ func (c *conn) signal() {
 
 // take empties the pending slots into messages, in a fixed order per wake-up;
 // the caller writes them before taking again, so what the client receives
-// follows what take recorded as sent.
-func (c *conn) take() [][]byte {
+// follows what take recorded as sent. A move in the line that comes too soon
+// after the previous message stays pending; next says when to take it.
+func (c *conn) take(now time.Time) (msgs [][]byte, next time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := c.errs
+	msgs = c.errs
 	c.errs = nil
 	for _, slot := range c.orders {
 		if slot.pending == nil {
 			continue
 		}
 		o := *slot.pending
+		if due := slot.sentAt.Add(positionEvery); o.Version == slot.last.version && now.Before(due) {
+			if next.IsZero() || due.Before(next) {
+				next = due
+			}
+			continue
+		}
 		slot.pending = nil
-		slot.last = stateOf(o)
+		slot.last, slot.sentAt = stateOf(o), now
 		if msg, err := json.Marshal(orderMessage{Type: "order", Order: o}); err == nil {
-			out = append(out, msg)
+			msgs = append(msgs, msg)
 		}
 	}
 	for _, slot := range c.merchants {
@@ -171,10 +186,10 @@ func (c *conn) take() [][]byte {
 		slot.pending = nil
 		slot.last = &m
 		if msg, err := json.Marshal(m); err == nil {
-			out = append(out, msg)
+			msgs = append(msgs, msg)
 		}
 	}
-	return out
+	return msgs, next
 }
 
 func (c *conn) close(code int, reason string) {
@@ -191,23 +206,43 @@ func (c *conn) writeLoop() {
 	defer c.hub.wg.Done()
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
+	// Only connections with a deferred move in the line hold a timer.
+	var later *time.Timer
+	var laterC <-chan time.Time
+	defer func() {
+		if later != nil {
+			later.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-c.done:
 			return
 		case <-c.wake:
-			for _, msg := range c.take() {
-				_ = c.ws.SetWriteDeadline(time.Now().Add(c.hub.opts.WriteTimeout))
-				if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-					c.close(websocket.ClosePolicyViolation, "too slow: updates were not read in time")
-					return
-				}
-			}
+		case <-laterC:
 		case <-ping.C:
 			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.hub.opts.WriteTimeout)); err != nil {
 				c.close(websocket.ClosePolicyViolation, "ping failed")
 				return
 			}
+			continue
+		}
+		msgs, next := c.take(time.Now())
+		for _, msg := range msgs {
+			_ = c.ws.SetWriteDeadline(time.Now().Add(c.hub.opts.WriteTimeout))
+			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+				c.close(websocket.ClosePolicyViolation, "too slow: updates were not read in time")
+				return
+			}
+		}
+		laterC = nil
+		if !next.IsZero() {
+			if later == nil {
+				later = time.NewTimer(time.Until(next))
+			} else {
+				later.Reset(time.Until(next))
+			}
+			laterC = later.C
 		}
 	}
 }

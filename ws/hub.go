@@ -308,7 +308,13 @@ func (h *Hub) Run(ctx context.Context) {
 			continue
 		}
 		cp = next
-		if len(events) < logBatch && !h.awaitChange(ctx) {
+		if len(events) == logBatch {
+			continue
+		}
+		if held, err := h.store.LogHeldBack(ctx); err == nil && held {
+			continue // read again after MinInterval
+		}
+		if !h.awaitChange(ctx) {
 			return
 		}
 	}

@@ -1,0 +1,47 @@
+package ws
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
+)
+
+func queuedAt(id uuid.UUID, version, position int) store.Order {
+	return store.Order{ID: id, Version: version, Status: domain.StatusQueued, QueuePosition: &position}
+}
+
+// A move in the line waits until positionEvery after the previous message;
+// a new status goes out at once, carrying the newest position with it.
+func TestTakeSpacesMovesInTheLine(t *testing.T) {
+	id := uuid.New()
+	c := &conn{wake: make(chan struct{}, 1), orders: map[uuid.UUID]*orderSlot{id: {}}}
+	t0 := time.Now()
+
+	c.offerOrder(queuedAt(id, 3, 10))
+	msgs, next := c.take(t0)
+	require.Len(t, msgs, 1, "the snapshot goes out at once")
+	require.True(t, next.IsZero())
+
+	c.offerOrder(queuedAt(id, 3, 9))
+	c.offerOrder(queuedAt(id, 3, 8))
+	msgs, next = c.take(t0.Add(100 * time.Millisecond))
+	require.Empty(t, msgs, "a move right after a message waits")
+	require.Equal(t, t0.Add(positionEvery), next)
+
+	msgs, next = c.take(t0.Add(positionEvery))
+	require.Len(t, msgs, 1)
+	require.Contains(t, string(msgs[0]), `"queue_position":8`, "only the newest move is sent")
+	require.True(t, next.IsZero())
+
+	c.offerOrder(queuedAt(id, 3, 7))
+	accepted := store.Order{ID: id, Version: 4, Status: domain.StatusAccepted}
+	c.offerOrder(accepted)
+	msgs, _ = c.take(t0.Add(positionEvery + time.Millisecond))
+	require.Len(t, msgs, 1, "a new status is not held back")
+	require.Contains(t, string(msgs[0]), `"status":"accepted"`)
+}
