@@ -140,6 +140,7 @@ func (c *conn) sendError(code domain.Code, detail string) {
 	}
 	c.mu.Unlock()
 	if full {
+		c.hub.Stats.Dropped.Add(1)
 		go c.close(websocket.ClosePolicyViolation, "too slow: replies were not read in time")
 	}
 }
@@ -231,9 +232,11 @@ func (c *conn) writeLoop() {
 		for _, msg := range msgs {
 			_ = c.ws.SetWriteDeadline(time.Now().Add(c.hub.opts.WriteTimeout))
 			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+				c.hub.Stats.Dropped.Add(1)
 				c.close(websocket.ClosePolicyViolation, "too slow: updates were not read in time")
 				return
 			}
+			c.hub.Stats.Sent.Add(1)
 		}
 		laterC = nil
 		if !next.IsZero() {
@@ -274,7 +277,12 @@ func (c *conn) readLoop() {
 			c.sendError(domain.CodeMalformedJSON, `messages must be JSON objects like {"op":"subscribe","order_id":"..."}`)
 			continue
 		}
-		c.handle(m)
+		// The subscribe path (a database read, auth) would grow this
+		// goroutine's stack, and an idle connection keeps its stack for
+		// good; a short-lived goroutine takes that growth and frees it.
+		handled := make(chan struct{})
+		go func() { defer close(handled); c.handle(m) }()
+		<-handled
 	}
 }
 

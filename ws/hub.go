@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,8 +55,16 @@ const (
 	retryAfter       = time.Second
 )
 
+// Stats counts what the hub did, for Prometheus.
+type Stats struct {
+	Sent    atomic.Int64 // data messages written to clients
+	Dropped atomic.Int64 // clients cut off for reading too slowly
+}
+
 // Hub owns the connections, their subscriptions and the tailer.
 type Hub struct {
+	Stats Stats
+
 	store    *store.Store
 	auth     *auth.Authenticator
 	opts     Options
@@ -105,6 +114,13 @@ func New(st *store.Store, a *auth.Authenticator, opts Options) *Hub {
 	h.upgrader = websocket.Upgrader{ReadBufferSize: 1024, WriteBufferSize: 4096, WriteBufferPool: &sync.Pool{},
 		CheckOrigin: h.checkOrigin}
 	return h
+}
+
+// Connections counts the open websockets.
+func (h *Hub) Connections() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
 }
 
 func (h *Hub) checkOrigin(r *http.Request) bool {

@@ -10,9 +10,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -122,7 +126,10 @@ func benchTarget(ctx context.Context, url, dbURL, secret string) (*bench.Target,
 	}
 	// A private cluster by default: baselines open as many connections as
 	// there are clients (up to 256), more than a stock server allows.
-	inst, err := pglocal.Find(ctx, pglocal.Options{DataDir: ".orderd/bench-pg", EnvVar: "DATABASE_URL", SkipLocalhost: true})
+	// Commit timestamps let the ws scenario time updates from the commit
+	// that caused them.
+	inst, err := pglocal.Find(ctx, pglocal.Options{DataDir: ".orderd/bench-pg", EnvVar: "DATABASE_URL", SkipLocalhost: true,
+		Settings: []string{"track_commit_timestamp=on"}})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -156,6 +163,7 @@ func benchTarget(ctx context.Context, url, dbURL, secret string) (*bench.Target,
 	}
 	t := bench.NewTarget("http://"+a.Addr(), pool, auth.New([]byte(cfg.JWTSecret), nil))
 	t.RSS = bench.SelfRSS
+	t.Spawn = func(ctx context.Context) (*bench.Instance, error) { return spawnServe(ctx, cfg) }
 	stop := func() {
 		cancel()
 		<-done
@@ -187,6 +195,61 @@ func printSummary(w io.Writer, names []string, r bench.Report) {
 		}
 		for _, v := range res.Violations {
 			fmt.Fprintf(w, "%s VIOLATION: %s\n", n, v)
+		}
+	}
+}
+
+// spawnServe starts another `orderd serve` process on cfg's database, for
+// scenarios that measure a server apart from the load generator or run
+// several instances.
+func spawnServe(ctx context.Context, cfg app.Config) (*bench.Instance, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own binary: %w", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	cmd := exec.Command(exe, "serve", "--addr", addr, "--rate-per-customer", "0", "--rate-per-ip", "0")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+cfg.DatabaseURL, "ORDERD_JWT_SECRET="+cfg.JWTSecret)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start orderd serve: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	base := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/readyz", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return &bench.Instance{BaseURL: base, Stop: stop}, nil
+			}
+		}
+		select {
+		case <-exited:
+			return nil, errors.New("orderd serve exited before it was ready")
+		case <-ctx.Done():
+			stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, errors.New("orderd serve was not ready within 30 s")
 		}
 	}
 }

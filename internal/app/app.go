@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -149,7 +150,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, err
 	}
 	a := &App{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry()}
-	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.registry.MustRegister(collectors.NewGoCollector(
+		// The live heap after the last collection: memory per connection
+		// and leaks show there, not in a heap that still holds garbage.
+		collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	a.store = store.New(pool, nil)
 	jobsCfg := cfg.Jobs
@@ -176,6 +181,14 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	)
 
 	a.hub = ws.New(a.store, a.auth, ws.Options{AllowedOrigins: cfg.AllowedOrigins, Logger: log})
+	a.registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_ws_messages_sent_total", Help: "Websocket data messages sent."},
+			func() float64 { return float64(a.hub.Stats.Sent.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_ws_dropped_total", Help: "Websocket clients cut off for reading too slowly."},
+			func() float64 { return float64(a.hub.Stats.Dropped.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "orderd_ws_connections", Help: "Open websocket connections."},
+			func() float64 { return float64(a.hub.Connections()) }),
+	)
 	a.api = api.New(api.Config{
 		Mount: map[string]http.Handler{"GET /v1/ws": a.hub, "GET /{$}": web.Handler()},
 		Store: a.store, Auth: a.auth, Logger: log, Registry: a.registry,

@@ -68,9 +68,18 @@ type Target struct {
 	Auth    *auth.Authenticator
 	// RSS reports the server's resident memory, when it runs in this process
 	// or is otherwise observable; nil when unknown.
-	RSS    func() int64
+	RSS func() int64
+	// Spawn starts one more orderd process on the target's database; nil
+	// when the bench cannot (a deployment given by URL).
+	Spawn  func(ctx context.Context) (*Instance, error)
 	http   *http.Client
 	tokens sync.Map
+}
+
+// Instance is an orderd process started by Target.Spawn.
+type Instance struct {
+	BaseURL string
+	Stop    func()
 }
 
 // NewTarget prepares a client for baseURL.

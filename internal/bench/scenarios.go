@@ -8,15 +8,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/gorilla/websocket"
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/orderd/orderd/auth"
@@ -595,153 +592,6 @@ func webhooks(ctx context.Context, t *Target, o Options) (*Result, error) {
 	if pending > 0 {
 		res.Violations = append(res.Violations, fmt.Sprintf("%d outbox rows not marked delivered", pending))
 	}
-	res.InvariantsOK = len(res.Violations) == 0
-	return res, nil
-}
-
-// wsWatch: websocket clients each watching one queued order of a merchant of
-// capacity 50, while the merchant completes orders until the queue is
-// empty; the lag from the acceptance commit to the client hearing of it.
-func wsWatch(ctx context.Context, t *Target, o Options) (*Result, error) {
-	clients := orDefault(o.Count, 5000)
-	const capacity = 50
-	raiseFileLimit()
-	mID, err := t.createMerchant(ctx, merchantSpec{Name: "watched", Capacity: capacity, PrepSeconds: 30, MaxQueueWaitSeconds: 3600})
-	if err != nil {
-		return nil, err
-	}
-	pID, err := t.createProduct(ctx, mID, map[string]any{"name": "tea", "price_cents": 100})
-	if err != nil {
-		return nil, err
-	}
-	type placed struct {
-		ID       string `json:"id"`
-		Customer string `json:"customer_id"`
-		Status   string `json:"status"`
-	}
-	orders := make([]placed, capacity+clients)
-	setup := newBar(o, len(orders), "ws: queueing orders")
-	_, errs := drive(ctx, 32, len(orders), newRecorder(), setup, func(ctx context.Context, c, i int) error {
-		_, err := t.call(ctx, "POST", "/v1/orders", t.token(auth.Principal{Subject: fmt.Sprintf("ws-c%d", i), Role: auth.RoleCustomer}),
-			placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: 1}}, PaymentRef: "pay"},
-			map[string]string{"Idempotency-Key": uuid.NewString()}, &orders[i])
-		return err
-	})
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("ws setup: %w", errs[0])
-	}
-	wsURL := "ws" + strings.TrimPrefix(t.BaseURL, "http") + "/v1/ws"
-	lags := newRecorder()
-	var violations atomic.Int64
-	var accepted atomic.Int64
-	var wg sync.WaitGroup
-	connected := make(chan struct{}, clients)
-	var dialErr atomic.Value
-	runCtx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-	defer cancel()
-	for _, ord := range orders {
-		if ord.Status != "queued" {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tok := t.token(auth.Principal{Subject: ord.Customer, Role: auth.RoleCustomer})
-			dialer := websocket.Dialer{HandshakeTimeout: 30 * time.Second}
-			c, _, err := dialer.DialContext(runCtx, wsURL+"?access_token="+url.QueryEscape(tok), nil)
-			if err != nil {
-				dialErr.Store(err)
-				connected <- struct{}{}
-				return
-			}
-			defer c.Close()
-			go func() { <-runCtx.Done(); c.Close() }()
-			_ = c.WriteJSON(map[string]string{"op": "subscribe", "order_id": ord.ID})
-			connected <- struct{}{}
-			lastPos, lastVersion := 1<<30, 0
-			for {
-				var m struct {
-					Type  string `json:"type"`
-					Order struct {
-						Version       int        `json:"version"`
-						Status        string     `json:"status"`
-						QueuePosition *int       `json:"queue_position"`
-						AcceptedAt    *time.Time `json:"accepted_at"`
-					} `json:"order"`
-				}
-				if err := c.ReadJSON(&m); err != nil {
-					return
-				}
-				if m.Type != "order" {
-					continue
-				}
-				if m.Order.Version < lastVersion {
-					violations.Add(1)
-				}
-				lastVersion = m.Order.Version
-				if m.Order.Status == "accepted" && m.Order.AcceptedAt != nil {
-					lags.add(time.Since(*m.Order.AcceptedAt))
-					accepted.Add(1)
-					return
-				}
-				if m.Order.QueuePosition != nil {
-					if *m.Order.QueuePosition >= lastPos {
-						violations.Add(1)
-					}
-					lastPos = *m.Order.QueuePosition
-				}
-			}
-		}()
-	}
-	for range clients {
-		<-connected
-	}
-	if err, _ := dialErr.Load().(error); err != nil {
-		return nil, fmt.Errorf("ws dial: %w", err)
-	}
-	// The merchant completes orders as fast as it can until the queue is empty.
-	merchantTok := t.token(auth.Principal{Subject: "watched-merchant", Role: auth.RoleMerchant, MerchantID: uuid.MustParse(mID)})
-	bar := newBar(o, clients, "ws: completing orders")
-	start := time.Now()
-	var completer sync.WaitGroup
-	for range 8 {
-		completer.Add(1)
-		go func() {
-			defer completer.Done()
-			for accepted.Load() < int64(clients) && runCtx.Err() == nil {
-				var list struct {
-					Orders []idOnly `json:"orders"`
-				}
-				if _, err := t.call(runCtx, "GET", "/v1/merchants/"+mID+"/orders?status=accepted&limit=10", merchantTok, nil, nil, &list); err != nil || len(list.Orders) == 0 {
-					time.Sleep(5 * time.Millisecond)
-					continue
-				}
-				for _, ord := range list.Orders {
-					_, _ = t.call(runCtx, "POST", "/v1/orders/"+ord.ID+"/complete", merchantTok, nil, nil, nil)
-				}
-				_ = bar.Set(int(accepted.Load()))
-			}
-		}()
-	}
-	completer.Wait()
-	cancel()
-	wg.Wait()
-	_ = bar.Finish()
-	res := &Result{Extra: map[string]any{"clients": clients, "capacity": capacity, "accepted_heard": accepted.Load(),
-		"seconds": time.Since(start).Seconds()}}
-	lags.summarize(res)
-	res.Series = nil
-	res.PerS = float64(accepted.Load()) / time.Since(start).Seconds()
-	// The goal is a lag, not a ratio: every final state within 1 s of its commit.
-	res.Extra["lag_p50_ms"], res.Extra["lag_p99_ms"] = res.P50ms, res.P99ms
-	res.Extra["lag_goal_met"] = res.P99ms <= 1000
-	if accepted.Load() < int64(clients) {
-		res.Violations = append(res.Violations, fmt.Sprintf("only %d of %d clients heard their order accepted", accepted.Load(), clients))
-	}
-	if v := violations.Load(); v > 0 {
-		res.Violations = append(res.Violations, fmt.Sprintf("%d updates went backwards", v))
-	}
-	res.Violations = append(res.Violations, t.fifoInvariants(ctx, mID)...)
 	res.InvariantsOK = len(res.Violations) == 0
 	return res, nil
 }

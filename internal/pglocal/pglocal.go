@@ -41,7 +41,10 @@ type Options struct {
 	SkipLocalhost bool
 	// Fast trades durability for speed in a private cluster (tests only).
 	Fast bool
-	Logf func(format string, args ...any)
+	// Settings are extra name=value server settings for a private cluster
+	// this call starts.
+	Settings []string
+	Logf     func(format string, args ...any)
 }
 
 // Instance is a server to use.
@@ -246,6 +249,9 @@ func startPrivate(ctx context.Context, o Options, logf func(string, ...any)) (*I
 	opts := fmt.Sprintf("-p %d -k '%s' -c listen_addresses=127.0.0.1 -c max_connections=300", port, sockDir)
 	if o.Fast {
 		opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	}
+	for _, setting := range o.Settings {
+		opts += " -c " + setting
 	}
 	logFile := filepath.Join(dataDir, "postgres.log")
 	cmd := inst.command(ctx, "pg_ctl", "-D", inst.dataDir, "-o", opts, "-l", logFile, "-w", "-t", "60", "start")
