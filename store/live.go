@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+
+	"github.com/orderd/orderd/domain"
 )
 
 // LiveOrders returns the current view of each order, for subscribers who
@@ -21,23 +23,43 @@ func (s *Store) LiveOrders(ctx context.Context, ids []uuid.UUID) ([]Order, error
 	return views, mapErr(err)
 }
 
-// QueueRankings returns every queued order of the given merchants with its
-// position and ETA: one query ranks each merchant's whole line, however
-// many people watch it.
-func (s *Store) QueueRankings(ctx context.Context, merchantIDs []uuid.UUID) ([]Order, error) {
+// QueuePosition is a queued order's place in its merchant's line.
+type QueuePosition struct {
+	OrderID    uuid.UUID
+	Version    int
+	Position   int
+	EtaSeconds int
+}
+
+// QueuePositions returns the place of every queued order of the given
+// merchants: one query ranks each merchant's whole line, however many people
+// watch it, and reads no more of each order than its version, so that a
+// reader holding an order's view at that version only moves it in the line.
+func (s *Store) QueuePositions(ctx context.Context, merchantIDs []uuid.UUID) ([]QueuePosition, error) {
 	if len(merchantIDs) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+orderColumns+`,
+	rows, err := s.pool.Query(ctx, `SELECT o.id, o.version,
 		row_number() OVER (PARTITION BY o.merchant_id ORDER BY o.queue_seq)::int,
 		m.capacity, m.prep_seconds, m.completion_interval_s, m.completion_samples
 		FROM orders o JOIN merchants m ON m.id = o.merchant_id
 		WHERE o.merchant_id = ANY($1) AND o.status = 'queued'`, merchantIDs)
 	if err != nil {
-		return nil, mapErr(fmt.Errorf("queue rankings: %w", err))
+		return nil, mapErr(fmt.Errorf("queue positions: %w", err))
 	}
-	views, err := scanOrderViews(rows, false)
-	return views, mapErr(err)
+	defer rows.Close()
+	var out []QueuePosition
+	for rows.Next() {
+		var p QueuePosition
+		var capacity, prep int
+		var stats domain.CompletionStats
+		if err := rows.Scan(&p.OrderID, &p.Version, &p.Position, &capacity, &prep, &stats.IntervalSeconds, &stats.Samples); err != nil {
+			return nil, mapErr(fmt.Errorf("queue positions: %w", err))
+		}
+		p.EtaSeconds = domain.EstimateWait(p.Position, capacity, prep, stats)
+		out = append(out, p)
+	}
+	return out, mapErr(rows.Err())
 }
 
 // OrderMerchants maps orders to their merchants.

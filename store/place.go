@@ -157,15 +157,18 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) er
 	for _, pl := range batch {
 		pl.err, pl.replayOf, pl.twin, pl.result, pl.events, pl.jobs = nil, uuid.Nil, nil, nil, nil, nil
 	}
-	live, err := claimIdempotencyKeys(ctx, tx, batch)
-	if err != nil {
-		return err
+	// One round trip reads or locks everything the decisions need: the
+	// keys, then the merchants, then the products, in the store's lock
+	// order. Merchants and products are read for every request, even those
+	// the keys turn out to be replays of.
+	b := &pgx.Batch{}
+	keys := queueIdempotencyKeys(b, batch)
+	merchants := queueBatchMerchants(b, batch)
+	products := queueProducts(b, batchProductIDs(batch))
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("read for placement: %w", err)
 	}
-	merchants, err := loadBatchMerchants(ctx, tx, live)
-	if err != nil {
-		return err
-	}
-	products, err := loadProducts(ctx, tx, batchProductIDs(live))
+	live, err := keys.resolve(ctx, tx, batch)
 	if err != nil {
 		return err
 	}
@@ -189,9 +192,6 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) er
 	if len(placed) == 0 {
 		return nil
 	}
-	if err := writePlacements(ctx, tx, placed, merchants, now); err != nil {
-		return err
-	}
 	var jobs []river.InsertManyParams
 	for _, pl := range placed {
 		jobs = append(jobs, pl.jobs...)
@@ -199,8 +199,14 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) er
 	if err := s.insertJobs(ctx, tx, jobs); err != nil {
 		return err
 	}
-	if err := saveLoads(ctx, tx, merchants); err != nil {
+	b = &pgx.Batch{}
+	if err := queuePlacements(b, placed, merchants, now); err != nil {
 		return err
+	}
+	queueLoads(b, merchants)
+	noteEvents(tx)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write placements: %w", err)
 	}
 	for _, pl := range placed {
 		noteTransition(tx, "new", domain.StatusAwaitingPayment)
@@ -251,58 +257,66 @@ func batchProductIDs(batch []*placement) []string {
 	return ids
 }
 
-// claimIdempotencyKeys inserts every request's key in one statement and
-// returns the requests that are new. A key already there is a replay (same
+type customerKey struct{ customer, key string }
+
+// keyClaim is the insert of a batch's idempotency keys, queued in a batch.
+type keyClaim struct {
+	first    map[customerKey]*placement
+	inserted map[customerKey]bool
+}
+
+// queueIdempotencyKeys adds the insert of every request's key, in one
+// statement and in key order, to b. A key already there is a replay (same
 // body) or a misuse (another body); a key inserted by a transaction still
 // running makes this one wait for it.
-func claimIdempotencyKeys(ctx context.Context, tx pgx.Tx, batch []*placement) ([]*placement, error) {
+func queueIdempotencyKeys(b *pgx.Batch, batch []*placement) *keyClaim {
 	sorted := append([]*placement(nil), batch...)
 	sort.Slice(sorted, func(i, j int) bool {
 		a, b := sorted[i].p, sorted[j].p
 		return a.CustomerID < b.CustomerID || (a.CustomerID == b.CustomerID && a.IdempotencyKey < b.IdempotencyKey)
 	})
 	customers, keys, hashes, ids := make([]string, 0, len(sorted)), make([]string, 0, len(sorted)), make([][]byte, 0, len(sorted)), make([]uuid.UUID, 0, len(sorted))
-	type ck struct{ c, k string }
-	first := map[ck]*placement{}
+	c := &keyClaim{first: map[customerKey]*placement{}, inserted: map[customerKey]bool{}}
 	for _, pl := range sorted {
-		key := ck{pl.p.CustomerID, pl.p.IdempotencyKey}
-		if _, dup := first[key]; dup {
+		key := customerKey{pl.p.CustomerID, pl.p.IdempotencyKey}
+		if _, dup := c.first[key]; dup {
 			continue
 		}
-		first[key] = pl
+		c.first[key] = pl
 		customers, keys = append(customers, pl.p.CustomerID), append(keys, pl.p.IdempotencyKey)
 		hashes, ids = append(hashes, pl.p.RequestHash), append(ids, pl.orderID)
 	}
-	rows, err := tx.Query(ctx, `
+	b.Queue(`
 		INSERT INTO idempotency_keys (customer_id, key, request_hash, order_id)
 		SELECT c, k, h, o FROM unnest($1::text[], $2::text[], $3::bytea[], $4::uuid[]) WITH ORDINALITY AS t(c, k, h, o, n)
 		ORDER BY n
 		ON CONFLICT DO NOTHING
-		RETURNING customer_id, key`, customers, keys, hashes, ids)
-	if err != nil {
-		return nil, fmt.Errorf("record idempotency keys: %w", err)
-	}
-	inserted := map[ck]bool{}
-	for rows.Next() {
-		var c, k string
-		if err := rows.Scan(&c, &k); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("record idempotency keys: %w", err)
+		RETURNING customer_id, key`, customers, keys, hashes, ids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k customerKey
+			if err := rows.Scan(&k.customer, &k.key); err != nil {
+				return fmt.Errorf("record idempotency keys: %w", err)
+			}
+			c.inserted[k] = true
 		}
-		inserted[ck{c, k}] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("record idempotency keys: %w", err)
-	}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("record idempotency keys: %w", err)
+		}
+		return nil
+	})
+	return c
+}
+
+// resolve returns the requests whose keys are new and answers the others.
+func (c *keyClaim) resolve(ctx context.Context, tx pgx.Tx, batch []*placement) ([]*placement, error) {
 	var live []*placement
 	for _, pl := range batch {
-		key := ck{pl.p.CustomerID, pl.p.IdempotencyKey}
-		if inserted[key] && first[key] == pl {
+		key := customerKey{pl.p.CustomerID, pl.p.IdempotencyKey}
+		if c.inserted[key] && c.first[key] == pl {
 			live = append(live, pl)
 			continue
 		}
-		if err := resolveReplay(ctx, tx, pl, first[key]); err != nil {
+		if err := resolveReplay(ctx, tx, pl, c.first[key]); err != nil {
 			return nil, err
 		}
 	}
@@ -356,9 +370,9 @@ func forgetFailedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) error 
 	return nil
 }
 
-// loadBatchMerchants reads the batch's merchants, locking (in id order) those
-// that will make admission decisions.
-func loadBatchMerchants(ctx context.Context, tx pgx.Tx, batch []*placement) (map[uuid.UUID]*merchantRow, error) {
+// queueBatchMerchants adds the read of the batch's merchants to b, locking
+// (in id order) those that will make admission decisions.
+func queueBatchMerchants(b *pgx.Batch, batch []*placement) map[uuid.UUID]*merchantRow {
 	var lock, read []uuid.UUID
 	seen := map[uuid.UUID]bool{}
 	for _, pl := range batch {
@@ -384,24 +398,21 @@ func loadBatchMerchants(ctx context.Context, tx pgx.Tx, batch []*placement) (map
 		if len(q.ids) == 0 {
 			continue
 		}
-		rows, err := tx.Query(ctx, q.sql, q.ids)
-		if err != nil {
-			return nil, fmt.Errorf("load merchants: %w", err)
-		}
-		for rows.Next() {
-			m, err := scanMerchant(rows)
-			if err != nil {
-				rows.Close()
-				return nil, err
+		b.Queue(q.sql, q.ids).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				m, err := scanMerchant(rows)
+				if err != nil {
+					return err
+				}
+				out[m.ID] = m
 			}
-			out[m.ID] = m
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("load merchants: %w", err)
-		}
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("load merchants: %w", err)
+			}
+			return nil
+		})
 	}
-	return out, nil
+	return out
 }
 
 // placeOne decides one request and reserves its stock; a refused request
@@ -470,10 +481,31 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, merchant
 	return nil
 }
 
-// writePlacements appends every placed order's events and writes their
-// projection rows and outbox messages, each kind in one COPY.
-func writePlacements(ctx context.Context, tx pgx.Tx, placed []*placement, merchants map[uuid.UUID]*merchantRow, now time.Time) error {
-	var eventRows, orderRows, outboxRows [][]any
+// queuePlacements adds to b the append of every placed order's events and
+// the writes of their projection rows and outbox messages, one statement of
+// each kind: queued with the rest of the batch's writes, they cost one round
+// trip where COPY would cost two each.
+func queuePlacements(b *pgx.Batch, placed []*placement, merchants map[uuid.UUID]*merchantRow, now time.Time) error {
+	var ev struct {
+		stream          []uuid.UUID
+		version         []int32
+		typ, data, meta []string
+	}
+	var ord struct {
+		id, merchant                            []uuid.UUID
+		customer, items, status                 []string
+		total                                   []int64
+		version                                 []int32
+		placedAt, deadline                      []time.Time
+		paymentRef                              []*string
+		paidAt, acceptedAt, queuedAt, expiresAt []*time.Time
+		seq                                     []*int64
+	}
+	var out struct {
+		id, merchant, order []uuid.UUID
+		version             []int32
+		payload             []string
+	}
 	for _, pl := range placed {
 		meta, err := json.Marshal(Meta{Actor: domain.ActorCustomer, Subject: pl.p.CustomerID, RequestID: pl.p.RequestID})
 		if err != nil {
@@ -484,16 +516,22 @@ func writePlacements(ctx context.Context, tx pgx.Tx, placed []*placement, mercha
 			if err != nil {
 				return fmt.Errorf("encode event %s: %w", e.Type, err)
 			}
-			eventRows = append(eventRows, []any{pl.orderID, StreamOrder, int32(i + 1), e.Type, data, meta, now})
+			ev.stream, ev.version = append(ev.stream, pl.orderID), append(ev.version, int32(i+1))
+			ev.typ, ev.data, ev.meta = append(ev.typ, e.Type), append(ev.data, string(data)), append(ev.meta, string(meta))
 		}
 		o := pl.order
 		items, err := json.Marshal(o.Items)
 		if err != nil {
 			return fmt.Errorf("encode items: %w", err)
 		}
-		orderRows = append(orderRows, []any{pl.orderID, pl.p.MerchantID, o.CustomerID, items, o.TotalCents, string(o.Status),
-			int32(o.Version), o.PlacedAt, o.PaymentDeadline, nullable(o.PaymentRef), o.PaidAt, o.AcceptedAt,
-			seqOrNil(o.QueueSeq), o.QueuedAt, o.QueueExpiresAt})
+		ord.id, ord.merchant = append(ord.id, pl.orderID), append(ord.merchant, pl.p.MerchantID)
+		ord.customer, ord.items, ord.status = append(ord.customer, o.CustomerID), append(ord.items, string(items)), append(ord.status, string(o.Status))
+		ord.total, ord.version = append(ord.total, o.TotalCents), append(ord.version, int32(o.Version))
+		ord.placedAt, ord.deadline = append(ord.placedAt, o.PlacedAt), append(ord.deadline, o.PaymentDeadline)
+		ord.paymentRef = append(ord.paymentRef, nullable(o.PaymentRef))
+		ord.paidAt, ord.acceptedAt = append(ord.paidAt, o.PaidAt), append(ord.acceptedAt, o.AcceptedAt)
+		ord.queuedAt, ord.expiresAt = append(ord.queuedAt, o.QueuedAt), append(ord.expiresAt, o.QueueExpiresAt)
+		ord.seq = append(ord.seq, seqOrNil(o.QueueSeq))
 		m := merchants[pl.p.MerchantID]
 		if m.WebhookURL != nil && o.Status == domain.StatusAccepted {
 			id := newID()
@@ -501,32 +539,30 @@ func writePlacements(ctx context.Context, tx pgx.Tx, placed []*placement, mercha
 			if err != nil {
 				return fmt.Errorf("encode webhook: %w", err)
 			}
-			outboxRows = append(outboxRows, []any{id, m.ID, pl.orderID, int32(o.Version), domain.EventOrderAccepted, payload, now, now})
+			out.id, out.merchant, out.order = append(out.id, id), append(out.merchant, m.ID), append(out.order, pl.orderID)
+			out.version, out.payload = append(out.version, int32(o.Version)), append(out.payload, string(payload))
 		}
 	}
-	noteEvents(tx)
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"},
-		[]string{"stream_id", "stream_type", "version", "type", "data", "metadata", "recorded_at"}, pgx.CopyFromRows(eventRows)); err != nil {
-		return fmt.Errorf("append events: %w", err)
-	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"orders"},
-		[]string{"id", "merchant_id", "customer_id", "items", "total_cents", "status", "version", "placed_at",
-			"payment_deadline", "payment_ref", "paid_at", "accepted_at", "queue_seq", "queued_at", "queue_expires_at"},
-		pgx.CopyFromRows(orderRows)); err != nil {
-		return fmt.Errorf("insert orders: %w", err)
-	}
-	if len(outboxRows) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"outbox"},
-			[]string{"id", "merchant_id", "order_id", "order_version", "event_type", "payload", "created_at", "next_attempt_at"},
-			pgx.CopyFromRows(outboxRows)); err != nil {
-			return fmt.Errorf("write outbox: %w", err)
-		}
+	b.Queue(`INSERT INTO events (stream_id, stream_type, version, type, data, metadata, recorded_at)
+		SELECT s, $2, v, t, d::jsonb, m::jsonb, $7 FROM unnest($1::uuid[], $3::int[], $4::text[], $5::text[], $6::text[]) AS e(s, v, t, d, m)`,
+		ev.stream, StreamOrder, ev.version, ev.typ, ev.data, ev.meta, now)
+	b.Queue(`INSERT INTO orders (id, merchant_id, customer_id, items, total_cents, status, version, placed_at,
+			payment_deadline, payment_ref, paid_at, accepted_at, queue_seq, queued_at, queue_expires_at)
+		SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::bigint[], $6::text[], $7::int[], $8::timestamptz[],
+			$9::timestamptz[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::bigint[], $14::timestamptz[], $15::timestamptz[])`,
+		ord.id, ord.merchant, ord.customer, ord.items, ord.total, ord.status, ord.version, ord.placedAt,
+		ord.deadline, ord.paymentRef, ord.paidAt, ord.acceptedAt, ord.seq, ord.queuedAt, ord.expiresAt)
+	if len(out.id) > 0 {
+		b.Queue(`INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, created_at, next_attempt_at)
+			SELECT i, m, o, v, $5, p::jsonb, $6, $6 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int[], $7::text[]) AS t(i, m, o, v, p)`,
+			out.id, out.merchant, out.order, out.version, domain.EventOrderAccepted, now, out.payload)
 	}
 	return nil
 }
 
-// saveLoads writes the load of every merchant the batch changed, in one statement.
-func saveLoads(ctx context.Context, tx pgx.Tx, merchants map[uuid.UUID]*merchantRow) error {
+// queueLoads adds to b the write of the load of every merchant the batch
+// changed, in one statement.
+func queueLoads(b *pgx.Batch, merchants map[uuid.UUID]*merchantRow) {
 	var ids []uuid.UUID
 	var active, queued []int32
 	var next []int64
@@ -537,13 +573,9 @@ func saveLoads(ctx context.Context, tx pgx.Tx, merchants map[uuid.UUID]*merchant
 		ids, active, queued, next = append(ids, m.ID), append(active, int32(m.Load.Active)), append(queued, int32(m.Load.Queued)), append(next, m.nextSeq)
 	}
 	if len(ids) == 0 {
-		return nil
+		return
 	}
-	_, err := tx.Exec(ctx, `UPDATE merchants m SET active = t.a, queued = t.q, next_seq = t.n, updated_at = now()
+	b.Queue(`UPDATE merchants m SET active = t.a, queued = t.q, next_seq = t.n, updated_at = now()
 		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[]) AS t(id, a, q, n) WHERE m.id = t.id`,
 		ids, active, queued, next)
-	if err != nil {
-		return fmt.Errorf("save loads: %w", err)
-	}
-	return nil
 }

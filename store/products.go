@@ -207,21 +207,33 @@ type productInfo struct {
 }
 
 func loadProducts(ctx context.Context, tx pgx.Tx, ids []string) (map[string]productInfo, error) {
-	rows, err := tx.Query(ctx, `SELECT id::text, merchant_id::text, price_cents, stock_total IS NOT NULL, per_user_limit
-		FROM products WHERE id = ANY($1::uuid[])`, ids)
-	if err != nil {
-		return nil, fmt.Errorf("load products: %w", err)
+	b := &pgx.Batch{}
+	out := queueProducts(b, ids)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
 	}
-	defer rows.Close()
+	return out, nil
+}
+
+// queueProducts adds the read of products to b; the map is filled when the
+// batch's results are read.
+func queueProducts(b *pgx.Batch, ids []string) map[string]productInfo {
 	out := make(map[string]productInfo, len(ids))
-	for rows.Next() {
-		var p productInfo
-		if err := rows.Scan(&p.ID, &p.MerchantID, &p.PriceCents, &p.limited, &p.perUserLimit); err != nil {
-			return nil, fmt.Errorf("scan product: %w", err)
+	b.Queue(`SELECT id::text, merchant_id::text, price_cents, stock_total IS NOT NULL, per_user_limit
+		FROM products WHERE id = ANY($1::uuid[])`, ids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var p productInfo
+			if err := rows.Scan(&p.ID, &p.MerchantID, &p.PriceCents, &p.limited, &p.perUserLimit); err != nil {
+				return fmt.Errorf("scan product: %w", err)
+			}
+			out[p.ID] = p
 		}
-		out[p.ID] = p
-	}
-	return out, rows.Err()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("load products: %w", err)
+		}
+		return nil
+	})
+	return out
 }
 
 // stockMemo is what one transaction knows about the stock it touches.

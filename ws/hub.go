@@ -79,6 +79,9 @@ type Hub struct {
 	// a batch ranks only those.
 	orderMerch map[uuid.UUID]uuid.UUID
 	watchedIn  map[uuid.UUID]int
+	// views holds the last view of each watched order, so that a batch in
+	// which an order only moved in its line need not read it whole.
+	views map[uuid.UUID]store.Order
 	// Subscriptions the tailer must read once more: they were registered
 	// after their snapshot was read.
 	refreshOrders map[uuid.UUID]struct{}
@@ -105,7 +108,7 @@ func New(st *store.Store, a *auth.Authenticator, opts Options) *Hub {
 	h := &Hub{
 		store: st, auth: a, opts: opts, log: opts.Logger,
 		conns: map[*conn]struct{}{}, byOrder: map[uuid.UUID]map[*conn]struct{}{}, byMerch: map[uuid.UUID]map[*conn]struct{}{},
-		orderMerch: map[uuid.UUID]uuid.UUID{}, watchedIn: map[uuid.UUID]int{},
+		orderMerch: map[uuid.UUID]uuid.UUID{}, watchedIn: map[uuid.UUID]int{}, views: map[uuid.UUID]store.Order{},
 		refreshOrders: map[uuid.UUID]struct{}{}, refreshMerch: map[uuid.UUID]struct{}{},
 		wake: make(chan struct{}, 1),
 	}
@@ -202,6 +205,7 @@ func (h *Hub) unwatchOrder(c *conn, id uuid.UUID) {
 		return
 	}
 	delete(h.byOrder, id)
+	delete(h.views, id)
 	m := h.orderMerch[id]
 	delete(h.orderMerch, id)
 	if h.watchedIn[m]--; h.watchedIn[m] <= 0 {
@@ -482,21 +486,28 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 	}
 	h.mu.Unlock()
 
-	views := map[uuid.UUID]store.Order{}
-	ranked, err := h.store.QueueRankings(ctx, rank)
+	positions, err := h.store.QueuePositions(ctx, rank)
 	if err != nil {
-		return fmt.Errorf("queue rankings: %w", err)
+		return fmt.Errorf("queue positions: %w", err)
 	}
-	for _, o := range ranked {
-		views[o.ID] = o
-	}
-	// A watched order that changed and is not in a line (it left it, or
-	// was never in one) is read by itself.
-	for id := range want {
-		if _, ok := views[id]; !ok {
-			single = append(single, id)
+	// A watched order held here at the ranked version only moved in the
+	// line; any other watched order in a line, or that changed, is read
+	// whole.
+	views := map[uuid.UUID]store.Order{}
+	h.mu.Lock()
+	for _, p := range positions {
+		if len(h.byOrder[p.OrderID]) == 0 {
+			continue
+		}
+		if v, ok := h.views[p.OrderID]; ok && v.Version == p.Version && !want[p.OrderID] {
+			v.QueuePosition, v.EtaSeconds = &p.Position, &p.EtaSeconds
+			views[p.OrderID] = v
+		} else {
+			want[p.OrderID] = true
 		}
 	}
+	h.mu.Unlock()
+	single = keys(want)
 	live, err := h.store.LiveOrders(ctx, single)
 	if err != nil {
 		return fmt.Errorf("orders: %w", err)
@@ -512,7 +523,12 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id, view := range views {
-		for c := range h.byOrder[id] {
+		watchers := h.byOrder[id]
+		if len(watchers) == 0 {
+			continue
+		}
+		h.views[id] = view
+		for c := range watchers {
 			c.offerOrder(view)
 		}
 	}

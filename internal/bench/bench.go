@@ -96,6 +96,11 @@ func NewTarget(baseURL string, pool *pgxpool.Pool, a *auth.Authenticator) *Targe
 	}
 }
 
+// at is the same target reached through another orderd process.
+func (t *Target) at(baseURL string) *Target {
+	return &Target{BaseURL: baseURL, Pool: t.Pool, Auth: t.Auth, http: t.http}
+}
+
 // token returns a signed token for p, signing each principal once: clients
 // reuse their token as real ones do, and signing is not what is measured.
 func (t *Target) token(p auth.Principal) string {

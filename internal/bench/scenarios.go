@@ -21,7 +21,7 @@ import (
 )
 
 // Scenarios lists what `orderd bench` can run, in the order `all` runs them.
-var Scenarios = []string{"spread", "hot", "flash", "timers", "webhooks", "ws"}
+var Scenarios = []string{"spread", "hot", "flash", "timers", "webhooks", "ws", "memory"}
 
 // Run runs one scenario against t.
 func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error) {
@@ -40,10 +40,12 @@ func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error
 		res, err = webhooks(ctx, t, o)
 	case "ws":
 		res, err = wsWatch(ctx, t, o)
+	case "memory":
+		res, err = memory(ctx, t, o)
 	default:
 		return nil, fmt.Errorf("unknown scenario %q (have %v)", name, Scenarios)
 	}
-	if res != nil && t.RSS != nil {
+	if res != nil && res.RSSBytes == 0 && t.RSS != nil {
 		res.RSSBytes = t.RSS()
 	}
 	return res, err
