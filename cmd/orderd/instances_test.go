@@ -36,6 +36,9 @@ type roundRobin struct {
 	bases    []string
 	next     atomic.Uint64
 	answered []atomic.Int64 // per instance
+	// failedOver counts requests sent on to the next instance because one
+	// gave no answer.
+	failedOver atomic.Int64
 }
 
 func newRoundRobin(t *testing.T, bases []string) *roundRobin {
@@ -55,7 +58,9 @@ func (rr *roundRobin) do(method, path, token, key string, body any) answer {
 			rr.t.Errorf("%s %s: no instance answered within 30 s: %v %d %s", method, path, a.err, a.status, a.body)
 			return a
 		}
-		if a.err == nil {
+		if a.err != nil {
+			rr.failedOver.Add(1)
+		} else {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
@@ -306,6 +311,7 @@ func TestThreeInstancesKeepEveryGuarantee(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	require.Equal(t, before, rr.answered[victim].Load(), "a dead instance answered")
+	require.Positive(t, rr.failedOver.Load(), "no request was sent on from the dead instance")
 	for i := range servers {
 		if i != victim {
 			require.Greater(t, rr.answered[i].Load(), int64(20), "the survivors share the load")
@@ -431,6 +437,6 @@ func TestThreeInstancesKeepEveryGuarantee(t *testing.T) {
 	audit.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
 	out, err := audit.CombinedOutput()
 	require.NoError(t, err, "orderd audit:\n%s", out)
-	t.Logf("%d orders (%d admitted from the queue), %d paid later, %d completed, %d closed by timers, %d webhooks; answers per instance %d/%d/%d",
-		orders, fromQueue, len(l.paid), len(l.completed), closed, messages, rr.answered[0].Load(), rr.answered[1].Load(), rr.answered[2].Load())
+	t.Logf("%d orders (%d admitted from the queue), %d paid later, %d completed, %d closed by timers, %d webhooks; answers per instance %d/%d/%d, %d sent on after no answer",
+		orders, fromQueue, len(l.paid), len(l.completed), closed, messages, rr.answered[0].Load(), rr.answered[1].Load(), rr.answered[2].Load(), rr.failedOver.Load())
 }
