@@ -163,7 +163,10 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 					violations.Add(1)
 				}
 				lastVersion = m.Order.Version
-				if m.Order.Status == "accepted" {
+				// The merchant may complete an order before its watcher
+				// hears of the acceptance; then the newer state is what
+				// reaches the client, and it carries the acceptance too.
+				if m.Order.Status == "accepted" || m.Order.Status == "completed" {
 					mu.Lock()
 					heardAll = append(heardAll, heard{order: ord.ID, at: at})
 					mu.Unlock()
@@ -197,11 +200,14 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 	bar := newBar(o, n, label+": completing orders")
 	start := time.Now()
 	var completer sync.WaitGroup
+	var completed atomic.Int64
 	for range 8 {
 		completer.Add(1)
 		go func() {
 			defer completer.Done()
-			for accepted.Load() < int64(n) && runCtx.Err() == nil {
+			// Every order ends completed; clients that stopped listening
+			// must not keep the merchant working forever.
+			for accepted.Load() < int64(n) && completed.Load() < int64(len(orders)) && runCtx.Err() == nil {
 				var list struct {
 					Orders []idOnly `json:"orders"`
 				}
@@ -210,7 +216,9 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 					continue
 				}
 				for _, ord := range list.Orders {
-					_, _ = t.call(runCtx, "POST", "/v1/orders/"+ord.ID+"/complete", merchantTok, nil, nil, nil)
+					if _, err := t.call(runCtx, "POST", "/v1/orders/"+ord.ID+"/complete", merchantTok, nil, nil, nil); err == nil {
+						completed.Add(1)
+					}
 				}
 				_ = bar.Set(int(accepted.Load()))
 			}
@@ -218,6 +226,10 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 	}
 	completer.Wait()
 	elapsed := time.Since(start)
+	// Give the last updates their second to arrive.
+	for wait := time.Now().Add(5 * time.Second); accepted.Load() < int64(n) && time.Now().Before(wait); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	after, err := scrapeAll(ctx, urls)
 	if err != nil {
 		return nil, err
