@@ -1,7 +1,7 @@
 // Package ws pushes live order and merchant updates over websockets. Its
-// source is the committed event log, read in commit-safe order by one tailer
-// per process, so a change made through any orderd process reaches clients
-// connected to every one of them.
+// source is the committed event log, read by one tailer per process as the
+// streams changed between two database snapshots, so a change made through
+// any orderd process reaches clients connected to every one of them.
 package ws
 
 import (
@@ -48,7 +48,6 @@ const (
 	pingEvery        = 25 * time.Second
 	closeWait        = time.Second
 	subscribeTimeout = 5 * time.Second
-	logBatch         = 2000
 	defaultPoll      = 100 * time.Millisecond
 	defaultMinRead   = 50 * time.Millisecond
 	defaultWrite     = 10 * time.Second
@@ -271,19 +270,19 @@ func (h *Hub) Run(ctx context.Context) {
 	defer hints.Wait()
 	defer stopHints()
 
-	var cp store.Checkpoint
+	var since store.LogSnapshot
 	for {
-		head, err := h.store.LogHead(ctx)
+		_, now, err := h.store.ChangedStreams(ctx, "")
 		if err == nil {
-			cp = head
+			since = now
 			break
 		}
-		h.log.Warn("live updates: log head", "err", err)
+		h.log.Warn("live updates: log snapshot", "err", err)
 		if !sleep(ctx, retryAfter) {
 			return
 		}
 	}
-	// Whoever subscribed before the head was known may have missed a change
+	// Whoever subscribed before the first snapshot may have missed a change
 	// in between: read them all once more.
 	h.refreshAll()
 	failed := false
@@ -293,7 +292,7 @@ func (h *Hub) Run(ctx context.Context) {
 			return
 		}
 		lastRead = time.Now()
-		events, next, err := h.store.ReadLog(ctx, store.ReadLogParams{After: cp, Limit: logBatch})
+		streams, next, err := h.store.ChangedStreams(ctx, since)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -308,32 +307,26 @@ func (h *Hub) Run(ctx context.Context) {
 			continue
 		}
 		if failed {
-			// The checkpoint alone makes sure nothing is skipped; sending
+			// The snapshot alone makes sure nothing is skipped; sending
 			// everyone their current state again also repairs a fan-out
 			// that failed half-way while the database was away.
 			h.log.Info("live updates: log readable again")
 			failed = false
 			h.refreshAll()
 		}
-		if err := h.publish(ctx, events); err != nil {
+		if err := h.publish(ctx, streams); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			h.log.Warn("live updates: fan-out", "err", err)
 			failed = true
-			// Stay on the checkpoint: the batch is read again.
+			// Stay on the snapshot: the changes are read again.
 			if !sleep(ctx, retryAfter) {
 				return
 			}
 			continue
 		}
-		cp = next
-		if len(events) == logBatch {
-			continue
-		}
-		if held, err := h.store.LogHeldBack(ctx); err == nil && held {
-			continue // read again after MinInterval
-		}
+		since = next
 		if !h.awaitChange(ctx) {
 			return
 		}
@@ -412,15 +405,15 @@ func (h *Hub) refreshAll() {
 // query for all merchants whose line someone watches, never one query per
 // watcher. On error the refreshes stay due and the caller reads the batch
 // again.
-func (h *Hub) publish(ctx context.Context, events []store.StoredEvent) error {
+func (h *Hub) publish(ctx context.Context, streams []store.StreamRef) error {
 	changed := map[uuid.UUID]bool{}
 	merchants := map[uuid.UUID]bool{}
-	for _, e := range events {
-		switch e.StreamType {
+	for _, st := range streams {
+		switch st.Type {
 		case store.StreamOrder:
-			changed[e.StreamID] = true
+			changed[st.ID] = true
 		case store.StreamMerchant:
-			merchants[e.StreamID] = true
+			merchants[st.ID] = true
 		}
 	}
 	h.mu.Lock()
@@ -494,6 +487,7 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 	// line; any other watched order in a line, or that changed, is read
 	// whole.
 	views := map[uuid.UUID]store.Order{}
+	var moved []store.Order
 	h.mu.Lock()
 	for _, p := range positions {
 		if len(h.byOrder[p.OrderID]) == 0 {
@@ -501,7 +495,7 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 		}
 		if v, ok := h.views[p.OrderID]; ok && v.Version == p.Version && !want[p.OrderID] {
 			v.QueuePosition, v.EtaSeconds = &p.Position, &p.EtaSeconds
-			views[p.OrderID] = v
+			moved = append(moved, v)
 		} else {
 			want[p.OrderID] = true
 		}
@@ -522,15 +516,23 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for id, view := range views {
-		watchers := h.byOrder[id]
+	// New states first: their writers wake first, ahead of the many that
+	// only move a watcher's place in the line.
+	offer := func(view store.Order) {
+		watchers := h.byOrder[view.ID]
 		if len(watchers) == 0 {
-			continue
+			return
 		}
-		h.views[id] = view
+		h.views[view.ID] = view
 		for c := range watchers {
 			c.offerOrder(view)
 		}
+	}
+	for _, view := range views {
+		offer(view)
+	}
+	for _, view := range moved {
+		offer(view)
 	}
 	for id, load := range merchantLoads {
 		msg := loadMessage(id, load)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,6 +109,7 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 		heardAll   []heard
 		violations atomic.Int64
 		accepted   atomic.Int64
+		lost       atomic.Int64 // connections that ended before the run did
 		wg         sync.WaitGroup
 		dialErr    atomic.Value
 	)
@@ -148,6 +150,9 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 				if err := c.ReadJSON(&m); err != nil {
 					if first {
 						subscribed <- struct{}{}
+					}
+					if runCtx.Err() == nil {
+						lost.Add(1)
 					}
 					return
 				}
@@ -253,6 +258,7 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 	sent := after.sum("orderd_ws_messages_sent_total") - loaded.sum("orderd_ws_messages_sent_total")
 	cpu := after.sum("process_cpu_seconds_total") - loaded.sum("process_cpu_seconds_total")
 	res.Extra["messages_sent"] = int64(sent)
+	res.Extra["clients_dropped"] = int64(after.sum("orderd_ws_dropped_total") - loaded.sum("orderd_ws_dropped_total"))
 	res.Extra["messages_per_client"] = round1(sent / float64(n))
 	res.Extra["server_cpu_seconds"] = round1(cpu)
 	res.Extra["server_cpu_cores"] = round1(cpu / elapsed.Seconds())
@@ -267,7 +273,8 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 	res.Extra["idle_conn_rss_kib"] = perConn("process_resident_memory_bytes")
 	res.Extra["server_rss_mib"] = round1(after.sum("process_resident_memory_bytes") / (1 << 20))
 	if accepted.Load() < int64(n) {
-		res.Violations = append(res.Violations, fmt.Sprintf("%s: only %d of %d clients heard their order accepted", label, accepted.Load(), n))
+		res.Violations = append(res.Violations, fmt.Sprintf("%s: only %d of %d clients heard their order accepted (%d connections lost)",
+			label, accepted.Load(), n, lost.Load()))
 	}
 	if v := violations.Load(); v > 0 {
 		res.Violations = append(res.Violations, fmt.Sprintf("%s: %d updates went backwards", label, v))
@@ -317,6 +324,9 @@ func commitLags(ctx context.Context, t *Target, all []heard) (*recorder, string,
 	for _, h := range all {
 		if at, ok := committed[h.order]; ok {
 			rec.add(h.at.Sub(at))
+			if h.at.Sub(at) > time.Second {
+				fmt.Fprintln(os.Stderr, "DEBUG slow", h.order, h.at.Format("15:04:05.000"), at.Format("15:04:05.000"), h.at.Sub(at))
+			}
 		}
 	}
 	return rec, source, nil
