@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -324,9 +323,6 @@ func commitLags(ctx context.Context, t *Target, all []heard) (*recorder, string,
 	for _, h := range all {
 		if at, ok := committed[h.order]; ok {
 			rec.add(h.at.Sub(at))
-			if h.at.Sub(at) > time.Second {
-				fmt.Fprintln(os.Stderr, "DEBUG slow", h.order, h.at.Format("15:04:05.000"), at.Format("15:04:05.000"), h.at.Sub(at))
-			}
 		}
 	}
 	return rec, source, nil
