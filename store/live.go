@@ -23,6 +23,23 @@ func (s *Store) LiveOrders(ctx context.Context, ids []uuid.UUID) ([]Order, error
 	return views, mapErr(err)
 }
 
+// UnrankedOrders returns the current view of each order without its place
+// in line, for readers that rank lines themselves (QueuePositions): counting
+// the orders ahead of each one costs a scan of the line per order.
+func (s *Store) UnrankedOrders(ctx context.Context, ids []uuid.UUID) ([]Order, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+orderColumns+`, NULL::int,
+		m.capacity, m.prep_seconds, m.completion_interval_s, m.completion_samples
+		FROM orders o JOIN merchants m ON m.id = o.merchant_id WHERE o.id = ANY($1)`, ids)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("unranked orders: %w", err))
+	}
+	views, err := scanOrderViews(rows, false)
+	return views, mapErr(err)
+}
+
 // QueuePosition is a queued order's place in its merchant's line.
 type QueuePosition struct {
 	OrderID    uuid.UUID

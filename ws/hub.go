@@ -488,11 +488,13 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 	// whole.
 	views := map[uuid.UUID]store.Order{}
 	var moved []store.Order
+	ranked := make(map[uuid.UUID]store.QueuePosition, len(positions))
 	h.mu.Lock()
 	for _, p := range positions {
 		if len(h.byOrder[p.OrderID]) == 0 {
 			continue
 		}
+		ranked[p.OrderID] = p
 		if v, ok := h.views[p.OrderID]; ok && v.Version == p.Version && !want[p.OrderID] {
 			v.QueuePosition, v.EtaSeconds = &p.Position, &p.EtaSeconds
 			moved = append(moved, v)
@@ -501,7 +503,23 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 		}
 	}
 	h.mu.Unlock()
-	single = keys(want)
+	// Orders read whole take their place from the ranking; only one that
+	// changed between the two reads is ranked by itself.
+	whole, err := h.store.UnrankedOrders(ctx, keys(want))
+	if err != nil {
+		return fmt.Errorf("orders: %w", err)
+	}
+	for _, o := range whole {
+		if o.Status == domain.StatusQueued {
+			p, ok := ranked[o.ID]
+			if !ok || p.Version != o.Version {
+				single = append(single, o.ID)
+				continue
+			}
+			o.QueuePosition, o.EtaSeconds = &p.Position, &p.EtaSeconds
+		}
+		views[o.ID] = o
+	}
 	live, err := h.store.LiveOrders(ctx, single)
 	if err != nil {
 		return fmt.Errorf("orders: %w", err)
