@@ -38,6 +38,9 @@ type orderSlot struct {
 	last    state // what the client has; zero before the first message
 	sentAt  time.Time
 	pending *store.Order
+	// deferred: the writer put off a move in the line and will come back
+	// for it, so further moves need not wake it.
+	deferred bool
 }
 
 // positionEvery spaces the messages of a subscription whose order only moved
@@ -45,7 +48,7 @@ type orderSlot struct {
 // needs "number 12, about 4 minutes" a few times a second, not per commit.
 // Status changes go out at once. Fewer messages keep fan-out cheap enough
 // that every final state reaches its client well within API.md's second.
-const positionEvery = 250 * time.Millisecond
+const positionEvery = 500 * time.Millisecond
 
 type loadSlot struct {
 	last    *merchantLoadMessage
@@ -104,6 +107,9 @@ func (c *conn) offerOrder(o store.Order) {
 		return
 	}
 	slot.pending = &o
+	if slot.deferred && o.Version == slot.last.version {
+		return // the writer holds a timer for this subscription's next move
+	}
 	c.signal()
 }
 
@@ -171,9 +177,10 @@ func (c *conn) take(now time.Time) (msgs [][]byte, next time.Time) {
 			if next.IsZero() || due.Before(next) {
 				next = due
 			}
+			slot.deferred = true
 			continue
 		}
-		slot.pending = nil
+		slot.pending, slot.deferred = nil, false
 		slot.last, slot.sentAt = stateOf(o), now
 		if msg, err := json.Marshal(orderMessage{Type: "order", Order: o}); err == nil {
 			msgs = append(msgs, msg)
