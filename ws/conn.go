@@ -342,23 +342,34 @@ func (c *conn) subscribeOrder(id uuid.UUID) {
 		return
 	}
 	h := c.hub
-	h.mu.Lock()
-	c.mu.Lock()
-	_, known := c.orders[id]
-	if !known && len(c.orders)+len(c.merchants) >= maxSubscriptions {
-		c.mu.Unlock()
-		h.mu.Unlock()
-		c.sendError(domain.CodeValidation, "too many subscriptions on one connection")
-		return
-	}
-	if !known {
+	c.register(func() bool { _, known := c.orders[id]; return known }, func() {
 		c.orders[id] = &orderSlot{}
 		h.watchOrder(c, id, o.MerchantID)
+	}, func() {
+		c.offerOrder(*o)
+		h.refreshOrders[id] = struct{}{}
+	})
+}
+
+// register adds a subscription unless the connection has as many as it may
+// have, then offers its snapshot. known and add run under the hub's and the
+// connection's locks, offer under the hub's only: offers take the
+// connection's lock themselves.
+func (c *conn) register(known func() bool, add, offer func()) {
+	h := c.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c.mu.Lock()
+	if !known() {
+		if len(c.orders)+len(c.merchants) >= maxSubscriptions {
+			c.mu.Unlock()
+			c.sendError(domain.CodeValidation, "too many subscriptions on one connection")
+			return
+		}
+		add()
 	}
 	c.mu.Unlock()
-	c.offerOrder(*o)
-	h.refreshOrders[id] = struct{}{}
-	h.mu.Unlock()
+	offer()
 }
 
 func (c *conn) subscribeMerchant(id uuid.UUID) {
@@ -374,24 +385,14 @@ func (c *conn) subscribeMerchant(id uuid.UUID) {
 		return
 	}
 	h := c.hub
-	h.mu.Lock()
-	c.mu.Lock()
-	_, known := c.merchants[id]
-	if !known && len(c.orders)+len(c.merchants) >= maxSubscriptions {
-		c.mu.Unlock()
-		h.mu.Unlock()
-		c.sendError(domain.CodeValidation, "too many subscriptions on one connection")
-		return
-	}
-	if !known {
+	c.register(func() bool { _, known := c.merchants[id]; return known }, func() {
 		c.merchants[id] = &loadSlot{}
 		if h.byMerch[id] == nil {
 			h.byMerch[id] = map[*conn]struct{}{}
 		}
 		h.byMerch[id][c] = struct{}{}
-	}
-	c.mu.Unlock()
-	c.offerLoad(loadMessage(id, m.Load))
-	h.refreshMerch[id] = struct{}{}
-	h.mu.Unlock()
+	}, func() {
+		c.offerLoad(loadMessage(id, m.Load))
+		h.refreshMerch[id] = struct{}{}
+	})
 }
