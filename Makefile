@@ -18,10 +18,13 @@ vet: ## go vet
 lint: vet ## go vet and gofmt
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
+faults: ## the long crash loop: 40 SIGKILLs under mixed load instead of CI's 5
+	ORDERD_LONG_FAULTS=1 go test -count=1 -timeout 60m -run TestCrashesLoseNothing -v ./cmd/orderd
+
 bench: ## every benchmark scenario, with JSON figures and charts
 	go run ./cmd/orderd bench --json bench-results.json --chart bench-charts.html all
 
 ci: ## what CI runs
 	bash .ci/run
 
-.PHONY: help run test race vet lint bench ci
+.PHONY: help run test race vet lint faults bench ci
