@@ -19,7 +19,10 @@ import (
 // one poll interval, never an event: the log stays the source of truth.
 const LogChannel = "orderd_log"
 
-const hintInterval = 5 * time.Millisecond
+// hintInterval is half the live-update tailer's shortest gap between reads
+// (ws.Options.MinInterval): more hints would wake no more reads, only cost
+// PostgreSQL a notification transaction each.
+const hintInterval = 25 * time.Millisecond
 
 // noteEvents marks tx as one that appends to the log, so its commit hints.
 func noteEvents(tx pgx.Tx) {

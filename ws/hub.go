@@ -292,7 +292,11 @@ func (h *Hub) Run(ctx context.Context) {
 			return
 		}
 		lastRead = time.Now()
-		streams, next, err := h.store.ChangedStreams(ctx, since)
+		from := since
+		if h.idle() {
+			from = "" // nobody to tell: a fresh snapshot, and no scan of what changed
+		}
+		streams, next, err := h.store.ChangedStreams(ctx, from)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -331,6 +335,13 @@ func (h *Hub) Run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// idle reports whether no one watches anything and no refresh is due.
+func (h *Hub) idle() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.byOrder) == 0 && len(h.byMerch) == 0 && len(h.refreshOrders) == 0 && len(h.refreshMerch) == 0
 }
 
 // Wake makes the tailer read the log now rather than at its next poll.
