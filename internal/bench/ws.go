@@ -109,6 +109,7 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 		violations atomic.Int64
 		accepted   atomic.Int64
 		lost       atomic.Int64 // connections that ended before the run did
+		lastSeen   sync.Map     // order id → the last status and position its client heard
 		wg         sync.WaitGroup
 		dialErr    atomic.Value
 	)
@@ -167,6 +168,11 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 					violations.Add(1)
 				}
 				lastVersion = m.Order.Version
+				if m.Order.QueuePosition != nil {
+					lastSeen.Store(ord.ID, fmt.Sprintf("%s v%d at %d", m.Order.Status, m.Order.Version, *m.Order.QueuePosition))
+				} else {
+					lastSeen.Store(ord.ID, fmt.Sprintf("%s v%d", m.Order.Status, m.Order.Version))
+				}
 				// The merchant may complete an order before its watcher
 				// hears of the acceptance; then the newer state is what
 				// reaches the client, and it carries the acceptance too.
@@ -230,8 +236,9 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 	}
 	completer.Wait()
 	elapsed := time.Since(start)
-	// Give the last updates their second to arrive.
-	for wait := time.Now().Add(5 * time.Second); accepted.Load() < int64(n) && time.Now().Before(wait); {
+	// Give the last updates time to arrive: a late one counts in the lag,
+	// one that never comes is a violation.
+	for wait := time.Now().Add(10 * time.Second); accepted.Load() < int64(n) && time.Now().Before(wait); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	after, err := scrapeAll(ctx, urls)
@@ -272,8 +279,25 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 	res.Extra["idle_conn_rss_kib"] = perConn("process_resident_memory_bytes")
 	res.Extra["server_rss_mib"] = round1(after.sum("process_resident_memory_bytes") / (1 << 20))
 	if accepted.Load() < int64(n) {
-		res.Violations = append(res.Violations, fmt.Sprintf("%s: only %d of %d clients heard their order accepted (%d connections lost)",
-			label, accepted.Load(), n, lost.Load()))
+		// What the clients that never heard of the acceptance heard last.
+		got := map[string]bool{}
+		for _, h := range heardAll {
+			got[h.order] = true
+		}
+		lastHeard := map[string]int{}
+		for _, ord := range orders {
+			if ord.Status != "queued" || got[ord.ID] {
+				continue
+			}
+			last, _ := lastSeen.Load(ord.ID)
+			lastHeard[fmt.Sprint(last)]++
+		}
+		summary := fmt.Sprint(lastHeard)
+		if len(summary) > 400 {
+			summary = summary[:400] + "…"
+		}
+		res.Violations = append(res.Violations, fmt.Sprintf("%s: only %d of %d clients heard their order accepted (%d connections lost; last heard by those that did not: %s)",
+			label, accepted.Load(), n, lost.Load(), summary))
 	}
 	if v := violations.Load(); v > 0 {
 		res.Violations = append(res.Violations, fmt.Sprintf("%s: %d updates went backwards", label, v))
