@@ -447,3 +447,49 @@ func TestDatabaseConnectionsLost(t *testing.T) {
 	}, deliver, 50*time.Millisecond)
 	require.Equal(t, domain.StatusAccepted, read(t, c, deliver).Order.Status)
 }
+
+// TestEveryWatcherHearsTheEndOfABurst completes the orders ahead as fast as
+// the store allows while many clients watch the line: moves are coalesced
+// and deferred, and every watcher must still hear its own order accepted.
+func TestEveryWatcherHearsTheEndOfABurst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := startHub(t, b)
+	s := newShop(t, b.store, 1)
+	first := s.place(t, b.store, "head")
+	const watchers = 100
+	var mine []*store.Order
+	for i := range watchers {
+		mine = append(mine, s.place(t, b.store, fmt.Sprintf("w%d", i)))
+	}
+	heard := make(chan error, watchers)
+	for i, o := range mine {
+		c := dial(t, url, auth.Principal{Subject: fmt.Sprintf("w%d", i), Role: auth.RoleCustomer})
+		send(t, c, map[string]string{"op": "subscribe", "order_id": o.ID.String()})
+		require.Equal(t, domain.StatusQueued, read(t, c, 5*time.Second).Order.Status)
+		go func() {
+			for {
+				_ = c.SetReadDeadline(time.Now().Add(deliver))
+				var m message
+				if err := c.ReadJSON(&m); err != nil {
+					heard <- fmt.Errorf("order %s: %w", o.ID, err)
+					return
+				}
+				if m.Order != nil && m.Order.Status != domain.StatusQueued {
+					heard <- nil
+					return
+				}
+			}
+		}()
+	}
+	// Each completion admits the next order, whose watcher must hear it;
+	// the others only move up the line.
+	ahead := append([]*store.Order{first}, mine[:watchers-1]...)
+	for _, o := range ahead {
+		_, err := b.store.CompleteOrder(context.Background(), o.ID, admin, "")
+		require.NoError(t, err)
+	}
+	for range watchers {
+		require.NoError(t, <-heard)
+	}
+}
