@@ -9,20 +9,6 @@ import (
 	"github.com/orderd/orderd/domain"
 )
 
-// LiveOrders returns the current view of each order, for subscribers who
-// just arrived or whose connection to the log was interrupted.
-func (s *Store) LiveOrders(ctx context.Context, ids []uuid.UUID) ([]Order, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	rows, err := s.pool.Query(ctx, orderViewQuery+` WHERE o.id = ANY($1)`, ids)
-	if err != nil {
-		return nil, mapErr(fmt.Errorf("live orders: %w", err))
-	}
-	views, err := scanOrderViews(rows, false)
-	return views, mapErr(err)
-}
-
 // UnrankedOrders returns the current view of each order without its place
 // in line, for readers that rank lines themselves (QueuePositions): counting
 // the orders ahead of each one costs a scan of the line per order.

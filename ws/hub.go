@@ -256,19 +256,16 @@ func (h *Hub) unsubscribeMerchant(c *conn, id uuid.UUID) {
 }
 
 // Run tails the committed log until ctx ends and fans each batch out. It
-// reads when a process hints that it committed events (store.LogChannel) and
-// otherwise every Poll, since hints can be lost; a read is one index range
+// reads when a process hints that it committed events (store.LogChannel, sent
+// by each process's store.RunLogHints) and otherwise every Poll, since hints can be lost; a read is one index range
 // scan. Reads are at least MinInterval apart, so that under a stream of
 // commits each merchant's line is ranked once per batch of changes rather
 // than once per commit.
 func (h *Hub) Run(ctx context.Context) {
-	hintCtx, stopHints := context.WithCancel(ctx)
-	var hints sync.WaitGroup
-	hints.Add(2)
-	go func() { defer hints.Done(); h.store.RunLogHints(hintCtx) }()
-	go func() { defer hints.Done(); h.listen(hintCtx) }()
-	defer hints.Wait()
-	defer stopHints()
+	listenCtx, stopListening := context.WithCancel(ctx)
+	listening := make(chan struct{})
+	go func() { defer close(listening); h.listen(listenCtx) }()
+	defer func() { stopListening(); <-listening }()
 
 	var since store.LogSnapshot
 	for {
@@ -344,8 +341,8 @@ func (h *Hub) idle() bool {
 	return len(h.byOrder) == 0 && len(h.byMerch) == 0 && len(h.refreshOrders) == 0 && len(h.refreshMerch) == 0
 }
 
-// Wake makes the tailer read the log now rather than at its next poll.
-func (h *Hub) Wake() {
+// wakeUp makes the tailer read the log now rather than at its next poll.
+func (h *Hub) wakeUp() {
 	select {
 	case h.wake <- struct{}{}:
 	default:
@@ -371,7 +368,7 @@ func (h *Hub) listen(ctx context.Context) {
 	failing := false
 	for {
 		listened := false
-		err := h.store.ListenLog(ctx, func() { listened = true; h.Wake() })
+		err := h.store.ListenLog(ctx, func() { listened = true; h.wakeUp() })
 		if ctx.Err() != nil {
 			return
 		}
@@ -462,7 +459,7 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 	}
 
 	// Decide under the lock what to read, read without it.
-	var rank, loads, single []uuid.UUID
+	var rank, loads, again []uuid.UUID
 	h.mu.Lock()
 	for id := range refreshOrders {
 		if m, ok := h.orderMerch[id]; ok {
@@ -514,8 +511,9 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 		}
 	}
 	h.mu.Unlock()
-	// Orders read whole take their place from the ranking; only one that
-	// changed between the two reads is ranked by itself.
+	// Orders read whole take their place from the ranking. One that changed
+	// between the two reads is read again with the next batch, which that
+	// change is part of, rather than ranked here by itself.
 	whole, err := h.store.UnrankedOrders(ctx, keys(want))
 	if err != nil {
 		return fmt.Errorf("orders: %w", err)
@@ -524,18 +522,11 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 		if o.Status == domain.StatusQueued {
 			p, ok := ranked[o.ID]
 			if !ok || p.Version != o.Version {
-				single = append(single, o.ID)
+				again = append(again, o.ID)
 				continue
 			}
 			o.QueuePosition, o.EtaSeconds = &p.Position, &p.EtaSeconds
 		}
-		views[o.ID] = o
-	}
-	live, err := h.store.LiveOrders(ctx, single)
-	if err != nil {
-		return fmt.Errorf("orders: %w", err)
-	}
-	for _, o := range live {
 		views[o.ID] = o
 	}
 	merchantLoads, err := h.store.MerchantLoads(ctx, loads)
@@ -545,6 +536,9 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for _, id := range again {
+		h.refreshOrders[id] = struct{}{}
+	}
 	// New states first: their writers wake first, ahead of the many that
 	// only move a watcher's place in the line.
 	offer := func(view store.Order) {

@@ -66,6 +66,8 @@ func startHubWith(t *testing.T, b *bundle, opts ws.Options) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); h.Run(ctx) }()
+	hinted := make(chan struct{})
+	go func() { defer close(hinted); b.store.RunLogHints(ctx) }()
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -74,6 +76,7 @@ func startHubWith(t *testing.T, b *bundle, opts ws.Options) string {
 		srv.Close()
 		cancel()
 		<-done
+		<-hinted
 	})
 	return "ws" + strings.TrimPrefix(srv.URL, "http")
 }

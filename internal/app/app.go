@@ -289,10 +289,15 @@ func (a *App) Run(ctx context.Context) error {
 		a.relay.Run(relayCtx)
 	}()
 	tailCtx, stopTail := context.WithCancel(context.Background())
-	tailDone := make(chan struct{})
+	tailDone := make(chan struct{}, 2)
 	go func() {
-		defer close(tailDone)
+		defer func() { tailDone <- struct{}{} }()
 		a.hub.Run(tailCtx)
+	}()
+	// Every process's commits wake the live-update tailers of all of them.
+	go func() {
+		defer func() { tailDone <- struct{}{} }()
+		a.store.RunLogHints(tailCtx)
 	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- a.http.Serve(a.listener) }()
@@ -308,6 +313,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	err := a.shutdown()
 	stopTail()
+	<-tailDone
 	<-tailDone
 	stopRelay()
 	<-relayDone
