@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -51,7 +52,24 @@ type Authenticator struct {
 	secret []byte
 	now    func() time.Time
 	parser *jwt.Parser
+
+	// verified remembers tokens already checked, until they expire: a
+	// client sends the same token with every request, and decoding and
+	// checking it again cost a placement more CPU than its SQL encoding.
+	// The key is the whole token, signature included, so only a token that
+	// was itself verified is ever found.
+	mu       sync.Mutex
+	verified map[string]verifiedToken
 }
+
+type verifiedToken struct {
+	principal Principal
+	expires   time.Time
+}
+
+// maxVerified bounds the memory of verified tokens; when full, they are
+// forgotten all at once and verified again as they come.
+const maxVerified = 10000
 
 // New returns an Authenticator; now nil means time.Now.
 func New(secret []byte, now func() time.Time) *Authenticator {
@@ -59,8 +77,9 @@ func New(secret []byte, now func() time.Time) *Authenticator {
 		now = time.Now
 	}
 	return &Authenticator{
-		secret: secret,
-		now:    now,
+		secret:   secret,
+		now:      now,
+		verified: map[string]verifiedToken{},
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 			jwt.WithExpirationRequired(),
@@ -109,26 +128,49 @@ func (p Principal) validate() error {
 // Parse verifies a token and returns its principal. Only HS256 with this
 // secret is accepted; "alg: none" and other algorithms are refused.
 func (a *Authenticator) Parse(token string) (Principal, error) {
+	now := a.now()
+	a.mu.Lock()
+	v, ok := a.verified[token]
+	a.mu.Unlock()
+	if ok && now.Before(v.expires) {
+		return v.principal, nil
+	}
+	p, expires, err := a.verify(token)
+	if err != nil {
+		return Principal{}, err
+	}
+	a.mu.Lock()
+	if len(a.verified) >= maxVerified {
+		clear(a.verified)
+	}
+	a.verified[token] = verifiedToken{principal: p, expires: expires}
+	a.mu.Unlock()
+	return p, nil
+}
+
+func (a *Authenticator) verify(token string) (Principal, time.Time, error) {
 	var c claims
 	if _, err := a.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return a.secret, nil }); err != nil {
 		msg := "the bearer token is invalid"
 		if errors.Is(err, jwt.ErrTokenExpired) {
 			msg = "the bearer token has expired"
 		}
-		return Principal{}, domain.Errorf(domain.CodeUnauthorized, "%s", msg)
+		return Principal{}, time.Time{}, domain.Errorf(domain.CodeUnauthorized, "%s", msg)
 	}
 	p := Principal{Subject: c.Subject, Role: c.Role}
 	if c.Role == RoleMerchant {
 		id, err := uuid.Parse(c.MerchantID)
 		if err != nil {
-			return Principal{}, domain.Errorf(domain.CodeUnauthorized, "a merchant token needs a valid merchant_id")
+			return Principal{}, time.Time{}, domain.Errorf(domain.CodeUnauthorized, "a merchant token needs a valid merchant_id")
 		}
 		p.MerchantID = id
 	}
 	if err := p.validate(); err != nil {
-		return Principal{}, err
+		return Principal{}, time.Time{}, err
 	}
-	return p, nil
+	// Remembered until its expiry without the leeway: a token inside the
+	// leeway is verified again, and accepted or refused by the parser.
+	return p, c.ExpiresAt.Time, nil
 }
 
 var errNoToken = domain.Errorf(domain.CodeUnauthorized, "a bearer token is required (Authorization: Bearer <token>)")

@@ -160,6 +160,29 @@ func TestParseRejects(t *testing.T) {
 	}
 }
 
+// A token is verified once and remembered, but only until it expires, and a
+// token that fails never becomes one that passes.
+func TestRememberedTokensStillExpire(t *testing.T) {
+	t.Parallel()
+	at := now
+	a := auth.New(secret, func() time.Time { return at })
+	tok, err := a.Issue(auth.Principal{Subject: "alice", Role: auth.RoleCustomer}, time.Minute)
+	require.NoError(t, err)
+	for range 2 {
+		p, err := a.Parse(tok)
+		require.NoError(t, err)
+		require.Equal(t, "alice", p.Subject)
+	}
+	parts := strings.Split(tok, ".")
+	forged := parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"alice","role":"admin","exp":4102444800}`)) + "." + parts[2]
+	_, err = a.Parse(forged)
+	require.Error(t, err)
+
+	at = now.Add(time.Minute + 6*time.Second) // past the expiry and its 5 s leeway
+	_, err = a.Parse(tok)
+	require.ErrorContains(t, err, "expired")
+}
+
 func TestFromRequest(t *testing.T) {
 	t.Parallel()
 	a := auth.New(secret, clock)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
@@ -66,7 +67,7 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceParams) (*PlaceResult, er
 		return nil, err
 	}
 	pl := &placement{p: p, orderID: newID(), done: make(chan struct{})}
-	s.placer.submit(pl)
+	s.placers[laneOf(pl)].submit(pl)
 	select {
 	case <-pl.done:
 	case <-ctx.Done():
@@ -86,6 +87,21 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceParams) (*PlaceResult, er
 		return &PlaceResult{Order: o, Replayed: true}, nil
 	}
 	return pl.result, nil
+}
+
+// placementLanes is how many placement batches run at once.
+const placementLanes = 4
+
+// laneOf keeps a merchant's paid orders, which lock it, in one lane; unpaid
+// orders lock no merchant and spread over all lanes, so that a flash sale's
+// buyers of one merchant still fill them all.
+func laneOf(pl *placement) int {
+	// The last byte of a v7 UUID is random.
+	key := pl.orderID
+	if pl.p.PaymentRef != "" {
+		key = pl.p.MerchantID
+	}
+	return int(key[15]) % placementLanes
 }
 
 // placeBatchTimeout bounds one batch; the requests in it have their own
@@ -116,11 +132,18 @@ func (s *Store) placeBatch(batch []*placement) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), placeBatchTimeout)
 	defer cancel()
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := s.placeInTx(ctx, tx, batch); err != nil {
+	err := s.inPipelinedTx(ctx, func(tx *txn, pt *pipelinedTx) error {
+		writes, err := s.placeInTx(ctx, tx, batch)
+		if err != nil {
 			return err
 		}
-		return claimForCommit(batch)
+		if err := claimForCommit(batch); err != nil {
+			return err
+		}
+		if err := pt.commitWith(ctx, writes); err != nil {
+			return fmt.Errorf("write placements: %w", err)
+		}
+		return nil
 	})
 	if errors.Is(err, errAbandoned) {
 		s.placeBatch(batch)
@@ -149,10 +172,11 @@ func (s *Store) placeBatch(batch []*placement) {
 	}
 }
 
-// placeInTx runs a batch. Locks follow the store's order: idempotency keys
+// placeInTx decides a batch and returns its writes, for the caller to send
+// with the commit. Locks follow the store's order: idempotency keys
 // (sorted), merchants (sorted, paid orders only), then per request its
 // claims and stock buckets, requests sorted by their products.
-func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) error {
+func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) (*pgx.Batch, error) {
 	now := s.now()
 	for _, pl := range batch {
 		pl.err, pl.replayOf, pl.twin, pl.result, pl.events, pl.jobs = nil, uuid.Nil, nil, nil, nil, nil
@@ -166,11 +190,11 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) er
 	merchants := queueBatchMerchants(b, batch)
 	products := queueProducts(b, batchProductIDs(batch))
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("read for placement: %w", err)
+		return nil, fmt.Errorf("read for placement: %w", err)
 	}
 	live, err := keys.resolve(ctx, tx, batch)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sort.SliceStable(live, func(i, j int) bool { return firstProduct(live[i]) < firstProduct(live[j]) })
 	var placed []*placement
@@ -179,7 +203,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) er
 		if err := s.placeOne(ctx, tx, pl, merchants, products, memo, now); err != nil {
 			var de *domain.Error
 			if !errors.As(err, &de) {
-				return err
+				return nil, err
 			}
 			pl.err = err
 			continue
@@ -187,32 +211,29 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) er
 		placed = append(placed, pl)
 	}
 	if err := forgetFailedKeys(ctx, tx, batch); err != nil {
-		return err
+		return nil, err
 	}
 	if len(placed) == 0 {
-		return nil
+		return nil, nil
 	}
 	var jobs []river.InsertManyParams
 	for _, pl := range placed {
 		jobs = append(jobs, pl.jobs...)
 	}
 	if err := s.insertJobs(ctx, tx, jobs); err != nil {
-		return err
+		return nil, err
 	}
 	b = &pgx.Batch{}
 	if err := queuePlacements(b, placed, merchants, now); err != nil {
-		return err
+		return nil, err
 	}
 	queueLoads(b, merchants)
 	noteEvents(tx)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("write placements: %w", err)
-	}
 	for _, pl := range placed {
 		noteTransition(tx, "new", domain.StatusAwaitingPayment)
 		noteTransition(tx, domain.StatusAwaitingPayment, pl.order.Status)
 	}
-	return nil
+	return b, nil
 }
 
 // claimForCommit marks every request of the batch as committing; if a
@@ -487,24 +508,25 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, merchant
 // trip where COPY would cost two each.
 //
 // Identifiers here and in the batch's other statements go to pgx as
-// [16]byte, its native uuid: a uuid.UUID is encoded through its text form,
-// after pgx has tried and failed several other plans, which cost placement
-// more CPU than any statement it sends.
+// [16]byte, its native uuid: a uuid.UUID is a driver.Valuer, encoded through
+// its text form, and a slice of them cost placement more CPU than any
+// statement it sends. Nullable columns go as pgtype values, not pointers,
+// for the same reason.
 func queuePlacements(b *pgx.Batch, placed []*placement, merchants map[uuid.UUID]*merchantRow, now time.Time) error {
 	var ev struct {
-		stream          []uuid.UUID
+		stream          [][16]byte
 		version         []int32
 		typ, data, meta []string
 	}
 	var ord struct {
-		id, merchant                            []uuid.UUID
+		id, merchant                            [][16]byte
 		customer, items, status                 []string
 		total                                   []int64
 		version                                 []int32
 		placedAt, deadline                      []time.Time
-		paymentRef                              []*string
-		paidAt, acceptedAt, queuedAt, expiresAt []*time.Time
-		seq                                     []*int64
+		paymentRef                              []pgtype.Text
+		paidAt, acceptedAt, queuedAt, expiresAt []pgtype.Timestamptz
+		seq                                     []pgtype.Int8
 	}
 	var out struct {
 		id, merchant, order [][16]byte
@@ -533,10 +555,10 @@ func queuePlacements(b *pgx.Batch, placed []*placement, merchants map[uuid.UUID]
 		ord.customer, ord.items, ord.status = append(ord.customer, o.CustomerID), append(ord.items, string(items)), append(ord.status, string(o.Status))
 		ord.total, ord.version = append(ord.total, o.TotalCents), append(ord.version, int32(o.Version))
 		ord.placedAt, ord.deadline = append(ord.placedAt, o.PlacedAt), append(ord.deadline, o.PaymentDeadline)
-		ord.paymentRef = append(ord.paymentRef, nullable(o.PaymentRef))
-		ord.paidAt, ord.acceptedAt = append(ord.paidAt, o.PaidAt), append(ord.acceptedAt, o.AcceptedAt)
-		ord.queuedAt, ord.expiresAt = append(ord.queuedAt, o.QueuedAt), append(ord.expiresAt, o.QueueExpiresAt)
-		ord.seq = append(ord.seq, seqOrNil(o.QueueSeq))
+		ord.paymentRef = append(ord.paymentRef, pgtype.Text{String: o.PaymentRef, Valid: o.PaymentRef != ""})
+		ord.paidAt, ord.acceptedAt = append(ord.paidAt, timestamptz(o.PaidAt)), append(ord.acceptedAt, timestamptz(o.AcceptedAt))
+		ord.queuedAt, ord.expiresAt = append(ord.queuedAt, timestamptz(o.QueuedAt)), append(ord.expiresAt, timestamptz(o.QueueExpiresAt))
+		ord.seq = append(ord.seq, pgtype.Int8{Int64: o.QueueSeq, Valid: o.QueueSeq != 0})
 		m := merchants[pl.p.MerchantID]
 		if m.WebhookURL != nil && o.Status == domain.StatusAccepted {
 			id := newID()
@@ -563,6 +585,15 @@ func queuePlacements(b *pgx.Batch, placed []*placement, merchants map[uuid.UUID]
 			out.id, out.merchant, out.order, out.version, domain.EventOrderAccepted, now, out.payload)
 	}
 	return nil
+}
+
+// timestamptz is t as pgx encodes it without reflection, which a slice of
+// pointers would cost per element.
+func timestamptz(t *time.Time) pgtype.Timestamptz {
+	if t == nil {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: *t, Valid: true}
 }
 
 // queueLoads adds to b the write of the load of every merchant the batch

@@ -42,9 +42,12 @@ type Store struct {
 	// OnTransition, when set, hears every committed order status change.
 	OnTransition func(from, to domain.OrderStatus)
 
-	placer *batcher[*placement]
-	closer *batcher[*closeRequest]
-	hints  chan struct{}
+	// placers are lanes of placement batches, one batch at a time each; a
+	// merchant's orders always take the same lane, so concurrent batches never
+	// wait for each other's merchant locks.
+	placers []*batcher[*placement]
+	closer  *batcher[*closeRequest]
+	hints   chan struct{}
 }
 
 // txn carries what a transaction did, for reporting after it commits.
@@ -64,7 +67,10 @@ func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
 // without workers.
 func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
 	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100, hints: make(chan struct{}, 1)}
-	s.placer = &batcher[*placement]{maxWorkers: 4, maxBatch: 64, run: s.placeBatch}
+	s.placers = make([]*batcher[*placement], placementLanes)
+	for i := range s.placers {
+		s.placers[i] = &batcher[*placement]{maxWorkers: 1, maxBatch: 64, run: s.placeBatch}
+	}
 	s.closer = &batcher[*closeRequest]{maxWorkers: 2, maxBatch: 200, run: s.closeBatch}
 	return s
 }
@@ -87,10 +93,20 @@ type Meta struct {
 // failure, which PostgreSQL may report under contention and which are always
 // safe to retry because nothing was committed.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return retryTx(ctx, func() error { return s.tryTx(ctx, fn) })
+}
+
+// inPipelinedTx is inTx for a transaction that sends its BEGIN with its first
+// statements and its COMMIT with its last: fn ends it with commitWith.
+func (s *Store) inPipelinedTx(ctx context.Context, fn func(tx *txn, pt *pipelinedTx) error) error {
+	return retryTx(ctx, func() error { return s.tryPipelinedTx(ctx, fn) })
+}
+
+func retryTx(ctx context.Context, try func() error) error {
 	const attempts = 5
 	var err error
 	for i := range attempts {
-		err = s.tryTx(ctx, fn)
+		err = try()
 		if !isRetryable(err) {
 			return mapErr(err)
 		}
@@ -118,6 +134,32 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	s.committed(t)
+	return nil
+}
+
+func (s *Store) tryPipelinedTx(ctx context.Context, fn func(tx *txn, pt *pipelinedTx) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire: %w", err)
+	}
+	// A connection left inside a transaction is closed by the pool, not reused.
+	defer conn.Release()
+	pt := &pipelinedTx{conn: conn.Conn()}
+	defer pt.Rollback(ctx) //nolint:errcheck // a no-op after commit
+	t := &txn{Tx: pt}
+	if err := fn(t, pt); err != nil {
+		return err
+	}
+	if !pt.committed {
+		return errors.New("store: a pipelined transaction ended without its commit")
+	}
+	s.committed(t)
+	return nil
+}
+
+// committed reports what a committed transaction did.
+func (s *Store) committed(t *txn) {
 	if t.wroteEvents {
 		s.logWritten()
 	}
@@ -126,7 +168,6 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 			s.OnTransition(tr[0], tr[1])
 		}
 	}
-	return nil
 }
 
 func isRetryable(err error) bool {
