@@ -120,6 +120,10 @@ type OrderPlaced struct {
 	TotalCents      int64     `json:"total_cents"`
 	PlacedAt        time.Time `json:"placed_at"`
 	PaymentDeadline time.Time `json:"payment_deadline"`
+	// An order paid in the request that places it carries its payment
+	// here, instead of in an order.paid event of its own (PayAtPlacement).
+	PaymentRef string     `json:"payment_ref,omitempty"`
+	PaidAt     *time.Time `json:"paid_at,omitempty"`
 }
 
 type OrderPaid struct {
@@ -183,6 +187,9 @@ func (o Order) Evolve(e Event) (Order, error) {
 		o.TotalCents = d.TotalCents
 		o.Status = StatusAwaitingPayment
 		o.PlacedAt, o.PaymentDeadline = d.PlacedAt, d.PaymentDeadline
+		if d.PaidAt != nil {
+			o.PaymentRef, o.PaidAt = d.PaymentRef, ptr(*d.PaidAt)
+		}
 	case OrderPaid:
 		o.PaymentRef = d.PaymentRef
 		o.PaidAt = ptr(d.PaidAt)

@@ -571,3 +571,59 @@ func TestEstimateWaitSmoothsJitter(t *testing.T) {
 		}
 	}
 }
+
+// Paying at placement folds the payment into order.placed: two events whose
+// fold, and whose round trip through JSON, equal placing and then paying,
+// except for the version, which counts one event fewer.
+func TestPayAtPlacement(t *testing.T) {
+	t.Parallel()
+	placed, err := domain.Place(domain.PlaceParams{
+		OrderID: "o-1", MerchantID: merchantID, CustomerID: "alice",
+		Lines: []domain.LineRequest{{ProductID: productID, Quantity: 2}}, Products: products(),
+		PaymentDeadline: t0.Add(deadline),
+	}, t0)
+	require.NoError(t, err)
+	cases := []struct {
+		name   string
+		load   domain.Load
+		status domain.OrderStatus
+	}{
+		{"accepted", domain.Load{Capacity: 1}, domain.StatusAccepted},
+		{"queued", domain.Load{Capacity: 1, Active: 1, NextSeq: 7}, domain.StatusQueued},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			events, load, err := domain.PayAtPlacement(placed[0], " ref-1 ", tc.load, maxWait, t0)
+			require.NoError(t, err)
+			require.Len(t, events, 2)
+			require.Equal(t, domain.EventOrderPlaced, events[0].Type)
+			got := mustApply(t, domain.Order{}, events...)
+
+			want, wantLoad := payOne(t, mustApply(t, domain.Order{}, placed...), tc.load, t0)
+			require.Equal(t, wantLoad, load)
+			require.Equal(t, tc.status, got.Status)
+			require.Equal(t, "ref-1", got.PaymentRef)
+			want.PaymentRef = "ref-1"
+			want.Version--
+			require.Equal(t, want, got)
+
+			var stored []domain.Event
+			for _, e := range events {
+				data, err := json.Marshal(e.Data)
+				require.NoError(t, err)
+				back, err := domain.DecodeEvent(e.Type, data)
+				require.NoError(t, err)
+				stored = append(stored, back)
+			}
+			require.Equal(t, got, mustApply(t, domain.Order{}, stored...))
+		})
+	}
+
+	_, _, err = domain.PayAtPlacement(placed[0], "", domain.Load{Capacity: 1}, maxWait, t0)
+	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err))
+	_, _, err = domain.PayAtPlacement(domain.Event{Type: domain.EventOrderPaid, Data: domain.OrderPaid{}}, "r", domain.Load{Capacity: 1}, maxWait, t0)
+	require.Error(t, err)
+	_, _, err = domain.PayAtPlacement(placed[0], "r", domain.Load{Capacity: 1}, maxWait, t0.Add(deadline))
+	require.ErrorIs(t, err, domain.ErrInvalidTransition, "a payment at or after the deadline is refused")
+}

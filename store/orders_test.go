@@ -342,3 +342,32 @@ func TestAdmissionUnderConcurrency(t *testing.T) {
 	require.Equal(t, 0, got.Load.Active)
 	require.Equal(t, 0, got.Load.Queued)
 }
+
+// An order paid by the request that places it starts its stream with two
+// events, the payment inside order.placed, and its row says paid.
+func TestPaidPlacementAppendsTwoEvents(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1})
+	p := createProduct(t, st, m.ID, nil)
+	for _, want := range []struct {
+		status domain.OrderStatus
+		second string
+	}{{domain.StatusAccepted, "order.accepted"}, {domain.StatusQueued, "order.queued"}} {
+		o := mustPlace(t, st, m.ID, p.ID, placeOpts{PaymentRef: "pay-1"})
+		require.Equal(t, want.status, o.Status)
+		require.Equal(t, 2, o.Version)
+		require.NotNil(t, o.PaidAt)
+		events, err := st.OrderEvents(ctx, o.ID, customer("alice"))
+		require.NoError(t, err)
+		require.Len(t, events, 2)
+		require.Equal(t, "order.placed", events[0].Type)
+		require.Contains(t, string(events[0].Data), `"payment_ref": "pay-1"`)
+		require.Equal(t, want.second, events[1].Type)
+		got, err := st.GetOrder(ctx, o.ID, customer("alice"))
+		require.NoError(t, err)
+		require.Equal(t, 2, got.Version)
+		require.Equal(t, o.PaidAt.UTC(), got.PaidAt.UTC())
+	}
+}

@@ -466,7 +466,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, merchant
 	var paid []domain.Event
 	load := m.load()
 	if pl.p.PaymentRef != "" {
-		if paid, load, err = domain.Pay(o, pl.p.PaymentRef, load, m.maxQueueWait(), now); err != nil {
+		if paid, load, err = domain.PayAtPlacement(events[0], pl.p.PaymentRef, load, m.maxQueueWait(), now); err != nil {
 			return err
 		}
 	}
@@ -476,10 +476,10 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, merchant
 		}
 	}
 	if paid != nil {
-		if o, err = o.Apply(paid...); err != nil {
+		if o, err = (domain.Order{}).Apply(paid...); err != nil {
 			return err
 		}
-		events = append(events, paid...)
+		events = paid
 		m.setLoad(load)
 		m.dirty = true
 		if o.Status == domain.StatusQueued {
