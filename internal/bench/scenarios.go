@@ -175,6 +175,7 @@ func spread(ctx context.Context, t *Target, o Options) (*Result, error) {
 	defer cancel()
 	bar := newBar(o, -1, "spread: placing paid orders")
 	var placed atomic.Int64
+	cpu := readCPU()
 	elapsed, errs := drive(runCtx, clients, 1<<40, rec, bar, func(ctx context.Context, c, i int) error {
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)))
 		s := shops[rng.IntN(merchants)]
@@ -191,13 +192,17 @@ func spread(ctx context.Context, t *Target, o Options) (*Result, error) {
 		return err
 	})
 	res := &Result{Extra: map[string]any{"clients": clients, "merchants": merchants, "orders": placed.Load()}}
+	perUnit(res.Extra, "order", cpu, placed.Load())
 	res.PerS = float64(placed.Load()) / elapsed.Seconds()
 	rec.summarize(res)
 	res.Violations = append(res.Violations, unexpected(errs, runCtx)...)
-	base, err := counterBaseline(ctx, t.Pool, clients, min(d, 15*time.Second), merchants, o.Seed)
+	baseDuration := min(d, 15*time.Second)
+	cpu = readCPU()
+	base, err := counterBaseline(ctx, t.Pool, clients, baseDuration, merchants, o.Seed)
 	if err != nil {
 		return nil, err
 	}
+	perUnit(res.Extra, "baseline_tx", cpu, int64(base*baseDuration.Seconds()))
 	res.BaselinePerS, res.Ratio, res.Goal = base, ratio(res.PerS, base), 1.0
 	res.Violations = append(res.Violations, t.commonInvariants(ctx)...)
 	res.InvariantsOK = len(res.Violations) == 0
