@@ -32,7 +32,8 @@ const (
 const fuzzStep = 2 * time.Minute
 
 // FuzzOrderCommands reads its input as a merchant's starting load (three
-// bytes: capacity, other active orders, other queued orders) followed by a
+// bytes: capacity, other active orders, other queued orders; the first
+// byte's high bit pays the order as it is placed) followed by a
 // program of commands on one order and on the merchant's other orders, with
 // time moving forward. After every step it checks the state machine's
 // invariants, including that the load always equals what the orders hold.
@@ -54,10 +55,15 @@ func FuzzOrderCommands(f *testing.F) {
 	f.Add([]byte{2, 0, 0, b(opPayBlank, 0), b(opCancelSystem, 0), b(opCancelCustomer, 0), b(opPay, 0), b(opCancelMerchant, 0)})
 	f.Add([]byte{1, 0, 0, b(opPay, 0), b(opCancelCustomer, 0), b(opCancelAdmin, 0), b(opComplete, 0)})
 	f.Add([]byte{255, 128, 64, 32, 16, 8, 4, 2, 1, 0, 255, 254, 253, 252})
+	// The high bit of the first byte pays at placement: into a free unit,
+	// then into a queue that drains.
+	f.Add([]byte{0x82, 0, 0, b(opPay, 0), b(opComplete, 1)})
+	f.Add([]byte{0x81, 1, 1, b(opPay, 0), b(opOtherCompleted, 1), b(opOtherLeavesLine, 1), b(opAdmitQueued, 0), b(opComplete, 2)})
 	f.Fuzz(func(t *testing.T, program []byte) {
 		for len(program) < 3 {
 			program = append(program, 0)
 		}
+		program0 := program[0]
 		othersActive, othersQueued := int(program[1]%6), int(program[2]%4)
 		load := domain.Load{Capacity: int(program[0] % 5), Active: othersActive, Queued: othersQueued, NextSeq: 1 + int64(othersQueued)}
 		program = program[3:]
@@ -70,6 +76,13 @@ func FuzzOrderCommands(f *testing.F) {
 		}, now)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if program0&0x80 != 0 {
+			// Paid by the request that places it: the payment rides in
+			// order.placed, followed by the admission decision.
+			if events, load, err = domain.PayAtPlacement(events[0], "ref", load, maxWait, now); err != nil {
+				t.Fatal(err)
+			}
 		}
 		o, err := domain.Order{}.Apply(events...)
 		if err != nil {
