@@ -140,8 +140,10 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 			lastPos, lastVersion, first := 1<<30, 0, true
 			for {
 				var m struct {
-					Type  string `json:"type"`
-					Order struct {
+					Type   string `json:"type"`
+					Code   string `json:"code"`
+					Detail string `json:"detail"`
+					Order  struct {
 						Version       int    `json:"version"`
 						Status        string `json:"status"`
 						QueuePosition *int   `json:"queue_position"`
@@ -160,6 +162,15 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 				if first {
 					subscribed <- struct{}{}
 					first = false
+				}
+				if m.Type == "error" {
+					lastSeen.Store(ord.ID, "error "+m.Code+": "+m.Detail)
+					// A busy server may answer a subscription "unavailable";
+					// like any client of API.md, this one retries.
+					if m.Code == "unavailable" {
+						time.Sleep(100 * time.Millisecond)
+						_ = c.WriteJSON(map[string]string{"op": "subscribe", "order_id": ord.ID})
+					}
 				}
 				if m.Type != "order" {
 					continue
