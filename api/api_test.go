@@ -278,6 +278,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"unknown product", "/v1/orders", alice, order(fmt.Sprintf(`[{"product_id":%q,"quantity":1}]`, uuid.NewString())), "", 404, "not_found"},
 		{"over stock", "/v1/orders", alice, order(fmt.Sprintf(`[{"product_id":%q,"quantity":6}]`, productID)), "", 409, "sold_out"},
 		{"nul in payment_ref", "/v1/orders", alice, fmt.Sprintf(`{"merchant_id":%q,"items":%s,"payment_ref":"a\u0000b"}`, merchantID, oneLine), "", 422, "validation_failed"},
+		{"blank payment_ref", "/v1/orders", alice, fmt.Sprintf(`{"merchant_id":%q,"items":%s,"payment_ref":"   "}`, merchantID, oneLine), "", 422, "validation_failed"},
+		{"long payment_ref", "/v1/orders", alice, fmt.Sprintf(`{"merchant_id":%q,"items":%s,"payment_ref":%q}`, merchantID, oneLine, strings.Repeat("p", 256)), "", 422, "validation_failed"},
 		{"invalid utf-8", "/v1/merchants", b.admin, "{\"name\":\"\xff\xfe\",\"capacity\":1}", "", 422, "validation_failed"},
 		{"negative capacity", "/v1/merchants", b.admin, `{"name":"x","capacity":-1}`, "", 422, "validation_failed"},
 		{"huge capacity", "/v1/merchants", b.admin, `{"name":"x","capacity":100001}`, "", 422, "validation_failed"},

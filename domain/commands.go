@@ -128,8 +128,8 @@ func Pay(o Order, ref string, load Load, maxQueueWait time.Duration, now time.Ti
 // indexes, and paid placement is the busiest write there is.
 func PayAtPlacement(placed Event, ref string, load Load, maxQueueWait time.Duration, now time.Time) ([]Event, Load, error) {
 	p, ok := placed.Data.(OrderPlaced)
-	if !ok || placed.Type != EventOrderPlaced {
-		return nil, load, fmt.Errorf("pay at placement: %q is not an order.placed event", placed.Type)
+	if !ok || placed.Type != EventOrderPlaced || p.PaidAt != nil {
+		return nil, load, fmt.Errorf("pay at placement: %q is not the event of an unpaid placement", placed.Type)
 	}
 	o, err := Order{}.Evolve(placed)
 	if err != nil {

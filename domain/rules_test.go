@@ -624,6 +624,10 @@ func TestPayAtPlacement(t *testing.T) {
 	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err))
 	_, _, err = domain.PayAtPlacement(domain.Event{Type: domain.EventOrderPaid, Data: domain.OrderPaid{}}, "r", domain.Load{Capacity: 1}, maxWait, t0)
 	require.Error(t, err)
+	paidPlacement, _, err := domain.PayAtPlacement(placed[0], "r", domain.Load{Capacity: 1}, maxWait, t0)
+	require.NoError(t, err)
+	_, _, err = domain.PayAtPlacement(paidPlacement[0], "r", domain.Load{Capacity: 1}, maxWait, t0)
+	require.Error(t, err, "a placement that carries its payment is not paid again")
 	_, _, err = domain.PayAtPlacement(placed[0], "r", domain.Load{Capacity: 1}, maxWait, t0.Add(deadline))
 	require.ErrorIs(t, err, domain.ErrInvalidTransition, "a payment at or after the deadline is refused")
 }
