@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/api"
+	"github.com/orderd/orderd/api/openapitest"
 	"github.com/orderd/orderd/auth"
 	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
@@ -26,11 +27,13 @@ import (
 var secret = []byte("test-secret-0123456789")
 
 type testBundle struct {
-	srv   *httptest.Server
-	pool  *pgxpool.Pool
-	store *store.Store
-	auth  *auth.Authenticator
-	admin string
+	srv *httptest.Server
+	// client checks every answer against api/openapi.json.
+	client *http.Client
+	pool   *pgxpool.Pool
+	store  *store.Store
+	auth   *auth.Authenticator
+	admin  string
 }
 
 func setup(t *testing.T) *testBundle {
@@ -43,7 +46,7 @@ func setup(t *testing.T) *testBundle {
 	a := auth.New(secret, nil)
 	srv := httptest.NewServer(api.New(api.Config{Store: st, Auth: a, RequestTimeout: 5 * time.Second}))
 	t.Cleanup(srv.Close)
-	b := &testBundle{srv: srv, pool: pool, store: st, auth: a}
+	b := &testBundle{srv: srv, client: openapitest.Client(t), pool: pool, store: st, auth: a}
 	b.admin = b.token(t, auth.Principal{Subject: "root", Role: auth.RoleAdmin})
 	return b
 }
@@ -97,7 +100,7 @@ func (b *testBundle) do(t *testing.T, r req) response {
 	for k, v := range r.header {
 		hr.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(hr)
+	resp, err := b.client.Do(hr)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
@@ -305,7 +308,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		if tc.token != "" {
 			hr.Header.Set("Authorization", "Bearer "+tc.token)
 		}
-		resp, err := http.DefaultClient.Do(hr)
+		resp, err := b.client.Do(hr)
 		require.NoError(t, err, tc.name)
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -328,9 +331,32 @@ func TestDatabaseDownAnswers503(t *testing.T) {
 	a := auth.New(secret, nil)
 	srv := httptest.NewServer(api.New(api.Config{Store: store.New(pool, nil), Auth: a, RequestTimeout: 3 * time.Second}))
 	t.Cleanup(srv.Close)
-	b := &testBundle{srv: srv, auth: a}
+	b := &testBundle{srv: srv, client: openapitest.Client(t), auth: a}
 	start := time.Now()
 	r := b.do(t, req{method: "GET", path: "/v1/merchants/" + uuid.NewString(), token: b.customer(t, "x")})
 	requireProblem(t, r, 503, "unavailable")
 	require.Less(t, time.Since(start), 4*time.Second)
+}
+
+// TestWrongMethodAnswers405 asks known paths with methods they do not
+// serve: 405 method_not_allowed naming the methods they do, where an
+// unknown path stays 404.
+func TestWrongMethodAnswers405(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := uuid.NewString()
+	for _, tc := range []struct{ method, path, allow string }{
+		{"GET", "/v1/merchants", "POST"},
+		{"DELETE", "/v1/merchants/" + id, "GET, HEAD, PATCH"},
+		{"PUT", "/v1/orders/" + id, "GET, HEAD"},
+		{"GET", "/v1/orders/" + id + "/pay", "POST"},
+		{"POST", "/healthz", "GET, HEAD"},
+		{"DELETE", "/openapi.json", "GET, HEAD"},
+	} {
+		r := b.do(t, req{method: tc.method, path: tc.path, token: b.admin})
+		requireProblem(t, r, http.StatusMethodNotAllowed, "method_not_allowed")
+		require.Equal(t, tc.allow, r.header.Get("Allow"), "%s %s", tc.method, tc.path)
+	}
+	requireProblem(t, b.do(t, req{method: "GET", path: "/v1/nothing/here", token: b.admin}), http.StatusNotFound, "not_found")
+	requireProblem(t, b.do(t, req{method: "DELETE", path: "/v1/nothing/here", token: b.admin}), http.StatusNotFound, "not_found")
 }

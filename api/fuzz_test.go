@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/api"
+	"github.com/orderd/orderd/api/openapitest"
 	"github.com/orderd/orderd/auth"
 	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/jobs"
@@ -41,7 +42,7 @@ func serveWith(tb testing.TB, configure func(*api.Config)) *testBundle {
 	tb.Cleanup(srv.Close)
 	tok, err := a.Issue(auth.Principal{Subject: "root", Role: auth.RoleAdmin}, time.Hour)
 	require.NoError(tb, err)
-	return &testBundle{srv: srv, pool: pool, store: st, auth: a, admin: tok}
+	return &testBundle{srv: srv, client: openapitest.Client(tb), pool: pool, store: st, auth: a, admin: tok}
 }
 
 // FuzzPlaceOrderDecoding sends arbitrary bodies to POST /v1/orders through the
@@ -119,6 +120,7 @@ func FuzzPlaceOrderDecoding(f *testing.F) {
 		raw, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		require.NoError(t, err)
+		require.NoError(t, openapitest.Load(t).Check(hr, resp.StatusCode, resp.Header, raw))
 
 		var answer map[string]any
 		require.NoError(t, json.Unmarshal(raw, &answer), "answer %d is not JSON: %q", resp.StatusCode, raw)

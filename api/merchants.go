@@ -13,7 +13,6 @@ import (
 )
 
 var (
-	errNoRoute       = domain.Errorf(domain.CodeNotFound, "no such resource")
 	errAdminOnly     = domain.Errorf(domain.CodeForbidden, "only an admin may do this")
 	errNotYourShop   = domain.Errorf(domain.CodeForbidden, "only that merchant or an admin may do this")
 	errCustomersOnly = domain.Errorf(domain.CodeForbidden, "only customers place and pay orders")

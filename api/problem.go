@@ -28,6 +28,7 @@ var problems = map[domain.Code]problemKind{
 	domain.CodeUnauthorized:        {http.StatusUnauthorized, "unauthorized", "Authentication is required"},
 	domain.CodeForbidden:           {http.StatusForbidden, "forbidden", "Not allowed"},
 	domain.CodeNotFound:            {http.StatusNotFound, "not-found", "Not found"},
+	domain.CodeMethodNotAllowed:    {http.StatusMethodNotAllowed, "method-not-allowed", "The resource does not serve this method"},
 	domain.CodeSoldOut:             {http.StatusConflict, "sold-out", "Sold out"},
 	domain.CodePurchaseLimit:       {http.StatusConflict, "purchase-limit-reached", "Purchase limit reached"},
 	domain.CodeInvalidTransition:   {http.StatusConflict, "invalid-transition", "The order cannot make this change"},

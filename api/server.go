@@ -43,6 +43,7 @@ type Server struct {
 	metrics     *Metrics
 	placeLimits *RateLimiter
 	handler     http.Handler
+	routes      []string
 }
 
 // New builds the server and its routes.
@@ -61,7 +62,7 @@ func New(cfg Config) *Server {
 		metrics:     NewMetrics(cfg.Registry),
 		placeLimits: NewRateLimiter(cfg.RatePerCustomer),
 	}
-	s.handler = s.routes()
+	s.handler = s.buildRoutes()
 	return s
 }
 
@@ -71,8 +72,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // Metrics exposes the server's metrics for other components to record into.
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
-func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
+// Routes lists every pattern the server's mux serves, in the mux's syntax
+// ("GET /v1/orders/{id}"), the catch-all excepted.
+func (s *Server) Routes() []string { return s.routes }
+
+func (s *Server) buildRoutes() http.Handler {
+	mux := newRouteMux()
 	authed := func(h http.HandlerFunc) http.Handler { return requireAuth(s.auth, h) }
 
 	mux.Handle("POST /v1/merchants", authed(s.createMerchant))
@@ -104,12 +109,12 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.metrics.Handler())
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	for pattern, h := range s.cfg.Mount {
 		mux.Handle(pattern, h)
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, errNoRoute)
-	})
+	s.routes = mux.patterns
+	mux.ServeMux.HandleFunc(fallbackPattern, mux.fallback)
 
 	var h http.Handler = mux
 	h = s.metrics.Middleware(h)

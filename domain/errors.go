@@ -20,6 +20,7 @@ const (
 	CodeUnauthorized        Code = "unauthorized"
 	CodeForbidden           Code = "forbidden"
 	CodeNotFound            Code = "not_found"
+	CodeMethodNotAllowed    Code = "method_not_allowed"
 	CodeSoldOut             Code = "sold_out"
 	CodePurchaseLimit       Code = "purchase_limit_reached"
 	CodeInvalidTransition   Code = "invalid_transition"

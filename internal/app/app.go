@@ -249,6 +249,17 @@ func (a *App) ready(ctx context.Context) error {
 // Store exposes the store, for tools and tests that drive orderd in-process.
 func (a *App) Store() *store.Store { return a.store }
 
+// Close releases an App that will not Run (Run releases its own).
+func (a *App) Close() {
+	if a.listener != nil {
+		_ = a.listener.Close()
+	}
+	a.pool.Close()
+}
+
+// Routes lists every pattern the public listener serves.
+func (a *App) Routes() []string { return a.api.Routes() }
+
 // Auth exposes the token issuer.
 func (a *App) Auth() *auth.Authenticator { return a.auth }
 
