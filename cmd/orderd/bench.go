@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -27,25 +28,39 @@ import (
 )
 
 func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
+	def := app.DefaultConfig()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	url := fs.String("url", "", "a running orderd to load (default: start one in this process)")
+	url := fs.String("url", "", "a running orderd to load (default: start `orderd serve` as a process of its own)")
 	dbURL := fs.String("database-url", "", "that orderd's database, for baselines and invariant checks")
 	secret := fs.String("jwt-secret", os.Getenv("ORDERD_JWT_SECRET"), "that orderd's JWT secret, with --url")
+	serverPID := fs.Int("server-pid", 0, "that orderd's process id, with --url, for its CPU per order")
+	inProcess := fs.Bool("in-process", false, "quick mode: run the server inside the load generator's process")
+	ratePerCustomer := fs.Float64("rate-per-customer", def.RatePerCustomer, "the started server's placements per second per customer (0 = off)")
+	ratePerIP := fs.Float64("rate-per-ip", def.RatePerIP, "the started server's requests per second per client address (0 = off)")
 	clients := fs.Int("clients", 0, "concurrent HTTP clients (0 = the scenario's default)")
 	count := fs.Int("count", 0, "orders or buyers (0 = the scenario's default)")
 	duration := fs.Duration("duration", 0, "run time of time-boxed scenarios (0 = default)")
+	baselineStep := fs.Duration("baseline-step", 0, "run time of each connection count of a baseline's sweep (0 = 2s)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	jsonPath := fs.String("json", "", "write every figure to this JSON file")
 	chartPath := fs.String("chart", "", "write throughput, latency and queue depth charts to this HTML file")
 	mdPath := fs.String("markdown", "", "write the summary as a Markdown table (the README's performance section) to this file")
 	quiet := fs.Bool("quiet", false, "no progress bars")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator, and the server with --in-process) to this file")
+	compare := fs.Bool("compare", false, "compare two --json files: orderd bench --compare OLD.json NEW.json")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: orderd bench [flags] %s|all\n", strings.Join(bench.Scenarios, "|"))
+		fmt.Fprintf(fs.Output(), "usage: orderd bench [flags] %s|all\n       orderd bench --compare OLD.json NEW.json\n", strings.Join(bench.Scenarios, "|"))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *compare {
+		if fs.NArg() != 2 {
+			fs.Usage()
+			return errors.New("--compare takes two JSON files")
+		}
+		return compareReports(stdout, fs.Arg(0), fs.Arg(1))
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
@@ -56,7 +71,12 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		names = bench.Scenarios
 	}
 
-	target, stop, err := benchTarget(ctx, *url, *dbURL, *secret)
+	cfg := def
+	cfg.RatePerCustomer, cfg.RatePerIP = *ratePerCustomer, *ratePerIP
+	// The webhooks scenario's receiver listens on loopback, which a
+	// default server refuses to call.
+	cfg.WebhookAllowLoopback = true
+	target, settings, stop, err := benchTarget(ctx, benchWhere{url: *url, dbURL: *dbURL, secret: *secret, serverPID: *serverPID, inProcess: *inProcess}, cfg)
 	if err != nil {
 		return err
 	}
@@ -73,8 +93,15 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
-	report := bench.Report{Machine: bench.Machine(), Scenarios: map[string]*bench.Result{}}
-	opts := bench.Options{Clients: *clients, Count: *count, Duration: *duration, Seed: *seed, Progress: !*quiet, Out: os.Stderr}
+	opts := bench.Options{Clients: *clients, Count: *count, Duration: *duration, BaselineStep: *baselineStep, Seed: *seed, Progress: !*quiet, Out: os.Stderr}
+	settings.Bench = map[string]any{"clients": *clients, "count": *count, "duration": duration.String(), "baseline_step": baselineStep.String(), "seed": *seed}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "clients", "count", "duration", "baseline-step", "seed", "rate-per-customer", "rate-per-ip":
+			settings.NonDefault = append(settings.NonDefault, fmt.Sprintf("--%s=%s (given on the command line)", f.Name, f.Value))
+		}
+	})
+	report := bench.Report{Machine: bench.Machine(), Settings: settings, Scenarios: map[string]*bench.Result{}}
 	failed := false
 	for _, name := range names {
 		fmt.Fprintf(os.Stderr, "== %s\n", name)
@@ -111,80 +138,161 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// benchTarget points at a running orderd or starts one in this process on a
-// fresh database of a local PostgreSQL.
-func benchTarget(ctx context.Context, url, dbURL, secret string) (*bench.Target, func(), error) {
-	if url != "" {
-		if dbURL == "" || secret == "" {
-			return nil, nil, errors.New("--url needs --database-url and the JWT secret (--jwt-secret or ORDERD_JWT_SECRET)")
-		}
-		pool, err := app.NewPool(ctx, dbURL, 10, 0)
-		if err != nil {
-			return nil, nil, err
-		}
-		return bench.NewTarget(strings.TrimRight(url, "/"), pool, auth.New([]byte(secret), nil)), pool.Close, nil
+// benchWhere says which server the bench loads.
+type benchWhere struct {
+	url, dbURL, secret string
+	serverPID          int
+	inProcess          bool
+}
+
+// serverSettings is the part of cfg a run's figures depend on, and what of
+// it differs from the defaults.
+func serverSettings(cfg app.Config) (map[string]any, []string) {
+	def := app.DefaultConfig()
+	all := map[string]any{
+		"rate_per_customer": cfg.RatePerCustomer, "rate_per_ip": cfg.RatePerIP, "max_conns": cfg.MaxConns,
+		"request_timeout": cfg.RequestTimeout.String(), "statement_timeout": cfg.StatementTimeout.String(),
+		"webhook_allow_loopback": cfg.WebhookAllowLoopback, "webhook_timeout": cfg.WebhookTimeout.String(),
+		"webhook_max_attempts": cfg.WebhookMaxAttempts, "gogc": envString("GOGC", "200 (orderd's default)"),
 	}
-	// A private cluster by default: baselines open as many connections as
-	// there are clients (up to 256), more than a stock server allows.
-	// Commit timestamps let the ws scenario time updates from the commit
-	// that caused them.
+	var nonDefault []string
+	if cfg.RatePerCustomer != def.RatePerCustomer {
+		nonDefault = append(nonDefault, fmt.Sprintf("server rate_per_customer=%g (default %g)", cfg.RatePerCustomer, def.RatePerCustomer))
+	}
+	if cfg.RatePerIP != def.RatePerIP {
+		nonDefault = append(nonDefault, fmt.Sprintf("server rate_per_ip=%g (default %g)", cfg.RatePerIP, def.RatePerIP))
+	}
+	if cfg.WebhookAllowLoopback != def.WebhookAllowLoopback {
+		nonDefault = append(nonDefault, "server webhook_allow_loopback=true (the webhooks scenario's receiver listens on loopback)")
+	}
+	if v := os.Getenv("GOGC"); v != "" {
+		nonDefault = append(nonDefault, "GOGC="+v+" (from the environment)")
+	}
+	return all, nonDefault
+}
+
+// benchTarget points at a running orderd, or starts one on a fresh database
+// of a private PostgreSQL cluster: `orderd serve` as a process of its own
+// by default, or inside this process in the quick mode.
+func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Target, bench.Settings, func(), error) {
+	if w.url != "" {
+		if w.dbURL == "" || w.secret == "" {
+			return nil, bench.Settings{}, nil, errors.New("--url needs --database-url and the JWT secret (--jwt-secret or ORDERD_JWT_SECRET)")
+		}
+		pool, err := app.NewPool(ctx, w.dbURL, 10, 0)
+		if err != nil {
+			return nil, bench.Settings{}, nil, err
+		}
+		t := bench.NewTarget(strings.TrimRight(w.url, "/"), pool, auth.New([]byte(w.secret), nil))
+		settings := bench.Settings{Mode: "url", Server: map[string]any{"url": w.url},
+			NonDefault: []string{"the server's settings are its own: this bench did not start it"}}
+		if w.serverPID > 0 {
+			t.ServerPIDs = func() []int { return []int{w.serverPID} }
+			t.RSS = func() int64 { return bench.RSS(w.serverPID) }
+		}
+		return t, settings, pool.Close, nil
+	}
+	// A private cluster: baselines open up to 64 connections besides the
+	// server's. Commit timestamps let the ws scenario time updates from the
+	// commit that caused them.
 	inst, err := pglocal.Find(ctx, pglocal.Options{DataDir: ".orderd/bench-pg", EnvVar: "DATABASE_URL", SkipLocalhost: true,
 		Settings: []string{"track_commit_timestamp=on"}})
 	if err != nil {
-		return nil, nil, err
+		return nil, bench.Settings{}, nil, err
 	}
-	name := fmt.Sprintf("orderd_bench_%d", time.Now().Unix())
-	if err := pglocal.EnsureDatabase(ctx, inst.URL, name); err != nil {
-		return nil, nil, err
-	}
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	cfg := app.DefaultConfig()
-	cfg.DatabaseURL = inst.DatabaseURL(name)
-	cfg.JWTSecret = hex.EncodeToString(b)
-	cfg.Addr = "127.0.0.1:0"
-	cfg.RatePerCustomer = 0
-	cfg.WebhookAllowLoopback = true
-	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
-	a, err := app.New(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := a.Listen(); err != nil {
-		return nil, nil, err
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	pool, err := app.NewPool(ctx, cfg.DatabaseURL, 10, 0)
-	if err != nil {
-		cancel()
-		return nil, nil, err
-	}
-	t := bench.NewTarget("http://"+a.Addr(), pool, auth.New([]byte(cfg.JWTSecret), nil))
-	t.RSS = bench.SelfRSS
-	t.Spawn = func(ctx context.Context) (*bench.Instance, error) { return spawnServe(ctx, cfg) }
-	stop := func() {
-		cancel()
-		<-done
-		pool.Close()
+	stopPG := func() {
 		if err := inst.Stop(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, "stop PostgreSQL:", err)
 		}
 	}
-	return t, stop, nil
+	name := fmt.Sprintf("orderd_bench_%d", time.Now().Unix())
+	if err := pglocal.EnsureDatabase(ctx, inst.URL, name); err != nil {
+		stopPG()
+		return nil, bench.Settings{}, nil, err
+	}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	cfg.DatabaseURL = inst.DatabaseURL(name)
+	cfg.JWTSecret = hex.EncodeToString(b)
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	server, nonDefault := serverSettings(cfg)
+	nonDefault = append(nonDefault, "PostgreSQL track_commit_timestamp=on (the ws scenario times updates from their commit)")
+	settings := bench.Settings{Mode: "separate processes", Server: server, NonDefault: nonDefault}
+	spawn := func(ctx context.Context) (*bench.Instance, error) { return spawnServe(ctx, cfg) }
+
+	var t *bench.Target
+	var stopServer func()
+	if w.inProcess {
+		settings.Mode = "in-process"
+		settings.NonDefault = append(settings.NonDefault, "in-process: the server runs inside the load generator's process")
+		a, err := app.New(ctx, cfg)
+		if err != nil {
+			stopPG()
+			return nil, bench.Settings{}, nil, err
+		}
+		if err := a.Listen(); err != nil {
+			stopPG()
+			return nil, bench.Settings{}, nil, err
+		}
+		runCtx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(runCtx) }()
+		stopServer = func() { cancel(); <-done }
+		t = bench.NewTarget("http://"+a.Addr(), nil, auth.New([]byte(cfg.JWTSecret), nil))
+		t.InProcess = true
+		t.RSS = func() int64 { return bench.RSS(os.Getpid()) }
+	} else {
+		server, err := spawn(ctx)
+		if err != nil {
+			stopPG()
+			return nil, bench.Settings{}, nil, err
+		}
+		stopServer = server.Stop
+		t = bench.NewTarget(server.BaseURL, nil, auth.New([]byte(cfg.JWTSecret), nil))
+		t.ServerPIDs = func() []int { return []int{server.PID} }
+		t.RSS = func() int64 { return bench.RSS(server.PID) }
+	}
+	pool, err := app.NewPool(ctx, cfg.DatabaseURL, 10, 0)
+	if err != nil {
+		stopServer()
+		stopPG()
+		return nil, bench.Settings{}, nil, err
+	}
+	t.Pool = pool
+	t.Spawn = spawn
+	stop := func() {
+		stopServer()
+		pool.Close()
+		stopPG()
+	}
+	return t, settings, stop, nil
 }
 
 func printSummary(w io.Writer, names []string, r bench.Report) {
+	fmt.Fprintf(w, "mode: %s\n", r.Settings.Mode)
+	for _, s := range r.Settings.NonDefault {
+		fmt.Fprintf(w, "not default: %s\n", s)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\torderd/s\tbaseline/s\tratio\tgoal\tp50 ms\tp99 ms\tinvariants\t")
+	fmt.Fprintln(tw, "scenario\torderd/s\tbest baseline/s\tat conns\ton orderd's tables/s\tratio\tgoal\tp50 ms\tp99 ms\tinvariants\t")
 	for _, n := range names {
 		res := r.Scenarios[n]
 		ok := "ok"
 		if !res.InvariantsOK {
 			ok = "BROKEN"
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%s\t\n", n, res.PerS, res.BaselinePerS, res.Ratio, res.Goal, res.P50ms, res.P99ms, ok)
+		own := "-"
+		for _, b := range res.Baselines {
+			if b.Name == "orderd_tables" {
+				own = fmt.Sprintf("%.0f", b.BestPerS)
+			}
+		}
+		conns := "-"
+		if res.BaselineConns > 0 {
+			conns = fmt.Sprint(res.BaselineConns)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.1f\t%s\t\n", n, res.PerS, res.BaselinePerS, conns, own, res.Ratio, res.Goal, res.P50ms, res.P99ms, ok)
 	}
 	_ = tw.Flush()
 	for _, n := range names {
@@ -192,6 +300,13 @@ func printSummary(w io.Writer, names []string, r bench.Report) {
 		if len(res.Extra) > 0 {
 			b, _ := json.Marshal(res.Extra)
 			fmt.Fprintf(w, "%s: %s\n", n, b)
+		}
+		for _, b := range res.Baselines {
+			fmt.Fprintf(w, "%s baseline %s (%s):", n, b.Name, b.Statements)
+			for _, p := range b.Sweep {
+				fmt.Fprintf(w, " %d conns %.0f/s;", p.Conns, p.PerS)
+			}
+			fmt.Fprintf(w, " best %.0f/s at %d\n", b.BestPerS, b.BestConns)
 		}
 		for _, v := range res.Violations {
 			fmt.Fprintf(w, "%s VIOLATION: %s\n", n, v)
@@ -213,7 +328,9 @@ func spawnServe(ctx context.Context, cfg app.Config) (*bench.Instance, error) {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	cmd := exec.Command(exe, "serve", "--addr", addr, "--rate-per-customer", "0", "--rate-per-ip", "0")
+	cmd := exec.Command(exe, "serve", "--addr", addr,
+		"--rate-per-customer", strconv.FormatFloat(cfg.RatePerCustomer, 'g', -1, 64), "--rate-per-ip", strconv.FormatFloat(cfg.RatePerIP, 'g', -1, 64),
+		"--webhook-allow-loopback="+strconv.FormatBool(cfg.WebhookAllowLoopback))
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+cfg.DatabaseURL, "ORDERD_JWT_SECRET="+cfg.JWTSecret)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start orderd serve: %w", err)
@@ -236,7 +353,7 @@ func spawnServe(ctx context.Context, cfg app.Config) (*bench.Instance, error) {
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return &bench.Instance{BaseURL: base, Stop: stop}, nil
+				return &bench.Instance{BaseURL: base, PID: cmd.Process.Pid, Stop: stop}, nil
 			}
 		}
 		select {
@@ -252,4 +369,17 @@ func spawnServe(ctx context.Context, cfg app.Config) (*bench.Instance, error) {
 			return nil, errors.New("orderd serve was not ready within 30 s")
 		}
 	}
+}
+
+func compareReports(w io.Writer, oldPath, newPath string) error {
+	old, err := bench.ReadReport(oldPath)
+	if err != nil {
+		return err
+	}
+	cur, err := bench.ReadReport(newPath)
+	if err != nil {
+		return err
+	}
+	bench.Compare(w, old, cur)
+	return nil
 }

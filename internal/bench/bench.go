@@ -29,21 +29,33 @@ type Options struct {
 	Seed     uint64
 	Progress bool
 	Out      io.Writer
+	// BaselineStep is how long each connection count of a baseline's sweep
+	// runs; 0 = two seconds.
+	BaselineStep time.Duration
+	// skipBaselines: the scenario is load for another one (memory), whose
+	// figures are not compared with SQL.
+	skipBaselines bool
 }
 
 // Result is one scenario's figures.
 type Result struct {
-	PerS         float64        `json:"per_s"`
-	BaselinePerS float64        `json:"baseline_per_s"`
-	Ratio        float64        `json:"ratio"`
-	Goal         float64        `json:"goal_ratio,omitempty"`
-	P50ms        float64        `json:"p50_ms"`
-	P99ms        float64        `json:"p99_ms"`
-	InvariantsOK bool           `json:"invariants_ok"`
-	Violations   []string       `json:"violations,omitempty"`
-	RSSBytes     int64          `json:"rss_bytes,omitempty"`
-	Extra        map[string]any `json:"extra,omitempty"`
-	Series       []Point        `json:"series,omitempty"`
+	PerS float64 `json:"per_s"`
+	// BaselinePerS is the best point of the first of Baselines (or, for
+	// scenarios compared with something other than SQL, what that measured
+	// in the same run); BaselineConns is the connection count it was
+	// reached at.
+	BaselinePerS  float64        `json:"baseline_per_s"`
+	BaselineConns int            `json:"baseline_conns,omitempty"`
+	Baselines     []Baseline     `json:"baselines,omitempty"`
+	Ratio         float64        `json:"ratio"`
+	Goal          float64        `json:"goal_ratio,omitempty"`
+	P50ms         float64        `json:"p50_ms"`
+	P99ms         float64        `json:"p99_ms"`
+	InvariantsOK  bool           `json:"invariants_ok"`
+	Violations    []string       `json:"violations,omitempty"`
+	RSSBytes      int64          `json:"rss_bytes,omitempty"`
+	Extra         map[string]any `json:"extra,omitempty"`
+	Series        []Point        `json:"series,omitempty"`
 }
 
 // Point is one second of a run, for charts.
@@ -58,7 +70,24 @@ type Point struct {
 // Report is the whole run, as written by --json.
 type Report struct {
 	Machine   map[string]any     `json:"machine"`
+	Settings  Settings           `json:"settings"`
 	Scenarios map[string]*Result `json:"scenarios"`
+}
+
+// Settings say how the run was made: where the server ran, with what
+// configuration, and every setting that was not its default.
+type Settings struct {
+	// Mode is "separate processes" (orderd serve started as its own
+	// process), "in-process" (the quick mode: server and load generator
+	// share one process) or "url" (a server the bench did not start).
+	Mode string `json:"mode"`
+	// Server is the server configuration the run used, secrets left out.
+	Server map[string]any `json:"server"`
+	// Bench is the load generator's options.
+	Bench map[string]any `json:"bench"`
+	// NonDefault lists every setting, of the server or the bench, that is
+	// not its default, with the reason.
+	NonDefault []string `json:"non_default"`
 }
 
 // Target is the orderd under test and its database.
@@ -71,14 +100,24 @@ type Target struct {
 	RSS func() int64
 	// Spawn starts one more orderd process on the target's database; nil
 	// when the bench cannot (a deployment given by URL).
-	Spawn  func(ctx context.Context) (*Instance, error)
-	http   *http.Client
-	tokens sync.Map
+	Spawn func(ctx context.Context) (*Instance, error)
+	// InProcess: the server runs in the load generator's process, so their
+	// CPU cannot be told apart.
+	InProcess bool
+	// ServerPIDs are the orderd processes behind BaseURL, for their CPU
+	// time; nil when unknown.
+	ServerPIDs func() []int
+	http       *http.Client
+	tokens     sync.Map
+
+	postmasterOnce sync.Once
+	postmaster     int
 }
 
 // Instance is an orderd process started by Target.Spawn.
 type Instance struct {
 	BaseURL string
+	PID     int
 	Stop    func()
 }
 

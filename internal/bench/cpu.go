@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -8,54 +9,192 @@ import (
 	"time"
 )
 
-// cpuUse is CPU time spent so far by the whole machine (every process,
-// PostgreSQL's included) and by this process (the load generator and, by
-// default, the orderd it started). Differences of two readings, divided by
-// the work done between them, are costs per order: unlike rates, they hold
-// still when a shared machine is busy with someone else.
+// cpuUse is CPU time spent so far by each party to a run, read from /proc:
+// the whole machine, the load generator (this process), the orderd
+// server processes and the PostgreSQL cluster. Differences of two readings,
+// divided by the work done between them, are costs per order: unlike rates,
+// they hold still when a shared machine is busy with someone else, and per
+// process they say who spent it.
 type cpuUse struct {
-	machine, self time.Duration
-	ok            bool
+	machine, generator, orderd, postgres time.Duration
+	machineOK, orderdOK, postgresOK      bool
+	// inProcess: the server runs in the generator's process, so the
+	// generator's figure is both.
+	inProcess bool
 }
 
-func readCPU() cpuUse {
-	var u cpuUse
+// readCPU reads every party's CPU time.
+func (t *Target) readCPU() cpuUse {
+	u := cpuUse{inProcess: t.InProcess}
 	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return u
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		u.generator = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	u.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	u.machine, u.machineOK = machineCPU()
+	if pids := t.serverPIDs(); len(pids) > 0 && !t.InProcess {
+		u.orderdOK = true
+		for _, pid := range pids {
+			own, _, ok := procCPU(pid)
+			u.orderdOK = u.orderdOK && ok
+			u.orderd += own
+		}
+	}
+	if pm := t.postmasterPID(); pm > 0 {
+		u.postgres, u.postgresOK = treeCPU(pm)
+	}
+	return u
+}
+
+func (t *Target) serverPIDs() []int {
+	if t.ServerPIDs == nil {
+		return nil
+	}
+	return t.ServerPIDs()
+}
+
+// postmasterPID finds the local PostgreSQL's postmaster as the parent of one
+// of its backends, once; 0 when the database is not on this machine.
+func (t *Target) postmasterPID() int {
+	t.postmasterOnce.Do(func() {
+		if t.Pool == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var backend int
+		if err := t.Pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+			return
+		}
+		f, ok := procStat(backend)
+		if !ok || !strings.HasPrefix(f.comm, "postgres") {
+			return
+		}
+		if parent, ok := procStat(f.ppid); ok && strings.HasPrefix(parent.comm, "postgres") {
+			t.postmaster = f.ppid
+		}
+	})
+	return t.postmaster
+}
+
+type statFields struct {
+	comm                         string
+	ppid                         int
+	utime, stime, cutime, cstime int64 // clock ticks
+}
+
+// procStat parses /proc/<pid>/stat.
+func procStat(pid int) (statFields, bool) {
+	var f statFields
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return f, false
+	}
+	s := string(b)
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open {
+		return f, false
+	}
+	f.comm = s[open+1 : closing]
+	// Fields from the 3rd (state) on; utime is the 14th.
+	rest := strings.Fields(s[closing+1:])
+	if len(rest) < 15 {
+		return f, false
+	}
+	ints := make([]int64, 15)
+	for i := 1; i < 15; i++ {
+		n, err := strconv.ParseInt(rest[i], 10, 64)
+		if err != nil {
+			return f, false
+		}
+		ints[i] = n
+	}
+	f.ppid = int(ints[1])
+	f.utime, f.stime, f.cutime, f.cstime = ints[11], ints[12], ints[13], ints[14]
+	return f, true
+}
+
+// ticks converts clock ticks: USER_HZ is 100 on every Linux that Go supports.
+func ticks(n int64) time.Duration { return time.Duration(n) * 10 * time.Millisecond }
+
+// procCPU is a process's own CPU time, and that of its children it has
+// reaped.
+func procCPU(pid int) (own, reaped time.Duration, ok bool) {
+	f, ok := procStat(pid)
+	if !ok {
+		return 0, 0, false
+	}
+	return ticks(f.utime + f.stime), ticks(f.cutime + f.cstime), true
+}
+
+// treeCPU is the CPU time of a postmaster and its cluster: its own, its
+// live children's (backends, background workers) and, through its reaped
+// children's count, that of backends that have exited.
+func treeCPU(root int) (time.Duration, bool) {
+	own, reaped, ok := procCPU(root)
+	if !ok {
+		return 0, false
+	}
+	total := own + reaped
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f, ok := procStat(pid); ok && f.ppid == root {
+			total += ticks(f.utime + f.stime)
+		}
+	}
+	return total, true
+}
+
+// machineCPU is the busy time of every CPU from /proc/stat.
+func machineCPU() (time.Duration, bool) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return u
+		return 0, false
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	// cpu user nice system idle iowait irq softirq steal ...
 	if len(f) < 8 || f[0] != "cpu" {
-		return u
+		return 0, false
 	}
-	var ticks int64
+	var n int64
 	for _, i := range []int{1, 2, 3, 6, 7} {
-		n, err := strconv.ParseInt(f[i], 10, 64)
+		v, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil {
-			return u
+			return 0, false
 		}
-		ticks += n
+		n += v
 	}
-	// USER_HZ is 100 on every Linux that Go supports.
-	u.machine = time.Duration(ticks) * 10 * time.Millisecond
-	u.ok = true
-	return u
+	return ticks(n), true
 }
 
 // perUnit adds to extra the CPU microseconds per unit of work spent between
-// from and now, by the machine and by this process, under name.
-func perUnit(extra map[string]any, name string, from cpuUse, units int64) {
-	to := readCPU()
-	if !from.ok || !to.ok || units <= 0 {
+// from and now, under name: by the machine, the generator, orderd and
+// PostgreSQL, each where it could be read.
+func (t *Target) perUnit(extra map[string]any, name string, from cpuUse, units int64) {
+	if units <= 0 {
 		return
 	}
-	extra[name+"_cpu_us"] = round1(float64((to.machine - from.machine).Microseconds()) / float64(units))
-	extra[name+"_bench_process_cpu_us"] = round1(float64((to.self - from.self).Microseconds()) / float64(units))
+	to := t.readCPU()
+	us := func(d time.Duration) float64 { return round1(float64(d.Microseconds()) / float64(units)) }
+	if from.machineOK && to.machineOK {
+		extra[name+"_cpu_us"] = us(to.machine - from.machine)
+	}
+	if from.inProcess {
+		extra[name+"_orderd_and_generator_cpu_us"] = us(to.generator - from.generator)
+	} else {
+		extra[name+"_generator_cpu_us"] = us(to.generator - from.generator)
+	}
+	if from.orderdOK && to.orderdOK {
+		extra[name+"_orderd_cpu_us"] = us(to.orderd - from.orderd)
+	}
+	if from.postgresOK && to.postgresOK {
+		extra[name+"_postgres_cpu_us"] = us(to.postgres - from.postgres)
+	}
 }

@@ -41,7 +41,7 @@ func memory(ctx context.Context, t *Target, o Options) (*Result, error) {
 	var after []map[string]float64
 	start := time.Now()
 	for r := 1; r <= rounds; r++ {
-		round := Options{Seed: o.Seed + uint64(r), Progress: o.Progress, Out: o.Out}
+		round := Options{Seed: o.Seed + uint64(r), Progress: o.Progress, Out: o.Out, skipBaselines: true}
 		round.Duration = 10 * time.Second
 		if _, err := spread(ctx, at, round); err != nil {
 			return nil, fmt.Errorf("memory round %d: %w", r, err)

@@ -53,9 +53,9 @@ func WriteChart(path string, names []string, r Report) error {
 	return nil
 }
 
-// SelfRSS reads this process's resident set size from /proc, in bytes.
-func SelfRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+// RSS reads a process's resident set size from /proc, in bytes.
+func RSS(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}
