@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/orderd/orderd/store"
 )
@@ -27,9 +28,13 @@ type Config struct {
 	TimerWorkers       int
 	TimerFetchCooldown time.Duration
 	TimerPollInterval  time.Duration
-	DefaultWorkers     int
+	// TimerGrace is how long after its deadline a timer still pending is
+	// fired by the backstop, which looks every TimerBackstopInterval.
+	TimerGrace            time.Duration
+	TimerBackstopInterval time.Duration
+	DefaultWorkers        int
 	// SweepInterval is how often the safety net looks for merchants that can
-	// admit and for timers that should have fired.
+	// admit.
 	SweepInterval time.Duration
 	// AuditInterval is how often the audit checks run; AuditGauge receives
 	// their counts. No gauge, no periodic audit.
@@ -42,21 +47,24 @@ type Config struct {
 // of their deadline on a 2-core machine.
 func DefaultConfig() Config {
 	return Config{
-		TimerWorkers:       100,
-		TimerFetchCooldown: 50 * time.Millisecond,
-		TimerPollInterval:  100 * time.Millisecond,
-		DefaultWorkers:     20,
-		SweepInterval:      2 * time.Second,
-		AuditInterval:      time.Minute,
+		TimerWorkers:          100,
+		TimerFetchCooldown:    50 * time.Millisecond,
+		TimerPollInterval:     100 * time.Millisecond,
+		TimerGrace:            750 * time.Millisecond,
+		TimerBackstopInterval: 250 * time.Millisecond,
+		DefaultWorkers:        20,
+		SweepInterval:         2 * time.Second,
+		AuditInterval:         time.Minute,
 	}
 }
 
 // NewClient builds a River client that runs orderd's workers. It is also the
-// store's job inserter.
+// store's job inserter. Every process that runs one also runs a Backstop.
 func NewClient(pool *pgxpool.Pool, st *store.Store, cfg Config) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &CloseUnpaidWorker{store: st})
-	river.AddWorker(workers, &ExpireQueuedWorker{store: st})
+	if err := registerTimers(workers, timerKinds(st)); err != nil {
+		return nil, err
+	}
 	river.AddWorker(workers, &DrainMerchantWorker{store: st})
 	river.AddWorker(workers, &SweepWorker{store: st})
 	periodic := []*river.PeriodicJob{
@@ -87,7 +95,8 @@ func NewClient(pool *pgxpool.Pool, st *store.Store, cfg Config) (*river.Client[p
 				FetchPollInterval: cfg.TimerPollInterval,
 			},
 		},
-		Workers: workers,
+		Workers:    workers,
+		Middleware: []rivertype.Middleware{&timerInsertMiddleware{}},
 		// A worker that dies is retried within a minute, not River's default
 		// hour; every worker is idempotent, so a second run is harmless.
 		JobTimeout:           30 * time.Second,
@@ -103,7 +112,9 @@ func NewClient(pool *pgxpool.Pool, st *store.Store, cfg Config) (*river.Client[p
 // NewInserter builds a River client that only inserts jobs, for processes
 // (such as tests or tools) that must not run workers.
 func NewInserter(pool *pgxpool.Pool) (*river.Client[pgx.Tx], error) {
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Middleware: []rivertype.Middleware{&timerInsertMiddleware{}},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("river inserter: %w", err)
 	}
@@ -156,8 +167,7 @@ func (SweepArgs) InsertOpts() river.InsertOpts {
 }
 
 // SweepWorker drains merchants that a dropped drain trigger left with queued
-// orders and free units, and fires timers that are overdue (a job lost to an
-// operator's cleanup, say). Normal operation never needs it.
+// orders and free units. Normal operation never needs it.
 type SweepWorker struct {
 	river.WorkerDefaults[SweepArgs]
 	store *store.Store
@@ -172,9 +182,6 @@ func (w *SweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 		if _, err := w.store.DrainMerchant(ctx, id); err != nil {
 			return fmt.Errorf("sweep drain %s: %w", id, err)
 		}
-	}
-	if err := w.store.CloseOverdue(ctx, 5*time.Second, 500); err != nil {
-		return fmt.Errorf("sweep overdue: %w", err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -35,7 +36,8 @@ func setup(t *testing.T) *bundle {
 	return &bundle{pool: pool, store: st}
 }
 
-// startWorkers runs a River client with orderd's workers until the test ends.
+// startWorkers runs a River client with orderd's workers, and the timers'
+// backstop, until the test ends: what every orderd process runs.
 func startWorkers(t *testing.T, b *bundle) *river.Client[pgx.Tx] {
 	t.Helper()
 	return startWorkersWith(t, b, jobs.DefaultConfig())
@@ -48,7 +50,15 @@ func startWorkersWith(t *testing.T, b *bundle, cfg jobs.Config) *river.Client[pg
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, client.Start(ctx))
+	backstopCtx, stopBackstop := context.WithCancel(ctx)
+	backstopDone := make(chan struct{})
+	go func() {
+		defer close(backstopDone)
+		jobs.NewBackstop(b.store, cfg).Run(backstopCtx)
+	}()
 	t.Cleanup(func() {
+		stopBackstop()
+		<-backstopDone
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, client.Stop(stopCtx))
@@ -178,4 +188,89 @@ func TestPeriodicAuditExportsViolations(t *testing.T) {
 	}
 	require.Equal(t, 1.0, testutil.ToFloat64(cfg.AuditGauge.WithLabelValues("merchant_load_drift")))
 	require.Equal(t, 0.0, testutil.ToFloat64(cfg.AuditGauge.WithLabelValues("stock_drift")))
+}
+
+// TestShortWindowClosesOnTime places orders with a one-second payment window
+// at random moments over several seconds, so that some fall just after a
+// tick of River's leader-only scheduler (every 5 s): each must still close
+// within 1.5 s of its placement.
+func TestShortWindowClosesOnTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	startWorkers(t, b)
+	m, p := merchantAndProduct(t, b.store, 5, 1)
+	const orders = 20
+	type placed struct {
+		id  uuid.UUID
+		err error
+	}
+	results := make(chan placed, orders)
+	for i := range orders {
+		go func() {
+			time.Sleep(time.Duration(rand.Int64N(int64(6 * time.Second))))
+			res, err := b.store.PlaceOrder(context.Background(), store.PlaceParams{
+				MerchantID: m, CustomerID: fmt.Sprintf("c%d", i),
+				Lines:          []domain.LineRequest{{ProductID: p.String(), Quantity: 1}},
+				IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
+			})
+			if err != nil {
+				results <- placed{err: err}
+				return
+			}
+			results <- placed{id: res.Order.ID}
+		}()
+	}
+	for range orders {
+		r := <-results
+		require.NoError(t, r.err)
+		id := r.id
+		waitStatus(t, b.store, id, domain.StatusClosed, 10*time.Second)
+		var open time.Duration
+		require.NoError(t, b.pool.QueryRow(context.Background(),
+			`SELECT ended_at - placed_at FROM orders WHERE id = $1`, id).Scan(&open))
+		require.LessOrEqual(t, open, 1500*time.Millisecond, "order %s stayed open %s with a 1 s window", id, open)
+	}
+}
+
+// TestBackstopFiresTimerOfDeadProcess leaves an order's timer job as a
+// process that fetched it and died leaves it (running, for a minute before
+// River's rescuer would look): the backstop closes the order anyway, a
+// grace period after its deadline, with no River leader involved.
+func TestBackstopFiresTimerOfDeadProcess(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	m, p := merchantAndProduct(t, b.store, 5, 1)
+	o := placeUnpaid(t, b.store, m, p, "alice", "")
+	tag, err := b.pool.Exec(context.Background(), `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
+		attempted_by = ARRAY['dead-process'] WHERE kind = $1 AND args->>'order_id' = $2`, store.CloseUnpaidArgs{}.Kind(), o.ID.String())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+	startWorkers(t, b)
+	waitStatus(t, b.store, o.ID, domain.StatusClosed, 5*time.Second)
+	var state string
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state FROM river_job WHERE args->>'order_id' = $1`, o.ID.String()).Scan(&state))
+	require.Equal(t, "running", state, "River itself never ran the job")
+}
+
+// TestTimerJobsWaitAvailable checks what the timers rely on: a timer is
+// inserted available with its deadline as scheduled_at (any process's fetch
+// takes it when due, no leader promotes it), and River does not start it
+// before then.
+func TestTimerJobsWaitAvailable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	startWorkers(t, b)
+	m, p := merchantAndProduct(t, b.store, 5, 3)
+	o := placeUnpaid(t, b.store, m, p, "alice", "")
+	var state string
+	var scheduledAt time.Time
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state, scheduled_at FROM river_job WHERE args->>'order_id' = $1`,
+		o.ID.String()).Scan(&state, &scheduledAt))
+	require.Equal(t, "available", state)
+	require.WithinDuration(t, o.PaymentDeadline, scheduledAt, time.Millisecond)
+	time.Sleep(time.Until(o.PaymentDeadline) - 500*time.Millisecond)
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state FROM river_job WHERE args->>'order_id' = $1`,
+		o.ID.String()).Scan(&state))
+	require.Equal(t, "available", state, "the timer did not start before its deadline")
+	waitStatus(t, b.store, o.ID, domain.StatusClosed, 5*time.Second)
 }

@@ -124,6 +124,7 @@ type App struct {
 	auth     *auth.Authenticator
 	registry *prometheus.Registry
 	relay    *jobs.Relay
+	backstop *jobs.Backstop
 	hub      *ws.Hub
 }
 
@@ -165,6 +166,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, err
 	}
 	a.store.Jobs = a.river
+	a.backstop = jobs.NewBackstop(a.store, jobsCfg)
+	a.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_timers_backstop_fired_total",
+		Help: "Timers found still pending a grace period after their deadline and fired by the backstop."},
+		func() float64 { return float64(a.backstop.Fired.Load()) }))
 	a.auth = auth.New([]byte(cfg.JWTSecret), nil)
 	relayCfg := jobs.DefaultRelayConfig()
 	relayCfg.Policy = store.RetryPolicy{First: cfg.WebhookBackoff, Max: time.Hour, MaxAttempts: cfg.WebhookMaxAttempts}
@@ -293,11 +298,16 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.river.Start(ctx); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
-	relayCtx, stopRelay := context.WithCancel(context.Background())
-	relayDone := make(chan struct{})
+	backgroundCtx, stopBackground := context.WithCancel(context.Background())
+	backgroundDone := make(chan struct{}, 2)
 	go func() {
-		defer close(relayDone)
-		a.relay.Run(relayCtx)
+		defer func() { backgroundDone <- struct{}{} }()
+		a.relay.Run(backgroundCtx)
+	}()
+	// Every process, not only River's leader, fires overdue timers.
+	go func() {
+		defer func() { backgroundDone <- struct{}{} }()
+		a.backstop.Run(backgroundCtx)
 	}()
 	tailCtx, stopTail := context.WithCancel(context.Background())
 	tailDone := make(chan struct{}, 2)
@@ -326,8 +336,9 @@ func (a *App) Run(ctx context.Context) error {
 	stopTail()
 	<-tailDone
 	<-tailDone
-	stopRelay()
-	<-relayDone
+	stopBackground()
+	<-backgroundDone
+	<-backgroundDone
 	a.pool.Close()
 	a.log.Info("orderd stopped")
 	return errors.Join(runErr, err)

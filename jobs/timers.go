@@ -1,0 +1,164 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/orderd/orderd/store"
+)
+
+// A timer is a River job in the timers queue (store.QueueTimers) scheduled at
+// its deadline and inserted in the transaction that sets the deadline: River
+// is its durable record, and it fires exactly once in effect because its
+// worker acts only on what is still pending.
+//
+// River inserts a job with a future ScheduledAt as `scheduled`, and only the
+// elected leader promotes scheduled jobs, every five seconds: a short timer
+// waits for the next tick, and nothing is promoted while a dead leader's
+// lease runs out. Timers are instead inserted `available` with their future
+// scheduled_at (timerInsertMiddleware). River's fetch takes an available job
+// only once its scheduled_at has passed, and every process fetches, so a
+// timer fires at the first poll of the timers queue after it falls due, in
+// whichever process polls first, leader or not.
+//
+// A timer whose job a process fetched and then died with stays `running`
+// until the leader's rescuer notices, a minute or more later. Every kind of
+// timer therefore has a backstop: a query of the domain's own index of
+// deadlines that fires, directly, what is still pending a grace period after
+// its deadline. Every process runs it (Backstop), so it needs no leader.
+
+// OverdueFunc fires up to limit timers of one kind whose deadline is before
+// cutoff and whose effect has not happened, and reports how many it found.
+// It must be idempotent: the timer's River job may fire at the same moment.
+type OverdueFunc func(ctx context.Context, cutoff time.Time, limit int) (int, error)
+
+// TimerKind is one kind of timer: the River worker that fires it on time and
+// the backstop query that fires it when its job could not.
+type TimerKind struct {
+	kind     string
+	queue    string
+	register func(*river.Workers)
+	overdue  OverdueFunc
+}
+
+// NewTimerKind registers a kind of timer. Its args must name the timers queue
+// in their InsertOpts (NewClient refuses them otherwise); insert them with a
+// ScheduledAt at the deadline, in the transaction that sets it.
+func NewTimerKind[T interface {
+	river.JobArgs
+	InsertOpts() river.InsertOpts
+}](worker river.Worker[T], overdue OverdueFunc) TimerKind {
+	var args T
+	return TimerKind{
+		kind:     args.Kind(),
+		queue:    args.InsertOpts().Queue,
+		register: func(w *river.Workers) { river.AddWorker(w, worker) },
+		overdue:  overdue,
+	}
+}
+
+// timerKinds lists every timer orderd sets. A new kind of timer is one more
+// line here: its args in the timers queue, its worker, its backstop.
+func timerKinds(st *store.Store) []TimerKind {
+	return []TimerKind{
+		NewTimerKind(&CloseUnpaidWorker{store: st}, st.CloseUnpaidOverdue),
+		NewTimerKind(&ExpireQueuedWorker{store: st}, st.ExpireQueuedOverdue),
+	}
+}
+
+func registerTimers(workers *river.Workers, kinds []TimerKind) error {
+	for _, k := range kinds {
+		if k.queue != store.QueueTimers {
+			return fmt.Errorf("timer %q: its InsertOpts name queue %q, not %q", k.kind, k.queue, store.QueueTimers)
+		}
+		k.register(workers)
+	}
+	return nil
+}
+
+// timerInsertMiddleware makes every job of the timers queue that River would
+// insert as `scheduled` available instead, keeping its scheduled_at, so that
+// every process's fetch, not the leader's scheduler, starts it when due.
+type timerInsertMiddleware struct {
+	river.MiddlewareDefaults
+}
+
+func (timerInsertMiddleware) InsertMany(ctx context.Context, params []*rivertype.JobInsertParams,
+	doInner func(context.Context) ([]*rivertype.JobInsertResult, error),
+) ([]*rivertype.JobInsertResult, error) {
+	for _, p := range params {
+		if p.Queue == store.QueueTimers && p.State == rivertype.JobStateScheduled {
+			p.State = rivertype.JobStateAvailable
+		}
+	}
+	return doInner(ctx)
+}
+
+// Backstop fires the timers still pending a grace period after their
+// deadline: those whose job was running in a process that died, or that
+// failed and wait for the leader to promote their retry. Run one in every
+// process.
+type Backstop struct {
+	kinds    []TimerKind
+	interval time.Duration
+	grace    time.Duration
+	limit    int
+	now      func() time.Time
+	log      *slog.Logger
+	// Fired counts the timers the backstop found pending, which their River
+	// jobs would have fired late.
+	Fired atomic.Int64
+}
+
+// NewBackstop builds the backstop of every timer of st.
+func NewBackstop(st *store.Store, cfg Config) *Backstop {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Backstop{
+		kinds: timerKinds(st), interval: cfg.TimerBackstopInterval, grace: cfg.TimerGrace, limit: 500,
+		now: st.Now, log: log,
+	}
+}
+
+// Run looks for overdue timers at once and then every interval until ctx
+// ends; a round that finds a full batch goes on without waiting.
+func (b *Backstop) Run(ctx context.Context) {
+	for {
+		full, err := b.round(ctx)
+		if err != nil && ctx.Err() == nil {
+			b.log.Warn("timer backstop", "err", err)
+		}
+		wait := b.interval
+		if full && err == nil {
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (b *Backstop) round(ctx context.Context) (full bool, err error) {
+	cutoff := b.now().Add(-b.grace)
+	var errs []error
+	for _, k := range b.kinds {
+		n, err := k.overdue(ctx, cutoff, b.limit)
+		b.Fired.Add(int64(n))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", k.kind, err))
+		}
+		full = full || n == b.limit
+	}
+	return full, errors.Join(errs...)
+}

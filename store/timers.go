@@ -1,0 +1,54 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// CloseUnpaidOverdue closes up to limit unpaid orders whose payment deadline
+// is before cutoff, in one batch, and reports how many it found: the
+// backstop behind the payment timers, which should have closed them already.
+func (s *Store) CloseUnpaidOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM orders WHERE status = 'awaiting_payment' AND payment_deadline < $1
+		ORDER BY payment_deadline LIMIT $2`, cutoff, limit)
+	if err != nil {
+		return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
+	}
+	unpaid, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
+	}
+	if len(unpaid) == 0 {
+		return 0, nil
+	}
+	return len(unpaid), s.closeOverdueBatch(ctx, unpaid)
+}
+
+// ExpireQueuedOverdue expires up to limit queued orders whose wait limit is
+// before cutoff and reports how many it found: the backstop behind the
+// queue expiry timers.
+func (s *Store) ExpireQueuedOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, queued_at FROM orders WHERE status = 'queued' AND queue_expires_at < $1
+		ORDER BY queue_expires_at LIMIT $2`, cutoff, limit)
+	if err != nil {
+		return 0, mapErr(fmt.Errorf("overdue queued: %w", err))
+	}
+	type stay struct {
+		ID       uuid.UUID
+		QueuedAt time.Time
+	}
+	queued, err := pgx.CollectRows(rows, pgx.RowToStructByPos[stay])
+	if err != nil {
+		return 0, mapErr(fmt.Errorf("overdue queued: %w", err))
+	}
+	for _, q := range queued {
+		if _, err := s.ExpireQueued(ctx, q.ID, q.QueuedAt); err != nil {
+			return 0, err
+		}
+	}
+	return len(queued), nil
+}
