@@ -15,16 +15,22 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
 	"github.com/orderd/orderd/auth"
 	"github.com/orderd/orderd/internal/app"
 	"github.com/orderd/orderd/internal/bench"
 	"github.com/orderd/orderd/internal/pglocal"
+	"github.com/orderd/orderd/store"
 )
 
 func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
@@ -220,6 +226,9 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 	nonDefault = append(nonDefault, "PostgreSQL track_commit_timestamp=on (the ws scenario times updates from their commit)")
 	settings := bench.Settings{Mode: "separate processes", Server: server, NonDefault: nonDefault}
 	spawn := func(ctx context.Context) (*bench.Instance, error) { return spawnServe(ctx, cfg) }
+	spawnUntimed := func(ctx context.Context) (*bench.Instance, error) {
+		return spawnServe(ctx, cfg, benchWithoutTimersEnv+"=true")
+	}
 
 	var t *bench.Target
 	var stopServer func()
@@ -261,6 +270,7 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 	}
 	t.Pool = pool
 	t.Spawn = spawn
+	t.SpawnUntimed = spawnUntimed
 	stop := func() {
 		stopServer()
 		pool.Close()
@@ -317,7 +327,7 @@ func printSummary(w io.Writer, names []string, r bench.Report) {
 // spawnServe starts another `orderd serve` process on cfg's database, for
 // scenarios that measure a server apart from the load generator or run
 // several instances.
-func spawnServe(ctx context.Context, cfg app.Config) (*bench.Instance, error) {
+func spawnServe(ctx context.Context, cfg app.Config, env ...string) (*bench.Instance, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find own binary: %w", err)
@@ -331,12 +341,16 @@ func spawnServe(ctx context.Context, cfg app.Config) (*bench.Instance, error) {
 	cmd := exec.Command(exe, "serve", "--addr", addr,
 		"--rate-per-customer", strconv.FormatFloat(cfg.RatePerCustomer, 'g', -1, 64), "--rate-per-ip", strconv.FormatFloat(cfg.RatePerIP, 'g', -1, 64),
 		"--webhook-allow-loopback="+strconv.FormatBool(cfg.WebhookAllowLoopback))
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+cfg.DatabaseURL, "ORDERD_JWT_SECRET="+cfg.JWTSecret)
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+cfg.DatabaseURL, "ORDERD_JWT_SECRET="+cfg.JWTSecret), env...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start orderd serve: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
+	kill := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -353,7 +367,7 @@ func spawnServe(ctx context.Context, cfg app.Config) (*bench.Instance, error) {
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return &bench.Instance{BaseURL: base, PID: cmd.Process.Pid, Stop: stop}, nil
+				return &bench.Instance{BaseURL: base, PID: cmd.Process.Pid, Stop: stop, Kill: kill, Ready: time.Now()}, nil
 			}
 		}
 		select {
@@ -382,4 +396,25 @@ func compareReports(w io.Writer, oldPath, newPath string) error {
 	}
 	bench.Compare(w, old, cur)
 	return nil
+}
+
+// benchWithoutTimersEnv, set for an `orderd serve` that the bench starts,
+// makes its placements insert no payment timer: the timers scenario's
+// baseline is the same placements without them.
+const benchWithoutTimersEnv = "ORDERD_BENCH_WITHOUT_PAYMENT_TIMERS"
+
+// timerDropper drops payment timers from the jobs a transaction inserts.
+type timerDropper struct {
+	store.JobInserter
+}
+
+func (d *timerDropper) InsertManyTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error) {
+	params = slices.DeleteFunc(slices.Clone(params), func(p river.InsertManyParams) bool {
+		_, timer := p.Args.(store.CloseUnpaidArgs)
+		return timer
+	})
+	if len(params) == 0 {
+		return nil, nil
+	}
+	return d.JobInserter.InsertManyTx(ctx, tx, params)
 }

@@ -60,6 +60,10 @@ func serve(ctx context.Context, cfg app.Config) error {
 	if err != nil {
 		return err
 	}
+	if envBool(benchWithoutTimersEnv, false) {
+		cfg.Logger.Warn("payment timers are not inserted: a benchmark's baseline; only the backstop closes unpaid orders", "env", benchWithoutTimersEnv)
+		a.Store().Jobs = &timerDropper{JobInserter: a.Store().Jobs}
+	}
 	return a.Run(ctx)
 }
 

@@ -101,6 +101,10 @@ type Target struct {
 	// Spawn starts one more orderd process on the target's database; nil
 	// when the bench cannot (a deployment given by URL).
 	Spawn func(ctx context.Context) (*Instance, error)
+	// SpawnUntimed starts one more orderd process whose placements insert
+	// no payment timer, for the timers scenario's baseline; nil when the
+	// bench cannot.
+	SpawnUntimed func(ctx context.Context) (*Instance, error)
 	// InProcess: the server runs in the load generator's process, so their
 	// CPU cannot be told apart.
 	InProcess bool
@@ -119,6 +123,10 @@ type Instance struct {
 	BaseURL string
 	PID     int
 	Stop    func()
+	// Kill ends the process with SIGKILL and waits for it.
+	Kill func()
+	// Ready is when the process first answered ready.
+	Ready time.Time
 }
 
 // NewTarget prepares a client for baseURL.
