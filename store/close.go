@@ -57,7 +57,6 @@ func (s *Store) closeBatch(batch []*closeRequest) {
 // past their deadline, and releases what they held, a few statements for
 // the whole batch.
 func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest) error {
-	now := s.now()
 	ids := make([]uuid.UUID, len(batch))
 	for i, req := range batch {
 		ids[i], req.closed = req.orderID, false
@@ -79,6 +78,8 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("lock orders: %w", err)
 	}
+	// The decisions' time, read once the orders' locks are held.
+	now := s.now()
 	meta, err := json.Marshal(Meta{Actor: domain.ActorSystem})
 	if err != nil {
 		return err
@@ -103,7 +104,7 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 			return fmt.Errorf("encode event: %w", err)
 		}
 		id := uuid.MustParse(o.ID)
-		eventRows = append(eventRows, []any{id, StreamOrder, int32(after.Version), events[0].Type, data, meta})
+		eventRows = append(eventRows, []any{id, StreamOrder, int32(after.Version), events[0].Type, data, meta, now})
 		updIDs, updVersions = append(updIDs, id), append(updVersions, int32(after.Version))
 		for _, it := range o.Items {
 			customers, products, quantities = append(customers, o.CustomerID), append(products, it.ProductID), append(quantities, int32(it.Quantity))
@@ -114,7 +115,7 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 	if len(updIDs) > 0 {
 		noteEvents(tx)
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"},
-			[]string{"stream_id", "stream_type", "version", "type", "data", "metadata"}, pgx.CopyFromRows(eventRows)); err != nil {
+			[]string{"stream_id", "stream_type", "version", "type", "data", "metadata", "recorded_at"}, pgx.CopyFromRows(eventRows)); err != nil {
 			var pgErr interface{ SQLState() string }
 			if errors.As(err, &pgErr) && pgErr.SQLState() == "23505" {
 				return fmt.Errorf("close orders: %w", ErrVersionConflict)

@@ -31,6 +31,9 @@ type AppendParams struct {
 	ExpectedVersion int // version of the stream's last event; 0 for a new stream
 	Events          []domain.Event
 	Meta            Meta
+	// RecordedAt is the decision's time, read once its locks are held: every
+	// timestamp of a decision comes from that one clock reading.
+	RecordedAt time.Time
 }
 
 // appendEvents inserts the events with consecutive versions after
@@ -39,6 +42,9 @@ type AppendParams struct {
 func appendEvents(ctx context.Context, tx pgx.Tx, p AppendParams) error {
 	if len(p.Events) == 0 {
 		return nil
+	}
+	if p.RecordedAt.IsZero() {
+		return fmt.Errorf("append to %s %s: no decision time", p.StreamType, p.StreamID)
 	}
 	meta, err := json.Marshal(p.Meta)
 	if err != nil {
@@ -58,10 +64,10 @@ func appendEvents(ctx context.Context, tx pgx.Tx, p AppendParams) error {
 	}
 	noteEvents(tx)
 	_, err = tx.Exec(ctx, `
-		INSERT INTO events (stream_id, stream_type, version, type, data, metadata)
-		SELECT $1, $2, v, t, d::jsonb, $6
+		INSERT INTO events (stream_id, stream_type, version, type, data, metadata, recorded_at)
+		SELECT $1, $2, v, t, d::jsonb, $6, $7
 		FROM unnest($3::int[], $4::text[], $5::text[]) AS e(v, t, d)`,
-		p.StreamID, p.StreamType, versions, types, datas, meta)
+		p.StreamID, p.StreamType, versions, types, datas, meta, p.RecordedAt)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.ConstraintName == constraintStreamVersion {
@@ -74,7 +80,12 @@ func appendEvents(ctx context.Context, tx pgx.Tx, p AppendParams) error {
 
 // Append appends events to a stream in a transaction of its own.
 func (s *Store) Append(ctx context.Context, p AppendParams) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error { return appendEvents(ctx, tx, p) })
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if p.RecordedAt.IsZero() {
+			p.RecordedAt = s.now()
+		}
+		return appendEvents(ctx, tx, p)
+	})
 }
 
 // StoredEvent is one row of the log.

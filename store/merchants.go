@@ -143,7 +143,7 @@ func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSett
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := appendEvents(ctx, tx, AppendParams{
-			StreamID: id, StreamType: StreamMerchant, Meta: meta,
+			StreamID: id, StreamType: StreamMerchant, Meta: meta, RecordedAt: now,
 			Events: []domain.Event{{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{
 				MerchantID: id.String(), MerchantSettings: settings, CreatedAt: now,
 			}}},
@@ -234,7 +234,7 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 		}
 		now := s.now()
 		if err := appendEvents(ctx, tx, AppendParams{
-			StreamID: id, StreamType: StreamMerchant, ExpectedVersion: m.Version, Meta: meta,
+			StreamID: id, StreamType: StreamMerchant, ExpectedVersion: m.Version, Meta: meta, RecordedAt: now,
 			Events: []domain.Event{{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{
 				Before: before, After: after, UpdatedAt: now,
 			}}},
@@ -276,9 +276,10 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, id uuid.UUID, meta Meta
 		if err != nil {
 			return err
 		}
+		now := s.now()
 		if err := appendEvents(ctx, tx, AppendParams{
-			StreamID: id, StreamType: StreamMerchant, ExpectedVersion: m.Version, Meta: meta,
-			Events: []domain.Event{{Type: domain.EventMerchantSecretRotated, Data: domain.MerchantSecretRotated{RotatedAt: s.now()}}},
+			StreamID: id, StreamType: StreamMerchant, ExpectedVersion: m.Version, Meta: meta, RecordedAt: now,
+			Events: []domain.Event{{Type: domain.EventMerchantSecretRotated, Data: domain.MerchantSecretRotated{RotatedAt: now}}},
 		}); err != nil {
 			return err
 		}

@@ -146,6 +146,7 @@ func (s *Store) record(ctx context.Context, tx pgx.Tx, m *merchantRow, c change,
 	}
 	if err := appendEvents(ctx, tx, AppendParams{
 		StreamID: id, StreamType: StreamOrder, ExpectedVersion: c.before.Version, Events: c.events, Meta: meta,
+		RecordedAt: now,
 	}); err != nil {
 		return err
 	}
@@ -207,7 +208,6 @@ type orderCommand struct {
 func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, error) {
 	var view *Order
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		now := s.now()
 		var m *merchantRow
 		var merchantID uuid.UUID
 		// The merchant's lock comes before the order's, so a command that
@@ -233,6 +233,8 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 			return err
 		}
 		merchantID = uuid.MustParse(o.MerchantID)
+		// The decision's time, read once its locks are held.
+		now := s.now()
 		events, jobs, err := cmd.decide(tx, o, m, now)
 		if err != nil {
 			return err

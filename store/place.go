@@ -55,7 +55,10 @@ type placement struct {
 	replayOf uuid.UUID
 	// twin is an earlier request of the same batch with the same key: this
 	// one answers as its replay.
-	twin   *placement
+	twin *placement
+	// retry says the batch did not decide this request, and where it goes
+	// next.
+	retry  retryKind
 	order  domain.Order
 	events []domain.Event
 	jobs   []river.InsertManyParams
@@ -111,6 +114,9 @@ func laneOf(pl *placement) int {
 	return int(key[15]) % placementLanes
 }
 
+// maxPlacementBatch bounds how many requests one transaction decides.
+const maxPlacementBatch = 64
+
 // placeBatchTimeout bounds one batch; the requests in it have their own
 // deadlines and stop waiting when those pass.
 const placeBatchTimeout = 15 * time.Second
@@ -121,10 +127,96 @@ const (
 	stateCommitting
 )
 
+// retryKind is why a batch left a request undecided.
+type retryKind int
+
+const (
+	decided retryKind = iota
+	// lockedElsewhere: another transaction holds the merchant's row; the
+	// request waits with that merchant's others (park), not in its lane.
+	lockedElsewhere
+	// stockHeldElsewhere: the request needs stock another transaction
+	// holds, which this one may not wait for without risking a deadlock; it
+	// goes first in a batch of its own right after this one commits.
+	stockHeldElsewhere
+)
+
+// errStockHeldElsewhere defers a request whose stock this transaction may
+// not wait for (see takeUnits).
+var errStockHeldElsewhere = errors.New("stock held by another transaction")
+
 // errAbandoned rolls a batch back when a caller gave up before the commit.
 var errAbandoned = errors.New("a caller abandoned its placement before the commit")
 
+// placeBatch decides a lane's batch. It never waits for a merchant's row:
+// requests of a merchant another transaction holds are parked and decided by
+// that merchant's own waiter (placeParked), in arrival order, while the lane
+// goes on with other merchants.
 func (s *Store) placeBatch(batch []*placement) {
+	s.decideBatch(s.divertToParked(batch), false)
+}
+
+// divertToParked moves to their merchant's parked line the paid requests of
+// merchants that have one, so that they are decided behind the requests
+// that arrived before them.
+func (s *Store) divertToParked(batch []*placement) []*placement {
+	s.parkMu.Lock()
+	defer s.parkMu.Unlock()
+	if len(s.parked) == 0 {
+		return batch
+	}
+	kept := batch[:0:0]
+	for _, pl := range batch {
+		if line, ok := s.parked[pl.p.MerchantID]; ok && pl.p.PaymentRef != "" {
+			s.parked[pl.p.MerchantID] = append(line, pl)
+			continue
+		}
+		kept = append(kept, pl)
+	}
+	return kept
+}
+
+// park queues requests behind their merchant's lock, starting the
+// merchant's waiter if it has none.
+func (s *Store) park(pls []*placement) {
+	s.parkMu.Lock()
+	defer s.parkMu.Unlock()
+	for _, pl := range pls {
+		line, ok := s.parked[pl.p.MerchantID]
+		s.parked[pl.p.MerchantID] = append(line, pl)
+		if !ok {
+			go s.placeParked(pl.p.MerchantID)
+		}
+	}
+}
+
+// placeParked decides a merchant's parked requests, waiting for its lock in
+// a transaction that holds nothing of other merchants; requests that arrive
+// meanwhile join the next round. The line exists until it is empty, so
+// that no later request of the merchant is decided before it.
+func (s *Store) placeParked(merchantID uuid.UUID) {
+	for {
+		s.parkMu.Lock()
+		batch := s.parked[merchantID]
+		if len(batch) == 0 {
+			delete(s.parked, merchantID)
+			s.parkMu.Unlock()
+			return
+		}
+		s.parked[merchantID] = batch[:0:0]
+		s.parkMu.Unlock()
+		for len(batch) > 0 {
+			n := min(len(batch), maxPlacementBatch)
+			s.decideBatch(batch[:n], true)
+			batch = batch[n:]
+		}
+	}
+}
+
+// decideBatch runs one batch; with waitForMerchants its merchant locks are
+// waited for (a parked merchant's line), else a merchant locked elsewhere is
+// parked.
+func (s *Store) decideBatch(batch []*placement, waitForMerchants bool) {
 	live := batch[:0:0]
 	for _, pl := range batch {
 		if pl.state.Load() == stateAbandoned {
@@ -140,7 +232,7 @@ func (s *Store) placeBatch(batch []*placement) {
 	ctx, cancel := context.WithTimeout(context.Background(), placeBatchTimeout)
 	defer cancel()
 	err := s.inPipelinedTx(ctx, func(tx *txn, pt *pipelinedTx) error {
-		writes, err := s.placeInTx(ctx, tx, batch)
+		writes, err := s.placeInTx(ctx, tx, batch, waitForMerchants)
 		if err != nil {
 			return err
 		}
@@ -153,21 +245,28 @@ func (s *Store) placeBatch(batch []*placement) {
 		return nil
 	})
 	if errors.Is(err, errAbandoned) {
-		s.placeBatch(batch)
+		s.decideBatch(batch, waitForMerchants)
 		return
 	}
 	if err != nil && len(batch) > 1 && domain.ErrorCode(err) != domain.CodeUnavailable {
 		// One request's unexpected failure must not fail the others: place
 		// each alone. An unavailable database fails them all at once.
 		for _, pl := range batch {
-			s.placeBatch([]*placement{pl})
+			s.decideBatch([]*placement{pl}, waitForMerchants)
 		}
 		return
 	}
+	var parked, deferred []*placement
 	for _, pl := range batch {
 		switch {
 		case err != nil:
 			pl.err = err
+		case pl.retry == lockedElsewhere:
+			parked = append(parked, pl)
+			continue
+		case pl.retry == stockHeldElsewhere:
+			deferred = append(deferred, pl)
+			continue
 		case pl.twin != nil && pl.twin.err != nil:
 			pl.err = pl.twin.err
 		case pl.twin != nil && pl.twin.replayOf != uuid.Nil:
@@ -177,16 +276,23 @@ func (s *Store) placeBatch(batch []*placement) {
 		}
 		close(pl.done)
 	}
+	if len(parked) > 0 {
+		s.park(parked)
+	}
+	if len(deferred) > 0 {
+		// Before the lane's next batch, which holds requests that arrived later.
+		s.decideBatch(deferred, waitForMerchants)
+	}
 }
 
-// placeInTx decides a batch and returns its writes, for the caller to send
-// with the commit. Locks follow the store's order: idempotency keys
-// (sorted), merchants (sorted, paid orders only), then per request its
-// claims and stock buckets, requests sorted by their products.
-func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) (*pgx.Batch, error) {
-	now := s.now()
+// placeInTx decides a batch in arrival order and returns its writes, for
+// the caller to send with the commit. Locks follow the store's order:
+// idempotency keys (sorted), merchants (sorted), then per request its
+// claims and stock buckets. The decisions' time is read once the merchants'
+// locks are held.
+func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, waitForMerchants bool) (*pgx.Batch, error) {
 	for _, pl := range batch {
-		pl.err, pl.replayOf, pl.twin, pl.result, pl.events, pl.jobs = nil, uuid.Nil, nil, nil, nil, nil
+		pl.err, pl.replayOf, pl.twin, pl.result, pl.events, pl.jobs, pl.retry = nil, uuid.Nil, nil, nil, nil, nil, decided
 	}
 	// One round trip reads or locks everything the decisions need: the
 	// keys, then the merchants, then the products, in the store's lock
@@ -194,20 +300,41 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) (*
 	// the keys turn out to be replays of.
 	b := &pgx.Batch{}
 	keys := queueIdempotencyKeys(b, batch)
-	merchants := queueBatchMerchants(b, batch)
+	merchants := queueBatchMerchants(b, batch, waitForMerchants)
 	products := queueProducts(b, batchProductIDs(batch))
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("read for placement: %w", err)
 	}
+	now := s.now()
 	live, err := keys.resolve(ctx, tx, batch)
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(live, func(i, j int) bool { return firstProduct(live[i]) < firstProduct(live[j]) })
 	var placed []*placement
 	memo := newStockMemo()
+	// A merchant with a paid request deferred: its later paid requests of
+	// this batch are deferred too, to be decided after it.
+	behind := map[uuid.UUID]bool{}
 	for _, pl := range live {
-		if err := s.placeOne(ctx, tx, pl, merchants, products, memo, now); err != nil {
+		m := merchants[pl.p.MerchantID]
+		if m == nil && !waitForMerchants {
+			// Locked by another transaction (or missing, which the
+			// merchant's waiter finds out without holding up the lane).
+			pl.retry = lockedElsewhere
+			continue
+		}
+		paid := pl.p.PaymentRef != ""
+		if paid && behind[pl.p.MerchantID] {
+			pl.retry = stockHeldElsewhere
+			continue
+		}
+		err := s.placeOne(ctx, tx, pl, m, products, memo, now)
+		if errors.Is(err, errStockHeldElsewhere) {
+			pl.retry = stockHeldElsewhere
+			behind[pl.p.MerchantID] = behind[pl.p.MerchantID] || paid
+			continue
+		}
+		if err != nil {
 			var de *domain.Error
 			if !errors.As(err, &de) {
 				return nil, err
@@ -217,7 +344,13 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) (*
 		}
 		placed = append(placed, pl)
 	}
-	if err := forgetFailedKeys(ctx, tx, batch); err != nil {
+	for _, pl := range batch {
+		// A twin answers with its first, once that is decided.
+		if pl.twin != nil && pl.twin.retry != decided {
+			pl.retry = pl.twin.retry
+		}
+	}
+	if err := forgetUndecidedKeys(ctx, tx, batch); err != nil {
 		return nil, err
 	}
 	if len(placed) == 0 {
@@ -248,6 +381,10 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement) (*
 // is rolled back, to run again without it.
 func claimForCommit(batch []*placement) error {
 	for _, pl := range batch {
+		if pl.retry != decided {
+			// Not part of this commit: its caller may still give up.
+			continue
+		}
 		// Committing already: an earlier attempt of this batch claimed it
 		// and failed to commit (a retried deadlock, say).
 		if pl.state.CompareAndSwap(statePending, stateCommitting) || pl.state.Load() == stateCommitting {
@@ -259,16 +396,6 @@ func claimForCommit(batch []*placement) error {
 		return errAbandoned
 	}
 	return nil
-}
-
-func firstProduct(pl *placement) string {
-	first := ""
-	for _, l := range pl.p.Lines {
-		if first == "" || l.ProductID < first {
-			first = l.ProductID
-		}
-	}
-	return first
 }
 
 func batchProductIDs(batch []*placement) []string {
@@ -377,13 +504,18 @@ func resolveReplay(ctx context.Context, tx pgx.Tx, pl, twin *placement) error {
 	return nil
 }
 
-// forgetFailedKeys removes the keys of requests that failed, so that a
-// failed request writes nothing and may be retried with the same key.
-func forgetFailedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) error {
+// forgetUndecidedKeys removes the keys of requests that failed, so that a
+// failed request writes nothing and may be retried with the same key, and of
+// requests left for a later batch, which records them again.
+func forgetUndecidedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) error {
 	var customers, keys []string
 	var ids []uuid.UUID
 	for _, pl := range batch {
-		if pl.err != nil && pl.replayOf == uuid.Nil && pl.twin == nil && domain.ErrorCode(pl.err) != domain.CodeIdempotencyReused {
+		if pl.replayOf != uuid.Nil || pl.twin != nil {
+			continue
+		}
+		failed := pl.err != nil && domain.ErrorCode(pl.err) != domain.CodeIdempotencyReused
+		if failed || pl.retry != decided {
 			customers, keys, ids = append(customers, pl.p.CustomerID), append(keys, pl.p.IdempotencyKey), append(ids, pl.orderID)
 		}
 	}
@@ -399,9 +531,11 @@ func forgetFailedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) error 
 }
 
 // queueBatchMerchants adds the read of the batch's merchants to b, locking
-// (in id order) those that will make admission decisions.
-func queueBatchMerchants(b *pgx.Batch, batch []*placement) map[uuid.UUID]*merchantRow {
-	var lock, read [][16]byte
+// in id order those that will make admission decisions and sharing the key
+// lock of the others (as the orders' foreign key would). Unless told to wait,
+// a merchant whose row another transaction holds is left out of the map.
+func queueBatchMerchants(b *pgx.Batch, batch []*placement, wait bool) map[uuid.UUID]*merchantRow {
+	var lock, share [][16]byte
 	seen := map[uuid.UUID]bool{}
 	for _, pl := range batch {
 		if pl.p.PaymentRef != "" && !seen[pl.p.MerchantID] {
@@ -412,16 +546,20 @@ func queueBatchMerchants(b *pgx.Batch, batch []*placement) map[uuid.UUID]*mercha
 	for _, pl := range batch {
 		if !seen[pl.p.MerchantID] {
 			seen[pl.p.MerchantID] = true
-			read = append(read, pl.p.MerchantID)
+			share = append(share, pl.p.MerchantID)
 		}
+	}
+	skip := ` SKIP LOCKED`
+	if wait {
+		skip = ``
 	}
 	out := map[uuid.UUID]*merchantRow{}
 	for _, q := range []struct {
 		ids [][16]byte
 		sql string
 	}{
-		{lock, `SELECT ` + merchantColumns + ` FROM merchants WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`},
-		{read, `SELECT ` + merchantColumns + ` FROM merchants WHERE id = ANY($1)`},
+		{lock, `SELECT ` + merchantColumns + ` FROM merchants WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE` + skip},
+		{share, `SELECT ` + merchantColumns + ` FROM merchants WHERE id = ANY($1) ORDER BY id FOR KEY SHARE` + skip},
 	} {
 		if len(q.ids) == 0 {
 			continue
@@ -445,8 +583,7 @@ func queueBatchMerchants(b *pgx.Batch, batch []*placement) map[uuid.UUID]*mercha
 
 // placeOne decides one request and reserves its stock; a refused request
 // leaves nothing behind in the shared transaction.
-func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, merchants map[uuid.UUID]*merchantRow, products map[string]productInfo, memo *stockMemo, now time.Time) error {
-	m := merchants[pl.p.MerchantID]
+func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merchantRow, products map[string]productInfo, memo *stockMemo, now time.Time) error {
 	if m == nil {
 		return domain.Errorf(domain.CodeNotFound, "merchant not found")
 	}

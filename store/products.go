@@ -59,7 +59,7 @@ func (s *Store) CreateProduct(ctx context.Context, p CreateProductParams) (*Prod
 			return domain.Errorf(domain.CodeNotFound, "merchant not found")
 		}
 		if err := appendEvents(ctx, tx, AppendParams{
-			StreamID: id, StreamType: StreamProduct, Meta: p.Meta,
+			StreamID: id, StreamType: StreamProduct, Meta: p.Meta, RecordedAt: now,
 			Events: []domain.Event{{Type: domain.EventProductCreated, Data: domain.ProductCreated{
 				ProductID: id.String(), MerchantID: p.MerchantID.String(), Name: p.Name, PriceCents: p.PriceCents,
 				Stock: p.Stock, PerUserLimit: p.PerUserLimit, CreatedAt: now,
@@ -140,9 +140,10 @@ func (s *Store) Restock(ctx context.Context, productID uuid.UUID, quantity int, 
 		if *total+quantity > domain.MaxStock {
 			return domain.Errorf(domain.CodeValidation, "stock_total would exceed %d", domain.MaxStock)
 		}
+		now := s.now()
 		if err := appendEvents(ctx, tx, AppendParams{
-			StreamID: productID, StreamType: StreamProduct, ExpectedVersion: version, Meta: meta,
-			Events: []domain.Event{{Type: domain.EventProductRestocked, Data: domain.ProductRestocked{Quantity: quantity, RestockedAt: s.now()}}},
+			StreamID: productID, StreamType: StreamProduct, ExpectedVersion: version, Meta: meta, RecordedAt: now,
+			Events: []domain.Event{{Type: domain.EventProductRestocked, Data: domain.ProductRestocked{Quantity: quantity, RestockedAt: now}}},
 		}); err != nil {
 			return err
 		}
@@ -242,19 +243,21 @@ type stockMemo struct {
 	// holds every one of its buckets, or saw it sold out: the rest of a
 	// batch is answered without a query.
 	left map[string]int
-	// held marks products of which the transaction holds a bucket already.
-	held map[string]bool
+	// highestHeld is the greatest product id of which the transaction holds
+	// a bucket: it may wait only for buckets of greater products.
+	highestHeld string
 }
 
 func newStockMemo() *stockMemo {
-	return &stockMemo{left: map[string]int{}, held: map[string]bool{}}
+	return &stockMemo{left: map[string]int{}}
 }
 
 // reserveStock takes the order's units out of limited products and records
 // the customer's claims, in the lock order the whole store follows: claims
 // before buckets, products in id order. It never fails the transaction: a
-// refusal undoes what the order had taken, so that a batch shared with other
-// orders goes on.
+// refusal, or stock the transaction may not wait for
+// (errStockHeldElsewhere), undoes what the order had taken, so that a batch
+// shared with other orders goes on.
 func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo, memo *stockMemo) (err error) {
 	items := sortedItems(o.Items)
 	for _, it := range items {
@@ -269,7 +272,7 @@ func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[s
 			return
 		}
 		var de *domain.Error
-		if !errors.As(err, &de) {
+		if !errors.As(err, &de) && !errors.Is(err, errStockHeldElsewhere) {
 			return
 		}
 		if undoErr := undoReservation(ctx, tx, o.CustomerID, claimed, taken, memo); undoErr != nil {
@@ -346,7 +349,13 @@ func undoReservation(ctx context.Context, tx pgx.Tx, customerID string, claimed 
 // (lowest number first), so a batch keeps to few buckets and leaves the rest
 // to concurrent batches. Only when none is free does it look further: an
 // unlocked sum says "sold out" at once, else it waits for every bucket in
-// order and takes the units from several.
+// order, held ones included, and takes the units from several: sold out is
+// answered only when the units are not there.
+//
+// Waiting keeps one global lock order, (product id, bucket): a transaction
+// that holds a bucket of this product or of a greater one must not wait, or
+// two batches could wait for each other. It answers errStockHeldElsewhere
+// instead, and the request is decided first in a transaction of its own.
 func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, memo *stockMemo) (takenUnits, error) {
 	t := takenUnits{productID: productID}
 	var bucket int32
@@ -378,16 +387,10 @@ func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, m
 		memo.set(productID, available)
 		return t, domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
 	}
-	// A transaction that already holds one of the product's buckets must not
-	// wait for the others: two batches doing so would deadlock. It takes what
-	// it holds or can lock at once; the rest is being sold by transactions in
-	// flight, so the answer is sold out.
-	lockAll := `SELECT bucket, remaining FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE`
-	exact := !memo.holds(productID)
-	if !exact {
-		lockAll += ` SKIP LOCKED`
+	if !memo.mayWaitFor(productID) {
+		return t, errStockHeldElsewhere
 	}
-	rows, err := tx.Query(ctx, lockAll, productID)
+	rows, err := tx.Query(ctx, `SELECT bucket, remaining FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE`, productID)
 	if err != nil {
 		return t, fmt.Errorf("lock stock: %w", err)
 	}
@@ -409,9 +412,7 @@ func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, m
 	for _, b := range buckets {
 		total += b.remaining
 	}
-	if exact {
-		memo.set(productID, total)
-	}
+	memo.set(productID, total)
 	memo.hold(productID)
 	need := quantity
 	for _, b := range buckets {
@@ -461,13 +462,15 @@ func (m *stockMemo) add(product string, n int) {
 }
 
 func (m *stockMemo) hold(product string) {
-	if m != nil {
-		m.held[product] = true
+	if m != nil && product > m.highestHeld {
+		m.highestHeld = product
 	}
 }
 
-func (m *stockMemo) holds(product string) bool {
-	return m != nil && m.held[product]
+// mayWaitFor reports whether waiting for the product's buckets keeps the
+// global lock order.
+func (m *stockMemo) mayWaitFor(product string) bool {
+	return m == nil || m.highestHeld < product
 }
 
 // releaseStock returns an ended order's units and frees the customer's claims.

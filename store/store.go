@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,9 +44,15 @@ type Store struct {
 	OnTransition func(from, to domain.OrderStatus)
 
 	// placers are lanes of placement batches, one batch at a time each; a
-	// merchant's orders always take the same lane, so concurrent batches never
-	// wait for each other's merchant locks.
+	// merchant's paid orders always take the same lane, so that they are
+	// decided in arrival order and concurrent batches never wait for each
+	// other's merchant locks.
 	placers []*batcher[*placement]
+	// parked holds, per merchant whose row another transaction held when a
+	// batch came to it, the requests waiting for that lock in arrival order
+	// (placeParked): a locked merchant holds up its own requests only.
+	parkMu sync.Mutex
+	parked map[uuid.UUID][]*placement
 	closer  *batcher[*closeRequest]
 	hints   chan struct{}
 }
@@ -66,10 +73,11 @@ func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
 // New returns a Store on pool. jobs may be a River client configured with or
 // without workers.
 func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
-	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100, hints: make(chan struct{}, 1)}
+	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100, hints: make(chan struct{}, 1),
+		parked: map[uuid.UUID][]*placement{}}
 	s.placers = make([]*batcher[*placement], placementLanes)
 	for i := range s.placers {
-		s.placers[i] = &batcher[*placement]{maxWorkers: 1, maxBatch: 64, run: s.placeBatch}
+		s.placers[i] = &batcher[*placement]{maxWorkers: 1, maxBatch: maxPlacementBatch, run: s.placeBatch}
 	}
 	s.closer = &batcher[*closeRequest]{maxWorkers: 2, maxBatch: 200, run: s.closeBatch}
 	return s

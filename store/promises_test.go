@@ -1,0 +1,235 @@
+package store_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
+)
+
+// holdLock runs query in a transaction of its own, which keeps the row locks
+// it takes until release is called (or the test ends).
+func holdLock(t *testing.T, pool *pgxpool.Pool, query string, args ...any) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, query, args...)
+	require.NoError(t, err)
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	require.NoError(t, rows.Err())
+	require.Positive(t, n, "the lock's query found no row")
+	var once sync.Once
+	release = func() { once.Do(func() { require.NoError(t, tx.Rollback(ctx)) }) }
+	t.Cleanup(release)
+	return release
+}
+
+type placed struct {
+	res *store.PlaceResult
+	err error
+}
+
+func placeAsync(st *store.Store, merchantID, productID uuid.UUID, o placeOpts) chan placed {
+	ch := make(chan placed, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		res, err := place(ctx, st, merchantID, productID, o)
+		ch <- placed{res, err}
+	}()
+	return ch
+}
+
+// TestPaidOrdersDecidedInArrivalOrder: while the merchant's row is locked, a
+// filler order, then A, then 150 ms later B (naming a product with a lower
+// id) arrive; with one unit left after the filler, A takes it and B queues.
+func TestPaidOrdersDecidedInArrivalOrder(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
+	p1, p2 := createProduct(t, st, m.ID, nil), createProduct(t, st, m.ID, nil)
+	low, high := p1, p2
+	if high.ID.String() < low.ID.String() {
+		low, high = high, low
+	}
+		release := holdLock(t, b.pool, `SELECT 1 FROM merchants WHERE id = $1 FOR NO KEY UPDATE`, m.ID)
+	filler := placeAsync(st, m.ID, high.ID, placeOpts{Customer: "filler", PaymentRef: "r"})
+	time.Sleep(50 * time.Millisecond)
+	a := placeAsync(st, m.ID, high.ID, placeOpts{Customer: "a", PaymentRef: "r"})
+	time.Sleep(150 * time.Millisecond)
+	bb := placeAsync(st, m.ID, low.ID, placeOpts{Customer: "b", PaymentRef: "r"})
+	time.Sleep(100 * time.Millisecond)
+	release()
+	for _, ch := range []chan placed{filler, a, bb} {
+		r := <-ch
+		require.NoError(t, r.err)
+	}
+	got := map[string]domain.OrderStatus{}
+	orders, err := st.ListMerchantOrders(context.Background(), m.ID, domain.StatusAccepted, 10)
+	require.NoError(t, err)
+	for _, o := range orders {
+		got[o.CustomerID] = o.Status
+	}
+	require.Equal(t, map[string]domain.OrderStatus{"filler": domain.StatusAccepted, "a": domain.StatusAccepted}, got,
+		"A arrived 150 ms before B and takes the last unit")
+	require.Empty(t, violations(t, st))
+}
+
+// TestLockedMerchantDelaysOnlyItself holds one merchant's row for 3 s (as an
+// operator's transaction would, FOR UPDATE) while its own paid and unpaid
+// orders wait; the placements and payments of other merchants, some of
+// which share its placement lane, answer within 200 ms meanwhile.
+func TestLockedMerchantDelaysOnlyItself(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	locked := createMerchant(t, st, &merchantOpts{Capacity: 100})
+	lockedProduct := createProduct(t, st, locked.ID, nil)
+	type other struct {
+		merchant, product uuid.UUID
+		unpaid            *store.Order
+	}
+	var others []other
+	sameLane := 0
+	for len(others) < 12 || sameLane < 3 {
+		m := createMerchant(t, st, &merchantOpts{Capacity: 100})
+		p := createProduct(t, st, m.ID, nil)
+		if store.SamePlacementLane(locked.ID, m.ID) {
+			sameLane++
+		} else if len(others) >= 12 {
+			continue
+		}
+		// Placed before the lock, to be paid while it is held.
+		unpaid := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "early"})
+		others = append(others, other{m.ID, p.ID, unpaid})
+	}
+	start := time.Now()
+	release := holdLock(t, b.pool, `SELECT 1 FROM merchants WHERE id = $1 FOR UPDATE`, locked.ID)
+	waitingPaid := placeAsync(st, locked.ID, lockedProduct.ID, placeOpts{Customer: "patient", PaymentRef: "r"})
+	waitingUnpaid := placeAsync(st, locked.ID, lockedProduct.ID, placeOpts{Customer: "patient-too"})
+	time.Sleep(100 * time.Millisecond)
+
+	// One request at a time: each is timed alone, not behind the others.
+	for i, o := range others {
+		began := time.Now()
+		_, err := place(ctx, st, o.merchant, o.product, placeOpts{Customer: "paid", PaymentRef: "r"})
+		require.NoError(t, err)
+		require.Less(t, time.Since(began), 200*time.Millisecond, "paid placement %d", i)
+		began = time.Now()
+		_, err = place(ctx, st, o.merchant, o.product, placeOpts{Customer: "unpaid"})
+		require.NoError(t, err)
+		require.Less(t, time.Since(began), 200*time.Millisecond, "unpaid placement %d", i)
+		began = time.Now()
+		_, err = st.PayOrder(ctx, o.unpaid.ID, "r", customer("early"), "")
+		require.NoError(t, err)
+		require.Less(t, time.Since(began), 200*time.Millisecond, "payment %d", i)
+	}
+	require.Less(t, time.Since(start), 3*time.Second, "the others were done before the lock went")
+	time.Sleep(time.Until(start.Add(3 * time.Second)))
+	release()
+	for _, ch := range []chan placed{waitingPaid, waitingUnpaid} {
+		r := <-ch
+		require.NoError(t, r.err, "the locked merchant's own orders are decided once the lock goes")
+	}
+	require.Empty(t, violations(t, st))
+}
+
+// TestSoldOutWaitsForStockHeldElsewhere: 16 units in two buckets, one held
+// by another transaction for about 300 ms; orders for 1 and then 9 units,
+// decided together, are both sold.
+func TestSoldOutWaitsForStockHeldElsewhere(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 100})
+	plain := createProduct(t, st, m.ID, nil)
+	limited := createProduct(t, st, m.ID, &productOpts{Stock: intp(16)})
+		// The merchant's lock makes the two orders arrive in one batch.
+	releaseMerchant := holdLock(t, b.pool, `SELECT 1 FROM merchants WHERE id = $1 FOR NO KEY UPDATE`, m.ID)
+	releaseBucket := holdLock(t, b.pool, `SELECT 1 FROM stock_buckets WHERE product_id = $1 AND bucket = 1 FOR UPDATE`, limited.ID)
+	filler := placeAsync(st, m.ID, plain.ID, placeOpts{Customer: "filler", PaymentRef: "r"})
+	time.Sleep(50 * time.Millisecond)
+	one := placeAsync(st, m.ID, limited.ID, placeOpts{Customer: "one", PaymentRef: "r", Quantity: 1})
+	time.Sleep(20 * time.Millisecond)
+	nine := placeAsync(st, m.ID, limited.ID, placeOpts{Customer: "nine", PaymentRef: "r", Quantity: 9})
+	time.Sleep(50 * time.Millisecond)
+	releaseMerchant()
+	time.Sleep(200 * time.Millisecond)
+	releaseBucket()
+	for _, ch := range []chan placed{filler, one, nine} {
+		r := <-ch
+		require.NoError(t, r.err)
+	}
+	got, err := st.GetProduct(ctx, limited.ID)
+	require.NoError(t, err)
+	require.Equal(t, 6, *got.StockRemaining)
+	require.Empty(t, violations(t, st))
+}
+
+// manualClock is a clock the test moves.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// TestDecisionTimeIsReadUnderTheLock: a payment and a paid placement arrive
+// while the merchant's row is locked and the clock reads a second before the
+// payment deadline; the lock goes when the clock reads a second after it.
+// The payment is late (decided after the deadline) and the placement is
+// placed and accepted at the time of its decision.
+func TestDecisionTimeIsReadUnderTheLock(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	clock := &manualClock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	st.Now = clock.Now
+	m := createMerchant(t, st, &merchantOpts{Capacity: 5, PaymentTimeout: 60})
+	p := createProduct(t, st, m.ID, nil)
+	unpaid := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "slow"})
+	deadline := unpaid.PaymentDeadline
+
+	release := holdLock(t, b.pool, `SELECT 1 FROM merchants WHERE id = $1 FOR NO KEY UPDATE`, m.ID)
+	clock.Set(deadline.Add(-time.Second))
+	paid := make(chan error, 1)
+	go func() {
+		_, err := st.PayOrder(ctx, unpaid.ID, "r", customer("slow"), "")
+		paid <- err
+	}()
+	fresh := placeAsync(st, m.ID, p.ID, placeOpts{Customer: "fresh", PaymentRef: "r"})
+	time.Sleep(150 * time.Millisecond)
+	decided := deadline.Add(time.Second)
+	clock.Set(decided)
+	release()
+
+	require.ErrorIs(t, <-paid, domain.ErrInvalidTransition, "paid after the deadline by the clock under the lock")
+	r := <-fresh
+	require.NoError(t, r.err)
+	require.Equal(t, decided, r.res.Order.PlacedAt.UTC())
+	require.Equal(t, decided, r.res.Order.AcceptedAt.UTC())
+	var recorded time.Time
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT max(recorded_at) FROM events WHERE stream_id = $1`, r.res.Order.ID).Scan(&recorded))
+	require.Equal(t, decided, recorded.UTC(), "events carry the decision's time")
+}
