@@ -149,7 +149,7 @@ func Admit(load Load, maxQueueWait time.Duration, now time.Time) (Event, Load) {
 	if load.CanAdmitNew() {
 		load.Active++
 		return Event{Type: EventOrderAccepted, Data: OrderAccepted{
-			AcceptedAt: now, ActiveAfter: load.Active, Capacity: load.Capacity,
+			AcceptedAt: now, ActiveAfter: load.Active, Capacity: load.Capacity, Queued: load.Queued,
 		}}, load
 	}
 	seq := load.NextSeq
@@ -173,10 +173,11 @@ func AdmitQueued(o Order, load Load, now time.Time) (Event, Load, error) {
 	if !load.CanDrain() {
 		return Event{}, load, Errorf(CodeConflict, "merchant has no free unit")
 	}
+	queued := load.Queued
 	load.Active++
 	load.Queued--
 	return Event{Type: EventOrderAccepted, Data: OrderAccepted{
-		AcceptedAt: now, ActiveAfter: load.Active, Capacity: load.Capacity, FromQueue: true,
+		AcceptedAt: now, ActiveAfter: load.Active, Capacity: load.Capacity, FromQueue: true, Queued: queued,
 	}}, load, nil
 }
 

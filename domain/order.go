@@ -147,6 +147,9 @@ type OrderAccepted struct {
 	ActiveAfter int  `json:"active_after"`
 	Capacity    int  `json:"capacity"`
 	FromQueue   bool `json:"from_queue"`
+	// Queued is how many orders of the merchant were queued when it was
+	// decided: an order admitted directly saw none (audits check it).
+	Queued int `json:"queued"`
 }
 
 type OrderCompleted struct {

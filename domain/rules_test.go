@@ -121,7 +121,7 @@ func TestAdmissionQueueAndDrain(t *testing.T) {
 	require.NoError(t, err)
 	orders[2] = mustApply(t, orders[2], e)
 	require.Equal(t, domain.StatusAccepted, orders[2].Status)
-	require.Equal(t, domain.OrderAccepted{AcceptedAt: t0.Add(time.Minute), ActiveAfter: 2, Capacity: 2, FromQueue: true}, e.Data)
+	require.Equal(t, domain.OrderAccepted{AcceptedAt: t0.Add(time.Minute), ActiveAfter: 2, Capacity: 2, FromQueue: true, Queued: 4}, e.Data)
 	require.Equal(t, domain.Load{Capacity: 2, Active: 2, Queued: 3, NextSeq: 5}, load)
 	_, _, err = domain.AdmitQueued(orders[3], load, t0.Add(time.Minute))
 	require.Equal(t, domain.CodeConflict, domain.ErrorCode(err))

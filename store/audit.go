@@ -22,6 +22,8 @@ var AuditChecks = []string{
 	"undelivered_outbox",
 	"stock_drift",
 	"fifo_violations",
+	"accepted_at_backwards",
+	"order_clock_backwards",
 }
 
 // AuditCheck is one invariant's result.

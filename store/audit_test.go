@@ -125,6 +125,27 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 			// The same, the order admitted being the one back from its dead letter.
 			admitQueuedBehind(t, pool, f, false, true)
 		}},
+		{"fifo_violations", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// A new order admitted directly while the fixture's queued order waits.
+			id := uuid.New()
+			exec(t, pool, `INSERT INTO orders (id, merchant_id, customer_id, items, total_cents, status, version, placed_at, payment_deadline)
+				VALUES ($1, $2, 'z', '[]', 0, 'accepted', 2, now(), now())`, id, f.merchant.ID)
+			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
+				VALUES ($1, 'order', 1, 'order.placed', '{}'), ($1, 'order', 2, 'order.accepted', '{"from_queue": false, "queued": 0}')`, id)
+		}},
+		{"accepted_at_backwards", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// The queued order admitted, by a clock behind the last admission's.
+			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
+				VALUES ($1, 'order', $2, 'order.accepted', jsonb_build_object('from_queue', true, 'accepted_at', $3::timestamptz - interval '1 second'))`,
+				f.queued.ID, f.queued.Version+1, *f.accepted.AcceptedAt)
+		}},
+		{"order_clock_backwards", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			exec(t, pool, `UPDATE orders SET accepted_at = paid_at - interval '1 millisecond' WHERE id = $1`, f.accepted.ID)
+		}},
+		{"order_clock_backwards", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data, recorded_at)
+				VALUES ($1, 'order', 2, 'order.cancelled', '{"by": "admin"}', $2::timestamptz - interval '1 second')`, f.unpaid.ID, f.unpaid.PlacedAt)
+		}},
 		{"projection_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// The stream moved on and the row did not.
 			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)

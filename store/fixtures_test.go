@@ -32,6 +32,27 @@ func setup(t *testing.T) (*store.Store, *testBundle) {
 	return st, &testBundle{pool: pool, store: st}
 }
 
+// instances returns n stores on one new database, each with a pool, lanes
+// and batches of its own, as n processes would have.
+func instances(t *testing.T, n int) ([]*store.Store, *testBundle) {
+	t.Helper()
+	url := storetest.URL(t)
+	var stores []*store.Store
+	var first *pgxpool.Pool
+	for range n {
+		pool, err := pgxpool.New(context.Background(), url)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		ins, err := jobs.NewInserter(pool)
+		require.NoError(t, err)
+		stores = append(stores, store.New(pool, ins))
+		if first == nil {
+			first = pool
+		}
+	}
+	return stores, &testBundle{pool: first, store: stores[0]}
+}
+
 var admin = store.Access{Actor: domain.ActorAdmin, Subject: "admin"}
 
 func customer(sub string) store.Access {

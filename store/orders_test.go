@@ -258,9 +258,15 @@ func TestCapacityChanges(t *testing.T) {
 // TestAdmissionUnderConcurrency pays many orders to a capacity-5 merchant from
 // 8 goroutines while others complete accepted orders at random; every
 // recorded decision keeps active <= capacity and acceptance follows queue order.
+// TestAdmissionUnderConcurrency places, pays and completes the orders of one
+// merchant from many goroutines through three stores on one database (three
+// processes' worth of lanes and batches contending for one merchant lock):
+// capacity holds, the queue is served in order, and every audit is clean,
+// the clocks' included.
 func TestAdmissionUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	st, b := setup(t)
+	stores, b := instances(t, 3)
+	st := stores[0]
 	ctx := context.Background()
 	m := createMerchant(t, st, &merchantOpts{Capacity: 5})
 	p := createProduct(t, st, m.ID, nil)
@@ -277,7 +283,21 @@ func TestAdmissionUnderConcurrency(t *testing.T) {
 				if i > total {
 					return
 				}
-				if _, err := place(ctx, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i), PaymentRef: "r"}); err != nil {
+				via := stores[i%int64(len(stores))]
+				customer := fmt.Sprintf("c%d", i)
+				if i%4 == 0 {
+					// Placed unpaid, paid through another instance.
+					res, err := place(ctx, via, m.ID, p.ID, placeOpts{Customer: customer})
+					if err == nil {
+						_, err = stores[(i+1)%int64(len(stores))].PayOrder(ctx, res.Order.ID, "r", store.Access{Actor: domain.ActorCustomer, Subject: customer}, "")
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					continue
+				}
+				if _, err := place(ctx, via, m.ID, p.ID, placeOpts{Customer: customer, PaymentRef: "r"}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -288,10 +308,11 @@ func TestAdmissionUnderConcurrency(t *testing.T) {
 	var completed atomic.Int64
 	stop := make(chan struct{})
 	var cg sync.WaitGroup
-	for range 3 {
+	for w := range 3 {
 		cg.Add(1)
 		go func() {
 			defer cg.Done()
+			st := stores[w]
 			for {
 				select {
 				case <-stop:
@@ -319,10 +340,10 @@ func TestAdmissionUnderConcurrency(t *testing.T) {
 	close(stop)
 	cg.Wait()
 
-	var violations int
+	var overCapacity int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = 'order.accepted'
-		AND (data->>'active_after')::int > (data->>'capacity')::int`).Scan(&violations))
-	require.Zero(t, violations)
+		AND (data->>'active_after')::int > (data->>'capacity')::int`).Scan(&overCapacity))
+	require.Zero(t, overCapacity)
 
 	// Acceptance order of queued orders equals their queue order.
 	rows, err := b.pool.Query(ctx, `SELECT (q.data->>'seq')::bigint FROM events a
@@ -341,6 +362,7 @@ func TestAdmissionUnderConcurrency(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, got.Load.Active)
 	require.Equal(t, 0, got.Load.Queued)
+	require.Empty(t, violations(t, st))
 }
 
 // An order paid by the request that places it starts its stream with two

@@ -63,7 +63,7 @@ func TestPaidOrdersDecidedInArrivalOrder(t *testing.T) {
 	if high.ID.String() < low.ID.String() {
 		low, high = high, low
 	}
-		release := holdLock(t, b.pool, `SELECT 1 FROM merchants WHERE id = $1 FOR NO KEY UPDATE`, m.ID)
+	release := holdLock(t, b.pool, `SELECT 1 FROM merchants WHERE id = $1 FOR NO KEY UPDATE`, m.ID)
 	filler := placeAsync(st, m.ID, high.ID, placeOpts{Customer: "filler", PaymentRef: "r"})
 	time.Sleep(50 * time.Millisecond)
 	a := placeAsync(st, m.ID, high.ID, placeOpts{Customer: "a", PaymentRef: "r"})
@@ -155,7 +155,7 @@ func TestSoldOutWaitsForStockHeldElsewhere(t *testing.T) {
 	m := createMerchant(t, st, &merchantOpts{Capacity: 100})
 	plain := createProduct(t, st, m.ID, nil)
 	limited := createProduct(t, st, m.ID, &productOpts{Stock: intp(16)})
-		// The merchant's lock makes the two orders arrive in one batch.
+	// The merchant's lock makes the two orders arrive in one batch.
 	releaseMerchant := holdLock(t, b.pool, `SELECT 1 FROM merchants WHERE id = $1 FOR NO KEY UPDATE`, m.ID)
 	releaseBucket := holdLock(t, b.pool, `SELECT 1 FROM stock_buckets WHERE product_id = $1 AND bucket = 1 FOR UPDATE`, limited.ID)
 	filler := placeAsync(st, m.ID, plain.ID, placeOpts{Customer: "filler", PaymentRef: "r"})

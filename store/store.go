@@ -53,8 +53,8 @@ type Store struct {
 	// (placeParked): a locked merchant holds up its own requests only.
 	parkMu sync.Mutex
 	parked map[uuid.UUID][]*placement
-	closer  *batcher[*closeRequest]
-	hints   chan struct{}
+	closer *batcher[*closeRequest]
+	hints  chan struct{}
 }
 
 // txn carries what a transaction did, for reporting after it commits.
