@@ -228,4 +228,12 @@ func TestTwoProcessesKeepAdmissionSafe(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT active, queued FROM merchants WHERE id = $1`, m.ID).Scan(&active, &queued))
 	require.Zero(t, active)
 	require.Zero(t, queued)
+	// The two processes' clocks and batches agree: acceptances in admission
+	// order never go back in time, nor does any order's own history, and no
+	// order was admitted past a queued one.
+	for _, view := range []string{"accepted_at_backwards", "order_clock_backwards", "fifo_violations"} {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM audit.`+view).Scan(&n))
+		require.Zero(t, n, view)
+	}
 }
