@@ -44,19 +44,25 @@ type Result struct {
 	// scenarios compared with something other than SQL, what that measured
 	// in the same run); BaselineConns is the connection count it was
 	// reached at.
-	BaselinePerS  float64        `json:"baseline_per_s"`
-	BaselineConns int            `json:"baseline_conns,omitempty"`
-	Baselines     []Baseline     `json:"baselines,omitempty"`
-	Ratio         float64        `json:"ratio"`
-	Goal          float64        `json:"goal_ratio,omitempty"`
-	P50ms         float64        `json:"p50_ms"`
-	P99ms         float64        `json:"p99_ms"`
-	InvariantsOK  bool           `json:"invariants_ok"`
-	Violations    []string       `json:"violations,omitempty"`
-	RSSBytes      int64          `json:"rss_bytes,omitempty"`
-	Extra         map[string]any `json:"extra,omitempty"`
-	Series        []Point        `json:"series,omitempty"`
+	BaselinePerS  float64    `json:"baseline_per_s"`
+	BaselineConns int        `json:"baseline_conns,omitempty"`
+	Baselines     []Baseline `json:"baselines,omitempty"`
+	Ratio         float64    `json:"ratio"`
+	Goal          float64    `json:"goal_ratio,omitempty"`
+	// GoalText states the scenario's goal; GoalMet says whether this run
+	// reached it.
+	GoalText     string         `json:"goal,omitempty"`
+	GoalMet      *bool          `json:"goal_met,omitempty"`
+	P50ms        float64        `json:"p50_ms"`
+	P99ms        float64        `json:"p99_ms"`
+	InvariantsOK bool           `json:"invariants_ok"`
+	Violations   []string       `json:"violations,omitempty"`
+	RSSBytes     int64          `json:"rss_bytes,omitempty"`
+	Extra        map[string]any `json:"extra,omitempty"`
+	Series       []Point        `json:"series,omitempty"`
 }
+
+func (r *Result) setGoalMet(met bool) { r.GoalMet = &met }
 
 // Point is one second of a run, for charts.
 type Point struct {

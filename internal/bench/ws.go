@@ -47,6 +47,30 @@ func wsWatch(ctx context.Context, t *Target, o Options) (*Result, error) {
 	}
 	res.Extra["lag_goal_ms"] = wsLagGoal.Milliseconds()
 	res.Extra["lag_goal_met"] = met
+	res.GoalText = fmt.Sprintf("lag p99 ≤ %d ms", wsLagGoal.Milliseconds())
+	res.setGoalMet(met)
+	// Compared by messages delivered per second with a server that reads
+	// no database, sending as many messages of an order update's size to
+	// as many clients as fast as it can.
+	sent, _ := res.Extra["messages_sent"].(int64)
+	seconds, _ := res.Extra["seconds"].(float64)
+	n, _ := res.Extra["clients"].(int)
+	if sent > 0 && seconds > 0 && n > 0 {
+		res.Extra["accepted_heard_per_s"] = round1(res.PerS)
+		res.PerS = float64(sent) / seconds
+		body, err := t.wsMessage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		perClient := max(1, int(sent)/n)
+		base, err := wsBaseline(ctx, n, perClient, body)
+		if err != nil {
+			return nil, err
+		}
+		res.BaselinePerS, res.Ratio = base, ratio(res.PerS, base)
+		res.Extra["baseline_messages_per_client"] = perClient
+		res.Extra["baseline_message_bytes"] = len(body)
+	}
 	res.InvariantsOK = len(res.Violations) == 0
 	return res, nil
 }
