@@ -37,7 +37,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	def := app.DefaultConfig()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	url := fs.String("url", "", "a running orderd to load (default: start `orderd serve` as a process of its own)")
-	dbURL := fs.String("database-url", "", "that orderd's database, for baselines and invariant checks")
+	dbURL := fs.String("database-url", "", "with --url, that orderd's database, for baselines and invariant checks; else a migrated database to run on (default: a fresh one on a private cluster)")
 	secret := fs.String("jwt-secret", os.Getenv("ORDERD_JWT_SECRET"), "that orderd's JWT secret, with --url")
 	serverPID := fs.Int("server-pid", 0, "that orderd's process id, with --url, for its CPU per order")
 	inProcess := fs.Bool("in-process", false, "quick mode: run the server inside the load generator's process")
@@ -55,7 +55,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator, and the server with --in-process) to this file")
 	compare := fs.Bool("compare", false, "compare two --json files: orderd bench --compare OLD.json NEW.json")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: orderd bench [flags] %s|all\n       orderd bench --compare OLD.json NEW.json\n", strings.Join(bench.Scenarios, "|"))
+		fmt.Fprintf(fs.Output(), "usage: orderd bench [flags] %s|all (or several, comma-separated)\n       orderd bench --compare OLD.json NEW.json\n", strings.Join(bench.Scenarios, "|"))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -72,9 +72,15 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		fs.Usage()
 		return errors.New("one scenario is required")
 	}
-	names := []string{fs.Arg(0)}
-	if names[0] == "all" {
+	names := strings.Split(fs.Arg(0), ",")
+	if fs.Arg(0) == "all" {
 		names = bench.Scenarios
+	}
+	for _, n := range names {
+		if !slices.Contains(bench.Scenarios, n) {
+			fs.Usage()
+			return fmt.Errorf("unknown scenario %q", n)
+		}
 	}
 
 	cfg := def
@@ -198,33 +204,40 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 		}
 		return t, settings, pool.Close, nil
 	}
-	// A private cluster: baselines open up to 64 connections besides the
-	// server's. Commit timestamps let the ws scenario time updates from the
-	// commit that caused them.
-	inst, err := pglocal.Find(ctx, pglocal.Options{DataDir: ".orderd/bench-pg", EnvVar: "DATABASE_URL", SkipLocalhost: true,
-		Settings: []string{"track_commit_timestamp=on"}})
-	if err != nil {
-		return nil, bench.Settings{}, nil, err
-	}
-	stopPG := func() {
-		if err := inst.Stop(context.Background()); err != nil {
-			fmt.Fprintln(os.Stderr, "stop PostgreSQL:", err)
+	var nonDefault []string
+	stopPG := func() {}
+	if w.dbURL != "" {
+		cfg.DatabaseURL = w.dbURL
+		nonDefault = append(nonDefault, "the database given by --database-url, not a fresh one on the bench's own cluster")
+	} else {
+		// A private cluster: baselines open up to 64 connections besides
+		// the server's. Commit timestamps let the ws scenario time updates
+		// from the commit that caused them.
+		inst, err := pglocal.Find(ctx, pglocal.Options{DataDir: ".orderd/bench-pg", EnvVar: "DATABASE_URL", SkipLocalhost: true,
+			Settings: []string{"track_commit_timestamp=on"}})
+		if err != nil {
+			return nil, bench.Settings{}, nil, err
 		}
-	}
-	name := fmt.Sprintf("orderd_bench_%d", time.Now().Unix())
-	if err := pglocal.EnsureDatabase(ctx, inst.URL, name); err != nil {
-		stopPG()
-		return nil, bench.Settings{}, nil, err
+		stopPG = func() {
+			if err := inst.Stop(context.Background()); err != nil {
+				fmt.Fprintln(os.Stderr, "stop PostgreSQL:", err)
+			}
+		}
+		name := fmt.Sprintf("orderd_bench_%d", time.Now().Unix())
+		if err := pglocal.EnsureDatabase(ctx, inst.URL, name); err != nil {
+			stopPG()
+			return nil, bench.Settings{}, nil, err
+		}
+		cfg.DatabaseURL = inst.DatabaseURL(name)
+		nonDefault = append(nonDefault, "PostgreSQL track_commit_timestamp=on (the ws scenario times updates from their commit)")
 	}
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	cfg.DatabaseURL = inst.DatabaseURL(name)
 	cfg.JWTSecret = hex.EncodeToString(b)
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
-	server, nonDefault := serverSettings(cfg)
-	nonDefault = append(nonDefault, "PostgreSQL track_commit_timestamp=on (the ws scenario times updates from their commit)")
-	settings := bench.Settings{Mode: "separate processes", Server: server, NonDefault: nonDefault}
+	server, serverNonDefault := serverSettings(cfg)
+	settings := bench.Settings{Mode: "separate processes", Server: server, NonDefault: append(serverNonDefault, nonDefault...)}
 	spawn := func(ctx context.Context) (*bench.Instance, error) { return spawnServe(ctx, cfg) }
 	spawnUntimed := func(ctx context.Context) (*bench.Instance, error) {
 		return spawnServe(ctx, cfg, benchWithoutTimersEnv+"=true")

@@ -102,19 +102,26 @@ func baselinePool(ctx context.Context, src *pgxpool.Pool, conns int) (*pgxpool.P
 	if err != nil {
 		return nil, fmt.Errorf("baseline pool: %w", err)
 	}
-	held := make([]*pgxpool.Conn, 0, conns)
-	defer func() {
-		for _, c := range held {
+	// Connections open in parallel, as many clients would.
+	held := make([]*pgxpool.Conn, conns)
+	errs := make([]error, conns)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			held[i], errs[i] = pool.Acquire(ctx)
+		}()
+	}
+	wg.Wait()
+	for _, c := range held {
+		if c != nil {
 			c.Release()
 		}
-	}()
-	for range conns {
-		c, err := pool.Acquire(ctx)
-		if err != nil {
-			pool.Close()
-			return nil, fmt.Errorf("baseline pool: %w", err)
-		}
-		held = append(held, c)
+	}
+	if err := errors.Join(errs...); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("baseline pool: %w", err)
 	}
 	return pool, nil
 }

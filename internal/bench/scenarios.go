@@ -296,6 +296,7 @@ func hot(ctx context.Context, t *Target, o Options) (*Result, error) {
 		}
 	}()
 	bar := newBar(o, count, "hot: paying orders to one merchant")
+	cpu := t.readCPU()
 	elapsed, errs := drive(ctx, clients, count, rec, bar, func(ctx context.Context, c, i int) error {
 		_, err := t.call(ctx, "POST", "/v1/orders", t.token(auth.Principal{Subject: fmt.Sprintf("hot-c%d", i), Role: auth.RoleCustomer}),
 			placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: 1}}, PaymentRef: "pay"},
@@ -305,6 +306,7 @@ func hot(ctx context.Context, t *Target, o Options) (*Result, error) {
 	close(stop)
 	bg.Wait()
 	res := &Result{Extra: map[string]any{"clients": clients, "orders": count, "capacity": capacity, "completed_during_run": completed.Load()}}
+	t.perUnit(res.Extra, "order", cpu, int64(count-len(errs)))
 	res.PerS = float64(count-len(errs)) / elapsed.Seconds()
 	rec.summarize(res)
 	res.Violations = append(res.Violations, unexpected(errs, ctx)...)
