@@ -71,11 +71,17 @@ func RSS(pid int) int64 {
 	return 0
 }
 
-// Markdown renders the summary as the README's performance table.
+// Markdown renders the summary as the README's performance section: how
+// the run was made, the table with the best baseline of each scenario, and
+// every baseline's sweep.
 func Markdown(names []string, r Report) string {
 	var b strings.Builder
-	b.WriteString("| scenario | orderd /s | baseline /s | ratio | goal | p50 ms | p99 ms | invariants | notes |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|---|\n")
+	fmt.Fprintf(&b, "Run %v on %v CPUs (%v), mode: %s.", r.Machine["when"], r.Machine["cpus"], r.Machine["go"], r.Settings.Mode)
+	if len(r.Settings.NonDefault) > 0 {
+		fmt.Fprintf(&b, " Not default: %s.", strings.Join(r.Settings.NonDefault, "; "))
+	}
+	b.WriteString("\n\n| scenario | orderd /s | best baseline /s (connections) | same on orderd's tables /s | ratio | goal | met | p50 ms | p99 ms | invariants |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---|---|---:|---:|---|\n")
 	for _, n := range names {
 		res := r.Scenarios[n]
 		if res == nil {
@@ -85,20 +91,75 @@ func Markdown(names []string, r Report) string {
 		if !res.InvariantsOK {
 			ok = "BROKEN"
 		}
-		var notes []string
+		base := fmt.Sprintf("%.0f", res.BaselinePerS)
+		if res.BaselineConns > 0 {
+			base += fmt.Sprintf(" (%d)", res.BaselineConns)
+		}
+		own := "—"
+		for _, bl := range res.Baselines {
+			if bl.Name == "orderd_tables" {
+				own = fmt.Sprintf("%.0f (%d)", bl.BestPerS, bl.BestConns)
+			}
+		}
+		met := "—"
+		if res.GoalMet != nil {
+			met = map[bool]string{true: "yes", false: "**no**"}[*res.GoalMet]
+		}
+		goal := res.GoalText
+		if goal == "" && res.Goal > 0 {
+			goal = fmt.Sprintf("≥ %.1f×", res.Goal)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.2f | %s | %s | %.1f | %.1f | %s |\n",
+			n, res.PerS, base, own, res.Ratio, goal, met, res.P50ms, res.P99ms, ok)
+	}
+	var sweeps strings.Builder
+	for _, n := range names {
+		res := r.Scenarios[n]
+		if res == nil {
+			continue
+		}
+		for _, bl := range res.Baselines {
+			fmt.Fprintf(&sweeps, "| %s | %s |", n, bl.Name)
+			for _, p := range bl.Sweep {
+				if p.Conns == bl.BestConns {
+					fmt.Fprintf(&sweeps, " **%.0f** |", p.PerS)
+				} else {
+					fmt.Fprintf(&sweeps, " %.0f |", p.PerS)
+				}
+			}
+			sweeps.WriteString("\n")
+		}
+	}
+	if sweeps.Len() > 0 {
+		b.WriteString("\nBaselines per second at each connection count (the best in bold):\n\n| scenario | tables |")
+		for _, c := range SweepConns {
+			fmt.Fprintf(&b, " %d |", c)
+		}
+		b.WriteString("\n|---|---|" + strings.Repeat("---:|", len(SweepConns)) + "\n")
+		b.WriteString(sweeps.String())
+	}
+	b.WriteString("\nEvery other figure of each scenario:\n\n")
+	for _, n := range names {
+		res := r.Scenarios[n]
+		if res == nil {
+			continue
+		}
 		keys := make([]string, 0, len(res.Extra))
 		for k := range res.Extra {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
+		var notes []string
 		for _, k := range keys {
 			notes = append(notes, fmt.Sprintf("%s=%v", k, res.Extra[k]))
 		}
 		if res.RSSBytes > 0 {
 			notes = append(notes, fmt.Sprintf("rss=%dMiB", res.RSSBytes>>20))
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.2f | %.1f | %.1f | %.1f | %s | %s |\n",
-			n, res.PerS, res.BaselinePerS, res.Ratio, res.Goal, res.P50ms, res.P99ms, ok, strings.Join(notes, ", "))
+		fmt.Fprintf(&b, "- %s: %s\n", n, strings.Join(notes, ", "))
+		for _, v := range res.Violations {
+			fmt.Fprintf(&b, "  - VIOLATION: %s\n", v)
+		}
 	}
 	return b.String()
 }
