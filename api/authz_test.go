@@ -145,6 +145,8 @@ func authzEndpoints() []endpoint {
 		{"POST", "/v1/admin/dead-letters/retry", forMerchant("/v1/admin/dead-letters/retry"), adminOnly(200), 403},
 		{"GET", "/v1/admin/webhook-attempts", forMerchant("/v1/admin/webhook-attempts"), adminOnly(200), 403},
 		{"GET", "/v1/admin/audit", fixed("/v1/admin/audit", nil), adminOnly(200), 403},
+		// v1.1
+		{"POST", "/v1/ws/tickets", fixed("/v1/ws/tickets", nil), everyone(201), 0},
 	}
 }
 

@@ -216,7 +216,7 @@ func TestSecretsStayOutOfLogsAndAnswers(t *testing.T) {
 	internal := 0
 	for _, r := range []req{
 		{method: "GET", path: "/v1/orders/" + orderID, token: alice},
-		{method: "GET", path: "/v1/merchants/" + merchantID + "?access_token=" + alice},
+		{method: "GET", path: "/v1/merchants/" + merchantID, token: alice},
 		{method: "POST", path: "/v1/orders", token: alice, header: map[string]string{"Idempotency-Key": uuid.NewString()},
 			body: map[string]any{"merchant_id": merchantID, "items": []map[string]any{{"product_id": productID, "quantity": 1}}, "payment_ref": "pay-3"}},
 	} {

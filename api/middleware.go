@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/domain"
 )
 
 // requestInfo is shared, by pointer, between the outer middlewares and the
@@ -226,5 +227,25 @@ func requireAuth(a *auth.Authenticator, next http.Handler) http.Handler {
 			info.route = r.Pattern
 		}
 		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+	})
+}
+
+// webSocketPath is the one route that still takes a token in its URL, for
+// browsers written before tickets.
+const webSocketPath = "/v1/ws"
+
+var errTokenInURL = domain.Errorf(domain.CodeUnauthorized,
+	"access_token in a URL is refused (it ends up in proxy logs and Referer headers); send Authorization: Bearer <token>")
+
+// refuseTokenInURL answers 401 to any request but the websocket's that
+// carries access_token in its query string, valid or not, so that a client
+// leaking its token learns at once instead of working by accident.
+func refuseTokenInURL(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != webSocketPath && strings.Contains(r.URL.RawQuery, "access_token") && r.URL.Query().Has("access_token") {
+			writeProblem(w, r, errTokenInURL)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }

@@ -42,8 +42,10 @@ type Server struct {
 	log         *slog.Logger
 	metrics     *Metrics
 	placeLimits *RateLimiter
-	handler     http.Handler
-	routes      []string
+	// ticketLimits keeps one caller from filling the ticket table.
+	ticketLimits *RateLimiter
+	handler      http.Handler
+	routes       []string
 }
 
 // New builds the server and its routes.
@@ -59,8 +61,9 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		cfg: cfg, store: cfg.Store, auth: cfg.Auth, log: cfg.Logger,
-		metrics:     NewMetrics(cfg.Registry),
-		placeLimits: NewRateLimiter(cfg.RatePerCustomer),
+		metrics:      NewMetrics(cfg.Registry),
+		placeLimits:  NewRateLimiter(cfg.RatePerCustomer),
+		ticketLimits: NewRateLimiter(cfg.RatePerCustomer),
 	}
 	s.handler = s.buildRoutes()
 	return s
@@ -97,6 +100,8 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("POST /v1/orders/{id}/cancel", authed(s.cancelOrder))
 	mux.Handle("POST /v1/orders/{id}/complete", authed(s.completeOrder))
 
+	mux.Handle("POST /v1/ws/tickets", authed(s.issueTicket))
+
 	mux.Handle("GET /v1/admin/dead-letters", authed(s.listDeadLetters))
 	mux.Handle("POST /v1/admin/dead-letters/{id}/retry", authed(s.retryDeadLetter))
 	mux.Handle("POST /v1/admin/dead-letters/{id}/resolve", authed(s.resolveDeadLetter))
@@ -118,6 +123,7 @@ func (s *Server) buildRoutes() http.Handler {
 
 	var h http.Handler = mux
 	h = s.metrics.Middleware(h)
+	h = refuseTokenInURL(h)
 	h = perIPLimit(NewRateLimiter(s.cfg.RatePerIP), h)
 	h = withTimeout(s.cfg.RequestTimeout, h)
 	h = recoverPanics(s.log, h)

@@ -49,9 +49,11 @@ type claims struct {
 
 // Authenticator signs and verifies tokens with one HS256 secret.
 type Authenticator struct {
-	secret []byte
-	now    func() time.Time
-	parser *jwt.Parser
+	secret   []byte
+	issuer   string
+	audience string
+	now      func() time.Time
+	parser   *jwt.Parser
 
 	// verified remembers tokens already checked, until they expire: a
 	// client sends the same token with every request, and decoding and
@@ -73,19 +75,45 @@ const maxVerified = 10000
 
 // New returns an Authenticator; now nil means time.Now.
 func New(secret []byte, now func() time.Time) *Authenticator {
-	if now == nil {
-		now = time.Now
+	return NewWith(Options{Secret: secret, Now: now})
+}
+
+// Options configure an Authenticator.
+type Options struct {
+	Secret []byte
+	// Issuer and Audience, when set, are written into every token issued and
+	// required in every token accepted, so that a token minted for another
+	// service sharing the secret is refused.
+	Issuer   string
+	Audience string
+	// Now nil means time.Now.
+	Now func() time.Time
+}
+
+// NewWith returns an Authenticator configured by o.
+func NewWith(o Options) *Authenticator {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(o.Now),
+		jwt.WithLeeway(5 * time.Second),
+	}
+	if o.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(o.Issuer))
+	}
+	if o.Audience != "" {
+		opts = append(opts, jwt.WithAudience(o.Audience))
 	}
 	return &Authenticator{
-		secret:   secret,
-		now:      now,
+		secret:   o.Secret,
+		issuer:   o.Issuer,
+		audience: o.Audience,
+		now:      o.Now,
 		verified: map[string]verifiedToken{},
-		parser: jwt.NewParser(
-			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-			jwt.WithExpirationRequired(),
-			jwt.WithTimeFunc(now),
-			jwt.WithLeeway(5*time.Second),
-		),
+		parser:   jwt.NewParser(opts...),
 	}
 }
 
@@ -98,10 +126,14 @@ func (a *Authenticator) Issue(p Principal, ttl time.Duration) (string, error) {
 	c := claims{
 		Role: p.Role,
 		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    a.issuer,
 			Subject:   p.Subject,
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 		},
+	}
+	if a.audience != "" {
+		c.Audience = jwt.ClaimStrings{a.audience}
 	}
 	if p.Role == RoleMerchant {
 		c.MerchantID = p.MerchantID.String()
@@ -152,8 +184,11 @@ func (a *Authenticator) verify(token string) (Principal, time.Time, error) {
 	var c claims
 	if _, err := a.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return a.secret, nil }); err != nil {
 		msg := "the bearer token is invalid"
-		if errors.Is(err, jwt.ErrTokenExpired) {
+		switch {
+		case errors.Is(err, jwt.ErrTokenExpired):
 			msg = "the bearer token has expired"
+		case errors.Is(err, jwt.ErrTokenInvalidIssuer), errors.Is(err, jwt.ErrTokenInvalidAudience):
+			msg = "the bearer token was issued for another service"
 		}
 		return Principal{}, time.Time{}, domain.Errorf(domain.CodeUnauthorized, "%s", msg)
 	}
@@ -175,19 +210,31 @@ func (a *Authenticator) verify(token string) (Principal, time.Time, error) {
 
 var errNoToken = domain.Errorf(domain.CodeUnauthorized, "a bearer token is required (Authorization: Bearer <token>)")
 
-// FromRequest authenticates r by its Authorization header, or by the
-// access_token query parameter, which browsers' websockets need.
+// FromRequest authenticates r by its Authorization header.
 func (a *Authenticator) FromRequest(r *http.Request) (Principal, error) {
-	token := ""
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, rest, ok := strings.Cut(h, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return Principal{}, domain.Errorf(domain.CodeUnauthorized, "the Authorization header must be 'Bearer <token>'")
-		}
-		token = strings.TrimSpace(rest)
-	} else {
-		token = r.URL.Query().Get("access_token")
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return Principal{}, errNoToken
 	}
+	scheme, rest, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return Principal{}, domain.Errorf(domain.CodeUnauthorized, "the Authorization header must be 'Bearer <token>'")
+	}
+	token := strings.TrimSpace(rest)
+	if token == "" {
+		return Principal{}, errNoToken
+	}
+	return a.Parse(token)
+}
+
+// FromRequestOrQuery is FromRequest, falling back to the access_token query
+// parameter. Only the websocket endpoint may use it, for browsers written
+// before tickets: a token in a URL ends up in proxy logs and Referer headers.
+func (a *Authenticator) FromRequestOrQuery(r *http.Request) (Principal, error) {
+	if r.Header.Get("Authorization") != "" {
+		return a.FromRequest(r)
+	}
+	token := r.URL.Query().Get("access_token")
 	if token == "" {
 		return Principal{}, errNoToken
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -189,13 +190,15 @@ func TestFromRequest(t *testing.T) {
 	tok, err := a.Issue(auth.Principal{Subject: "alice", Role: auth.RoleCustomer}, time.Hour)
 	require.NoError(t, err)
 
+	// viaHeader is FromRequest's verdict (every REST route); viaQuery is
+	// FromRequestOrQuery's (the websocket endpoint only).
 	tests := map[string]struct {
-		target, header string
-		ok             bool
+		target, header      string
+		viaHeader, viaQuery bool
 	}{
-		"header":                 {target: "/", header: "Bearer " + tok, ok: true},
-		"lower-case scheme":      {target: "/", header: "bearer " + tok, ok: true},
-		"query":                  {target: "/v1/ws?access_token=" + tok, ok: true},
+		"header":                 {target: "/", header: "Bearer " + tok, viaHeader: true, viaQuery: true},
+		"lower-case scheme":      {target: "/", header: "bearer " + tok, viaHeader: true, viaQuery: true},
+		"query":                  {target: "/v1/ws?access_token=" + tok, viaQuery: true},
 		"none":                   {target: "/"},
 		"basic scheme":           {target: "/", header: "Basic YTpi"},
 		"empty bearer":           {target: "/", header: "Bearer "},
@@ -208,14 +211,76 @@ func TestFromRequest(t *testing.T) {
 			if tt.header != "" {
 				r.Header.Set("Authorization", tt.header)
 			}
-			p, err := a.FromRequest(r)
-			if !tt.ok {
-				require.Equal(t, domain.CodeUnauthorized, domain.ErrorCode(err))
-				return
+			for _, check := range []struct {
+				from func(*http.Request) (auth.Principal, error)
+				ok   bool
+			}{{a.FromRequest, tt.viaHeader}, {a.FromRequestOrQuery, tt.viaQuery}} {
+				p, err := check.from(r)
+				if !check.ok {
+					require.Equal(t, domain.CodeUnauthorized, domain.ErrorCode(err))
+					continue
+				}
+				require.NoError(t, err)
+				require.Equal(t, "alice", p.Subject)
 			}
-			require.NoError(t, err)
-			require.Equal(t, "alice", p.Subject)
 		})
+	}
+}
+
+// TestIssuerAndAudience: when configured, both claims are written into
+// issued tokens and required in accepted ones, so a token of another service
+// sharing the secret (or one minted without them) is refused.
+func TestIssuerAndAudience(t *testing.T) {
+	t.Parallel()
+	strict := auth.NewWith(auth.Options{Secret: secret, Issuer: "orderd-prod", Audience: "orderd-api", Now: clock})
+	alice := auth.Principal{Subject: "alice", Role: auth.RoleCustomer}
+	tok, err := strict.Issue(alice, time.Hour)
+	require.NoError(t, err)
+	p, err := strict.Parse(tok)
+	require.NoError(t, err)
+	require.Equal(t, alice, p)
+
+	claims := func(extra jwt.MapClaims) jwt.MapClaims {
+		c := jwt.MapClaims{"sub": "alice", "role": "customer", "exp": now.Add(time.Hour).Unix()}
+		for k, v := range extra {
+			c[k] = v
+		}
+		return c
+	}
+	plain, err := auth.New(secret, clock).Issue(alice, time.Hour)
+	require.NoError(t, err)
+	for name, bad := range map[string]string{
+		"neither":        plain,
+		"issuer only":    sign(t, jwt.SigningMethodHS256, secret, claims(jwt.MapClaims{"iss": "orderd-prod"})),
+		"audience only":  sign(t, jwt.SigningMethodHS256, secret, claims(jwt.MapClaims{"aud": "orderd-api"})),
+		"other issuer":   sign(t, jwt.SigningMethodHS256, secret, claims(jwt.MapClaims{"iss": "billing", "aud": "orderd-api"})),
+		"other audience": sign(t, jwt.SigningMethodHS256, secret, claims(jwt.MapClaims{"iss": "orderd-prod", "aud": "billing"})),
+	} {
+		_, err := strict.Parse(bad)
+		require.Error(t, err, name)
+		require.Equal(t, domain.CodeUnauthorized, domain.ErrorCode(err), name)
+	}
+	// A token listing several audiences, ours among them, is ours.
+	multi := sign(t, jwt.SigningMethodHS256, secret, claims(jwt.MapClaims{"iss": "orderd-prod", "aud": []string{"billing", "orderd-api"}}))
+	_, err = strict.Parse(multi)
+	require.NoError(t, err)
+}
+
+func TestTickets(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for range 100 {
+		tk, hash := auth.NewTicket()
+		require.False(t, seen[tk], "tickets repeat")
+		seen[tk] = true
+		got, err := auth.ParseTicket(tk)
+		require.NoError(t, err)
+		require.Equal(t, hash, got)
+	}
+	tk, _ := auth.NewTicket()
+	for _, bad := range []string{"", "wst_", tk[:len(tk)-1], tk + "A", "xyz_" + tk[4:], tk[:len(tk)-1] + "=", tk[:10] + "+" + tk[11:]} {
+		_, err := auth.ParseTicket(bad)
+		require.ErrorIs(t, err, auth.ErrBadTicket, "%q", bad)
 	}
 }
 

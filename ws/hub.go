@@ -6,6 +6,7 @@ package ws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -141,11 +142,20 @@ func (h *Hub) checkOrigin(r *http.Request) bool {
 
 // ServeHTTP upgrades an authenticated request to a websocket.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p, err := h.auth.FromRequest(r)
+	p, err := h.authenticate(r)
 	if err != nil {
+		if domain.ErrorCode(err) != domain.CodeUnauthorized {
+			h.log.LogAttrs(r.Context(), slog.LevelWarn, "websocket ticket not checked", slog.String("err", err.Error()))
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"type":"https://orderd.dev/problems/unavailable","title":"Temporarily unavailable","status":503,"detail":"the ticket could not be checked; retry with a new one","code":"unavailable"}`))
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="orderd"`)
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write([]byte(`{"type":"https://orderd.dev/problems/unauthorized","title":"Authentication is required","status":401,"detail":"a valid bearer token is required","code":"unauthorized"}`))
+		_, _ = w.Write([]byte(`{"type":"https://orderd.dev/problems/unauthorized","title":"Authentication is required","status":401,"detail":"a valid ticket or bearer token is required","code":"unauthorized"}`))
 		return
 	}
 	ws, err := h.upgrader.Upgrade(w, r, nil)
@@ -165,6 +175,31 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Unlock()
 	go c.writeLoop()
 	go c.readLoop()
+}
+
+// authenticate takes a ticket (consumed, whether the upgrade then succeeds
+// or not), else a bearer token in the Authorization header or, deprecated,
+// the access_token parameter.
+func (h *Hub) authenticate(r *http.Request) (auth.Principal, error) {
+	ticket := r.URL.Query().Get("ticket")
+	if ticket == "" {
+		return h.auth.FromRequestOrQuery(r)
+	}
+	hash, err := auth.ParseTicket(ticket)
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	// The request's context lasts as long as the websocket will.
+	ctx, cancel := context.WithTimeout(r.Context(), subscribeTimeout)
+	defer cancel()
+	holder, err := h.store.ConsumeTicket(ctx, hash)
+	if errors.Is(err, store.ErrTicketNotFound) {
+		return auth.Principal{}, auth.ErrBadTicket
+	}
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	return auth.Principal{Subject: holder.Subject, Role: auth.Role(holder.Role), MerchantID: holder.MerchantID}, nil
 }
 
 // Shutdown sends every client a close frame and waits for their goroutines,

@@ -83,13 +83,25 @@ type wsOrder struct {
 	QueuePosition *int   `json:"queue_position"`
 }
 
-// watch subscribes to orderID on the instance at base and follows it until
-// the order completes or the connection ends, checking on the way that the
-// version never falls and a queued order only moves toward the head.
-func watch(t *testing.T, base, token, orderID string) *watcher {
+// watch subscribes to orderID on the instance at base, with a ticket issued
+// by the instance at ticketBase, and follows the order until it completes
+// or the connection ends, checking on the way that the version never falls
+// and a queued order only moves toward the head.
+func watch(t *testing.T, base, ticketBase, token, orderID string) *watcher {
 	t.Helper()
+	req, err := http.NewRequest("POST", ticketBase+"/v1/ws/tickets", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var ticket struct {
+		Ticket string `json:"ticket"`
+	}
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&ticket))
+	resp.Body.Close()
 	dialer := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
-	c, _, err := dialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/v1/ws", http.Header{"Authorization": {"Bearer " + token}})
+	c, _, err := dialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/v1/ws?ticket="+ticket.Ticket, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	require.NoError(t, c.WriteJSON(map[string]string{"op": "subscribe", "order_id": orderID}))
@@ -205,7 +217,8 @@ func TestThreeInstancesKeepEveryGuarantee(t *testing.T) {
 		watcherTokens[i] = w.token(t, auth.Principal{Subject: fmt.Sprintf("watcher%d", i), Role: auth.RoleCustomer})
 		id, ok := place(watcherTokens[i], "pay-watched")
 		require.True(t, ok)
-		watchers[i] = watch(t, bases[i], watcherTokens[i], id)
+		// The ticket comes from another instance than the websocket's.
+		watchers[i] = watch(t, bases[i], bases[(i+1)%len(bases)], watcherTokens[i], id)
 	}
 
 	stop := make(chan struct{})
