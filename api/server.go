@@ -135,7 +135,12 @@ func (s *Server) buildRoutes() http.Handler {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Ready != nil {
 		if err := s.cfg.Ready(r.Context()); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "detail": err.Error()})
+			// The cause goes to the operator's log only: a database's error
+			// text names hosts, users and schemas, and /readyz answers anyone.
+			ctx := r.Context()
+			loggerFrom(ctx).LogAttrs(ctx, slog.LevelWarn, "not ready", slog.String("err", err.Error()))
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 			return
 		}
 	}

@@ -1,6 +1,9 @@
 package api_test
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -8,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/orderd/orderd/api"
 	"github.com/orderd/orderd/auth"
 )
 
@@ -56,4 +60,23 @@ func TestAccessTokenInURLIsRefused(t *testing.T) {
 	ok := b.do(t, req{method: "GET", path: "/v1/merchants/" + merchantID + "?not_access_token=1", token: b.admin})
 	require.Equal(t, http.StatusOK, ok.status, string(ok.raw))
 	require.False(t, strings.Contains(ok.header.Get("WWW-Authenticate"), "error"))
+}
+
+// TestReadyzKeepsItsReasonToTheLog: /readyz answers anyone, so the database's
+// error text (hosts, users, schemas) goes to the log, not the answer.
+func TestReadyzKeepsItsReasonToTheLog(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	b := serveWith(t, func(c *api.Config) {
+		c.Logger = logger
+		c.Ready = func(context.Context) error {
+			return errors.New(`database: failed to connect to host=db.internal user=orderd: password authentication failed`)
+		}
+	})
+	r := b.do(t, req{method: "GET", path: "/readyz"})
+	require.Equal(t, http.StatusServiceUnavailable, r.status)
+	require.JSONEq(t, `{"status":"unavailable"}`, string(r.raw))
+	require.Equal(t, "1", r.header.Get("Retry-After"))
+	require.Contains(t, logs.String(), "db.internal", "the operator still learns why")
 }

@@ -3,6 +3,7 @@ package auth_test
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -305,4 +306,32 @@ func TestPrincipalHelpers(t *testing.T) {
 	require.Equal(t, merchant, got)
 	_, ok = auth.PrincipalFrom(t.Context())
 	require.False(t, ok)
+}
+
+// FuzzParseTicket: no string makes ParseTicket panic, and it accepts only
+// NewTicket's own shape, spelled one way: the prefix and the canonical
+// unpadded base64url of 32 bytes. Its hash is always the SHA-256 of the
+// whole ticket, which is what IssueTicket stored.
+func FuzzParseTicket(f *testing.F) {
+	tk, _ := auth.NewTicket()
+	f.Add(tk)
+	f.Add(tk[:len(tk)-1] + "B")
+	f.Add("wst_")
+	f.Add("wst_" + strings.Repeat("A", 43))
+	f.Add("wst_" + strings.Repeat("_", 42) + "=")
+	f.Add("eyJhbGciOiJIUzI1NiJ9.e30.")
+	f.Fuzz(func(t *testing.T, s string) {
+		hash, err := auth.ParseTicket(s)
+		if err != nil {
+			require.ErrorIs(t, err, auth.ErrBadTicket)
+			return
+		}
+		rest, ok := strings.CutPrefix(s, "wst_")
+		require.True(t, ok)
+		raw, err := base64.RawURLEncoding.DecodeString(rest)
+		require.NoError(t, err)
+		require.Len(t, raw, 32)
+		require.Equal(t, rest, base64.RawURLEncoding.EncodeToString(raw), "one spelling per ticket")
+		require.Equal(t, auth.TicketHash(sha256.Sum256([]byte(s))), hash)
+	})
 }

@@ -36,7 +36,7 @@ func TestCustomerPageCountsDownToAccepted(t *testing.T) {
 	ctx := context.Background()
 	cfg := app.DefaultConfig()
 	cfg.DatabaseURL = storetest.URL(t)
-	cfg.JWTSecret = "browser-test-secret"
+	cfg.JWTSecret = "browser-test-secret-of-32-bytes-or-more"
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Migrate = false
 	cfg.MaxConns = 10

@@ -25,6 +25,7 @@ import (
 	"github.com/orderd/orderd/store"
 	"github.com/orderd/orderd/store/storetest"
 	"github.com/orderd/orderd/webhook"
+	"github.com/orderd/orderd/webhook/verify"
 )
 
 // receiver records what it gets and answers with its handler's status.
@@ -55,6 +56,8 @@ func newReceiver(t *testing.T, secret *string) *receiver {
 		d := delivery{
 			id: req.Header.Get("X-Orderd-Delivery"), typ: p.Type, orderID: p.Order.ID.String(),
 			signatureOK: req.Header.Get("X-Orderd-Signature") == webhook.Sign(*secret, body) && p.ID == req.Header.Get("X-Orderd-Delivery") &&
+				verify.Verify(*secret, req.Header.Get(verify.HeaderSignature), body, time.Now()) == nil &&
+				strings.HasPrefix(req.Header.Get(verify.HeaderSignature), "t="+req.Header.Get(verify.HeaderTimestamp)+",") &&
 				req.Header.Get("Content-Type") == "application/json" && req.Header.Get("User-Agent") == "orderd-webhooks/1",
 		}
 		r.mu.Lock()

@@ -15,8 +15,11 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/orderd/orderd/webhook/verify"
 )
 
 // Options configure a Sender.
@@ -24,11 +27,14 @@ type Options struct {
 	Timeout time.Duration
 	// AllowLoopback permits 127.0.0.0/8 and ::1, for tests and local receivers.
 	AllowLoopback bool
+	// Now stamps each attempt; nil means time.Now.
+	Now func() time.Time
 }
 
 // Sender delivers one message per call. It is safe for concurrent use.
 type Sender struct {
 	client *http.Client
+	now    func() time.Time
 }
 
 // maxResponseBody bounds what is read of an answer: only its status matters.
@@ -41,6 +47,9 @@ var ErrForbiddenAddress = errors.New("webhook address not allowed")
 func NewSender(o Options) *Sender {
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	dialer := &net.Dialer{
 		Timeout: o.Timeout,
@@ -63,20 +72,29 @@ func NewSender(o Options) *Sender {
 		ResponseHeaderTimeout: o.Timeout,
 		ForceAttemptHTTP2:     true,
 	}
-	return &Sender{client: &http.Client{
-		Transport: transport,
-		Timeout:   o.Timeout,
-		// Redirects are followed only on the same host, at most three times.
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) > 3 {
-				return errors.New("too many redirects")
-			}
-			if req.URL.Host != via[0].URL.Host {
-				return fmt.Errorf("redirect to another host (%s) refused", req.URL.Host)
-			}
-			return nil
-		},
+	return &Sender{now: o.Now, client: &http.Client{
+		Transport:     transport,
+		Timeout:       o.Timeout,
+		CheckRedirect: checkRedirect,
 	}}
+}
+
+// checkRedirect follows redirects only on the same host, at most three times,
+// and never from https to http: the signature and the order would then cross
+// the network in clear text.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > 3 {
+		return errors.New("too many redirects")
+	}
+	if req.URL.Host != via[0].URL.Host {
+		return fmt.Errorf("redirect to another host (%s) refused", req.URL.Host)
+	}
+	for _, prev := range via {
+		if prev.URL.Scheme == "https" && req.URL.Scheme != "https" {
+			return fmt.Errorf("redirect from https to %s refused", req.URL.Scheme)
+		}
+	}
+	return nil
 }
 
 // metadataAddrs are cloud instance-metadata endpoints outside link-local.
@@ -130,7 +148,8 @@ type Result struct {
 // OK reports an acknowledged delivery (a 2xx answer).
 func (r Result) OK() bool { return r.Err == nil && r.StatusCode >= 200 && r.StatusCode < 300 }
 
-// Sign returns the X-Orderd-Signature value of body.
+// Sign returns the X-Orderd-Signature value of body: the deprecated
+// signature, which carries no time and so can be replayed forever.
 func Sign(secret string, body []byte) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(body)
@@ -152,6 +171,11 @@ func (s *Sender) Send(ctx context.Context, m Message) Result {
 	req.Header.Set("User-Agent", "orderd-webhooks/1")
 	req.Header.Set("X-Orderd-Delivery", m.ID)
 	req.Header.Set("X-Orderd-Signature", Sign(m.Secret, m.Body))
+	// Stamped per attempt: a retry an hour later still verifies within
+	// the receiver's window.
+	now := s.now()
+	req.Header.Set(verify.HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(verify.HeaderSignature, verify.Sign(m.Secret, now, m.Body))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return Result{Latency: time.Since(start), Err: err}

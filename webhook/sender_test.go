@@ -2,6 +2,9 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -14,22 +17,74 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/webhook"
+	"github.com/orderd/orderd/webhook/verify"
 )
 
 func TestSendSignsAndAcknowledges(t *testing.T) {
 	t.Parallel()
-	var gotSig, gotID string
+	var got http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gotSig, gotID = r.Header.Get("X-Orderd-Signature"), r.Header.Get("X-Orderd-Delivery")
+		got = r.Header.Clone()
 		w.WriteHeader(204)
 	}))
 	defer srv.Close()
-	s := webhook.NewSender(webhook.Options{Timeout: time.Second, AllowLoopback: true})
-	res := s.Send(context.Background(), webhook.Message{ID: "d1", URL: srv.URL, Secret: "k", Body: []byte(`{"a":1}`)})
+	sentAt := time.Unix(1_900_000_000, 0)
+	s := webhook.NewSender(webhook.Options{Timeout: time.Second, AllowLoopback: true, Now: func() time.Time { return sentAt }})
+	body := []byte(`{"a":1}`)
+	res := s.Send(context.Background(), webhook.Message{ID: "d1", URL: srv.URL, Secret: "k", Body: body})
 	require.True(t, res.OK(), "%v", res.Err)
-	require.Equal(t, "d1", gotID)
-	require.Equal(t, webhook.Sign("k", []byte(`{"a":1}`)), gotSig)
-	require.True(t, strings.HasPrefix(gotSig, "sha256="))
+	require.Equal(t, "d1", got.Get("X-Orderd-Delivery"))
+	require.Equal(t, webhook.Sign("k", body), got.Get("X-Orderd-Signature"))
+	require.True(t, strings.HasPrefix(got.Get("X-Orderd-Signature"), "sha256="))
+	require.Equal(t, "1900000000", got.Get("X-Orderd-Timestamp"))
+	require.Equal(t, "t=1900000000,v1="+hmacHex("k", "1900000000."+string(body)), got.Get("X-Orderd-Signature-V2"))
+	require.NoError(t, verify.Verify("k", got.Get("X-Orderd-Signature-V2"), body, sentAt.Add(time.Minute)))
+}
+
+func hmacHex(key, msg string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte(msg))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// TestSendNeverDowngradesOnRedirect: an https endpoint may redirect within
+// https, but a redirect to http on the same host is refused before anything
+// is sent there.
+func TestSendNeverDowngradesOnRedirect(t *testing.T) {
+	t.Parallel()
+	var plainHits atomic.Int32
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		plainHits.Add(1)
+		w.WriteHeader(200)
+	}))
+	defer plain.Close()
+	var tlsSrv *httptest.Server
+	tlsSrv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/same-scheme":
+			http.Redirect(w, r, "/final", http.StatusTemporaryRedirect)
+		case "/downgrade":
+			// The same host and port, another scheme.
+			http.Redirect(w, r, "http://"+tlsSrv.Listener.Addr().String()+"/final", http.StatusPermanentRedirect)
+		case "/final":
+			w.WriteHeader(200)
+		}
+	}))
+	defer tlsSrv.Close()
+	s := webhook.NewSender(webhook.Options{Timeout: time.Second, AllowLoopback: true})
+	webhook.TrustTLS(s, tlsSrv.Client().Transport.(*http.Transport).TLSClientConfig)
+
+	res := s.Send(context.Background(), webhook.Message{ID: "d", URL: tlsSrv.URL + "/same-scheme", Body: []byte("{}")})
+	require.True(t, res.OK(), "https to https on the same host: %v", res.Err)
+
+	res = s.Send(context.Background(), webhook.Message{ID: "d", URL: tlsSrv.URL + "/downgrade", Body: []byte("{}")})
+	require.False(t, res.OK())
+	require.ErrorContains(t, res.Err, "redirect from https to http refused")
+
+	// And http to http stays allowed, as before.
+	res = s.Send(context.Background(), webhook.Message{ID: "d", URL: plain.URL, Body: []byte("{}")})
+	require.True(t, res.OK(), "%v", res.Err)
+	require.Equal(t, int32(1), plainHits.Load())
 }
 
 func TestSendRefusesForbiddenAddresses(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 
 	"github.com/orderd/orderd/internal/app"
@@ -17,14 +16,15 @@ import (
 // auditCommand prints every invariant check and fails on any violation.
 func auditCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	url := fs.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string (DATABASE_URL)")
+	var url string
+	secretFlag(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *url == "" {
+	if url == "" {
 		return errors.New("DATABASE_URL is required")
 	}
-	pool, err := app.NewPool(ctx, *url, 2, 0)
+	pool, err := app.NewPool(ctx, url, 2, 0)
 	if err != nil {
 		return err
 	}

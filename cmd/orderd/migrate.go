@@ -3,23 +3,32 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 
 	"github.com/orderd/orderd/migrations"
 )
 
 func migrateCommand(ctx context.Context, args []string, stdout io.Writer) error {
-	url := os.Getenv("DATABASE_URL")
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	var url string
+	secretFlag(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: orderd migrate [flags] up|down|status")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: orderd migrate up|down|status")
+	}
 	if url == "" {
 		return errors.New("DATABASE_URL is required")
 	}
-	if len(args) != 1 {
-		return errors.New("usage: orderd migrate up|down|status")
-	}
-	switch args[0] {
+	switch fs.Arg(0) {
 	case "up":
 		if err := migrations.Up(ctx, url); err != nil {
 			return err
@@ -39,5 +48,5 @@ func migrateCommand(ctx context.Context, args []string, stdout io.Writer) error 
 		}
 		return tw.Flush()
 	}
-	return fmt.Errorf("unknown migrate action %q: use up, down or status", args[0])
+	return fmt.Errorf("unknown migrate action %q: use up, down or status", fs.Arg(0))
 }

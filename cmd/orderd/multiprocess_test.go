@@ -25,7 +25,7 @@ import (
 	"github.com/orderd/orderd/store/storetest"
 )
 
-const testSecret = "multiprocess-test-secret"
+const testSecret = "multiprocess-test-secret-of-32-bytes-or-more"
 
 // buildOrderd compiles the binary once per test run.
 var buildOnce = sync.OnceValues(func() (string, error) {

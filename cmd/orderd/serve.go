@@ -16,9 +16,10 @@ import (
 // configFlags binds every setting to a flag whose default comes from the
 // environment, so either way of configuring works.
 func configFlags(fs *flag.FlagSet, cfg *app.Config) {
-	fs.StringVar(&cfg.DatabaseURL, "database-url", envString("DATABASE_URL", cfg.DatabaseURL), "PostgreSQL connection string (DATABASE_URL)")
+	secretFlag(fs, &cfg.DatabaseURL, "database-url", "DATABASE_URL", "PostgreSQL connection string")
 	fs.StringVar(&cfg.Addr, "addr", envString("ORDERD_ADDR", cfg.Addr), "listen address (ORDERD_ADDR)")
-	fs.StringVar(&cfg.JWTSecret, "jwt-secret", envString("ORDERD_JWT_SECRET", cfg.JWTSecret), "HS256 secret for bearer tokens (ORDERD_JWT_SECRET)")
+	secretFlag(fs, &cfg.JWTSecret, "jwt-secret", "ORDERD_JWT_SECRET", "HS256 secret for bearer tokens, at least 32 bytes")
+	jwtClaimFlags(fs, &cfg.JWTIssuer, &cfg.JWTAudience)
 	fs.IntVar(&cfg.WebhookMaxAttempts, "webhook-max-attempts", envInt("ORDERD_WEBHOOK_MAX_ATTEMPTS", cfg.WebhookMaxAttempts), "delivery attempts before a webhook is dead-lettered")
 	fs.DurationVar(&cfg.WebhookBackoff, "webhook-backoff", envDuration("ORDERD_WEBHOOK_BACKOFF", cfg.WebhookBackoff), "first webhook retry delay; doubles up to 1h")
 	fs.DurationVar(&cfg.WebhookTimeout, "webhook-timeout", envDuration("ORDERD_WEBHOOK_TIMEOUT", cfg.WebhookTimeout), "one webhook delivery's HTTP timeout")
@@ -32,6 +33,32 @@ func configFlags(fs *flag.FlagSet, cfg *app.Config) {
 		return nil
 	})
 	cfg.AllowedOrigins = splitList(os.Getenv("ORDERD_ALLOWED_ORIGINS"))
+}
+
+// secretValue is a flag whose value never appears in --help: the flag
+// package prints a flag's default, and ours come from the environment.
+type secretValue struct{ p *string }
+
+func (v secretValue) String() string {
+	return "" // what the flag package prints as the default
+}
+
+func (v secretValue) Set(s string) error {
+	*v.p = s
+	return nil
+}
+
+// secretFlag binds a secret to a flag, its default taken from env but never
+// shown.
+func secretFlag(fs *flag.FlagSet, p *string, name, env, usage string) {
+	*p = envString(env, *p)
+	fs.Var(secretValue{p}, name, usage+" ("+env+"; never shown)")
+}
+
+// jwtClaimFlags binds the issuer and audience every token must carry.
+func jwtClaimFlags(fs *flag.FlagSet, issuer, audience *string) {
+	fs.StringVar(issuer, "jwt-issuer", envString("ORDERD_JWT_ISSUER", *issuer), "when set, the iss every token must carry (ORDERD_JWT_ISSUER)")
+	fs.StringVar(audience, "jwt-audience", envString("ORDERD_JWT_AUDIENCE", *audience), "when set, an aud every token must carry (ORDERD_JWT_AUDIENCE)")
 }
 
 func splitList(v string) []string {

@@ -5,12 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/internal/app"
 )
 
 func tokenCommand(args []string, stdout io.Writer) error {
@@ -19,12 +19,14 @@ func tokenCommand(args []string, stdout io.Writer) error {
 	sub := fs.String("sub", "", "the caller's id (the token's sub)")
 	merchant := fs.String("merchant-id", "", "merchant id, for role merchant")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
-	secret := fs.String("jwt-secret", os.Getenv("ORDERD_JWT_SECRET"), "HS256 secret (ORDERD_JWT_SECRET)")
+	var secret, issuer, audience string
+	secretFlag(fs, &secret, "jwt-secret", "ORDERD_JWT_SECRET", "HS256 secret")
+	jwtClaimFlags(fs, &issuer, &audience)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *secret == "" {
-		return errors.New("ORDERD_JWT_SECRET (or --jwt-secret) is required")
+	if err := app.CheckJWTSecret(secret); err != nil {
+		return err
 	}
 	if *sub == "" {
 		return errors.New("--sub is required")
@@ -37,7 +39,7 @@ func tokenCommand(args []string, stdout io.Writer) error {
 		}
 		p.MerchantID = id
 	}
-	token, err := auth.New([]byte(*secret), nil).Issue(p, *ttl)
+	token, err := auth.NewWith(auth.Options{Secret: []byte(secret), Issuer: issuer, Audience: audience}).Issue(p, *ttl)
 	if err != nil {
 		return fmt.Errorf("issue token: %w", err)
 	}

@@ -36,6 +36,9 @@ type Config struct {
 	DatabaseURL string
 	Addr        string
 	JWTSecret   string
+	// JWTIssuer and JWTAudience, when set, are required in every token.
+	JWTIssuer   string
+	JWTAudience string
 
 	WebhookMaxAttempts   int
 	WebhookBackoff       time.Duration
@@ -86,6 +89,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("addr", c.Addr),
 		slog.String("database", maskURL(c.DatabaseURL)),
 		slog.String("jwt_secret", mask(c.JWTSecret)),
+		slog.String("jwt_issuer", c.JWTIssuer),
+		slog.String("jwt_audience", c.JWTAudience),
 		slog.Int("webhook_max_attempts", c.WebhookMaxAttempts),
 		slog.Duration("webhook_backoff", c.WebhookBackoff),
 		slog.Duration("webhook_timeout", c.WebhookTimeout),
@@ -111,6 +116,22 @@ func maskURL(raw string) string {
 	return fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
 }
 
+// MinJWTSecret is the shortest HS256 secret orderd accepts: as many bytes
+// as the hash's output, below which the key is the weakest part of the MAC.
+const MinJWTSecret = 32
+
+// CheckJWTSecret refuses a missing or short secret, in one line that says
+// how to make a good one and never repeats the secret.
+func CheckJWTSecret(secret string) error {
+	if secret == "" {
+		return errors.New("ORDERD_JWT_SECRET is required (make one with: openssl rand -hex 32)")
+	}
+	if len(secret) < MinJWTSecret {
+		return fmt.Errorf("ORDERD_JWT_SECRET is %d bytes; at least %d are required (make one with: openssl rand -hex 32)", len(secret), MinJWTSecret)
+	}
+	return nil
+}
+
 // App is a running orderd.
 type App struct {
 	cfg      Config
@@ -134,8 +155,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("DATABASE_URL is required")
 	}
-	if cfg.JWTSecret == "" {
-		return nil, errors.New("ORDERD_JWT_SECRET is required")
+	if err := CheckJWTSecret(cfg.JWTSecret); err != nil {
+		return nil, err
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -170,7 +191,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_timers_backstop_fired_total",
 		Help: "Timers found still pending a grace period after their deadline and fired by the backstop."},
 		func() float64 { return float64(a.backstop.Fired.Load()) }))
-	a.auth = auth.New([]byte(cfg.JWTSecret), nil)
+	a.auth = auth.NewWith(auth.Options{Secret: []byte(cfg.JWTSecret), Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience})
 	relayCfg := jobs.DefaultRelayConfig()
 	relayCfg.Policy = store.RetryPolicy{First: cfg.WebhookBackoff, Max: time.Hour, MaxAttempts: cfg.WebhookMaxAttempts}
 	relayCfg.Lease = max(relayCfg.Lease, 3*cfg.WebhookTimeout)
