@@ -48,8 +48,7 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, errCustomersOnly)
 		return
 	}
-	if ok, retry := s.placeLimits.Allow(p.Subject); !ok {
-		writeProblem(w, r, rateLimited(retry))
+	if !allowed(w, r, s.limits.place) {
 		return
 	}
 	key, err := idempotencyKey(r)
@@ -152,6 +151,9 @@ func (s *Server) payOrder(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, errCustomersOnly)
 		return
 	}
+	if !allowed(w, r, s.limits.pay) {
+		return
+	}
 	var req payRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		writeProblem(w, r, err)
@@ -169,6 +171,11 @@ func (s *Server) cancelOrder(w http.ResponseWriter, r *http.Request) {
 	id, err := pathUUID(r, "id")
 	if err != nil {
 		writeProblem(w, r, err)
+		return
+	}
+	// Merchants and admins cancel on behalf of their shops and are not
+	// limited; customers are.
+	if principalOf(r).Role == auth.RoleCustomer && !allowed(w, r, s.limits.cancel) {
 		return
 	}
 	var req cancelRequest

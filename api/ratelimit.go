@@ -120,6 +120,28 @@ func (sh *limiterShard) evictOne() {
 	}
 }
 
+// customerLimits are the per-caller limits on writes, one set of buckets for
+// each kind of write, so that paying for an order does not use up the
+// allowance to place the next one.
+type customerLimits struct {
+	place, pay, cancel, tickets, dropEntries *RateLimiter
+}
+
+// allowed reports whether the authenticated caller is within l, and if not
+// answers 429 with Retry-After. A handler calls it once it knows the request
+// is the caller's to make, before any database work:
+//
+//	if !allowed(w, r, s.limits.dropEntries) {
+//		return
+//	}
+func allowed(w http.ResponseWriter, r *http.Request, l *RateLimiter) bool {
+	if ok, retry := l.Allow(principalOf(r).Subject); !ok {
+		writeProblem(w, r, rateLimited(retry))
+		return false
+	}
+	return true
+}
+
 // perIPLimit limits every request by the client's address. X-Forwarded-For
 // is not trusted: anyone can write it.
 func perIPLimit(l *RateLimiter, next http.Handler) http.Handler {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/auth"
 )
 
 // fakeClock is a settable clock, safe for concurrent use.
@@ -170,4 +172,34 @@ func TestClientKey(t *testing.T) {
 	require.Equal(t, "192.0.2.1", clientKey("[::ffff:192.0.2.1]:80"))
 	require.Equal(t, "2001:db8::/64", clientKey("[2001:db8::7]:80"))
 	require.Equal(t, "pipe", clientKey("pipe"))
+}
+
+// TestDropEntryLimitIsOneLineAway: a handler guards itself with
+// allowed(w, r, s.limits.dropEntries); RateDropEntries configures it, per
+// caller, with 429 and Retry-After, and 0 turns it off.
+func TestDropEntryLimitIsOneLineAway(t *testing.T) {
+	t.Parallel()
+	serve := func(s *Server, sub string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/v1/drops/x/entries", nil)
+		r = r.WithContext(auth.WithPrincipal(r.Context(), auth.Principal{Subject: sub, Role: auth.RoleCustomer}))
+		rec := httptest.NewRecorder()
+		if allowed(rec, r, s.limits.dropEntries) {
+			rec.WriteHeader(http.StatusCreated)
+		}
+		return rec
+	}
+	limited := New(Config{RateDropEntries: 1})
+	for range 2 {
+		require.Equal(t, http.StatusCreated, serve(limited, "alice").Code)
+	}
+	refused := serve(limited, "alice")
+	require.Equal(t, http.StatusTooManyRequests, refused.Code)
+	require.Equal(t, "1", refused.Header().Get("Retry-After"))
+	require.Contains(t, refused.Body.String(), `"code":"rate_limited"`)
+	require.Equal(t, http.StatusCreated, serve(limited, "bob").Code)
+
+	open := New(Config{RateDropEntries: 0})
+	for range 10 {
+		require.Equal(t, http.StatusCreated, serve(open, "alice").Code)
+	}
 }

@@ -25,8 +25,13 @@ type Config struct {
 	Ready func(ctx context.Context) error
 	// RequestTimeout bounds each request, database work included.
 	RequestTimeout time.Duration
-	// RatePerCustomer limits placements per customer per second; 0 turns it off.
+	// RatePerCustomer limits, per customer per second, each of placements,
+	// payments, cancellations and websocket tickets, every kind with its own
+	// buckets; 0 turns them off.
 	RatePerCustomer float64
+	// RateDropEntries limits drop entries per customer per second; 0 turns
+	// it off.
+	RateDropEntries float64
 	// RatePerIP limits requests per client address per second; 0 turns it off.
 	RatePerIP float64
 	// Extra handlers mounted as they are, such as the websocket endpoint and
@@ -36,16 +41,14 @@ type Config struct {
 
 // Server is the HTTP API.
 type Server struct {
-	cfg         Config
-	store       *store.Store
-	auth        *auth.Authenticator
-	log         *slog.Logger
-	metrics     *Metrics
-	placeLimits *RateLimiter
-	// ticketLimits keeps one caller from filling the ticket table.
-	ticketLimits *RateLimiter
-	handler      http.Handler
-	routes       []string
+	cfg     Config
+	store   *store.Store
+	auth    *auth.Authenticator
+	log     *slog.Logger
+	metrics *Metrics
+	limits  customerLimits
+	handler http.Handler
+	routes  []string
 }
 
 // New builds the server and its routes.
@@ -61,9 +64,14 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		cfg: cfg, store: cfg.Store, auth: cfg.Auth, log: cfg.Logger,
-		metrics:      NewMetrics(cfg.Registry),
-		placeLimits:  NewRateLimiter(cfg.RatePerCustomer),
-		ticketLimits: NewRateLimiter(cfg.RatePerCustomer),
+		metrics: NewMetrics(cfg.Registry),
+		limits: customerLimits{
+			place:       NewRateLimiter(cfg.RatePerCustomer),
+			pay:         NewRateLimiter(cfg.RatePerCustomer),
+			cancel:      NewRateLimiter(cfg.RatePerCustomer),
+			tickets:     NewRateLimiter(cfg.RatePerCustomer),
+			dropEntries: NewRateLimiter(cfg.RateDropEntries),
+		},
 	}
 	s.handler = s.buildRoutes()
 	return s

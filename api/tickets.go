@@ -17,11 +17,10 @@ type ticketResponse struct {
 // within a minute, so that browsers, which cannot set headers on a
 // websocket, never put their bearer token in a URL.
 func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) {
-	p := principalOf(r)
-	if ok, retry := s.ticketLimits.Allow(p.Subject); !ok {
-		writeProblem(w, r, rateLimited(retry))
+	if !allowed(w, r, s.limits.tickets) {
 		return
 	}
+	p := principalOf(r)
 	ticket, hash := auth.NewTicket()
 	expires, err := s.store.IssueTicket(r.Context(), &store.IssueTicketParams{
 		Hash:   hash,

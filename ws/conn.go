@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
+	"golang.org/x/time/rate"
 
 	"github.com/orderd/orderd/auth"
 	"github.com/orderd/orderd/domain"
@@ -32,6 +34,10 @@ type conn struct {
 	orders    map[uuid.UUID]*orderSlot
 	merchants map[uuid.UUID]*loadSlot
 	errs      [][]byte
+
+	// subscribes limits subscribe messages; nil means no limit. Only the
+	// reader goroutine uses it.
+	subscribes *rate.Limiter
 }
 
 type orderSlot struct {
@@ -134,7 +140,11 @@ func (c *conn) offerLoad(m merchantLoadMessage) {
 // a client that keeps sending bad messages without reading the answers is
 // dropped once a few are waiting.
 func (c *conn) sendError(code domain.Code, detail string) {
-	msg, err := json.Marshal(errorMessage{Type: "error", Code: code, Detail: detail})
+	c.sendErrorMessage(errorMessage{Type: "error", Code: code, Detail: detail})
+}
+
+func (c *conn) sendErrorMessage(m errorMessage) {
+	msg, err := json.Marshal(m)
 	if err != nil {
 		return
 	}
@@ -298,6 +308,9 @@ func (c *conn) handle(m clientMessage) {
 		c.sendError(domain.CodeValidation, "op must be subscribe or unsubscribe")
 		return
 	}
+	if m.Op == "subscribe" && !c.allowSubscribe(time.Now()) {
+		return
+	}
 	switch {
 	case m.OrderID != "" && m.MerchantID == "":
 		id, err := uuid.Parse(m.OrderID)
@@ -324,6 +337,25 @@ func (c *conn) handle(m clientMessage) {
 	default:
 		c.sendError(domain.CodeValidation, "give exactly one of order_id and merchant_id")
 	}
+}
+
+// allowSubscribe reports whether the connection is within its subscribe
+// limit, and if not answers rate_limited with how long to wait. A refused
+// subscribe consumes nothing.
+func (c *conn) allowSubscribe(now time.Time) bool {
+	if c.subscribes == nil {
+		return true
+	}
+	res := c.subscribes.ReserveN(now, 1)
+	wait := res.DelayFrom(now)
+	if wait <= 0 {
+		return true
+	}
+	res.CancelAt(now)
+	seconds := max(1, int((wait+time.Second-1)/time.Second))
+	c.sendErrorMessage(errorMessage{Type: "error", Code: domain.CodeRateLimited, RetryAfterSeconds: seconds,
+		Detail: fmt.Sprintf("too many subscribes on this connection; retry in %d s", seconds)})
+	return false
 }
 
 func accessOf(p auth.Principal) store.Access {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
+	"golang.org/x/time/rate"
 
 	"github.com/orderd/orderd/auth"
 	"github.com/orderd/orderd/domain"
@@ -38,7 +39,10 @@ type Options struct {
 	// WriteTimeout bounds one write to a client; a client that cannot take a
 	// message in that time is dropped. 10 s by default.
 	WriteTimeout time.Duration
-	Logger       *slog.Logger
+	// SubscribesPerSecond limits each connection's subscribe messages (each
+	// a database read), in bursts of up to twice that; 0 means no limit.
+	SubscribesPerSecond float64
+	Logger              *slog.Logger
 }
 
 const (
@@ -164,6 +168,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &conn{hub: h, ws: ws, principal: p, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		orders: map[uuid.UUID]*orderSlot{}, merchants: map[uuid.UUID]*loadSlot{}}
+	if perSecond := h.opts.SubscribesPerSecond; perSecond > 0 {
+		c.subscribes = rate.NewLimiter(rate.Limit(perSecond), max(1, int(2*perSecond)))
+	}
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
@@ -630,4 +637,6 @@ type errorMessage struct {
 	Type   string      `json:"type"`
 	Code   domain.Code `json:"code"`
 	Detail string      `json:"detail"`
+	// RetryAfterSeconds is the websocket's Retry-After, on rate_limited.
+	RetryAfterSeconds int `json:"retry_after_seconds,omitempty"`
 }

@@ -46,7 +46,10 @@ type Config struct {
 	WebhookAllowLoopback bool
 
 	RatePerCustomer float64
+	RateDropEntries float64
 	RatePerIP       float64
+	// WSSubscribeRate limits subscribe messages per websocket per second.
+	WSSubscribeRate float64
 	RequestTimeout  time.Duration
 
 	// MaxConns bounds this process's database connections; size it so that
@@ -74,6 +77,8 @@ func DefaultConfig() Config {
 		WebhookBackoff:     5 * time.Second,
 		WebhookTimeout:     5 * time.Second,
 		RatePerCustomer:    20,
+		RateDropEntries:    5,
+		WSSubscribeRate:    20,
 		RequestTimeout:     10 * time.Second,
 		MaxConns:           40,
 		StatementTimeout:   8 * time.Second,
@@ -96,7 +101,9 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("webhook_timeout", c.WebhookTimeout),
 		slog.Bool("webhook_allow_loopback", c.WebhookAllowLoopback),
 		slog.Float64("rate_per_customer", c.RatePerCustomer),
+		slog.Float64("rate_drop_entries", c.RateDropEntries),
 		slog.Float64("rate_per_ip", c.RatePerIP),
+		slog.Float64("ws_subscribe_rate", c.WSSubscribeRate),
 		slog.Int("max_conns", c.MaxConns),
 	)
 }
@@ -206,7 +213,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			func() float64 { return float64(a.relay.Stats.Dead.Load()) }),
 	)
 
-	a.hub = ws.New(a.store, a.auth, ws.Options{AllowedOrigins: cfg.AllowedOrigins, Logger: log})
+	a.hub = ws.New(a.store, a.auth, ws.Options{AllowedOrigins: cfg.AllowedOrigins, Logger: log, SubscribesPerSecond: cfg.WSSubscribeRate})
 	a.registry.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_ws_messages_sent_total", Help: "Websocket data messages sent."},
 			func() float64 { return float64(a.hub.Stats.Sent.Load()) }),
@@ -221,6 +228,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Ready:           a.ready,
 		RequestTimeout:  cfg.RequestTimeout,
 		RatePerCustomer: cfg.RatePerCustomer,
+		RateDropEntries: cfg.RateDropEntries,
 		RatePerIP:       cfg.RatePerIP,
 	})
 	metrics := a.api.Metrics()
