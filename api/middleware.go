@@ -214,9 +214,21 @@ func withTimeout(d time.Duration, next http.Handler) http.Handler {
 	})
 }
 
-// requireAuth authenticates the request or answers 401.
+var errTokenInURL = domain.Errorf(domain.CodeUnauthorized,
+	"access_token in a URL is refused (it ends up in proxy logs and Referer headers); send Authorization: Bearer <token>")
+
+// requireAuth authenticates the request by its Authorization header or
+// answers 401. A request carrying access_token in its query string is
+// refused, valid or not and whatever its header says, so that a client
+// leaking its token into proxy logs finds out at once instead of working by
+// accident. Only the websocket endpoint, which does not come through here,
+// still reads it.
 func requireAuth(a *auth.Authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.RawQuery, "access_token") && r.URL.Query().Has("access_token") {
+			writeProblem(w, r, errTokenInURL)
+			return
+		}
 		p, err := a.FromRequest(r)
 		if err != nil {
 			writeProblem(w, r, err)
@@ -227,25 +239,5 @@ func requireAuth(a *auth.Authenticator, next http.Handler) http.Handler {
 			info.route = r.Pattern
 		}
 		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
-	})
-}
-
-// webSocketPath is the one route that still takes a token in its URL, for
-// browsers written before tickets.
-const webSocketPath = "/v1/ws"
-
-var errTokenInURL = domain.Errorf(domain.CodeUnauthorized,
-	"access_token in a URL is refused (it ends up in proxy logs and Referer headers); send Authorization: Bearer <token>")
-
-// refuseTokenInURL answers 401 to any request but the websocket's that
-// carries access_token in its query string, valid or not, so that a client
-// leaking its token learns at once instead of working by accident.
-func refuseTokenInURL(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != webSocketPath && strings.Contains(r.URL.RawQuery, "access_token") && r.URL.Query().Has("access_token") {
-			writeProblem(w, r, errTokenInURL)
-			return
-		}
-		next.ServeHTTP(w, r)
 	})
 }

@@ -131,7 +131,6 @@ func (s *Server) buildRoutes() http.Handler {
 
 	var h http.Handler = mux
 	h = s.metrics.Middleware(h)
-	h = refuseTokenInURL(h)
 	h = perIPLimit(NewRateLimiter(s.cfg.RatePerIP), h)
 	h = withTimeout(s.cfg.RequestTimeout, h)
 	h = recoverPanics(s.log, h)
