@@ -71,7 +71,8 @@ func TestSendNeverDowngradesOnRedirect(t *testing.T) {
 		}
 	}))
 	defer tlsSrv.Close()
-	s := webhook.NewSender(webhook.Options{Timeout: time.Second, AllowLoopback: true})
+	// Generous: TLS handshakes on a loaded machine; nothing here is timed.
+	s := webhook.NewSender(webhook.Options{Timeout: 10 * time.Second, AllowLoopback: true})
 	webhook.TrustTLS(s, tlsSrv.Client().Transport.(*http.Transport).TLSClientConfig)
 
 	res := s.Send(context.Background(), webhook.Message{ID: "d", URL: tlsSrv.URL + "/same-scheme", Body: []byte("{}")})
