@@ -6,22 +6,20 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Metrics are the API's Prometheus series, on a registry of the caller's so
-// that several servers can live in one test process.
+// that several servers can live in one test process. The operator listener
+// serves them, not the API.
 type Metrics struct {
-	registry    *prometheus.Registry
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	transitions *prometheus.CounterVec
 }
 
 // NewMetrics registers the series on reg.
-func NewMetrics(reg *prometheus.Registry) *Metrics {
+func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		registry: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "orderd_http_requests_total", Help: "HTTP requests by route, method and status.",
 		}, []string{"route", "method", "status"}),
@@ -39,11 +37,6 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 
 // ObserveTransition counts one committed status change.
 func (m *Metrics) ObserveTransition(from, to string) { m.transitions.WithLabelValues(from, to).Inc() }
-
-// Handler serves the registry in the Prometheus text format.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
-}
 
 // Middleware records each request under its route pattern, never the raw
 // path, which would explode the series count. It must wrap the mux directly:

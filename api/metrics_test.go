@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/require"
 )
 
-func scrape(t *testing.T, m *Metrics) string {
+func scrape(t *testing.T, reg *prometheus.Registry) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	require.Equal(t, http.StatusOK, rec.Code)
 	body, err := io.ReadAll(rec.Body)
 	require.NoError(t, err)
@@ -40,7 +41,7 @@ func TestMetricsUseRoutePatterns(t *testing.T) {
 	}
 	b.metrics.ObserveTransition("awaiting_payment", "queued")
 
-	out := scrape(t, b.metrics)
+	out := scrape(t, b.registry)
 	require.Contains(t, out, `orderd_http_requests_total{method="GET",route="GET /v1/orders/{id}",status="200"} 2`)
 	require.Contains(t, out, `orderd_http_requests_total{method="POST",route="POST /v1/orders/{id}/pay",status="500"} 1`)
 	require.Contains(t, out, `orderd_http_requests_total{method="GET",route="unmatched",status="404"} 1`)
@@ -53,8 +54,10 @@ func TestMetricsUseRoutePatterns(t *testing.T) {
 
 func TestMetricsRegistriesAreIndependent(t *testing.T) {
 	t.Parallel()
-	a, b := NewMetrics(prometheus.NewRegistry()), NewMetrics(prometheus.NewRegistry())
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	a := NewMetrics(regA)
+	NewMetrics(regB)
 	a.ObserveTransition("queued", "accepted")
-	require.Contains(t, scrape(t, a), `orderd_order_transitions_total{from="queued",to="accepted"} 1`)
-	require.NotContains(t, scrape(t, b), `from="queued"`)
+	require.Contains(t, scrape(t, regA), `orderd_order_transitions_total{from="queued",to="accepted"} 1`)
+	require.NotContains(t, scrape(t, regB), `from="queued"`)
 }

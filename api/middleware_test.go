@@ -20,17 +20,19 @@ import (
 var testSecret = []byte("middleware-test-secret")
 
 type chainBundle struct {
-	handler http.Handler
-	logs    *logBuffer
-	metrics *Metrics
-	auth    *auth.Authenticator
+	handler  http.Handler
+	logs     *logBuffer
+	metrics  *Metrics
+	registry *prometheus.Registry
+	auth     *auth.Authenticator
 }
 
 // setupChain stacks the middlewares in the order server.go does, around mux.
 func setupChain(t *testing.T, timeout time.Duration, register func(mux *http.ServeMux, b *chainBundle)) *chainBundle {
 	t.Helper()
 	log, logs := newTestLogger()
-	b := &chainBundle{logs: logs, metrics: NewMetrics(prometheus.NewRegistry()), auth: auth.New(testSecret, nil)}
+	reg := prometheus.NewRegistry()
+	b := &chainBundle{logs: logs, metrics: NewMetrics(reg), registry: reg, auth: auth.New(testSecret, nil)}
 	mux := http.NewServeMux()
 	register(mux, b)
 	var h http.Handler = mux

@@ -18,8 +18,9 @@ type Config struct {
 	Store  *store.Store
 	Auth   *auth.Authenticator
 	Logger *slog.Logger
-	// Registry receives the HTTP and order metrics; /metrics serves it.
-	Registry *prometheus.Registry
+	// Registry receives the HTTP and order metrics; the operator listener
+	// serves it.
+	Registry prometheus.Registerer
 	// Ready reports whether the service may take traffic (database reachable,
 	// migrations current).
 	Ready func(ctx context.Context) error
@@ -121,7 +122,6 @@ func (s *Server) buildRoutes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	for pattern, h := range s.cfg.Mount {
 		mux.Handle(pattern, h)

@@ -38,6 +38,7 @@ func TestCustomerPageCountsDownToAccepted(t *testing.T) {
 	cfg.DatabaseURL = storetest.URL(t)
 	cfg.JWTSecret = "browser-test-secret-of-32-bytes-or-more"
 	cfg.Addr = "127.0.0.1:0"
+	cfg.OpsAddr = "127.0.0.1:0"
 	cfg.Migrate = false
 	cfg.MaxConns = 10
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

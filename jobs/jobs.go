@@ -40,7 +40,9 @@ type Config struct {
 	// their counts. No gauge, no periodic audit.
 	AuditInterval time.Duration
 	AuditGauge    *prometheus.GaugeVec
-	Logger        *slog.Logger
+	// Metrics, when set, counts and times every job this process works.
+	Metrics *Metrics
+	Logger  *slog.Logger
 }
 
 // DefaultConfig returns the settings measured to keep timers within a second
@@ -83,6 +85,10 @@ func NewClient(pool *pgxpool.Pool, st *store.Store, cfg Config) (*river.Client[p
 	if logger == nil {
 		logger = slog.Default()
 	}
+	middleware := []rivertype.Middleware{&timerInsertMiddleware{}}
+	if cfg.Metrics != nil {
+		middleware = append(middleware, cfg.Metrics)
+	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		// River reports its producers' job counts every few seconds at info;
 		// keep its warnings and errors only.
@@ -96,7 +102,7 @@ func NewClient(pool *pgxpool.Pool, st *store.Store, cfg Config) (*river.Client[p
 			},
 		},
 		Workers:    workers,
-		Middleware: []rivertype.Middleware{&timerInsertMiddleware{}},
+		Middleware: middleware,
 		// A worker that dies is retried within a minute, not River's default
 		// hour; every worker is idempotent, so a second run is harmless.
 		JobTimeout:           30 * time.Second,

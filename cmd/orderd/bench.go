@@ -40,6 +40,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	dbURL, secret := new(string), new(string)
 	fs.Var(secretValue{dbURL}, "database-url", "with --url, that orderd's database, for baselines and invariant checks; else a migrated database to run on (default: a fresh one on a private cluster; never shown)")
 	secretFlag(fs, secret, "jwt-secret", "ORDERD_JWT_SECRET", "that orderd's JWT secret, with --url")
+	opsURL := fs.String("ops-url", "http://127.0.0.1:9090", "that orderd's operator listener, where the ws and memory scenarios read /metrics, with --url")
 	serverPID := fs.Int("server-pid", 0, "that orderd's process id, with --url, for its CPU per order")
 	inProcess := fs.Bool("in-process", false, "quick mode: run the server inside the load generator's process")
 	ratePerCustomer := fs.Float64("rate-per-customer", def.RatePerCustomer, "the started server's placements per second per customer (0 = off)")
@@ -89,7 +90,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	// The webhooks scenario's receiver listens on loopback, which a
 	// default server refuses to call.
 	cfg.WebhookAllowLoopback = true
-	target, settings, stop, err := benchTarget(ctx, benchWhere{url: *url, dbURL: *dbURL, secret: *secret, serverPID: *serverPID, inProcess: *inProcess}, cfg)
+	target, settings, stop, err := benchTarget(ctx, benchWhere{url: *url, opsURL: *opsURL, dbURL: *dbURL, secret: *secret, serverPID: *serverPID, inProcess: *inProcess}, cfg)
 	if err != nil {
 		return err
 	}
@@ -153,9 +154,9 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 
 // benchWhere says which server the bench loads.
 type benchWhere struct {
-	url, dbURL, secret string
-	serverPID          int
-	inProcess          bool
+	url, opsURL, dbURL, secret string
+	serverPID                  int
+	inProcess                  bool
 }
 
 // serverSettings is the part of cfg a run's figures depend on, and what of
@@ -197,6 +198,7 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 			return nil, bench.Settings{}, nil, err
 		}
 		t := bench.NewTarget(strings.TrimRight(w.url, "/"), pool, auth.New([]byte(w.secret), nil))
+		t.OpsURL = strings.TrimRight(w.opsURL, "/")
 		settings := bench.Settings{Mode: "url", Server: map[string]any{"url": w.url},
 			NonDefault: []string{"the server's settings are its own: this bench did not start it"}}
 		if w.serverPID > 0 {
@@ -235,7 +237,7 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	cfg.JWTSecret = hex.EncodeToString(b)
-	cfg.Addr = "127.0.0.1:0"
+	cfg.Addr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	server, serverNonDefault := serverSettings(cfg)
 	settings := bench.Settings{Mode: "separate processes", Server: server, NonDefault: append(serverNonDefault, nonDefault...)}
@@ -263,6 +265,7 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 		go func() { done <- a.Run(runCtx) }()
 		stopServer = func() { cancel(); <-done }
 		t = bench.NewTarget("http://"+a.Addr(), nil, auth.New([]byte(cfg.JWTSecret), nil))
+		t.OpsURL = "http://" + a.OpsAddr()
 		t.InProcess = true
 		t.RSS = func() int64 { return bench.RSS(os.Getpid()) }
 	} else {
@@ -273,6 +276,7 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 		}
 		stopServer = server.Stop
 		t = bench.NewTarget(server.BaseURL, nil, auth.New([]byte(cfg.JWTSecret), nil))
+		t.OpsURL = server.OpsURL
 		t.ServerPIDs = func() []int { return []int{server.PID} }
 		t.RSS = func() int64 { return bench.RSS(server.PID) }
 	}
@@ -346,13 +350,15 @@ func spawnServe(ctx context.Context, cfg app.Config, env ...string) (*bench.Inst
 	if err != nil {
 		return nil, fmt.Errorf("find own binary: %w", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	cmd := exec.Command(exe, "serve", "--addr", addr,
+	opsAddr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "serve", "--addr", addr, "--ops-addr", opsAddr,
 		"--rate-per-customer", strconv.FormatFloat(cfg.RatePerCustomer, 'g', -1, 64), "--rate-per-ip", strconv.FormatFloat(cfg.RatePerIP, 'g', -1, 64),
 		"--webhook-allow-loopback="+strconv.FormatBool(cfg.WebhookAllowLoopback))
 	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+cfg.DatabaseURL, "ORDERD_JWT_SECRET="+cfg.JWTSecret), env...)
@@ -381,7 +387,7 @@ func spawnServe(ctx context.Context, cfg app.Config, env ...string) (*bench.Inst
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return &bench.Instance{BaseURL: base, PID: cmd.Process.Pid, Stop: stop, Kill: kill, Ready: time.Now()}, nil
+				return &bench.Instance{BaseURL: base, OpsURL: "http://" + opsAddr, PID: cmd.Process.Pid, Stop: stop, Kill: kill, Ready: time.Now()}, nil
 			}
 		}
 		select {
@@ -431,4 +437,14 @@ func (d *timerDropper) InsertManyTx(ctx context.Context, tx pgx.Tx, params []riv
 		return nil, nil
 	}
 	return d.JobInserter.InsertManyTx(ctx, tx, params)
+}
+
+// freeLoopbackAddr finds a port nobody listens on, for a child process.
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

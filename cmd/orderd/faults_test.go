@@ -55,17 +55,19 @@ type server struct {
 	t     *testing.T
 	dbURL string
 	addr  string
-	env   []string
-	logs  *lockedBuffer
-	cmd   *exec.Cmd
-	done  chan struct{}
+	// opsAddr is the operator listener's, fixed so that a restart keeps it.
+	opsAddr string
+	env     []string
+	logs    *lockedBuffer
+	cmd     *exec.Cmd
+	done    chan struct{}
 	// exit is the last run's outcome, set once done is closed.
 	exit error
 }
 
 func newServer(t *testing.T, dbURL string, env ...string) *server {
 	t.Helper()
-	s := &server{t: t, dbURL: dbURL, addr: freeAddr(t), env: env, logs: &lockedBuffer{}}
+	s := &server{t: t, dbURL: dbURL, addr: freeAddr(t), opsAddr: freeAddr(t), env: env, logs: &lockedBuffer{}}
 	s.start()
 	t.Cleanup(func() {
 		s.signal(syscall.SIGKILL)
@@ -79,13 +81,16 @@ func newServer(t *testing.T, dbURL string, env ...string) *server {
 
 func (s *server) base() string { return "http://" + s.addr }
 
+// opsBase is the operator listener, where /metrics is.
+func (s *server) opsBase() string { return "http://" + s.opsAddr }
+
 // start runs the process and waits until it answers /readyz.
 func (s *server) start() {
 	s.t.Helper()
 	bin, err := buildOnce()
 	require.NoError(s.t, err)
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+s.dbURL, "ORDERD_ADDR="+s.addr, "ORDERD_JWT_SECRET="+testSecret,
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+s.dbURL, "ORDERD_ADDR="+s.addr, "ORDERD_OPS_ADDR="+s.opsAddr, "ORDERD_JWT_SECRET="+testSecret,
 		"ORDERD_RATE_PER_CUSTOMER=0", "ORDERD_MAX_CONNS=10"), s.env...)
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	require.NoError(s.t, cmd.Start())

@@ -57,7 +57,7 @@ func startServe(t *testing.T, dbURL string) string {
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "serve")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "ORDERD_ADDR="+addr, "ORDERD_JWT_SECRET="+testSecret,
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "ORDERD_ADDR="+addr, "ORDERD_OPS_ADDR=127.0.0.1:0", "ORDERD_JWT_SECRET="+testSecret,
 		"ORDERD_RATE_PER_CUSTOMER=0", "ORDERD_MAX_CONNS=10")
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs

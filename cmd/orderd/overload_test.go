@@ -39,8 +39,9 @@ func procStatus(t *testing.T, pid int, field string) int64 {
 	return 0
 }
 
-// goroutinesOf scrapes go_goroutines from the server's /metrics, which
-// needs no database and so answers while the pool is stuck.
+// goroutinesOf scrapes go_goroutines from the server's /metrics on its
+// operator listener; the series wanted need no database, so it answers
+// while the pool is stuck.
 func goroutinesOf(hc *http.Client, base string) (int, error) {
 	a := send(hc, "GET", base+"/metrics", "", "", nil)
 	if a.err != nil || a.status != 200 {
@@ -78,7 +79,7 @@ func TestPoolExhaustionStaysBounded(t *testing.T) {
 	w := newWorld(t, s.base(), map[string]any{"name": "swamped", "capacity": 100000})
 	pid := s.cmd.Process.Pid
 	probe := &http.Client{Timeout: 10 * time.Second}
-	baseGoroutines := goroutines(t, probe, s.base())
+	baseGoroutines := goroutines(t, probe, s.opsBase())
 	baseRSS := procStatus(t, pid, "VmRSS")
 
 	ctx := context.Background()
@@ -100,7 +101,7 @@ func TestPoolExhaustionStaysBounded(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for {
-			if n, err := goroutinesOf(probe, s.base()); err == nil {
+			if n, err := goroutinesOf(probe, s.opsBase()); err == nil {
 				peakGoroutines = max(peakGoroutines, n)
 			}
 			select {
@@ -157,7 +158,7 @@ func TestPoolExhaustionStaysBounded(t *testing.T) {
 	hc.CloseIdleConnections()
 	var after int
 	require.Eventually(t, func() bool {
-		after = goroutines(t, probe, s.base())
+		after = goroutines(t, probe, s.opsBase())
 		return after <= baseGoroutines+20
 	}, 30*time.Second, 200*time.Millisecond, "goroutines stay piled up after the answers: baseline %d, now %d", baseGoroutines, after)
 	// A stuck request holds its connection's goroutines and its handler's,

@@ -18,10 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
+	"riverqueue.com/riverui"
 
 	"github.com/orderd/orderd/api"
 	"github.com/orderd/orderd/auth"
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/internal/ops"
 	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/migrations"
 	"github.com/orderd/orderd/store"
@@ -39,6 +41,12 @@ type Config struct {
 	// JWTIssuer and JWTAudience, when set, are required in every token.
 	JWTIssuer   string
 	JWTAudience string
+
+	// OpsAddr is the operator listener's address (/metrics, /riverui/);
+	// OpsUser and OpsPassword are its basic auth, required off loopback.
+	OpsAddr     string
+	OpsUser     string
+	OpsPassword string
 
 	WebhookMaxAttempts   int
 	WebhookBackoff       time.Duration
@@ -73,6 +81,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Addr:               ":8080",
+		OpsAddr:            "127.0.0.1:9090",
 		WebhookMaxAttempts: 12,
 		WebhookBackoff:     5 * time.Second,
 		WebhookTimeout:     5 * time.Second,
@@ -92,6 +101,9 @@ func DefaultConfig() Config {
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("addr", c.Addr),
+		slog.String("ops_addr", c.OpsAddr),
+		slog.String("ops_user", c.OpsUser),
+		slog.String("ops_password", mask(c.OpsPassword)),
 		slog.String("database", maskURL(c.DatabaseURL)),
 		slog.String("jwt_secret", mask(c.JWTSecret)),
 		slog.String("jwt_issuer", c.JWTIssuer),
@@ -149,11 +161,17 @@ type App struct {
 	api      *api.Server
 	http     *http.Server
 	listener net.Listener
-	auth     *auth.Authenticator
-	registry *prometheus.Registry
-	relay    *jobs.Relay
-	backstop *jobs.Backstop
-	hub      *ws.Hub
+	// ops is the operator listener's server; riverUI runs background
+	// queries of its own that Run starts.
+	ops         *http.Server
+	opsListener net.Listener
+	opsPool     *pgxpool.Pool
+	riverUI     *riverui.Handler
+	auth        *auth.Authenticator
+	registry    *prometheus.Registry
+	relay       *jobs.Relay
+	backstop    *jobs.Backstop
+	hub         *ws.Hub
 }
 
 // New connects, migrates when asked, and builds every part; nothing serves
@@ -163,6 +181,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, errors.New("DATABASE_URL is required")
 	}
 	if err := CheckJWTSecret(cfg.JWTSecret); err != nil {
+		return nil, err
+	}
+	if err := ops.CheckAddr(cfg.OpsAddr, cfg.OpsPassword); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger
@@ -189,6 +210,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	jobsCfg := cfg.Jobs
 	jobsCfg.Logger = log
 	jobsCfg.AuditGauge = jobs.NewAuditGauge(a.registry)
+	jobsCfg.Metrics = jobs.NewMetrics(a.registry)
 	if a.river, err = jobs.NewClient(pool, a.store, jobsCfg); err != nil {
 		pool.Close()
 		return nil, err
@@ -240,7 +262,59 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+
+	if err := a.buildOps(ctx, log); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	return a, nil
+}
+
+// opsMaxConns bounds the operator listener's own pool.
+const opsMaxConns = 2
+
+// buildOps prepares the operator listener. Its queries (metrics that read
+// the database, River UI) run on a pool of their own, so that they neither
+// take connections from requests nor wait behind them when the serving pool
+// is exhausted, which is when operators look.
+func (a *App) buildOps(ctx context.Context, log *slog.Logger) error {
+	cfg := a.cfg
+	opsPool, err := NewPool(ctx, cfg.DatabaseURL, opsMaxConns, cfg.StatementTimeout)
+	if err != nil {
+		return fmt.Errorf("operator pool: %w", err)
+	}
+	a.opsPool = opsPool
+	opsStore := store.New(opsPool, nil)
+	a.registry.MustRegister(ops.NewQueueCollector(opsStore), ops.NewPoolCollector(a.pool))
+	// River UI reads and acts through a client of its own that works no jobs.
+	uiClient, err := jobs.NewInserter(opsPool)
+	if err != nil {
+		opsPool.Close()
+		return err
+	}
+	if a.riverUI, err = riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(uiClient, nil),
+		Logger:    log,
+		Prefix:    "/riverui",
+	}); err != nil {
+		opsPool.Close()
+		return fmt.Errorf("river ui: %w", err)
+	}
+	opsHandler, err := ops.Handler(ops.Config{
+		User: cfg.OpsUser, Password: cfg.OpsPassword, Registry: a.registry, RiverUI: a.riverUI,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	})
+	if err != nil {
+		opsPool.Close()
+		return err
+	}
+	a.ops = &http.Server{
+		Handler:           opsHandler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return nil
 }
 
 // NewPool opens a pool whose connections carry a statement timeout and fail
@@ -285,9 +359,12 @@ func (a *App) Store() *store.Store { return a.store }
 
 // Close releases an App that will not Run (Run releases its own).
 func (a *App) Close() {
-	if a.listener != nil {
-		_ = a.listener.Close()
+	for _, ln := range []net.Listener{a.listener, a.opsListener} {
+		if ln != nil {
+			_ = ln.Close()
+		}
 	}
+	a.opsPool.Close()
 	a.pool.Close()
 }
 
@@ -297,14 +374,28 @@ func (a *App) Routes() []string { return a.api.Routes() }
 // Auth exposes the token issuer.
 func (a *App) Auth() *auth.Authenticator { return a.auth }
 
-// Listen binds the HTTP address; Addr reports it (useful with ":0").
+// Listen binds the public and the operator addresses; Addr and OpsAddr
+// report them (useful with ":0").
 func (a *App) Listen() error {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", a.cfg.Addr, err)
 	}
-	a.listener = ln
+	opsLn, err := net.Listen("tcp", a.cfg.OpsAddr)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("listen ORDERD_OPS_ADDR %s: %w", a.cfg.OpsAddr, err)
+	}
+	a.listener, a.opsListener = ln, opsLn
 	return nil
+}
+
+// OpsAddr is the operator listener's bound address, after Listen.
+func (a *App) OpsAddr() string {
+	if a.opsListener == nil {
+		return a.cfg.OpsAddr
+	}
+	return a.opsListener.Addr().String()
 }
 
 // Addr is the bound address, after Listen.
@@ -326,6 +417,11 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	if err := a.river.Start(ctx); err != nil {
 		return fmt.Errorf("start river: %w", err)
+	}
+	uiCtx, stopUI := context.WithCancel(context.Background())
+	defer stopUI()
+	if err := a.riverUI.Start(uiCtx); err != nil {
+		return fmt.Errorf("start river ui: %w", err)
 	}
 	backgroundCtx, stopBackground := context.WithCancel(context.Background())
 	backgroundDone := make(chan struct{}, 2)
@@ -349,9 +445,10 @@ func (a *App) Run(ctx context.Context) error {
 		defer func() { tailDone <- struct{}{} }()
 		a.store.RunLogHints(tailCtx)
 	}()
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- a.http.Serve(a.listener) }()
-	a.log.Info("orderd serving", "addr", a.Addr(), "config", a.cfg)
+	go func() { serveErr <- a.ops.Serve(a.opsListener) }()
+	a.log.Info("orderd serving", "addr", a.Addr(), "ops_addr", a.OpsAddr(), "config", a.cfg)
 
 	var runErr error
 	select {
@@ -368,6 +465,8 @@ func (a *App) Run(ctx context.Context) error {
 	stopBackground()
 	<-backgroundDone
 	<-backgroundDone
+	stopUI()
+	a.opsPool.Close()
 	a.pool.Close()
 	a.log.Info("orderd stopped")
 	return errors.Join(runErr, err)
@@ -380,6 +479,9 @@ func (a *App) shutdown() error {
 	var errs []error
 	if err := a.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	}
+	if err := a.ops.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("ops http shutdown: %w", err))
 	}
 	// Websockets are hijacked connections, which Shutdown does not close.
 	a.hub.Shutdown(ctx)

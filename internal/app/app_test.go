@@ -25,6 +25,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	cfg := app.DefaultConfig()
 	cfg.DatabaseURL = storetest.URL(t)
 	cfg.JWTSecret = "routes-test-secret-0123456789abcdef"
+	cfg.OpsAddr = "127.0.0.1:0"
 	cfg.Migrate = false
 	cfg.MaxConns = 2
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

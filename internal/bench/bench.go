@@ -99,8 +99,10 @@ type Settings struct {
 // Target is the orderd under test and its database.
 type Target struct {
 	BaseURL string
-	Pool    *pgxpool.Pool
-	Auth    *auth.Authenticator
+	// OpsURL is its operator listener, which serves /metrics.
+	OpsURL string
+	Pool   *pgxpool.Pool
+	Auth   *auth.Authenticator
 	// RSS reports the server's resident memory, when it runs in this process
 	// or is otherwise observable; nil when unknown.
 	RSS func() int64
@@ -127,6 +129,7 @@ type Target struct {
 // Instance is an orderd process started by Target.Spawn.
 type Instance struct {
 	BaseURL string
+	OpsURL  string
 	PID     int
 	Stop    func()
 	// Kill ends the process with SIGKILL and waits for it.

@@ -23,7 +23,7 @@ func memory(ctx context.Context, t *Target, o Options) (*Result, error) {
 	defer inst.Stop()
 	at := t.at(inst.BaseURL)
 	weigh := func() (map[string]float64, error) {
-		m, err := collectedScrape(ctx, []string{inst.BaseURL})
+		m, err := collectedScrape(ctx, []string{inst.OpsURL})
 		if err != nil {
 			return nil, err
 		}

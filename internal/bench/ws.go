@@ -85,9 +85,9 @@ type heard struct {
 // bench cannot start servers.
 func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) (*Result, error) {
 	const capacity = 50
-	urls := []string{t.BaseURL}
+	urls, opsURLs := []string{t.BaseURL}, []string{t.OpsURL}
 	if t.Spawn != nil {
-		urls = nil
+		urls, opsURLs = nil, nil
 		for range instances {
 			inst, err := t.Spawn(ctx)
 			if err != nil {
@@ -95,6 +95,7 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 			}
 			defer inst.Stop()
 			urls = append(urls, inst.BaseURL)
+			opsURLs = append(opsURLs, inst.OpsURL)
 		}
 	}
 	label := fmt.Sprintf("ws ×%d", len(urls))
@@ -123,7 +124,7 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 		return nil, fmt.Errorf("ws setup: %w", errs[0])
 	}
 
-	idle, err := collectedScrape(ctx, urls)
+	idle, err := collectedScrape(ctx, opsURLs)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +236,7 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 	}
 	// Let the subscriptions' refresh reads pass before weighing the servers.
 	time.Sleep(time.Second)
-	loaded, err := collectedScrape(ctx, urls)
+	loaded, err := collectedScrape(ctx, opsURLs)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +277,7 @@ func wsRound(ctx context.Context, t *Target, o Options, clients, instances int) 
 	for wait := time.Now().Add(10 * time.Second); accepted.Load() < int64(n) && time.Now().Before(wait); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	after, err := scrapeAll(ctx, urls)
+	after, err := scrapeAll(ctx, opsURLs)
 	if err != nil {
 		return nil, err
 	}
