@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,13 +15,23 @@ import (
 // series: a label per merchant of a platform would be thousands of series.
 const BusiestMerchants = 20
 
-// scrapeTimeout bounds the queries of one scrape, which run on the serving
-// pool.
+// scrapeTimeout bounds the queries of one scrape.
 const scrapeTimeout = 3 * time.Second
 
-// QueueCollector reads the lines of the busiest merchants at each scrape.
+// readEvery is how often at most the database is read for a scrape: however
+// many scrapers and however often they ask, the queries run at this pace.
+const readEvery = 5 * time.Second
+
+// QueueCollector reads the lines of the busiest merchants and River's
+// unfinished jobs, at most every readEvery; scrapes in between answer the
+// last reading.
 type QueueCollector struct {
-	store      *store.Store
+	store *store.Store
+
+	mu       sync.Mutex
+	readAt   time.Time
+	readings []prometheus.Metric
+
 	depth      *prometheus.Desc
 	oldest     *prometheus.Desc
 	totalDepth *prometheus.Desc
@@ -52,30 +63,45 @@ func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.readAt) >= readEvery {
+		c.readings = c.read()
+		c.readAt = time.Now()
+	}
+	for _, m := range c.readings {
+		ch <- m
+	}
+}
+
+func (c *QueueCollector) read() []prometheus.Metric {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
+	var out []prometheus.Metric
+	add := func(m prometheus.Metric) { out = append(out, m) }
 	if busiest, err := c.store.BusiestQueues(ctx, BusiestMerchants); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.depth, err)
+		add(prometheus.NewInvalidMetric(c.depth, err))
 	} else {
 		for _, q := range busiest {
 			id := q.MerchantID.String()
-			ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(q.Queued), id)
-			ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, q.OldestWait.Seconds(), id)
+			add(prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(q.Queued), id))
+			add(prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, q.OldestWait.Seconds(), id))
 		}
 	}
 	if all, err := c.store.AllQueues(ctx); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.totalDepth, err)
+		add(prometheus.NewInvalidMetric(c.totalDepth, err))
 	} else {
-		ch <- prometheus.MustNewConstMetric(c.totalDepth, prometheus.GaugeValue, float64(all.Queued))
-		ch <- prometheus.MustNewConstMetric(c.lines, prometheus.GaugeValue, float64(all.Merchants))
+		add(prometheus.MustNewConstMetric(c.totalDepth, prometheus.GaugeValue, float64(all.Queued)))
+		add(prometheus.MustNewConstMetric(c.lines, prometheus.GaugeValue, float64(all.Merchants)))
 	}
 	if counts, err := c.store.UnfinishedJobs(ctx); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.jobs, err)
+		add(prometheus.NewInvalidMetric(c.jobs, err))
 	} else {
 		for _, n := range counts {
-			ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(n.Count), n.Queue, n.State)
+			add(prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(n.Count), n.Queue, n.State))
 		}
 	}
+	return out
 }
 
 // PoolCollector exports a pgx pool's statistics.
