@@ -29,13 +29,17 @@ import (
 
 func main() {
 	url := flag.String("url", "http://127.0.0.1:8080", "orderd's base URL")
-	secret := flag.String("jwt-secret", os.Getenv("ORDERD_JWT_SECRET"), "orderd's JWT secret")
+	// No default from the environment here: -help would print it.
+	secret := flag.String("jwt-secret", "", "orderd's JWT secret (default $ORDERD_JWT_SECRET)")
 	duration := flag.Duration("duration", 30*time.Second, "attack duration")
 	workers := flag.Uint64("workers", 64, "concurrent connections, as orderd bench spread's clients")
 	merchants := flag.Int("merchants", 1000, "merchants, 3 products each")
 	customers := flag.Int("customers", 20000, "distinct customers the orders come from")
 	seed := flag.Uint64("seed", 1, "random seed")
 	flag.Parse()
+	if *secret == "" {
+		*secret = os.Getenv("ORDERD_JWT_SECRET")
+	}
 	if err := run(*url, *secret, *duration, *workers, *merchants, *customers, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "vegeta-spread:", err)
 		os.Exit(1)
