@@ -225,7 +225,7 @@ var errTokenInURL = domain.Errorf(domain.CodeUnauthorized,
 // still reads it.
 func requireAuth(a *auth.Authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.Contains(r.URL.RawQuery, "access_token") && r.URL.Query().Has("access_token") {
+		if r.URL.RawQuery != "" && r.URL.Query().Has("access_token") {
 			writeProblem(w, r, errTokenInURL)
 			return
 		}

@@ -48,6 +48,7 @@ func TestAccessTokenInURLIsRefused(t *testing.T) {
 		{method: "GET", path: "/v1/merchants/" + merchantID + "?access_token=" + b.admin},
 		{method: "GET", path: "/v1/merchants/" + merchantID + "?access_token=" + b.admin, token: b.admin},
 		{method: "GET", path: "/v1/merchants/" + merchantID + "?x=1&access_token=", token: b.admin},
+		{method: "GET", path: "/v1/merchants/" + merchantID + "?access%5Ftoken=" + b.admin, token: b.admin},
 		{method: "POST", path: "/v1/ws/tickets?access_token=" + b.admin},
 	} {
 		out := b.do(t, r)
