@@ -274,3 +274,32 @@ func TestTimerJobsWaitAvailable(t *testing.T) {
 	require.Equal(t, "available", state, "the timer did not start before its deadline")
 	waitStatus(t, b.store, o.ID, domain.StatusClosed, 5*time.Second)
 }
+
+// TestQueueExpiryOnTime: queue expiry is a timer of the same kind, so a
+// one-second wait limit expires queued orders placed at random moments
+// within 1.5 s of their queueing.
+func TestQueueExpiryOnTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	startWorkers(t, b)
+	ctx := context.Background()
+	m, err := b.store.CreateMerchant(ctx, domain.MerchantSettings{
+		Name: "m", Capacity: 0, PrepSeconds: 60, MaxQueueWaitSeconds: 1, PaymentTimeoutSeconds: 900,
+	}, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	p, err := b.store.CreateProduct(ctx, store.CreateProductParams{MerchantID: m.ID, Name: "tea", PriceCents: 100})
+	require.NoError(t, err)
+	var ids []uuid.UUID
+	for i := range 8 {
+		time.Sleep(time.Duration(rand.Int64N(int64(700 * time.Millisecond))))
+		o := placeUnpaid(t, b.store, m.ID, p.ID, fmt.Sprintf("c%d", i), "paid")
+		require.Equal(t, domain.StatusQueued, o.Status)
+		ids = append(ids, o.ID)
+	}
+	for _, id := range ids {
+		waitStatus(t, b.store, id, domain.StatusExpired, 10*time.Second)
+		var waited time.Duration
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT ended_at - queued_at FROM orders WHERE id = $1`, id).Scan(&waited))
+		require.LessOrEqual(t, waited, 1500*time.Millisecond, "order %s stayed queued %s with a 1 s limit", id, waited)
+	}
+}
