@@ -53,11 +53,11 @@ func windows(from, to int) []int {
 //
 // Lateness runs from each deadline to the commit of the order's close
 // (PostgreSQL's commit timestamp when the server tracks them, else the close
-// transaction's start). Placement throughput with a timer per order (the
-// long phase's) is compared with the same placements to an orderd process
-// started to drop payment timers, each through a fresh process of its own
-// where the bench can start them (else with paid placement to the target,
-// which schedules no timer).
+// transaction's start). Placement throughput with a timer per order is
+// compared with the same placements to an orderd process started to drop
+// payment timers, each through a fresh process of its own, in alternate
+// rounds, where the bench can start them (else with paid placement to the
+// target, which schedules no timer).
 func timers(ctx context.Context, t *Target, o Options) (*Result, error) {
 	clients := orDefault(o.Clients, 64)
 	count := orDefault(o.Count, 100000)
@@ -80,8 +80,7 @@ func timers(ctx context.Context, t *Target, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	place := func(via *Target, label string, p *timerPhase, n int, paid bool) (float64, *recorder, []error) {
-		rec := newRecorder()
+	place := func(via *Target, label string, p *timerPhase, n int, paid bool, rec *recorder) (int, time.Duration, []error) {
 		bar := newBar(o, n, label)
 		elapsed, errs := drive(ctx, clients, n, rec, bar, func(ctx context.Context, c, i int) error {
 			k := int(rand.New(rand.NewPCG(o.Seed, uint64(i))).IntN(len(p.merchants)))
@@ -93,43 +92,58 @@ func timers(ctx context.Context, t *Target, o Options) (*Result, error) {
 				body, map[string]string{"Idempotency-Key": uuid.NewString()}, nil)
 			return err
 		})
-		return float64(n-len(errs)) / elapsed.Seconds(), rec, errs
+		return n - len(errs), elapsed, errs
 	}
 
 	res := &Result{Extra: map[string]any{"clients": clients, "orders": count, "short_orders": side}}
-	var withoutPerS float64
-	var errs []error
-	timed := t
+	// Placement with and without timers, in alternate rounds to the same
+	// merchants (a day's window, so that nothing falls due during the run),
+	// so that a change in the machine's other load weighs on both alike.
+	timed, untimedVia, paid := t, t, true
+	stopWithout := func() {}
+	res.Extra["baseline"] = "paid placement (this target cannot start an orderd that drops timers)"
 	if t.SpawnUntimed != nil && t.Spawn != nil {
 		without, err := t.SpawnUntimed(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("timers baseline: %w", err)
 		}
-		withoutPerS, _, errs = place(t.at(without.BaseURL), "timers: unpaid placement without timers", untimed, min(count, 20000), false)
-		without.Stop()
+		stopWithout = without.Stop
 		with, err := t.Spawn(ctx)
 		if err != nil {
+			without.Stop()
 			return nil, fmt.Errorf("timers: %w", err)
 		}
 		defer with.Stop()
-		timed = t.at(with.BaseURL)
-		res.Extra["baseline"] = "the same unpaid placements to a fresh orderd process that drops payment timers; with timers to a fresh ordinary one"
-	} else {
-		withoutPerS, _, errs = place(t, "timers: paid placement (no timer)", untimed, min(count, 20000), true)
-		res.Extra["baseline"] = "paid placement (this target cannot start an orderd that drops timers)"
+		timed, untimedVia, paid = t.at(with.BaseURL), t.at(without.BaseURL), false
+		res.Extra["baseline"] = "the same unpaid placements to a fresh orderd process that drops payment timers, in alternate rounds with a fresh ordinary one"
 	}
-	res.Violations = append(res.Violations, unexpected(errs, ctx)...)
-	withPerS, rec, errs := place(timed, "timers: unpaid placement (timer each)", long, count, false)
-	res.Violations = append(res.Violations, unexpected(errs, ctx)...)
+	const rounds = 4
+	perRound := max(min(count, 20000)/rounds, 1)
+	rec := newRecorder()
+	var withN, withoutN int
+	var withTime, withoutTime time.Duration
+	for r := range rounds {
+		n, d, errs := place(untimedVia, fmt.Sprintf("timers: placement without timers (%d/%d)", r+1, rounds), untimed, perRound, paid, newRecorder())
+		res.Violations = append(res.Violations, unexpected(errs, ctx)...)
+		withoutN, withoutTime = withoutN+n, withoutTime+d
+		n, d, errs = place(timed, fmt.Sprintf("timers: placement with timers (%d/%d)", r+1, rounds), untimed, perRound, false, rec)
+		res.Violations = append(res.Violations, unexpected(errs, ctx)...)
+		withN, withTime = withN+n, withTime+d
+	}
+	stopWithout()
+	withPerS, withoutPerS := float64(withN)/withTime.Seconds(), float64(withoutN)/withoutTime.Seconds()
 	res.PerS, res.BaselinePerS, res.Ratio, res.Goal = withPerS, withoutPerS, ratio(withPerS, withoutPerS), 0.8
 	rec.summarize(res)
 
-	_, _, errs = place(t, "timers: short windows", short, side, false)
+	n, d, errs := place(timed, "timers: long windows", long, count, false, newRecorder())
+	res.Violations = append(res.Violations, unexpected(errs, ctx)...)
+	res.Extra["long_placement_per_s"] = float64(n) / d.Seconds()
+	_, _, errs = place(t, "timers: short windows", short, side, false, newRecorder())
 	res.Violations = append(res.Violations, unexpected(errs, ctx)...)
 	phases := []*timerPhase{long, short}
 	if t.Spawn != nil {
 		restarted, err := t.timerCrash(ctx, res, func() []error {
-			_, _, errs := place(t, "timers: crash phase", crash, side, false)
+			_, _, errs := place(t, "timers: crash phase", crash, side, false, newRecorder())
 			return errs
 		})
 		if err != nil {
