@@ -8,7 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,15 +20,33 @@ import (
 	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/internal/app"
 	"github.com/orderd/orderd/internal/pglocal"
+	"github.com/orderd/orderd/migrations"
 	"github.com/orderd/orderd/store"
 )
 
 const (
+	devDir          = ".orderd"
 	devDatabase     = "orderd_dev"
+	devSecretFile   = "jwt-secret"
+	devEnvFile      = "env"
 	demoMerchant    = "Autumn Milk Tea (demo)"
 	demoTea         = "Osmanthus oolong milk tea"
 	demoLimitedItem = "First cup of autumn (limited)"
+	// devSecretBytes is the JWT secret's length: HS256 wants at least as
+	// many bytes as its hash.
+	devSecretBytes = 32
+	devTokenTTL    = 7 * 24 * time.Hour
 )
+
+// demoMenu is the demo merchant's menu after its two original products.
+var demoMenu = []struct {
+	name  string
+	cents int64
+}{
+	{"Brown sugar boba milk", 1600},
+	{"Jasmine green tea", 1200},
+	{"Mango pomelo sago", 2200},
+}
 
 // devCommand runs orderd for a developer: it finds or starts PostgreSQL,
 // migrates, loads demo data, prints tokens and curl lines, and serves.
@@ -33,6 +55,7 @@ func devCommand(ctx context.Context, args []string, stdout io.Writer, logger *sl
 	cfg.WebhookAllowLoopback = true
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	configFlags(fs, &cfg)
+	reset := fs.Bool("reset", false, "remove every table of orderd and River in the dev database first, for a clean demo")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,7 +63,7 @@ func devCommand(ctx context.Context, args []string, stdout io.Writer, logger *sl
 
 	if cfg.DatabaseURL == "" {
 		inst, err := pglocal.Find(ctx, pglocal.Options{
-			DataDir: ".orderd/pg",
+			DataDir: filepath.Join(devDir, "pg"),
 			Logf:    func(format string, a ...any) { logger.Info(fmt.Sprintf(format, a...)) },
 		})
 		if err != nil {
@@ -56,12 +79,18 @@ func devCommand(ctx context.Context, args []string, stdout io.Writer, logger *sl
 		}
 		cfg.DatabaseURL = inst.DatabaseURL(devDatabase)
 	}
-	if cfg.JWTSecret == "" {
-		b := make([]byte, 24)
-		if _, err := rand.Read(b); err != nil {
-			return fmt.Errorf("make a JWT secret: %w", err)
+	if *reset {
+		logger.Info("reset: removing every table of orderd and River")
+		if err := migrations.Reset(ctx, cfg.DatabaseURL); err != nil {
+			return fmt.Errorf("reset: %w", err)
 		}
-		cfg.JWTSecret = hex.EncodeToString(b)
+	}
+	if cfg.JWTSecret == "" {
+		secret, err := devSecret(filepath.Join(devDir, devSecretFile))
+		if err != nil {
+			return err
+		}
+		cfg.JWTSecret = secret
 	}
 
 	a, err := app.New(ctx, cfg)
@@ -69,34 +98,68 @@ func devCommand(ctx context.Context, args []string, stdout io.Writer, logger *sl
 		return err
 	}
 	if err := a.Listen(); err != nil {
+		a.Close()
 		return err
 	}
 	m, products, err := seedDemo(ctx, a.Store())
 	if err != nil {
+		a.Close()
 		return fmt.Errorf("load demo data: %w", err)
 	}
 	if err := printWelcome(stdout, a, cfg, m, products); err != nil {
+		a.Close()
 		return err
 	}
 	return a.Run(ctx)
+}
+
+// devSecret reads the JWT secret dev keeps in path, or makes one and keeps
+// it there: tokens printed yesterday still work today.
+func devSecret(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if s := strings.TrimSpace(string(b)); len(s) >= devSecretBytes {
+			return s, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read the JWT secret: %w", err)
+	}
+	raw := make([]byte, devSecretBytes)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("make a JWT secret: %w", err)
+	}
+	secret := hex.EncodeToString(raw)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", fmt.Errorf("keep the JWT secret: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("keep the JWT secret: %w", err)
+	}
+	return secret, nil
 }
 
 func seedDemo(ctx context.Context, st *store.Store) (*store.Merchant, []store.Product, error) {
 	meta := store.Meta{Actor: domain.ActorSystem, Subject: "orderd-dev"}
 	m, err := st.FindMerchantByName(ctx, demoMerchant)
 	if errors.Is(err, domain.ErrNotFound) {
+		// Capacity 1: the third order already waits in line, which is what
+		// the tour and the pages are there to show.
 		m, err = st.CreateMerchant(ctx, domain.MerchantSettings{
-			Name: demoMerchant, Capacity: 3, PrepSeconds: 60,
+			Name: demoMerchant, Capacity: 1, PrepSeconds: 60,
 			MaxQueueWaitSeconds: domain.DefaultMaxQueueWaitSeconds, PaymentTimeoutSeconds: domain.DefaultPaymentTimeoutSeconds,
 		}, meta)
 		if err != nil {
 			return nil, nil, err
 		}
 		stock, limit := 100, 1
-		for _, p := range []store.CreateProductParams{
+		menu := []store.CreateProductParams{
 			{MerchantID: m.ID, Name: demoTea, PriceCents: 1800, Meta: meta},
 			{MerchantID: m.ID, Name: demoLimitedItem, PriceCents: 2500, Stock: &stock, PerUserLimit: &limit, Meta: meta},
-		} {
+		}
+		for _, item := range demoMenu {
+			menu = append(menu, store.CreateProductParams{MerchantID: m.ID, Name: item.name, PriceCents: item.cents, Meta: meta})
+		}
+		for _, p := range menu {
 			if _, err := st.CreateProduct(ctx, p); err != nil {
 				return nil, nil, err
 			}
@@ -109,49 +172,72 @@ func seedDemo(ctx context.Context, st *store.Store) (*store.Merchant, []store.Pr
 	return m, products, err
 }
 
+// browseURL turns a listener's address into one a browser on this machine
+// can open.
+func browseURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// printWelcome prints where everything is and the tour's variables, and
+// keeps the variables in .orderd/env for `source`.
 func printWelcome(w io.Writer, a *app.App, cfg app.Config, m *store.Merchant, products []store.Product) error {
-	issue := func(p auth.Principal) (string, error) { return a.Auth().Issue(p, 7*24*time.Hour) }
-	admin, err := issue(auth.Principal{Subject: "admin", Role: auth.RoleAdmin})
-	if err != nil {
-		return err
+	base := browseURL(a.Addr())
+	vars := [][2]string{{"ORDERD", base}, {"DATABASE_URL", cfg.DatabaseURL}}
+	for _, who := range []struct {
+		name string
+		p    auth.Principal
+	}{
+		{"ADMIN", auth.Principal{Subject: "admin", Role: auth.RoleAdmin}},
+		{"MERCHANT", auth.Principal{Subject: "demo-merchant", Role: auth.RoleMerchant, MerchantID: m.ID}},
+		{"ALICE", auth.Principal{Subject: "alice", Role: auth.RoleCustomer}},
+		{"BOB", auth.Principal{Subject: "bob", Role: auth.RoleCustomer}},
+		{"CAROL", auth.Principal{Subject: "carol", Role: auth.RoleCustomer}},
+	} {
+		token, err := a.Auth().Issue(who.p, devTokenTTL)
+		if err != nil {
+			return err
+		}
+		vars = append(vars, [2]string{who.name, token})
 	}
-	merchant, err := issue(auth.Principal{Subject: "demo-merchant", Role: auth.RoleMerchant, MerchantID: m.ID})
-	if err != nil {
-		return err
-	}
-	alice, err := issue(auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
-	if err != nil {
-		return err
-	}
-	bob, err := issue(auth.Principal{Subject: "bob", Role: auth.RoleCustomer})
-	if err != nil {
-		return err
-	}
-	base := "http://" + strings.Replace(a.Addr(), "[::]", "localhost", 1)
-	var b strings.Builder
-	fmt.Fprintf(&b, "\norderd dev is up at %s (open it in a browser for the live page)\n\n", base)
-	fmt.Fprintf(&b, "export ORDERD=%s\n", base)
-	fmt.Fprintf(&b, "export ORDERD_JWT_SECRET=%s\n", cfg.JWTSecret)
-	fmt.Fprintf(&b, "export ADMIN=%s\n", admin)
-	fmt.Fprintf(&b, "export MERCHANT=%s\n", merchant)
-	fmt.Fprintf(&b, "export ALICE=%s\n", alice)
-	fmt.Fprintf(&b, "export BOB=%s\n", bob)
-	fmt.Fprintf(&b, "export MERCHANT_ID=%s\n", m.ID)
+	vars = append(vars, [2]string{"MERCHANT_ID", m.ID.String()})
 	for _, p := range products {
-		if p.Name == demoTea {
-			fmt.Fprintf(&b, "export TEA=%s\n", p.ID)
-		} else {
-			fmt.Fprintf(&b, "export LIMITED=%s\n", p.ID)
+		switch p.Name {
+		case demoTea:
+			vars = append(vars, [2]string{"TEA", p.ID.String()})
+		case demoLimitedItem:
+			vars = append(vars, [2]string{"LIMITED", p.ID.String()})
 		}
 	}
-	fmt.Fprintf(&b, `
-# place and pay an order as alice:
-curl -s -X POST $ORDERD/v1/orders -H "Authorization: Bearer $ALICE" -H 'Content-Type: application/json' \
-  -H "Idempotency-Key: $(uuidgen || date +%%s%%N)" -d "{\"merchant_id\":\"$MERCHANT_ID\",\"items\":[{\"product_id\":\"$TEA\",\"quantity\":1}],\"payment_ref\":\"pay-1\"}"
-# the merchant's load and queue:
-curl -s $ORDERD/v1/merchants/$MERCHANT_ID -H "Authorization: Bearer $MERCHANT"
-curl -s "$ORDERD/v1/merchants/$MERCHANT_ID/orders?status=queued" -H "Authorization: Bearer $MERCHANT"
-`)
-	_, err = io.WriteString(w, b.String())
+	var env strings.Builder
+	for _, v := range vars {
+		fmt.Fprintf(&env, "export %s='%s'\n", v[0], v[1])
+	}
+	envPath := filepath.Join(devDir, devEnvFile)
+	if err := os.MkdirAll(devDir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(envPath, []byte(env.String()), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", envPath, err)
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "\norderd dev is up at %s\n\n", base)
+	fmt.Fprintf(&b, "  live page        %s/\n", base)
+	fmt.Fprintf(&b, "  OpenAPI          %s/openapi.json\n", base)
+	fmt.Fprintf(&b, "  metrics          %s/metrics\n", browseURL(a.OpsAddr()))
+	fmt.Fprintf(&b, "  River UI         %s/riverui/\n", browseURL(a.OpsAddr()))
+	fmt.Fprintf(&b, "  DATABASE_URL     %s\n", cfg.DatabaseURL)
+	fmt.Fprintf(&b, "  JWT secret       kept in %s and reused by every start (tokens stay valid for %s)\n", filepath.Join(devDir, devSecretFile), devTokenTTL)
+	fmt.Fprintf(&b, "\nThe tour's variables (also in %s):\n\n%s", envPath, env.String())
+	fmt.Fprintf(&b, "\n# the tour, in another terminal from this directory:\nsource %s && scripts/tour.sh\n", envPath)
+	fmt.Fprintf(&b, "# clean demo data: orderd dev --reset\n")
+	_, err := io.WriteString(w, b.String())
 	return err
 }

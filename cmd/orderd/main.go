@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"golang.org/x/term"
 )
 
 const usage = `orderd: order admission for food and drink platforms, on PostgreSQL alone.
@@ -61,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return errors.New("a subcommand is required")
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := slog.New(logHandler(stderr, os.Getenv("ORDERD_LOG_FORMAT")))
 	slog.SetDefault(logger)
 	cmd, rest := args[0], args[1:]
 	switch cmd {
@@ -85,4 +87,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown subcommand %q", cmd)
+}
+
+// logHandler writes text for a person at a terminal and JSON lines for a log
+// collector otherwise; format ("text" or "json", from ORDERD_LOG_FORMAT)
+// decides instead when set.
+func logHandler(w io.Writer, format string) slog.Handler {
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			format = "text"
+		}
+	}
+	if format == "text" {
+		return slog.NewTextHandler(w, opts)
+	}
+	return slog.NewJSONHandler(w, opts)
 }
