@@ -34,7 +34,8 @@ func randomHex(t *testing.T, n int) string {
 }
 
 // TestSecretsAppearNowhere runs the binary with known secrets (the JWT
-// secret, the database password, a merchant's webhook secret), exercises it
+// secret, the database password, the operator listener's password, a
+// merchant's webhook secret), exercises it
 // with successes and failures, a database that disappears included, and
 // greps every --help text, every log line, every answer and every /readyz
 // answer for them. It also holds serve to its secret rules: a short secret
@@ -53,10 +54,12 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	// everywhere a real one would be and checked nowhere.
 	dbURL.User = url.UserPassword(dbURL.User.Username(), dbPassword)
 	addr := freeAddr(t)
+	opsPassword := "ops-" + randomHex(t, 12)
 	env := append(os.Environ(), "DATABASE_URL="+dbURL.String(), "ORDERD_JWT_SECRET="+jwtSecret,
+		"ORDERD_OPS_ADDR=127.0.0.1:0", "ORDERD_OPS_USER=operator", "ORDERD_OPS_PASSWORD="+opsPassword,
 		"ORDERD_JWT_ISSUER=orderd-secrets-test", "ORDERD_JWT_AUDIENCE=orderd-api", "ORDERD_ADDR="+addr,
 		"ORDERD_WEBHOOK_ALLOW_LOOPBACK=true", "ORDERD_WEBHOOK_BACKOFF=50ms", "ORDERD_MAX_CONNS=10")
-	secrets := map[string]string{"JWT secret": jwtSecret, "database password": dbPassword}
+	secrets := map[string]string{"JWT secret": jwtSecret, "database password": dbPassword, "operator password": opsPassword}
 	requireNoSecret := func(where, text string) {
 		t.Helper()
 		for name, s := range secrets {
