@@ -121,7 +121,12 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(os.Stderr, "== %s\n", name)
 		res, err := bench.Run(ctx, name, target, opts)
 		if err != nil {
-			return fmt.Errorf("bench %s: %w", name, err)
+			if ctx.Err() != nil {
+				return fmt.Errorf("bench %s: %w", name, err)
+			}
+			// One scenario that cannot finish does not cost the others'
+			// figures: it is reported as broken and the run goes on.
+			res = &bench.Result{Violations: []string{"the scenario failed: " + err.Error()}}
 		}
 		report.Scenarios[name] = res
 		failed = failed || !res.InvariantsOK
