@@ -72,7 +72,7 @@ func runSweep(ctx context.Context, t *Target, o Options, name, statements string
 		if err != nil {
 			return b, fmt.Errorf("baseline %s at %d connections: %w", name, conns, err)
 		}
-		p := SweepPoint{Conns: conns, Done: done, Seconds: round3(elapsed.Seconds()), CPU: map[string]any{}}
+		p := SweepPoint{Conns: conns, Done: done, Seconds: elapsed.Seconds(), CPU: map[string]any{}}
 		if elapsed > 0 {
 			p.PerS = round1(float64(done) / elapsed.Seconds())
 		}
