@@ -35,10 +35,23 @@ type Principal struct {
 // IsAdmin reports whether p may do everything.
 func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
 
-// ActsForMerchant reports whether p may act on merchant id's behalf.
+// ActsForMerchant reports whether p may act on merchant id's behalf (the
+// rule is domain.Party.MayActForMerchant).
 func (p Principal) ActsForMerchant(id uuid.UUID) bool {
 	// A zero id never matches, so a principal built without one grants nothing.
-	return p.Role == RoleAdmin || (p.Role == RoleMerchant && id != uuid.Nil && p.MerchantID == id)
+	if id == uuid.Nil {
+		return false
+	}
+	return p.Party().MayActForMerchant(id.String())
+}
+
+// Party is p in the domain's terms.
+func (p Principal) Party() domain.Party {
+	party := domain.Party{Actor: p.Actor(), Subject: p.Subject}
+	if p.MerchantID != uuid.Nil {
+		party.MerchantID = p.MerchantID.String()
+	}
+	return party
 }
 
 type claims struct {

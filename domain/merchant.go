@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"fmt"
 	"math"
 	"net/url"
 	"strings"
@@ -203,4 +204,56 @@ func EstimateWait(position, capacity, prepSeconds int, stats CompletionStats) in
 		secs = float64(prepSeconds) * float64(position) / float64(max(capacity, 1))
 	}
 	return int(math.Min(math.Ceil(secs), maxETASeconds))
+}
+
+// Merchant is a merchant as its events fold: settings, creation time and
+// version (the webhook secret and live load are not events' business).
+type Merchant struct {
+	ID        string
+	Settings  MerchantSettings
+	CreatedAt time.Time
+	Version   int
+}
+
+// Evolve folds one event of the merchant's stream.
+func (m Merchant) Evolve(e Event) (Merchant, error) {
+	switch d := e.Data.(type) {
+	case MerchantCreated:
+		if m.Version != 0 {
+			return m, fmt.Errorf("merchant %s created twice", m.ID)
+		}
+		m.ID, m.Settings, m.CreatedAt = d.MerchantID, d.MerchantSettings, d.CreatedAt
+	case MerchantUpdated:
+		m.Settings = d.After
+	}
+	// Other events of the stream (a rotated secret, say) change nothing
+	// the fold keeps but its version.
+	m.Version++
+	return m, nil
+}
+
+// Product is a product as its events fold.
+type Product struct {
+	ProductCreated
+	// StockTotal is every unit ever stocked; nil for unlimited stock.
+	StockTotal *int
+	Version    int
+}
+
+// Evolve folds one event of the product's stream.
+func (p Product) Evolve(e Event) (Product, error) {
+	switch d := e.Data.(type) {
+	case ProductCreated:
+		if p.Version != 0 {
+			return p, fmt.Errorf("product %s created twice", p.ProductID)
+		}
+		p.ProductCreated, p.StockTotal = d, d.Stock
+	case ProductRestocked:
+		if p.StockTotal != nil {
+			total := *p.StockTotal + d.Quantity
+			p.StockTotal = &total
+		}
+	}
+	p.Version++
+	return p, nil
 }

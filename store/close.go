@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -80,14 +78,8 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 	}
 	// The decisions' time, read once the orders' locks are held.
 	now := s.now()
-	meta, err := json.Marshal(Meta{Actor: domain.ActorSystem})
-	if err != nil {
-		return err
-	}
 	closed := map[string]bool{}
-	var eventRows [][]any
-	var updIDs []uuid.UUID
-	var updVersions []int32
+	var changes []change
 	var customers, products []string
 	var quantities []int32
 	for _, o := range orders {
@@ -99,33 +91,14 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		if err != nil {
 			return err
 		}
-		data, err := json.Marshal(events[0].Data)
-		if err != nil {
-			return fmt.Errorf("encode event: %w", err)
-		}
-		id := uuid.MustParse(o.ID)
-		eventRows = append(eventRows, []any{id, StreamOrder, int32(after.Version), events[0].Type, data, meta, now})
-		updIDs, updVersions = append(updIDs, id), append(updVersions, int32(after.Version))
+		changes = append(changes, change{before: o, after: after, events: events, meta: Meta{Actor: domain.ActorSystem}})
 		for _, it := range o.Items {
 			customers, products, quantities = append(customers, o.CustomerID), append(products, it.ProductID), append(quantities, int32(it.Quantity))
 		}
 		closed[o.ID] = true
-		noteTransition(tx, o.Status, after.Status)
 	}
-	if len(updIDs) > 0 {
-		noteEvents(tx)
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"},
-			[]string{"stream_id", "stream_type", "version", "type", "data", "metadata", "recorded_at"}, pgx.CopyFromRows(eventRows)); err != nil {
-			var pgErr interface{ SQLState() string }
-			if errors.As(err, &pgErr) && pgErr.SQLState() == "23505" {
-				return fmt.Errorf("close orders: %w", ErrVersionConflict)
-			}
-			return fmt.Errorf("append close events: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE orders o SET status = 'closed', version = t.v, ended_at = $3, status_reason = $4
-			FROM unnest($1::uuid[], $2::int[]) AS t(id, v) WHERE o.id = t.id`,
-			updIDs, updVersions, now, domain.ReasonPaymentTimeout); err != nil {
+	if len(changes) > 0 {
+		if err := commitChanges(ctx, tx, changes, nil, now); err != nil {
 			return fmt.Errorf("close orders: %w", err)
 		}
 		if err := releaseUnits(ctx, tx, customers, products, quantities); err != nil {

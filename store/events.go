@@ -3,13 +3,11 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/orderd/orderd/domain"
 )
@@ -69,11 +67,7 @@ func appendEvents(ctx context.Context, tx pgx.Tx, p AppendParams) error {
 		FROM unnest($3::int[], $4::text[], $5::text[]) AS e(v, t, d)`,
 		p.StreamID, p.StreamType, versions, types, datas, meta, p.RecordedAt)
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.ConstraintName == constraintStreamVersion {
-			return fmt.Errorf("append to %s %s at version %d: %w", p.StreamType, p.StreamID, p.ExpectedVersion, ErrVersionConflict)
-		}
-		return fmt.Errorf("append to %s %s: %w", p.StreamType, p.StreamID, err)
+		return fmt.Errorf("append to %s %s at version %d: %w", p.StreamType, p.StreamID, p.ExpectedVersion, err)
 	}
 	return nil
 }

@@ -42,16 +42,16 @@ type Access struct {
 	MerchantID uuid.UUID // for ActorMerchant
 }
 
-func (a Access) canSee(customerID string, merchantID uuid.UUID) bool {
-	switch a.Actor {
-	case domain.ActorAdmin, domain.ActorSystem:
-		return true
-	case domain.ActorMerchant:
-		return a.MerchantID == merchantID
-	case domain.ActorCustomer:
-		return a.Subject == customerID
+func (a Access) party() domain.Party {
+	p := domain.Party{Actor: a.Actor, Subject: a.Subject}
+	if a.MerchantID != uuid.Nil {
+		p.MerchantID = a.MerchantID.String()
 	}
-	return false
+	return p
+}
+
+func (a Access) canSee(customerID string, merchantID uuid.UUID) bool {
+	return a.party().MaySeeOrder(customerID, merchantID.String())
 }
 
 func (a Access) meta(requestID string) Meta {
@@ -98,74 +98,17 @@ func seqOrNil(seq int64) *int64 {
 	return &seq
 }
 
-// saveOrder writes the whole projection row from the folded state, so the
-// projection is by construction what the events say.
-func saveOrder(ctx context.Context, tx pgx.Tx, o domain.Order, insert bool) error {
-	items, err := json.Marshal(o.Items)
-	if err != nil {
-		return fmt.Errorf("encode items: %w", err)
-	}
-	mutable := []any{o.ID, o.Status, o.Version, nullable(o.PaymentRef), o.PaidAt, o.AcceptedAt, o.CompletedAt,
-		o.EndedAt, nullable(o.StatusReason), seqOrNil(o.QueueSeq), o.QueuedAt, o.QueueExpiresAt}
-	if insert {
-		_, err = tx.Exec(ctx, `
-			INSERT INTO orders (id, status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at,
-				status_reason, queue_seq, queued_at, queue_expires_at,
-				merchant_id, customer_id, items, total_cents, placed_at, payment_deadline)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18)`,
-			append(mutable, o.MerchantID, o.CustomerID, items, o.TotalCents, o.PlacedAt, o.PaymentDeadline)...)
-	} else {
-		_, err = tx.Exec(ctx, `
-			UPDATE orders SET status = $2, version = $3, payment_ref = $4, paid_at = $5, accepted_at = $6,
-				completed_at = $7, ended_at = $8, status_reason = $9, queue_seq = $10, queued_at = $11,
-				queue_expires_at = $12
-			WHERE id = $1`, mutable...)
-	}
-	if err != nil {
-		return fmt.Errorf("save order %s: %w", o.ID, err)
-	}
-	return nil
-}
-
-// change is one order's new events inside a command.
-type change struct {
-	before domain.Order
-	after  domain.Order
-	events []domain.Event
-}
-
-// record appends the events, writes the projection and the outbox rows the
-// change calls for.
-func (s *Store) record(ctx context.Context, tx pgx.Tx, m *merchantRow, c change, meta Meta, now time.Time) error {
+// record commits one order's change with its webhook messages (m may be
+// nil when the merchant has none to hear of it).
+func (s *Store) record(ctx context.Context, tx pgx.Tx, m *merchantRow, c change, now time.Time) error {
 	if len(c.events) == 0 {
 		return nil
 	}
-	id, err := uuid.Parse(c.after.ID)
+	outbox, err := outboxFor(m, c, now)
 	if err != nil {
-		return fmt.Errorf("order id: %w", err)
-	}
-	if err := appendEvents(ctx, tx, AppendParams{
-		StreamID: id, StreamType: StreamOrder, ExpectedVersion: c.before.Version, Events: c.events, Meta: meta,
-		RecordedAt: now,
-	}); err != nil {
 		return err
 	}
-	if err := saveOrder(ctx, tx, c.after, c.before.Version == 0); err != nil {
-		return err
-	}
-	from := c.before.Status
-	if c.before.Version == 0 {
-		from = "new"
-		if c.after.Status != domain.StatusAwaitingPayment {
-			noteTransition(tx, from, domain.StatusAwaitingPayment)
-			from = domain.StatusAwaitingPayment
-		}
-	}
-	noteTransition(tx, from, c.after.Status)
-	if m != nil {
-		return writeOutbox(ctx, tx, m, c, now)
-	}
-	return nil
+	return commitChanges(ctx, tx, []change{c}, outbox, now)
 }
 
 func expiryJob(o domain.Order) river.InsertManyParams {
@@ -244,13 +187,13 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 			if err != nil {
 				return err
 			}
-			c := change{before: o, after: after, events: events}
+			c := change{before: o, after: after, events: events, meta: cmd.access.meta(cmd.requestID)}
 			if m == nil && isWebhookEvent(events) {
 				if m, err = scanMerchant(tx.QueryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE id = $1`, merchantID)); err != nil {
 					return err
 				}
 			}
-			if err := s.record(ctx, tx, m, c, cmd.access.meta(cmd.requestID), now); err != nil {
+			if err := s.record(ctx, tx, m, c, now); err != nil {
 				return err
 			}
 			if cmd.after != nil {
@@ -460,8 +403,7 @@ func (s *Store) drainLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, now 
 				return err
 			}
 			m.setLoad(load)
-			if err := s.record(ctx, tx, m, change{before: o, after: after, events: []domain.Event{e}},
-				Meta{Actor: domain.ActorSystem}, now); err != nil {
+			if err := s.record(ctx, tx, m, change{before: o, after: after, events: []domain.Event{e}, meta: Meta{Actor: domain.ActorSystem}}, now); err != nil {
 				return err
 			}
 		}

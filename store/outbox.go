@@ -37,17 +37,21 @@ type WebhookPayload struct {
 	Order      Order     `json:"order"`
 }
 
-// writeOutbox stores one message per webhook event of the change, in the
-// transaction that appends the events, when the merchant has a webhook.
-func writeOutbox(ctx context.Context, tx pgx.Tx, m *merchantRow, c change, now time.Time) error {
-	if m.WebhookURL == nil || !isWebhookEvent(c.events) {
-		return nil
+// outboxFor returns one message per webhook event of the change, when the
+// merchant has a webhook; they are written with the change.
+func outboxFor(m *merchantRow, c change, now time.Time) ([]outboxMessage, error) {
+	if m == nil || m.WebhookURL == nil || !isWebhookEvent(c.events) {
+		return nil, nil
 	}
+	order, err := orderID(c.after)
+	if err != nil {
+		return nil, err
+	}
+	var out []outboxMessage
 	state := c.before
 	for i, e := range c.events {
-		var err error
 		if state, err = state.Evolve(e); err != nil {
-			return err
+			return nil, err
 		}
 		if !webhookEvents[e.Type] {
 			continue
@@ -58,16 +62,11 @@ func writeOutbox(ctx context.Context, tx pgx.Tx, m *merchantRow, c change, now t
 			Order: toView(state, nil, m.Capacity, m.PrepSeconds, m.stats),
 		})
 		if err != nil {
-			return fmt.Errorf("encode webhook: %w", err)
+			return nil, fmt.Errorf("encode webhook: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, created_at, next_attempt_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
-			id, m.ID, state.ID, c.before.Version+i+1, e.Type, payload, now); err != nil {
-			return fmt.Errorf("write outbox: %w", err)
-		}
+		out = append(out, outboxMessage{id: id, merchant: m.ID, order: order, version: c.before.Version + i + 1, eventType: e.Type, payload: payload})
 	}
-	return nil
+	return out, nil
 }
 
 // RetryWebhook hands a dead-lettered webhook back to the relay with a fresh

@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
@@ -108,7 +106,7 @@ var placementLanes = max(2, runtime.GOMAXPROCS(0))
 func laneOf(pl *placement) int {
 	// The last byte of a v7 UUID is random.
 	key := pl.orderID
-	if pl.p.PaymentRef != "" {
+	if domain.PlacementTakesMerchantLock(pl.p.PaymentRef) {
 		key = pl.p.MerchantID
 	}
 	return int(key[15]) % placementLanes
@@ -167,7 +165,7 @@ func (s *Store) divertToParked(batch []*placement) []*placement {
 	}
 	kept := batch[:0:0]
 	for _, pl := range batch {
-		if line, ok := s.parked[pl.p.MerchantID]; ok && pl.p.PaymentRef != "" {
+		if line, ok := s.parked[pl.p.MerchantID]; ok && domain.PlacementTakesMerchantLock(pl.p.PaymentRef) {
 			s.parked[pl.p.MerchantID] = append(line, pl)
 			continue
 		}
@@ -323,7 +321,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, wa
 			pl.retry = lockedElsewhere
 			continue
 		}
-		paid := pl.p.PaymentRef != ""
+		paid := domain.PlacementTakesMerchantLock(pl.p.PaymentRef)
 		if paid && behind[pl.p.MerchantID] {
 			pl.retry = stockHeldElsewhere
 			continue
@@ -364,15 +362,10 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, wa
 		return nil, err
 	}
 	b = &pgx.Batch{}
-	if err := queuePlacements(b, placed, merchants, now); err != nil {
+	if err := queuePlacements(tx, b, placed, merchants, now); err != nil {
 		return nil, err
 	}
 	queueLoads(b, merchants)
-	noteEvents(tx)
-	for _, pl := range placed {
-		noteTransition(tx, "new", domain.StatusAwaitingPayment)
-		noteTransition(tx, domain.StatusAwaitingPayment, pl.order.Status)
-	}
 	return b, nil
 }
 
@@ -538,7 +531,7 @@ func queueBatchMerchants(b *pgx.Batch, batch []*placement, wait bool) map[uuid.U
 	var lock, share [][16]byte
 	seen := map[uuid.UUID]bool{}
 	for _, pl := range batch {
-		if pl.p.PaymentRef != "" && !seen[pl.p.MerchantID] {
+		if domain.PlacementTakesMerchantLock(pl.p.PaymentRef) && !seen[pl.p.MerchantID] {
 			seen[pl.p.MerchantID] = true
 			lock = append(lock, pl.p.MerchantID)
 		}
@@ -598,7 +591,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 	events, err := domain.Place(domain.PlaceParams{
 		OrderID: pl.orderID.String(), MerchantID: pl.p.MerchantID.String(), CustomerID: pl.p.CustomerID,
 		Lines: pl.p.Lines, Products: refs,
-		PaymentDeadline: now.Add(time.Duration(m.PaymentTimeoutSeconds) * time.Second),
+		PaymentDeadline: domain.PaymentDeadline(now, m.PaymentTimeoutSeconds),
 	}, now)
 	if err != nil {
 		return err
@@ -646,98 +639,21 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 	return nil
 }
 
-// queuePlacements adds to b the append of every placed order's events and
-// the writes of their projection rows and outbox messages, one statement of
-// each kind: queued with the rest of the batch's writes, they cost one round
-// trip where COPY would cost two each.
-//
-// Identifiers here and in the batch's other statements go to pgx as
-// [16]byte, its native uuid: a uuid.UUID is a driver.Valuer, encoded through
-// its text form, and a slice of them cost placement more CPU than any
-// statement it sends. Nullable columns go as pgtype values, not pointers,
-// for the same reason.
-func queuePlacements(b *pgx.Batch, placed []*placement, merchants map[uuid.UUID]*merchantRow, now time.Time) error {
-	var ev struct {
-		stream          [][16]byte
-		version         []int32
-		typ, data, meta []string
-	}
-	var ord struct {
-		id, merchant                            [][16]byte
-		customer, items, status                 []string
-		total                                   []int64
-		version                                 []int32
-		placedAt, deadline                      []time.Time
-		paymentRef                              []pgtype.Text
-		paidAt, acceptedAt, queuedAt, expiresAt []pgtype.Timestamptz
-		seq                                     []pgtype.Int8
-	}
-	var out struct {
-		id, merchant, order [][16]byte
-		version             []int32
-		payload             []string
-	}
-	for _, pl := range placed {
-		meta, err := json.Marshal(Meta{Actor: domain.ActorCustomer, Subject: pl.p.CustomerID, RequestID: pl.p.RequestID})
+// queuePlacements adds to b the write of every placed order: one change
+// each, with the webhook messages of those accepted at once.
+func queuePlacements(tx pgx.Tx, b *pgx.Batch, placed []*placement, merchants map[uuid.UUID]*merchantRow, now time.Time) error {
+	changes := make([]change, len(placed))
+	var outbox []outboxMessage
+	for i, pl := range placed {
+		c := change{after: pl.order, events: pl.events, meta: Meta{Actor: domain.ActorCustomer, Subject: pl.p.CustomerID, RequestID: pl.p.RequestID}}
+		changes[i] = c
+		msgs, err := outboxFor(merchants[pl.p.MerchantID], c, now)
 		if err != nil {
-			return fmt.Errorf("encode metadata: %w", err)
+			return err
 		}
-		for i, e := range pl.events {
-			data, err := json.Marshal(e.Data)
-			if err != nil {
-				return fmt.Errorf("encode event %s: %w", e.Type, err)
-			}
-			ev.stream, ev.version = append(ev.stream, [16]byte(pl.orderID)), append(ev.version, int32(i+1))
-			ev.typ, ev.data, ev.meta = append(ev.typ, e.Type), append(ev.data, string(data)), append(ev.meta, string(meta))
-		}
-		o := pl.order
-		items, err := json.Marshal(o.Items)
-		if err != nil {
-			return fmt.Errorf("encode items: %w", err)
-		}
-		ord.id, ord.merchant = append(ord.id, [16]byte(pl.orderID)), append(ord.merchant, [16]byte(pl.p.MerchantID))
-		ord.customer, ord.items, ord.status = append(ord.customer, o.CustomerID), append(ord.items, string(items)), append(ord.status, string(o.Status))
-		ord.total, ord.version = append(ord.total, o.TotalCents), append(ord.version, int32(o.Version))
-		ord.placedAt, ord.deadline = append(ord.placedAt, o.PlacedAt), append(ord.deadline, o.PaymentDeadline)
-		ord.paymentRef = append(ord.paymentRef, pgtype.Text{String: o.PaymentRef, Valid: o.PaymentRef != ""})
-		ord.paidAt, ord.acceptedAt = append(ord.paidAt, timestamptz(o.PaidAt)), append(ord.acceptedAt, timestamptz(o.AcceptedAt))
-		ord.queuedAt, ord.expiresAt = append(ord.queuedAt, timestamptz(o.QueuedAt)), append(ord.expiresAt, timestamptz(o.QueueExpiresAt))
-		ord.seq = append(ord.seq, pgtype.Int8{Int64: o.QueueSeq, Valid: o.QueueSeq != 0})
-		m := merchants[pl.p.MerchantID]
-		if m.WebhookURL != nil && o.Status == domain.StatusAccepted {
-			id := newID()
-			payload, err := json.Marshal(WebhookPayload{ID: id.String(), Type: domain.EventOrderAccepted, OccurredAt: now, Order: *pl.result.Order})
-			if err != nil {
-				return fmt.Errorf("encode webhook: %w", err)
-			}
-			out.id, out.merchant, out.order = append(out.id, [16]byte(id)), append(out.merchant, [16]byte(m.ID)), append(out.order, [16]byte(pl.orderID))
-			out.version, out.payload = append(out.version, int32(o.Version)), append(out.payload, string(payload))
-		}
+		outbox = append(outbox, msgs...)
 	}
-	b.Queue(`INSERT INTO events (stream_id, stream_type, version, type, data, metadata, recorded_at)
-		SELECT s, $2, v, t, d::jsonb, m::jsonb, $7 FROM unnest($1::uuid[], $3::int[], $4::text[], $5::text[], $6::text[]) AS e(s, v, t, d, m)`,
-		ev.stream, StreamOrder, ev.version, ev.typ, ev.data, ev.meta, now)
-	b.Queue(`INSERT INTO orders (id, merchant_id, customer_id, items, total_cents, status, version, placed_at,
-			payment_deadline, payment_ref, paid_at, accepted_at, queue_seq, queued_at, queue_expires_at)
-		SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::bigint[], $6::text[], $7::int[], $8::timestamptz[],
-			$9::timestamptz[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::bigint[], $14::timestamptz[], $15::timestamptz[])`,
-		ord.id, ord.merchant, ord.customer, ord.items, ord.total, ord.status, ord.version, ord.placedAt,
-		ord.deadline, ord.paymentRef, ord.paidAt, ord.acceptedAt, ord.seq, ord.queuedAt, ord.expiresAt)
-	if len(out.id) > 0 {
-		b.Queue(`INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, created_at, next_attempt_at)
-			SELECT i, m, o, v, $5, p::jsonb, $6, $6 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int[], $7::text[]) AS t(i, m, o, v, p)`,
-			out.id, out.merchant, out.order, out.version, domain.EventOrderAccepted, now, out.payload)
-	}
-	return nil
-}
-
-// timestamptz is t as pgx encodes it without reflection, which a slice of
-// pointers would cost per element.
-func timestamptz(t *time.Time) pgtype.Timestamptz {
-	if t == nil {
-		return pgtype.Timestamptz{}
-	}
-	return pgtype.Timestamptz{Time: *t, Valid: true}
+	return queueChanges(tx, b, changes, outbox, now)
 }
 
 // queueLoads adds to b the write of the load of every merchant the batch

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -82,19 +81,6 @@ func (s *Store) Rebuild(ctx context.Context, apply bool) (*RebuildReport, error)
 	return report, nil
 }
 
-type replayedMerchant struct {
-	id        uuid.UUID
-	settings  domain.MerchantSettings
-	createdAt time.Time
-	version   int
-}
-
-type replayedProduct struct {
-	created domain.ProductCreated
-	total   *int
-	version int
-}
-
 func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
 	if _, err := tx.Exec(ctx, `
 		CREATE TEMP TABLE rebuild_orders (LIKE orders) ON COMMIT DROP;
@@ -108,8 +94,8 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
 		return fmt.Errorf("read events: %w", err)
 	}
 	orders := map[uuid.UUID]*domain.Order{}
-	merchants := map[uuid.UUID]*replayedMerchant{}
-	products := map[uuid.UUID]*replayedProduct{}
+	merchants := map[uuid.UUID]domain.Merchant{}
+	products := map[uuid.UUID]domain.Product{}
 	for rows.Next() {
 		var id uuid.UUID
 		var streamType, typ string
@@ -137,33 +123,14 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
 				return err
 			}
 		case StreamMerchant:
-			m := merchants[id]
-			switch d := e.Data.(type) {
-			case domain.MerchantCreated:
-				m = &replayedMerchant{id: id, settings: d.MerchantSettings, createdAt: d.CreatedAt}
-				merchants[id] = m
-			case domain.MerchantUpdated:
-				if m != nil {
-					m.settings = d.After
-				}
-			}
-			if m != nil {
-				m.version = version
+			if merchants[id], err = merchants[id].Evolve(e); err != nil {
+				rows.Close()
+				return err
 			}
 		case StreamProduct:
-			p := products[id]
-			switch d := e.Data.(type) {
-			case domain.ProductCreated:
-				p = &replayedProduct{created: d, total: d.Stock}
-				products[id] = p
-			case domain.ProductRestocked:
-				if p != nil && p.total != nil {
-					t := *p.total + d.Quantity
-					p.total = &t
-				}
-			}
-			if p != nil {
-				p.version = version
+			if products[id], err = products[id].Evolve(e); err != nil {
+				rows.Close()
+				return err
 			}
 		}
 	}
@@ -189,9 +156,9 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
 		return fmt.Errorf("write rebuilt orders: %w", err)
 	}
 	merchantRows := make([][]any, 0, len(merchants))
-	for _, m := range merchants {
-		merchantRows = append(merchantRows, []any{m.id, m.settings.Name, int32(m.settings.Capacity), int32(m.settings.PrepSeconds),
-			int32(m.settings.MaxQueueWaitSeconds), int32(m.settings.PaymentTimeoutSeconds), nullable(m.settings.WebhookURL), m.createdAt, int32(m.version)})
+	for id, m := range merchants {
+		merchantRows = append(merchantRows, []any{id, m.Settings.Name, int32(m.Settings.Capacity), int32(m.Settings.PrepSeconds),
+			int32(m.Settings.MaxQueueWaitSeconds), int32(m.Settings.PaymentTimeoutSeconds), nullable(m.Settings.WebhookURL), m.CreatedAt, int32(m.Version)})
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rebuild_merchants"}, []string{"id", "name", "capacity", "prep_seconds",
 		"max_queue_wait_seconds", "payment_timeout_seconds", "webhook_url", "created_at", "version"}, pgx.CopyFromRows(merchantRows)); err != nil {
@@ -200,14 +167,14 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
 	productRows := make([][]any, 0, len(products))
 	for id, p := range products {
 		var total, limit any
-		if p.total != nil {
-			total = int32(*p.total)
+		if p.StockTotal != nil {
+			total = int32(*p.StockTotal)
 		}
-		if p.created.PerUserLimit != nil {
-			limit = int32(*p.created.PerUserLimit)
+		if p.PerUserLimit != nil {
+			limit = int32(*p.PerUserLimit)
 		}
-		productRows = append(productRows, []any{id, uuid.MustParse(p.created.MerchantID), p.created.Name, p.created.PriceCents,
-			total, limit, p.created.CreatedAt, int32(p.version)})
+		productRows = append(productRows, []any{id, uuid.MustParse(p.MerchantID), p.Name, p.PriceCents,
+			total, limit, p.CreatedAt, int32(p.Version)})
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rebuild_products"}, []string{"id", "merchant_id", "name", "price_cents",
 		"stock_total", "per_user_limit", "created_at", "version"}, pgx.CopyFromRows(productRows)); err != nil {

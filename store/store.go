@@ -7,14 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -176,60 +173,6 @@ func (s *Store) committed(t *txn) {
 			s.OnTransition(tr[0], tr[1])
 		}
 	}
-}
-
-func isRetryable(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code == "40001" || pgErr.Code == "40P01"
-	}
-	return false
-}
-
-// Constraint names the store turns into domain errors.
-const (
-	constraintStreamVersion = "events_stream_version_key"
-	constraintClaimLimit    = "purchase_claims_within_limit"
-	constraintBucketStock   = "stock_buckets_remaining_check"
-)
-
-// mapErr is the one place where database errors become domain errors.
-func mapErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	var de *domain.Error
-	if errors.As(err, &de) {
-		return err
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch {
-		case pgErr.ConstraintName == constraintStreamVersion:
-			return fmt.Errorf("%w: %w", domain.Errorf(domain.CodeConflict, "the resource was changed concurrently; retry"), err)
-		case pgErr.ConstraintName == constraintClaimLimit:
-			return fmt.Errorf("%w: %w", domain.Errorf(domain.CodePurchaseLimit, "the per-customer limit for this product is reached"), err)
-		case pgErr.ConstraintName == constraintBucketStock:
-			return fmt.Errorf("%w: %w", domain.Errorf(domain.CodeSoldOut, "not enough stock"), err)
-		case pgErr.Code == "57014": // query_canceled: statement_timeout
-			return fmt.Errorf("%w: %w", domain.Errorf(domain.CodeUnavailable, "the database is busy; retry"), err)
-		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", pgErr.Code == "53300", pgErr.Code == "08006", pgErr.Code == "08001", pgErr.Code == "08003":
-			return fmt.Errorf("%w: %w", domain.Errorf(domain.CodeUnavailable, "the database is unavailable; retry"), err)
-		}
-		return err
-	}
-	if errors.Is(err, context.DeadlineExceeded) || isConnError(err) {
-		return fmt.Errorf("%w: %w", domain.Errorf(domain.CodeUnavailable, "the database is unavailable; retry"), err)
-	}
-	return err
-}
-
-func isConnError(err error) bool {
-	var netErr net.Error
-	var connectErr *pgconn.ConnectError
-	return errors.As(err, &netErr) || errors.As(err, &connectErr) ||
-		pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxClosed) ||
-		errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // Ping checks that the database answers.

@@ -1,0 +1,44 @@
+package domain
+
+import "time"
+
+// Party is who asks: an actor, its subject and, for a merchant, the
+// merchant it acts for.
+type Party struct {
+	Actor      Actor
+	Subject    string
+	MerchantID string
+}
+
+// MaySeeOrder reports whether the party may see an order, and so act on it
+// as its role allows: admins and the system every order, a merchant its
+// own orders, a customer the orders it placed. An order the party may not
+// see is answered as not found, so that its existence is not revealed.
+func (p Party) MaySeeOrder(customerID, merchantID string) bool {
+	switch p.Actor {
+	case ActorAdmin, ActorSystem:
+		return true
+	case ActorMerchant:
+		return p.MayActForMerchant(merchantID)
+	case ActorCustomer:
+		return p.Subject != "" && p.Subject == customerID
+	}
+	return false
+}
+
+// MayActForMerchant reports whether the party may act on a merchant's
+// behalf: an admin, or that merchant itself. A merchant party without a
+// merchant never matches.
+func (p Party) MayActForMerchant(merchantID string) bool {
+	return p.Actor == ActorAdmin || (p.Actor == ActorMerchant && p.MerchantID != "" && p.MerchantID == merchantID)
+}
+
+// PaymentDeadline is when an order placed at placedAt closes unpaid.
+func PaymentDeadline(placedAt time.Time, paymentTimeoutSeconds int) time.Time {
+	return placedAt.Add(time.Duration(paymentTimeoutSeconds) * time.Second)
+}
+
+// PlacementTakesMerchantLock reports whether a placement decides admission,
+// and so must hold its merchant's lock: one that pays as it places.
+// Unpaid placements change no merchant's load.
+func PlacementTakesMerchantLock(paymentRef string) bool { return paymentRef != "" }

@@ -1,0 +1,79 @@
+package domain_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+)
+
+func TestWhoMaySeeAndActFor(t *testing.T) {
+	t.Parallel()
+	const shop, other = "m-1", "m-2"
+	cases := []struct {
+		name      string
+		party     domain.Party
+		seesOwn   bool // an order of customer "alice" at shop
+		actsFor   bool // shop
+		seesOther bool // an order of "bob" at other
+	}{
+		{"admin", domain.Party{Actor: domain.ActorAdmin, Subject: "root"}, true, true, true},
+		{"system", domain.Party{Actor: domain.ActorSystem}, true, false, true},
+		{"the merchant", domain.Party{Actor: domain.ActorMerchant, Subject: "s", MerchantID: shop}, true, true, false},
+		{"another merchant", domain.Party{Actor: domain.ActorMerchant, Subject: "s", MerchantID: other}, false, false, true},
+		{"a merchant without a merchant", domain.Party{Actor: domain.ActorMerchant, Subject: "s"}, false, false, false},
+		{"the customer", domain.Party{Actor: domain.ActorCustomer, Subject: "alice"}, true, false, false},
+		{"another customer", domain.Party{Actor: domain.ActorCustomer, Subject: "bob"}, false, false, true},
+		{"a customer without a subject", domain.Party{Actor: domain.ActorCustomer}, false, false, false},
+		{"an unknown actor", domain.Party{Actor: "root", Subject: "alice", MerchantID: shop}, false, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.seesOwn, tc.party.MaySeeOrder("alice", shop))
+			require.Equal(t, tc.actsFor, tc.party.MayActForMerchant(shop))
+			require.Equal(t, tc.seesOther, tc.party.MaySeeOrder("bob", other))
+		})
+	}
+	require.False(t, domain.Party{Actor: domain.ActorMerchant}.MayActForMerchant(""), "no merchant never matches no merchant")
+}
+
+func TestPlacementRules(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	require.Equal(t, at.Add(15*time.Minute), domain.PaymentDeadline(at, 900))
+	require.True(t, domain.PlacementTakesMerchantLock("pay-1"))
+	require.False(t, domain.PlacementTakesMerchantLock(""))
+}
+
+func TestMerchantAndProductFold(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	before := domain.MerchantSettings{Name: "Tea", Capacity: 2}
+	after := domain.MerchantSettings{Name: "Tea", Capacity: 5}
+	m, err := domain.Merchant{}.Evolve(domain.Event{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: "m", MerchantSettings: before, CreatedAt: at}})
+	require.NoError(t, err)
+	m, err = m.Evolve(domain.Event{Type: domain.EventMerchantSecretRotated, Data: domain.MerchantSecretRotated{RotatedAt: at}})
+	require.NoError(t, err)
+	m, err = m.Evolve(domain.Event{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{Before: before, After: after, UpdatedAt: at}})
+	require.NoError(t, err)
+	require.Equal(t, domain.Merchant{ID: "m", Settings: after, CreatedAt: at, Version: 3}, m)
+	_, err = m.Evolve(domain.Event{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: "m"}})
+	require.Error(t, err, "created twice")
+
+	stock := 10
+	p, err := domain.Product{}.Evolve(domain.Event{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "p", Stock: &stock}})
+	require.NoError(t, err)
+	p, err = p.Evolve(domain.Event{Type: domain.EventProductRestocked, Data: domain.ProductRestocked{Quantity: 5}})
+	require.NoError(t, err)
+	require.Equal(t, 15, *p.StockTotal)
+	require.Equal(t, 10, stock, "the created event is not changed")
+	require.Equal(t, 2, p.Version)
+	unlimited, err := domain.Product{}.Evolve(domain.Event{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "q"}})
+	require.NoError(t, err)
+	unlimited, err = unlimited.Evolve(domain.Event{Type: domain.EventProductRestocked, Data: domain.ProductRestocked{Quantity: 5}})
+	require.NoError(t, err)
+	require.Nil(t, unlimited.StockTotal)
+}

@@ -1,0 +1,196 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// change is one order's new events, the state they fold to and who caused
+// them. Every write of an order is a change: placements, payments,
+// admissions, completions, cancellations, closes and expiries.
+type change struct {
+	before domain.Order // the zero Order for a new one
+	after  domain.Order
+	events []domain.Event
+	meta   Meta
+}
+
+// outboxMessage is one webhook message, written with the change that calls
+// for it.
+type outboxMessage struct {
+	id, merchant, order [16]byte
+	version             int
+	eventType           string
+	payload             []byte
+}
+
+// queueChanges adds to b the one write of a set of changes: their events,
+// appended after each stream's version and recorded at now (the decision's
+// time), in one statement; the folded state of new orders inserted and of
+// the others updated, one statement each; and the outbox messages. The
+// unique (stream_id, version) constraint turns a stale before into a
+// conflict. b travels with the transaction's commit (a batch) or alone.
+//
+// Identifiers go to pgx as [16]byte, its native uuid: a uuid.UUID is a
+// driver.Valuer, encoded through its text form, and a slice of them cost
+// placement more CPU than any statement it sends. Nullable columns go as
+// pgtype values, not pointers, for the same reason.
+func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessage, now time.Time) error {
+	var ev struct {
+		stream          [][16]byte
+		version         []int32
+		typ, data, meta []string
+	}
+	var ins, upd orderColumnsOf
+	for _, c := range changes {
+		if len(c.events) == 0 {
+			continue
+		}
+		meta, err := json.Marshal(c.meta)
+		if err != nil {
+			return fmt.Errorf("encode metadata: %w", err)
+		}
+		id, err := orderID(c.after)
+		if err != nil {
+			return err
+		}
+		for i, e := range c.events {
+			data, err := json.Marshal(e.Data)
+			if err != nil {
+				return fmt.Errorf("encode event %s: %w", e.Type, err)
+			}
+			ev.stream, ev.version = append(ev.stream, id), append(ev.version, int32(c.before.Version+i+1))
+			ev.typ, ev.data, ev.meta = append(ev.typ, e.Type), append(ev.data, string(data)), append(ev.meta, string(meta))
+		}
+		if c.before.Version == 0 {
+			if err := ins.add(id, c.after); err != nil {
+				return err
+			}
+			noteTransition(tx, "new", domain.StatusAwaitingPayment)
+			noteTransition(tx, domain.StatusAwaitingPayment, c.after.Status)
+		} else {
+			if err := upd.add(id, c.after); err != nil {
+				return err
+			}
+			noteTransition(tx, c.before.Status, c.after.Status)
+		}
+	}
+	if len(ev.stream) == 0 {
+		return nil
+	}
+	noteEvents(tx)
+	b.Queue(`INSERT INTO events (stream_id, stream_type, version, type, data, metadata, recorded_at)
+		SELECT s, $2, v, t, d::jsonb, m::jsonb, $7 FROM unnest($1::uuid[], $3::int[], $4::text[], $5::text[], $6::text[]) AS e(s, v, t, d, m)`,
+		ev.stream, StreamOrder, ev.version, ev.typ, ev.data, ev.meta, now)
+	if len(ins.id) > 0 {
+		b.Queue(`INSERT INTO orders (id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
+				status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
+				queue_seq, queued_at, queue_expires_at)
+			SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::bigint[], $6::timestamptz[], $7::timestamptz[],
+				$8::text[], $9::int[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::text[],
+				$16::bigint[], $17::timestamptz[], $18::timestamptz[])`,
+			ins.id, ins.merchant, ins.customer, ins.items, ins.total, ins.placedAt, ins.deadline,
+			ins.status, ins.version, ins.paymentRef, ins.paidAt, ins.acceptedAt, ins.completedAt, ins.endedAt, ins.reason,
+			ins.seq, ins.queuedAt, ins.expiresAt)
+	}
+	if len(upd.id) > 0 {
+		b.Queue(`UPDATE orders o SET status = t.status, version = t.version, payment_ref = t.payment_ref, paid_at = t.paid_at,
+				accepted_at = t.accepted_at, completed_at = t.completed_at, ended_at = t.ended_at, status_reason = t.status_reason,
+				queue_seq = t.queue_seq, queued_at = t.queued_at, queue_expires_at = t.queue_expires_at
+			FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[],
+				$8::timestamptz[], $9::text[], $10::bigint[], $11::timestamptz[], $12::timestamptz[])
+				AS t(id, status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason, queue_seq, queued_at, queue_expires_at)
+			WHERE o.id = t.id`,
+			upd.id, upd.status, upd.version, upd.paymentRef, upd.paidAt, upd.acceptedAt, upd.completedAt,
+			upd.endedAt, upd.reason, upd.seq, upd.queuedAt, upd.expiresAt)
+	}
+	if len(outbox) > 0 {
+		var ids, merchants, orders [][16]byte
+		var versions []int32
+		var types, payloads []string
+		for _, m := range outbox {
+			ids, merchants, orders = append(ids, m.id), append(merchants, m.merchant), append(orders, m.order)
+			versions, types, payloads = append(versions, int32(m.version)), append(types, m.eventType), append(payloads, string(m.payload))
+		}
+		b.Queue(`INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, created_at, next_attempt_at)
+			SELECT i, m, o, v, t, p::jsonb, $7, $7 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int[], $5::text[], $6::text[]) AS x(i, m, o, v, t, p)`,
+			ids, merchants, orders, versions, types, payloads, now)
+	}
+	return nil
+}
+
+// commitChanges writes changes in the transaction tx, in one round trip.
+func commitChanges(ctx context.Context, tx pgx.Tx, changes []change, outbox []outboxMessage, now time.Time) error {
+	b := &pgx.Batch{}
+	if err := queueChanges(tx, b, changes, outbox, now); err != nil {
+		return err
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write order changes: %w", err)
+	}
+	return nil
+}
+
+// orderColumnsOf holds order rows column by column, as unnest takes them.
+type orderColumnsOf struct {
+	id, merchant                    [][16]byte
+	customer, items, status         []string
+	total                           []int64
+	version                         []int32
+	placedAt, deadline              []time.Time
+	paymentRef, reason              []pgtype.Text
+	paidAt, acceptedAt, completedAt []pgtype.Timestamptz
+	endedAt, queuedAt, expiresAt    []pgtype.Timestamptz
+	seq                             []pgtype.Int8
+}
+
+func (c *orderColumnsOf) add(id [16]byte, o domain.Order) error {
+	items, err := json.Marshal(o.Items)
+	if err != nil {
+		return fmt.Errorf("encode items: %w", err)
+	}
+	merchant, err := parseID(o.MerchantID)
+	if err != nil {
+		return err
+	}
+	c.id, c.merchant = append(c.id, id), append(c.merchant, merchant)
+	c.customer, c.items, c.status = append(c.customer, o.CustomerID), append(c.items, string(items)), append(c.status, string(o.Status))
+	c.total, c.version = append(c.total, o.TotalCents), append(c.version, int32(o.Version))
+	c.placedAt, c.deadline = append(c.placedAt, o.PlacedAt), append(c.deadline, o.PaymentDeadline)
+	c.paymentRef = append(c.paymentRef, pgtype.Text{String: o.PaymentRef, Valid: o.PaymentRef != ""})
+	c.reason = append(c.reason, pgtype.Text{String: o.StatusReason, Valid: o.StatusReason != ""})
+	c.paidAt, c.acceptedAt, c.completedAt = append(c.paidAt, timestamptz(o.PaidAt)), append(c.acceptedAt, timestamptz(o.AcceptedAt)), append(c.completedAt, timestamptz(o.CompletedAt))
+	c.endedAt, c.queuedAt, c.expiresAt = append(c.endedAt, timestamptz(o.EndedAt)), append(c.queuedAt, timestamptz(o.QueuedAt)), append(c.expiresAt, timestamptz(o.QueueExpiresAt))
+	c.seq = append(c.seq, pgtype.Int8{Int64: o.QueueSeq, Valid: o.QueueSeq != 0})
+	return nil
+}
+
+// timestamptz is t as pgx encodes it without reflection, which a slice of
+// pointers would cost per element.
+func timestamptz(t *time.Time) pgtype.Timestamptz {
+	if t == nil {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: *t, Valid: true}
+}
+
+func parseID(s string) ([16]byte, error) {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return id, fmt.Errorf("id %q: %w", s, err)
+	}
+	return id, nil
+}
+
+func orderID(o domain.Order) ([16]byte, error) { return parseID(o.ID) }
