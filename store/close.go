@@ -24,7 +24,7 @@ type closeRequest struct {
 // as a few batches.
 func (s *Store) CloseUnpaid(ctx context.Context, orderID uuid.UUID) (bool, error) {
 	req := &closeRequest{orderID: orderID, done: make(chan struct{})}
-	s.closer.submit(req)
+	s.closer.Submit(req)
 	select {
 	case <-req.done:
 		return req.closed, req.err

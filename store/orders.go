@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store/pgkit"
 )
 
 // Order is the order read model in the API's shape.
@@ -66,8 +67,8 @@ const orderColumns = `o.id::text, o.merchant_id::text, o.customer_id, o.items, o
 
 func scanOrderInto(o *domain.Order, dest ...any) []any {
 	return append([]any{&o.ID, &o.MerchantID, &o.CustomerID, &o.Items, &o.TotalCents, &o.Status, &o.Version,
-		&o.PlacedAt, &o.PaymentDeadline, nullString{&o.PaymentRef}, &o.PaidAt, &o.AcceptedAt, &o.CompletedAt,
-		&o.EndedAt, nullString{&o.StatusReason}, nullInt64{&o.QueueSeq}, &o.QueuedAt, &o.QueueExpiresAt}, dest...)
+		&o.PlacedAt, &o.PaymentDeadline, pgkit.NullString{Dst: &o.PaymentRef}, &o.PaidAt, &o.AcceptedAt, &o.CompletedAt,
+		&o.EndedAt, pgkit.NullString{Dst: &o.StatusReason}, pgkit.NullInt64{Dst: &o.QueueSeq}, &o.QueuedAt, &o.QueueExpiresAt}, dest...)
 }
 
 // lockOrder reads the order's projection row under a row lock; every command

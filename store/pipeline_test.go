@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/orderd/orderd/store/pgkit"
 	"github.com/orderd/orderd/store/storetest"
 )
 
@@ -28,23 +29,23 @@ func TestPipelinedTxCommitsOrNothing(t *testing.T) {
 		}
 		return b
 	}
-	err = s.inPipelinedTx(ctx, func(tx *txn, pt *pipelinedTx) error {
+	err = s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
 		if err := tx.SendBatch(ctx, insert(1)).Close(); err != nil {
 			return err
 		}
-		return pt.commitWith(ctx, insert(2))
+		return pt.CommitWith(ctx, insert(2))
 	})
 	require.NoError(t, err)
 
-	err = s.inPipelinedTx(ctx, func(tx *txn, pt *pipelinedTx) error {
+	err = s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
 		if err := tx.SendBatch(ctx, insert(3)).Close(); err != nil {
 			return err
 		}
-		return pt.commitWith(ctx, insert(4, 1))
+		return pt.CommitWith(ctx, insert(4, 1))
 	})
 	require.ErrorContains(t, err, "pipelined_pkey")
 
-	err = s.inPipelinedTx(ctx, func(tx *txn, pt *pipelinedTx) error {
+	err = s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO pipelined (id) VALUES (5)`); err != nil {
 			return err
 		}

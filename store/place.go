@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store/pgkit"
 )
 
 // PlaceParams describes a placement request.
@@ -69,7 +70,7 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceParams) (*PlaceResult, er
 		return nil, err
 	}
 	pl := &placement{p: p, orderID: newID(), done: make(chan struct{})}
-	s.placers[laneOf(pl)].submit(pl)
+	s.placers[laneOf(pl)].Submit(pl)
 	select {
 	case <-pl.done:
 	case <-ctx.Done():
@@ -229,7 +230,7 @@ func (s *Store) decideBatch(batch []*placement, waitForMerchants bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), placeBatchTimeout)
 	defer cancel()
-	err := s.inPipelinedTx(ctx, func(tx *txn, pt *pipelinedTx) error {
+	err := s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
 		writes, err := s.placeInTx(ctx, tx, batch, waitForMerchants)
 		if err != nil {
 			return err
@@ -237,7 +238,7 @@ func (s *Store) decideBatch(batch []*placement, waitForMerchants bool) {
 		if err := claimForCommit(batch); err != nil {
 			return err
 		}
-		if err := pt.commitWith(ctx, writes); err != nil {
+		if err := pt.CommitWith(ctx, writes); err != nil {
 			return fmt.Errorf("write placements: %w", err)
 		}
 		return nil

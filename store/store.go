@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store/pgkit"
 )
 
 // JobInserter is the part of a River client the store needs: jobs are inserted
@@ -44,13 +45,13 @@ type Store struct {
 	// merchant's paid orders always take the same lane, so that they are
 	// decided in arrival order and concurrent batches never wait for each
 	// other's merchant locks.
-	placers []*batcher[*placement]
+	placers []*pgkit.Batcher[*placement]
 	// parked holds, per merchant whose row another transaction held when a
 	// batch came to it, the requests waiting for that lock in arrival order
 	// (placeParked): a locked merchant holds up its own requests only.
 	parkMu sync.Mutex
 	parked map[uuid.UUID][]*placement
-	closer *batcher[*closeRequest]
+	closer *pgkit.Batcher[*closeRequest]
 	hints  chan struct{}
 }
 
@@ -72,11 +73,11 @@ func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
 func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
 	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100, hints: make(chan struct{}, 1),
 		parked: map[uuid.UUID][]*placement{}}
-	s.placers = make([]*batcher[*placement], placementLanes)
+	s.placers = make([]*pgkit.Batcher[*placement], placementLanes)
 	for i := range s.placers {
-		s.placers[i] = &batcher[*placement]{maxWorkers: 1, maxBatch: maxPlacementBatch, run: s.placeBatch}
+		s.placers[i] = pgkit.NewBatcher(1, maxPlacementBatch, s.placeBatch)
 	}
-	s.closer = &batcher[*closeRequest]{maxWorkers: 2, maxBatch: 200, run: s.closeBatch}
+	s.closer = pgkit.NewBatcher(2, 200, s.closeBatch)
 	return s
 }
 
@@ -102,8 +103,8 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 }
 
 // inPipelinedTx is inTx for a transaction that sends its BEGIN with its first
-// statements and its COMMIT with its last: fn ends it with commitWith.
-func (s *Store) inPipelinedTx(ctx context.Context, fn func(tx *txn, pt *pipelinedTx) error) error {
+// statements and its COMMIT with its last: fn ends it with CommitWith.
+func (s *Store) inPipelinedTx(ctx context.Context, fn func(tx *txn, pt *pgkit.PipelinedTx) error) error {
 	return retryTx(ctx, func() error { return s.tryPipelinedTx(ctx, fn) })
 }
 
@@ -143,20 +144,20 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return nil
 }
 
-func (s *Store) tryPipelinedTx(ctx context.Context, fn func(tx *txn, pt *pipelinedTx) error) error {
+func (s *Store) tryPipelinedTx(ctx context.Context, fn func(tx *txn, pt *pgkit.PipelinedTx) error) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire: %w", err)
 	}
 	// A connection left inside a transaction is closed by the pool, not reused.
 	defer conn.Release()
-	pt := &pipelinedTx{conn: conn.Conn()}
+	pt := pgkit.NewPipelinedTx(conn.Conn())
 	defer pt.Rollback(ctx) //nolint:errcheck // a no-op after commit
 	t := &txn{Tx: pt}
 	if err := fn(t, pt); err != nil {
 		return err
 	}
-	if !pt.committed {
+	if !pt.Committed() {
 		return errors.New("store: a pipelined transaction ended without its commit")
 	}
 	s.committed(t)

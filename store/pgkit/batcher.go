@@ -1,14 +1,14 @@
-package store
+package pgkit
 
 import "sync"
 
-// batcher groups concurrent requests into shared transactions (group
+// Batcher groups concurrent requests into shared transactions (group
 // commit): one commit, one lock and a handful of statements serve a whole
 // batch, which is what lets a hot merchant take, or a burst of deadlines
 // close, more orders per second than one transaction per order allows. A
 // batch forms from whatever arrived while the previous one ran, so a quiet
 // system still commits each request at once.
-type batcher[T any] struct {
+type Batcher[T any] struct {
 	mu         sync.Mutex
 	pending    []T
 	workers    int
@@ -17,7 +17,14 @@ type batcher[T any] struct {
 	run        func([]T)
 }
 
-func (b *batcher[T]) submit(item T) {
+// NewBatcher runs run on batches of at most maxBatch submitted items, in at
+// most maxWorkers goroutines at once.
+func NewBatcher[T any](maxWorkers, maxBatch int, run func([]T)) *Batcher[T] {
+	return &Batcher[T]{maxWorkers: maxWorkers, maxBatch: maxBatch, run: run}
+}
+
+// Submit queues item for the next batch.
+func (b *Batcher[T]) Submit(item T) {
 	b.mu.Lock()
 	b.pending = append(b.pending, item)
 	if b.workers < b.maxWorkers {
@@ -27,7 +34,7 @@ func (b *batcher[T]) submit(item T) {
 	b.mu.Unlock()
 }
 
-func (b *batcher[T]) loop() {
+func (b *Batcher[T]) loop() {
 	for {
 		b.mu.Lock()
 		if len(b.pending) == 0 {
