@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/orderd/orderd/api"
 	"github.com/orderd/orderd/auth"
 )
 
@@ -264,5 +266,24 @@ func TestUnknownIDsAreNotFound(t *testing.T) {
 		path := strings.Replace(ep.path, "{id}", uuid.NewString(), 1)
 		r := b.do(t, req{method: ep.method, path: path, token: ep.token, body: bodies[ep.method+" "+ep.path]})
 		require.Equal(t, http.StatusNotFound, r.status, "%s %s: %s", ep.method, ep.path, r.raw)
+	}
+}
+
+// TestAuthorizationMatrixCoversEveryRoute makes whoever adds an endpoint add
+// its row to the matrix: every route that takes a bearer token must be in
+// authzEndpoints, so no endpoint ships without its nine callers tried.
+func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
+	t.Parallel()
+	public := []string{"GET /healthz", "GET /readyz", "GET /openapi.json"}
+	var rows []string
+	for _, ep := range authzEndpoints() {
+		rows = append(rows, ep.method+" "+ep.pattern)
+	}
+	srv := api.New(api.Config{Auth: auth.New(secret, nil)})
+	for _, route := range srv.Routes() {
+		if slices.Contains(public, route) {
+			continue
+		}
+		require.Contains(t, rows, route, "api/authz_test.go: authzEndpoints has no row for %q", route)
 	}
 }
