@@ -33,6 +33,33 @@ func (p Party) MayActForMerchant(merchantID string) bool {
 	return p.Actor == ActorAdmin || (p.Actor == ActorMerchant && p.MerchantID != "" && p.MerchantID == merchantID)
 }
 
+// MayChangeMerchantSettings reports whether the party may change the named
+// settings of a merchant: an admin any, the merchant itself its capacity
+// only (a kitchen scaling up or down); everything else about a merchant is
+// the platform's.
+func (p Party) MayChangeMerchantSettings(merchantID string, fields []string) bool {
+	if p.Actor == ActorAdmin {
+		return true
+	}
+	if !p.MayActForMerchant(merchantID) {
+		return false
+	}
+	for _, f := range fields {
+		if f != "capacity" {
+			return false
+		}
+	}
+	return true
+}
+
+// MayPauseMerchant reports whether the party may pause and resume a
+// merchant's intake: an admin or the merchant itself.
+func (p Party) MayPauseMerchant(merchantID string) bool { return p.MayActForMerchant(merchantID) }
+
+// MayPrioritize reports whether the party may move an order of the merchant
+// into the priority lane: an admin or that merchant.
+func (p Party) MayPrioritize(merchantID string) bool { return p.MayActForMerchant(merchantID) }
+
 // PaymentDeadline is when an order placed at placedAt closes unpaid.
 func PaymentDeadline(placedAt time.Time, paymentTimeoutSeconds int) time.Time {
 	return placedAt.Add(time.Duration(paymentTimeoutSeconds) * time.Second)

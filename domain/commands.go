@@ -6,26 +6,113 @@ import (
 	"time"
 )
 
-// Load is a merchant's admission state: the only input admission decisions need.
+// Load is a merchant's admission state: the only input admission decisions
+// need. Active and the capacity count units (orders, or items when the
+// merchant counts items); Queued counts orders of both lanes.
 type Load struct {
-	Capacity int
-	Active   int
-	Queued   int
-	NextSeq  int64
+	Capacity       int
+	Active         int
+	ActiveOrders   int
+	Queued         int
+	QueuedPriority int
+	QueuedUnits    int
+	NextSeq        int64
+	// Paused: nobody is admitted until the merchant resumes.
+	Paused bool
 }
 
-// CanAdmitNew reports whether a newly paid order may be accepted at once. A
-// new order never overtakes a queued one, so the queue must be empty.
-func (l Load) CanAdmitNew() bool { return l.Queued == 0 && l.Active < l.Capacity }
+// Fits reports whether an order of the given load at the head of the queue
+// may be admitted now: when its units are free, or when the kitchen is
+// empty (so an order larger than the whole capacity goes alone rather than
+// never). A capacity of 0 admits nothing.
+func (l Load) Fits(load int) bool {
+	return !l.Paused && l.Capacity > 0 && (l.Active+max(load, 1) <= l.Capacity || l.Active == 0)
+}
 
-// CanDrain reports whether the head of the queue may be admitted.
-func (l Load) CanDrain() bool { return l.Queued > 0 && l.Active < l.Capacity }
+// CanAdmitNew reports whether a newly paid order of that load and lane may
+// be accepted at once. A new order never overtakes a queued one of its lane,
+// and a normal order none of either lane; a priority order goes before the
+// normal lane's head.
+func (l Load) CanAdmitNew(load int, lane Lane) bool {
+	ahead := l.Queued
+	if lane == LanePriority {
+		ahead = l.QueuedPriority
+	}
+	return ahead == 0 && l.Fits(load)
+}
+
+// CanDrain reports whether the head of the queue, of headLoad, may be admitted.
+func (l Load) CanDrain(headLoad int) bool { return l.Queued > 0 && l.Fits(headLoad) }
+
+// HeadLane is the lane whose head is next: the priority lane's while it has
+// orders.
+func (l Load) HeadLane() Lane {
+	if l.QueuedPriority > 0 {
+		return LanePriority
+	}
+	return LaneNormal
+}
+
+// MaxAdmissible bounds how many queued orders may be admitted now: every
+// order takes at least one unit, and an empty kitchen takes one oversized.
+func (l Load) MaxAdmissible() int {
+	if l.Paused || l.Capacity <= 0 {
+		return 0
+	}
+	free := max(l.Capacity-l.Active, 0)
+	if l.Active == 0 {
+		free = max(free, 1)
+	}
+	return min(free, l.Queued)
+}
+
+func (l Load) enqueue(o Order) Load {
+	l.Queued++
+	l.QueuedUnits += o.load()
+	if o.Lane == LanePriority {
+		l.QueuedPriority++
+	}
+	return l
+}
+
+func (l Load) dequeue(o Order) Load {
+	l.Queued--
+	l.QueuedUnits -= o.load()
+	if o.Lane == LanePriority {
+		l.QueuedPriority--
+	}
+	return l
+}
+
+func (l Load) occupy(o Order) Load {
+	l.Active += o.load()
+	l.ActiveOrders++
+	return l
+}
+
+func (l Load) release(o Order) Load {
+	l.Active -= o.load()
+	l.ActiveOrders--
+	return l
+}
+
+// load is the order's load, 1 for an order folded before loads existed.
+func (o Order) load() int { return max(o.Load, 1) }
+
+// laneOrNormal is the order's lane, normal for one folded before lanes.
+func (o Order) laneOrNormal() Lane {
+	if o.Lane == "" {
+		return LaneNormal
+	}
+	return o.Lane
+}
 
 // ProductRef is what placing an order needs to know about a product.
 type ProductRef struct {
 	ID         string
 	MerchantID string
 	PriceCents int64
+	LoadUnits  int
 }
 
 // LineRequest is one requested line before pricing.
@@ -42,6 +129,10 @@ type PlaceParams struct {
 	Lines           []LineRequest
 	Products        map[string]ProductRef
 	PaymentDeadline time.Time
+	// Unit is the merchant's capacity unit, which fixes the order's load.
+	Unit       CapacityUnit
+	Lane       Lane
+	PickupCode string
 }
 
 // ValidateLines checks an order's shape before anything is looked up.
@@ -70,7 +161,11 @@ func Place(p PlaceParams, now time.Time) ([]Event, error) {
 	if p.CustomerID == "" || len(p.CustomerID) > MaxIDLength {
 		return nil, Errorf(CodeValidation, "customer id must be 1-%d characters", MaxIDLength)
 	}
+	if p.Lane != "" && !p.Lane.Valid() {
+		return nil, Errorf(CodeValidation, `lane must be "normal" or "priority"`)
+	}
 	items := make([]Item, 0, len(p.Lines))
+	loadUnits := make(map[string]int, len(p.Lines))
 	var total int64
 	for i, l := range p.Lines {
 		prod, ok := p.Products[l.ProductID]
@@ -81,11 +176,17 @@ func Place(p PlaceParams, now time.Time) ([]Event, error) {
 			return nil, Errorf(CodeValidation, "items[%d].product_id belongs to another merchant", i)
 		}
 		items = append(items, Item{ProductID: l.ProductID, Quantity: l.Quantity, PriceCents: prod.PriceCents})
+		loadUnits[l.ProductID] = prod.LoadUnits
 		total += prod.PriceCents * int64(l.Quantity)
+	}
+	lane := p.Lane
+	if lane == "" {
+		lane = LaneNormal
 	}
 	return []Event{{Type: EventOrderPlaced, Data: OrderPlaced{
 		OrderID: p.OrderID, MerchantID: p.MerchantID, CustomerID: p.CustomerID,
 		Items: items, TotalCents: total, PlacedAt: now, PaymentDeadline: p.PaymentDeadline,
+		Load: OrderLoad(p.Unit, items, loadUnits), Lane: lane, PickupCode: p.PickupCode,
 	}}}, nil
 }
 
@@ -116,7 +217,7 @@ func Pay(o Order, ref string, load Load, maxQueueWait time.Duration, now time.Ti
 		return nil, load, Errorf(CodeInvalidTransition, "payment deadline %s has passed", o.PaymentDeadline.UTC().Format(time.RFC3339))
 	}
 	events := []Event{{Type: EventOrderPaid, Data: OrderPaid{PaymentRef: ref, PaidAt: now}}}
-	admission, load := Admit(load, maxQueueWait, now)
+	admission, load := Admit(o, load, maxQueueWait, now)
 	return append(events, admission), load, nil
 }
 
@@ -145,11 +246,13 @@ func PayAtPlacement(placed Event, ref string, load Load, maxQueueWait time.Durat
 }
 
 // Admit decides for a newly paid order and returns the event and the new load.
-func Admit(load Load, maxQueueWait time.Duration, now time.Time) (Event, Load) {
-	if load.CanAdmitNew() {
-		load.Active++
+func Admit(o Order, load Load, maxQueueWait time.Duration, now time.Time) (Event, Load) {
+	lane := o.laneOrNormal()
+	if load.CanAdmitNew(o.load(), lane) {
+		queued := load.Queued
+		load = load.occupy(o)
 		return Event{Type: EventOrderAccepted, Data: OrderAccepted{
-			AcceptedAt: now, ActiveAfter: load.Active, Capacity: load.Capacity, Queued: load.Queued,
+			AcceptedAt: now, ActiveAfter: load.Active, Capacity: load.Capacity, Queued: queued, Load: loadField(o),
 		}}, load
 	}
 	seq := load.NextSeq
@@ -158,27 +261,65 @@ func Admit(load Load, maxQueueWait time.Duration, now time.Time) (Event, Load) {
 	}
 	e := Event{Type: EventOrderQueued, Data: OrderQueued{
 		Seq: seq, QueuedAt: now, ExpiresAt: now.Add(maxQueueWait),
-		Active: load.Active, Capacity: load.Capacity, Queued: load.Queued,
+		Active: load.Active, Capacity: load.Capacity, Queued: load.Queued, Lane: laneField(lane),
 	}}
 	load.NextSeq = seq + 1
-	load.Queued++
-	return e, load
+	return e, load.enqueue(o)
 }
 
-// AdmitQueued admits the head of the queue; the caller guarantees o is the head.
+// loadField and laneField leave out of events the values that events
+// recorded before weighted capacity and lanes imply by their absence.
+func loadField(o Order) int {
+	if o.load() == 1 {
+		return 0
+	}
+	return o.load()
+}
+
+func laneField(l Lane) Lane {
+	if l == LaneNormal {
+		return ""
+	}
+	return l
+}
+
+// AdmitQueued admits the head of the queue; the caller guarantees o is the
+// head (of the priority lane while it has orders, else of the normal lane).
 func AdmitQueued(o Order, load Load, now time.Time) (Event, Load, error) {
 	if o.Status != StatusQueued {
 		return Event{}, load, Errorf(CodeInvalidTransition, "cannot admit an order that is %s", o.Status)
 	}
-	if !load.CanDrain() {
-		return Event{}, load, Errorf(CodeConflict, "merchant has no free unit")
+	if o.laneOrNormal() != load.HeadLane() {
+		return Event{}, load, Errorf(CodeConflict, "order is not at the head of the queue")
+	}
+	if !load.CanDrain(o.load()) {
+		return Event{}, load, Errorf(CodeConflict, "merchant has no room for the head of its queue")
 	}
 	queued := load.Queued
-	load.Active++
-	load.Queued--
+	load = load.dequeue(o).occupy(o)
 	return Event{Type: EventOrderAccepted, Data: OrderAccepted{
-		AcceptedAt: now, ActiveAfter: load.Active, Capacity: load.Capacity, FromQueue: true, Queued: queued,
+		AcceptedAt: now, ActiveAfter: load.Active, Capacity: load.Capacity, FromQueue: true, Queued: queued, Load: loadField(o),
 	}}, load, nil
+}
+
+// Prioritize moves a queued order to the tail of the priority lane. An
+// order already there stays (no events).
+func Prioritize(o Order, by Actor, reason string, load Load, now time.Time) ([]Event, Load, error) {
+	if len(reason) > MaxReasonLength {
+		return nil, load, Errorf(CodeValidation, "reason must be at most %d characters", MaxReasonLength)
+	}
+	if o.Status != StatusQueued {
+		return nil, load, Errorf(CodeInvalidTransition, "only a queued order can be prioritized; this one is %s", o.Status)
+	}
+	if o.laneOrNormal() == LanePriority {
+		return nil, load, nil
+	}
+	seq := max(load.NextSeq, 1)
+	load.NextSeq = seq + 1
+	load.QueuedPriority++
+	return []Event{{Type: EventOrderPrioritized, Data: OrderPrioritized{
+		Seq: seq, Reason: reason, By: by, PrioritizedAt: now,
+	}}}, load, nil
 }
 
 // Complete finishes an accepted order and frees its unit.
@@ -186,7 +327,7 @@ func Complete(o Order, load Load, now time.Time) ([]Event, Load, error) {
 	if o.Status != StatusAccepted {
 		return nil, load, Errorf(CodeInvalidTransition, "only an accepted order can be completed; this one is %s", o.Status)
 	}
-	load.Active--
+	load = load.release(o)
 	return []Event{{Type: EventOrderCompleted, Data: OrderCompleted{CompletedAt: now}}}, load, nil
 }
 
@@ -204,9 +345,9 @@ func Cancel(o Order, by Actor, reason string, load Load, now time.Time) ([]Event
 	}
 	switch o.Status {
 	case StatusAccepted:
-		load.Active--
+		load = load.release(o)
 	case StatusQueued:
-		load.Queued--
+		load = load.dequeue(o)
 	}
 	return []Event{{Type: EventOrderCancelled, Data: OrderCancelled{
 		Reason: reason, By: by, From: o.Status, CancelledAt: now,
@@ -229,7 +370,7 @@ func Expire(o Order, load Load, now time.Time) ([]Event, Load) {
 	if o.Status != StatusQueued || o.QueueExpiresAt == nil || now.Before(*o.QueueExpiresAt) {
 		return nil, load
 	}
-	load.Queued--
+	load = load.dequeue(o)
 	return []Event{{Type: EventOrderExpired, Data: OrderExpired{Reason: ReasonQueueTimeout, ExpiredAt: now}}}, load
 }
 
@@ -239,8 +380,8 @@ func Requeue(o Order, load Load, maxQueueWait time.Duration, now time.Time) ([]E
 	if o.Status != StatusExpired {
 		return nil, load, Errorf(CodeInvalidTransition, "only an expired order can be requeued; this one is %s", o.Status)
 	}
-	load.Queued++
+	load = load.enqueue(o)
 	return []Event{{Type: EventOrderRequeued, Data: OrderRequeued{
-		Seq: o.QueueSeq, QueuedAt: now, ExpiresAt: now.Add(maxQueueWait),
+		Seq: o.QueueSeq, QueuedAt: now, ExpiresAt: now.Add(maxQueueWait), Lane: laneField(o.laneOrNormal()),
 	}}}, load, nil
 }

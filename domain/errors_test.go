@@ -49,7 +49,7 @@ func TestStatusPredicates(t *testing.T) {
 func TestCancelReasonLength(t *testing.T) {
 	t.Parallel()
 	o := placeOne(t, "o")
-	load := domain.Load{Capacity: 1}
+	load := v1(domain.Load{Capacity: 1})
 	ev, l, err := domain.Cancel(o, domain.ActorCustomer, strings.Repeat("r", domain.MaxReasonLength+1), load, t0)
 	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err))
 	require.Empty(t, ev)

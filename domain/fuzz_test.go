@@ -65,7 +65,7 @@ func FuzzOrderCommands(f *testing.F) {
 		}
 		program0 := program[0]
 		othersActive, othersQueued := int(program[1]%6), int(program[2]%4)
-		load := domain.Load{Capacity: int(program[0] % 5), Active: othersActive, Queued: othersQueued, NextSeq: 1 + int64(othersQueued)}
+		load := v1(domain.Load{Capacity: int(program[0] % 5), Active: othersActive, Queued: othersQueued, NextSeq: 1 + int64(othersQueued)})
 		program = program[3:]
 
 		now := t0
@@ -131,7 +131,7 @@ func FuzzOrderCommands(f *testing.F) {
 			case opOtherPaid:
 				ours = false
 				var e domain.Event
-				e, load = domain.Admit(load, maxWait, now)
+				e, load = domain.Admit(domain.Order{}, load, maxWait, now)
 				evs = []domain.Event{e}
 				if e.Type == domain.EventOrderAccepted {
 					othersActive++

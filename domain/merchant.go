@@ -38,6 +38,32 @@ type MerchantSettings struct {
 	MaxQueueWaitSeconds   int    `json:"max_queue_wait_seconds"`
 	PaymentTimeoutSeconds int    `json:"payment_timeout_seconds"`
 	WebhookURL            string `json:"webhook_url,omitempty"`
+	// Absent from events recorded before they existed; WithDefaults fills them.
+	CapacityUnit CapacityUnit `json:"capacity_unit,omitempty"`
+	Timezone     string       `json:"timezone,omitempty"`
+	PickupPrefix string       `json:"pickup_prefix,omitempty"`
+}
+
+// WithDefaults fills the fields a request or an older event left empty.
+func (s MerchantSettings) WithDefaults() MerchantSettings {
+	if s.CapacityUnit == "" {
+		s.CapacityUnit = UnitOrders
+	}
+	if s.Timezone == "" {
+		s.Timezone = DefaultTimezone
+	}
+	return s
+}
+
+// CheckSettingsChange refuses what a settings change may not do given the
+// merchant's load: a unit change while orders are accepted or queued, whose
+// loads were fixed in the old unit.
+func CheckSettingsChange(before, after MerchantSettings, load Load) error {
+	if before.WithDefaults().CapacityUnit != after.WithDefaults().CapacityUnit && (load.ActiveOrders > 0 || load.Queued > 0) {
+		return Errorf(CodeConflict, "capacity_unit can change only while no order is accepted or queued (%d accepted, %d queued)",
+			load.ActiveOrders, load.Queued)
+	}
+	return nil
 }
 
 // Validate checks every field; the webhook URL is checked for shape only, the
@@ -68,7 +94,13 @@ func (s MerchantSettings) Validate() error {
 			return err
 		}
 	}
-	return nil
+	if s.CapacityUnit != "" && !s.CapacityUnit.Valid() {
+		return Errorf(CodeValidation, `capacity_unit must be "orders" or "items"`)
+	}
+	if _, err := LoadTimezone(s.Timezone); err != nil {
+		return err
+	}
+	return ValidatePickupPrefix(s.PickupPrefix)
 }
 
 // ValidateWebhookURL accepts absolute http(s) URLs with a host and no credentials.
@@ -107,13 +139,16 @@ type MerchantSecretRotated struct {
 }
 
 type ProductCreated struct {
-	ProductID    string    `json:"product_id"`
-	MerchantID   string    `json:"merchant_id"`
-	Name         string    `json:"name"`
-	PriceCents   int64     `json:"price_cents"`
-	Stock        *int      `json:"stock"`
-	PerUserLimit *int      `json:"per_user_limit"`
-	CreatedAt    time.Time `json:"created_at"`
+	ProductID    string `json:"product_id"`
+	MerchantID   string `json:"merchant_id"`
+	Name         string `json:"name"`
+	PriceCents   int64  `json:"price_cents"`
+	Stock        *int   `json:"stock"`
+	PerUserLimit *int   `json:"per_user_limit"`
+	// LoadUnits is absent (0) from events recorded before it existed, which
+	// means the default.
+	LoadUnits int       `json:"load_units,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 type ProductRestocked struct {
@@ -154,13 +189,16 @@ func ValidateRestock(quantity int) error {
 	return nil
 }
 
-// CompletionStats is what the ETA estimator keeps about a merchant: an
-// exponentially weighted mean of the time between completions while the
-// merchant was saturated (had a queue), which is its real service rate.
+// CompletionStats is what the ETA estimator keeps about a merchant:
+// exponentially weighted means of the time between completions, and of the
+// units each completion freed, while the merchant was saturated (had a
+// queue). Their ratio is its real service rate in units.
 type CompletionStats struct {
 	IntervalSeconds float64 // 0 = no history yet
-	LastCompletion  *time.Time
-	Samples         int
+	// UnitsPerCompletion is 0 in stats kept before weighted capacity: 1.
+	UnitsPerCompletion float64
+	LastCompletion     *time.Time
+	Samples            int
 }
 
 const (
@@ -171,17 +209,19 @@ const (
 	maxETASeconds   = 7 * 24 * 3600
 )
 
-// ObserveCompletion updates the stats at a completion. saturated says whether
-// orders were waiting: only then does the gap measure the merchant's pace
-// rather than a lull in demand.
-func (c CompletionStats) ObserveCompletion(now time.Time, saturated bool) CompletionStats {
+// ObserveCompletion updates the stats at the completion of an order of
+// units. saturated says whether orders were waiting: only then does the
+// gap measure the merchant's pace rather than a lull in demand.
+func (c CompletionStats) ObserveCompletion(now time.Time, saturated bool, units int) CompletionStats {
 	if saturated && c.LastCompletion != nil {
 		gap := now.Sub(*c.LastCompletion).Seconds()
 		gap = math.Min(math.Max(gap, minIntervalSecs), maxIntervalSecs)
+		u := float64(max(units, 1))
 		if c.Samples == 0 || c.IntervalSeconds == 0 {
-			c.IntervalSeconds = gap
+			c.IntervalSeconds, c.UnitsPerCompletion = gap, u
 		} else {
 			c.IntervalSeconds = ewmaAlpha*gap + (1-ewmaAlpha)*c.IntervalSeconds
+			c.UnitsPerCompletion = ewmaAlpha*u + (1-ewmaAlpha)*c.unitsPerCompletion()
 		}
 		c.Samples++
 	}
@@ -189,28 +229,50 @@ func (c CompletionStats) ObserveCompletion(now time.Time, saturated bool) Comple
 	return c
 }
 
-// EstimateWait returns the estimated seconds until the order at position
-// (1 = next) is accepted. With enough measured completions it is position ×
-// the measured gap between completions; before that it falls back to
-// prep_seconds × position / capacity.
-func EstimateWait(position, capacity, prepSeconds int, stats CompletionStats) int {
-	if position < 1 {
+func (c CompletionStats) unitsPerCompletion() float64 {
+	if c.UnitsPerCompletion <= 0 {
+		return 1
+	}
+	return c.UnitsPerCompletion
+}
+
+// UnitsToWaitFor is how many units must complete before a queued order of
+// load is admitted, with active units in use and unitsAhead units queued
+// before it: enough to make room for everything up to and including it, or,
+// for an order larger than the whole capacity, everything before it. It is
+// at least 1, since the order is waiting.
+func UnitsToWaitFor(active, capacity, unitsAhead, load int) int {
+	need := active + unitsAhead + load - capacity
+	if load > capacity {
+		need = active + unitsAhead
+	}
+	return max(need, 1)
+}
+
+// EstimateWait returns the estimated seconds until a queued order is
+// accepted, given the units that must complete first (UnitsToWaitFor; the
+// position when every load is 1). With enough measured completions it is
+// those units at the measured rate of units completed; before that it falls
+// back to prep_seconds × units / capacity.
+func EstimateWait(units, capacity, prepSeconds int, stats CompletionStats) int {
+	if units < 1 {
 		return 0
 	}
 	var secs float64
 	if stats.Samples >= minETASamples && stats.IntervalSeconds > 0 {
-		secs = float64(position) * stats.IntervalSeconds
+		secs = float64(units) * stats.IntervalSeconds / stats.unitsPerCompletion()
 	} else {
-		secs = float64(prepSeconds) * float64(position) / float64(max(capacity, 1))
+		secs = float64(prepSeconds) * float64(units) / float64(max(capacity, 1))
 	}
 	return int(math.Min(math.Ceil(secs), maxETASeconds))
 }
 
-// Merchant is a merchant as its events fold: settings, creation time and
-// version (the webhook secret and live load are not events' business).
+// Merchant is a merchant as its events fold: settings, pause, creation time
+// and version (the webhook secret and live load are not events' business).
 type Merchant struct {
 	ID        string
 	Settings  MerchantSettings
+	Pause     Pause
 	CreatedAt time.Time
 	Version   int
 }
@@ -222,9 +284,13 @@ func (m Merchant) Evolve(e Event) (Merchant, error) {
 		if m.Version != 0 {
 			return m, fmt.Errorf("merchant %s created twice", m.ID)
 		}
-		m.ID, m.Settings, m.CreatedAt = d.MerchantID, d.MerchantSettings, d.CreatedAt
+		m.ID, m.Settings, m.CreatedAt = d.MerchantID, d.MerchantSettings.WithDefaults(), d.CreatedAt
 	case MerchantUpdated:
-		m.Settings = d.After
+		m.Settings = d.After.WithDefaults()
+	case MerchantPaused:
+		m.Pause = Pause{Mode: d.Mode, Until: d.Until}
+	case MerchantResumed:
+		m.Pause = Pause{}
 	}
 	// Other events of the stream (a rotated secret, say) change nothing
 	// the fold keeps but its version.

@@ -91,6 +91,10 @@ type Order struct {
 	QueueSeq       int64
 	QueuedAt       *time.Time
 	QueueExpiresAt *time.Time
+	// Load is the capacity the order holds while accepted, fixed at placement.
+	Load       int
+	Lane       Lane
+	PickupCode string
 }
 
 // Event types of an order stream.
@@ -104,6 +108,8 @@ const (
 	EventOrderClosed    = "order.closed"
 	EventOrderExpired   = "order.expired"
 	EventOrderRequeued  = "order.requeued"
+	// EventOrderPrioritized moves a queued order to the priority lane.
+	EventOrderPrioritized = "order.prioritized"
 )
 
 // Event is one fact, ready to be appended to a stream.
@@ -124,6 +130,11 @@ type OrderPlaced struct {
 	// here, instead of in an order.paid event of its own (PayAtPlacement).
 	PaymentRef string     `json:"payment_ref,omitempty"`
 	PaidAt     *time.Time `json:"paid_at,omitempty"`
+	// Absent from events recorded before they existed: load 1, the normal
+	// lane, no pickup code.
+	Load       int    `json:"load,omitempty"`
+	Lane       Lane   `json:"lane,omitempty"`
+	PickupCode string `json:"pickup_code,omitempty"`
 }
 
 type OrderPaid struct {
@@ -139,6 +150,8 @@ type OrderQueued struct {
 	Active   int `json:"active"`
 	Capacity int `json:"capacity"`
 	Queued   int `json:"queued"`
+	// Lane is the line the order waits in (absent before lanes: normal).
+	Lane Lane `json:"lane,omitempty"`
 }
 
 type OrderAccepted struct {
@@ -150,6 +163,9 @@ type OrderAccepted struct {
 	// Queued is how many orders of the merchant were queued when it was
 	// decided: an order admitted directly saw none (audits check it).
 	Queued int `json:"queued"`
+	// Load is the order's load (absent before weighted capacity: 1); an
+	// order alone in the kitchen may exceed Capacity.
+	Load int `json:"load,omitempty"`
 }
 
 type OrderCompleted struct {
@@ -177,6 +193,16 @@ type OrderRequeued struct {
 	Seq       int64     `json:"seq"`
 	QueuedAt  time.Time `json:"queued_at"`
 	ExpiresAt time.Time `json:"expires_at"`
+	Lane      Lane      `json:"lane,omitempty"`
+}
+
+// OrderPrioritized moves a queued order to the tail of the priority lane,
+// with a new sequence number; its stay in the queue (and its expiry) goes on.
+type OrderPrioritized struct {
+	Seq           int64     `json:"seq"`
+	Reason        string    `json:"reason,omitempty"`
+	By            Actor     `json:"by"`
+	PrioritizedAt time.Time `json:"prioritized_at"`
 }
 
 // Evolve folds one event into an order. It never fails on events the
@@ -193,6 +219,10 @@ func (o Order) Evolve(e Event) (Order, error) {
 		if d.PaidAt != nil {
 			o.PaymentRef, o.PaidAt = d.PaymentRef, ptr(*d.PaidAt)
 		}
+		o.Load, o.Lane, o.PickupCode = max(d.Load, 1), d.Lane, d.PickupCode
+		if o.Lane == "" {
+			o.Lane = LaneNormal
+		}
 	case OrderPaid:
 		o.PaymentRef = d.PaymentRef
 		o.PaidAt = ptr(d.PaidAt)
@@ -205,6 +235,8 @@ func (o Order) Evolve(e Event) (Order, error) {
 		o.QueueSeq = d.Seq
 		o.QueuedAt, o.QueueExpiresAt = ptr(d.QueuedAt), ptr(d.ExpiresAt)
 		o.EndedAt, o.StatusReason = nil, ""
+	case OrderPrioritized:
+		o.Lane, o.QueueSeq = LanePriority, d.Seq
 	case OrderAccepted:
 		o.Status = StatusAccepted
 		o.AcceptedAt = ptr(d.AcceptedAt)
@@ -259,6 +291,12 @@ func DecodeEvent(typ string, data []byte) (Event, error) {
 		v = &OrderExpired{}
 	case EventOrderRequeued:
 		v = &OrderRequeued{}
+	case EventOrderPrioritized:
+		v = &OrderPrioritized{}
+	case EventMerchantPaused:
+		v = &MerchantPaused{}
+	case EventMerchantResumed:
+		v = &MerchantResumed{}
 	case EventMerchantCreated:
 		v = &MerchantCreated{}
 	case EventMerchantUpdated:
@@ -297,6 +335,12 @@ func deref(v any) any {
 	case *OrderExpired:
 		return *p
 	case *OrderRequeued:
+		return *p
+	case *OrderPrioritized:
+		return *p
+	case *MerchantPaused:
+		return *p
+	case *MerchantResumed:
 		return *p
 	case *MerchantCreated:
 		return *p

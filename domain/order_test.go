@@ -41,7 +41,7 @@ func orderIn(t *testing.T, status domain.OrderStatus) (domain.Order, domain.Load
 	}, t0)
 	require.NoError(t, err)
 	o := mustApply(t, domain.Order{}, events...)
-	load := domain.Load{Capacity: 1, NextSeq: 1}
+	load := v1(domain.Load{Capacity: 1, NextSeq: 1})
 	pay := func(l domain.Load) (domain.Order, domain.Load) {
 		ev, l, err := domain.Pay(o, "ref", l, maxWait, t0.Add(time.Minute))
 		require.NoError(t, err)
@@ -53,7 +53,7 @@ func orderIn(t *testing.T, status domain.OrderStatus) (domain.Order, domain.Load
 	case domain.StatusAccepted:
 		return pay(load)
 	case domain.StatusQueued:
-		return pay(domain.Load{Capacity: 1, Active: 1, NextSeq: 7})
+		return pay(v1(domain.Load{Capacity: 1, Active: 1, NextSeq: 7}))
 	case domain.StatusCompleted:
 		o, load = pay(load)
 		ev, load, err := domain.Complete(o, load, t0.Add(2*time.Minute))
@@ -66,7 +66,7 @@ func orderIn(t *testing.T, status domain.OrderStatus) (domain.Order, domain.Load
 	case domain.StatusClosed:
 		return mustApply(t, o, domain.Close(o, t0.Add(deadline))...), load
 	case domain.StatusExpired:
-		o, load = pay(domain.Load{Capacity: 1, Active: 1, NextSeq: 7})
+		o, load = pay(v1(domain.Load{Capacity: 1, Active: 1, NextSeq: 7}))
 		ev, load := domain.Expire(o, load, t0.Add(time.Minute+maxWait))
 		require.Len(t, ev, 1)
 		return mustApply(t, o, ev...), load
@@ -221,11 +221,11 @@ func TestAdmission(t *testing.T) {
 		wantStatus domain.OrderStatus
 		wantLoad   domain.Load
 	}{
-		{"free unit, empty queue", domain.Load{Capacity: 2, Active: 1, NextSeq: 1}, domain.StatusAccepted, domain.Load{Capacity: 2, Active: 2, NextSeq: 1}},
-		{"full", domain.Load{Capacity: 2, Active: 2, NextSeq: 4}, domain.StatusQueued, domain.Load{Capacity: 2, Active: 2, Queued: 1, NextSeq: 5}},
-		{"free unit but a queue: never overtake", domain.Load{Capacity: 3, Active: 1, Queued: 2, NextSeq: 9}, domain.StatusQueued, domain.Load{Capacity: 3, Active: 1, Queued: 3, NextSeq: 10}},
-		{"capacity 0 pauses intake", domain.Load{Capacity: 0, NextSeq: 1}, domain.StatusQueued, domain.Load{Capacity: 0, Queued: 1, NextSeq: 2}},
-		{"over capacity after a decrease", domain.Load{Capacity: 1, Active: 3, NextSeq: 1}, domain.StatusQueued, domain.Load{Capacity: 1, Active: 3, Queued: 1, NextSeq: 2}},
+		{"free unit, empty queue", v1(domain.Load{Capacity: 2, Active: 1, NextSeq: 1}), domain.StatusAccepted, v1(domain.Load{Capacity: 2, Active: 2, NextSeq: 1})},
+		{"full", v1(domain.Load{Capacity: 2, Active: 2, NextSeq: 4}), domain.StatusQueued, v1(domain.Load{Capacity: 2, Active: 2, Queued: 1, NextSeq: 5})},
+		{"free unit but a queue: never overtake", v1(domain.Load{Capacity: 3, Active: 1, Queued: 2, NextSeq: 9}), domain.StatusQueued, v1(domain.Load{Capacity: 3, Active: 1, Queued: 3, NextSeq: 10})},
+		{"capacity 0 pauses intake", v1(domain.Load{Capacity: 0, NextSeq: 1}), domain.StatusQueued, v1(domain.Load{Capacity: 0, Queued: 1, NextSeq: 2})},
+		{"over capacity after a decrease", v1(domain.Load{Capacity: 1, Active: 3, NextSeq: 1}), domain.StatusQueued, v1(domain.Load{Capacity: 1, Active: 3, Queued: 1, NextSeq: 2})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,11 +250,11 @@ func TestAdmission(t *testing.T) {
 func TestAdmitQueuedNeedsAFreeUnit(t *testing.T) {
 	t.Parallel()
 	o, _ := orderIn(t, domain.StatusQueued)
-	_, _, err := domain.AdmitQueued(o, domain.Load{Capacity: 1, Active: 1, Queued: 1}, t0)
+	_, _, err := domain.AdmitQueued(o, v1(domain.Load{Capacity: 1, Active: 1, Queued: 1}), t0)
 	require.Equal(t, domain.CodeConflict, domain.ErrorCode(err))
-	e, load, err := domain.AdmitQueued(o, domain.Load{Capacity: 2, Active: 1, Queued: 1}, t0)
+	e, load, err := domain.AdmitQueued(o, v1(domain.Load{Capacity: 2, Active: 1, Queued: 1}), t0)
 	require.NoError(t, err)
-	require.Equal(t, domain.Load{Capacity: 2, Active: 2}, load)
+	require.Equal(t, v1(domain.Load{Capacity: 2, Active: 2}), load)
 	require.True(t, e.Data.(domain.OrderAccepted).FromQueue)
 }
 
@@ -373,10 +373,10 @@ func TestEstimateWait(t *testing.T) {
 	now := t0
 	for range 10 {
 		now = now.Add(2 * time.Second)
-		stats = stats.ObserveCompletion(now, true)
+		stats = stats.ObserveCompletion(now, true, 1)
 	}
 	// A lull with nobody waiting says nothing about the merchant's pace.
-	stats = stats.ObserveCompletion(now.Add(10*time.Minute), false)
+	stats = stats.ObserveCompletion(now.Add(10*time.Minute), false, 1)
 	got := domain.EstimateWait(10, 2, 120, stats)
 	require.InDelta(t, 20, got, 5, "10 positions at one completion every 2 s")
 }

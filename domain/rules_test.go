@@ -42,19 +42,19 @@ func TestAdmitDecision(t *testing.T) {
 		seq      int64
 		after    domain.Load
 	}{
-		{"empty merchant", domain.Load{Capacity: 1}, true, 0, domain.Load{Capacity: 1, Active: 1}},
-		{"last free unit", domain.Load{Capacity: 3, Active: 2, NextSeq: 4}, true, 0, domain.Load{Capacity: 3, Active: 3, NextSeq: 4}},
-		{"full", domain.Load{Capacity: 3, Active: 3, NextSeq: 4}, false, 4, domain.Load{Capacity: 3, Active: 3, Queued: 1, NextSeq: 5}},
-		{"free unit behind a queue", domain.Load{Capacity: 3, Active: 0, Queued: 1, NextSeq: 4}, false, 4, domain.Load{Capacity: 3, Queued: 2, NextSeq: 5}},
-		{"capacity 0", domain.Load{Capacity: 0}, false, 1, domain.Load{Queued: 1, NextSeq: 2}},
-		{"capacity lowered below active", domain.Load{Capacity: 1, Active: 4, NextSeq: 9}, false, 9, domain.Load{Capacity: 1, Active: 4, Queued: 1, NextSeq: 10}},
-		{"next seq unset starts at 1", domain.Load{Capacity: 1, Active: 1}, false, 1, domain.Load{Capacity: 1, Active: 1, Queued: 1, NextSeq: 2}},
-		{"next seq negative starts at 1", domain.Load{Capacity: 1, Active: 1, NextSeq: -3}, false, 1, domain.Load{Capacity: 1, Active: 1, Queued: 1, NextSeq: 2}},
+		{"empty merchant", v1(domain.Load{Capacity: 1}), true, 0, v1(domain.Load{Capacity: 1, Active: 1})},
+		{"last free unit", v1(domain.Load{Capacity: 3, Active: 2, NextSeq: 4}), true, 0, v1(domain.Load{Capacity: 3, Active: 3, NextSeq: 4})},
+		{"full", v1(domain.Load{Capacity: 3, Active: 3, NextSeq: 4}), false, 4, v1(domain.Load{Capacity: 3, Active: 3, Queued: 1, NextSeq: 5})},
+		{"free unit behind a queue", v1(domain.Load{Capacity: 3, Active: 0, Queued: 1, NextSeq: 4}), false, 4, v1(domain.Load{Capacity: 3, Queued: 2, NextSeq: 5})},
+		{"capacity 0", v1(domain.Load{Capacity: 0}), false, 1, v1(domain.Load{Queued: 1, NextSeq: 2})},
+		{"capacity lowered below active", v1(domain.Load{Capacity: 1, Active: 4, NextSeq: 9}), false, 9, v1(domain.Load{Capacity: 1, Active: 4, Queued: 1, NextSeq: 10})},
+		{"next seq unset starts at 1", v1(domain.Load{Capacity: 1, Active: 1}), false, 1, v1(domain.Load{Capacity: 1, Active: 1, Queued: 1, NextSeq: 2})},
+		{"next seq negative starts at 1", v1(domain.Load{Capacity: 1, Active: 1, NextSeq: -3}), false, 1, v1(domain.Load{Capacity: 1, Active: 1, Queued: 1, NextSeq: 2})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e, after := domain.Admit(tc.load, maxWait, t0)
+			e, after := domain.Admit(domain.Order{}, tc.load, maxWait, t0)
 			require.Equal(t, tc.after, after)
 			if tc.accepted {
 				require.Equal(t, domain.EventOrderAccepted, e.Type)
@@ -72,7 +72,7 @@ func TestAdmitDecision(t *testing.T) {
 
 func TestAdmissionCapacityZeroQueuesEverything(t *testing.T) {
 	t.Parallel()
-	load := domain.Load{Capacity: 0, NextSeq: 1}
+	load := v1(domain.Load{Capacity: 0, NextSeq: 1})
 	var last int64
 	for i := range 20 {
 		o, l := payOne(t, placeOne(t, fmt.Sprint("o", i)), load, t0.Add(time.Duration(i)*time.Second))
@@ -82,14 +82,14 @@ func TestAdmissionCapacityZeroQueuesEverything(t *testing.T) {
 		_, _, err := domain.AdmitQueued(o, load, t0)
 		require.Equal(t, domain.CodeConflict, domain.ErrorCode(err), "nothing drains at capacity 0")
 	}
-	require.Equal(t, domain.Load{Capacity: 0, Active: 0, Queued: 20, NextSeq: 21}, load)
+	require.Equal(t, v1(domain.Load{Capacity: 0, Active: 0, Queued: 20, NextSeq: 21}), load)
 }
 
 // A merchant with two units takes two orders, queues the rest in order and
 // drains them head first as units free up.
 func TestAdmissionQueueAndDrain(t *testing.T) {
 	t.Parallel()
-	load := domain.Load{Capacity: 2, NextSeq: 1}
+	load := v1(domain.Load{Capacity: 2, NextSeq: 1})
 	var orders []domain.Order
 	for i := range 6 {
 		var o domain.Order
@@ -106,7 +106,7 @@ func TestAdmissionQueueAndDrain(t *testing.T) {
 			require.Equal(t, int64(i-1), o.QueueSeq, "seq 1, 2, 3, ... in payment order")
 		}
 	}
-	require.Equal(t, domain.Load{Capacity: 2, Active: 2, Queued: 4, NextSeq: 5}, load)
+	require.Equal(t, v1(domain.Load{Capacity: 2, Active: 2, Queued: 4, NextSeq: 5}), load)
 
 	// No free unit: the head waits and nothing changes.
 	_, l, err := domain.AdmitQueued(orders[2], load, t0)
@@ -122,21 +122,21 @@ func TestAdmissionQueueAndDrain(t *testing.T) {
 	orders[2] = mustApply(t, orders[2], e)
 	require.Equal(t, domain.StatusAccepted, orders[2].Status)
 	require.Equal(t, domain.OrderAccepted{AcceptedAt: t0.Add(time.Minute), ActiveAfter: 2, Capacity: 2, FromQueue: true, Queued: 4}, e.Data)
-	require.Equal(t, domain.Load{Capacity: 2, Active: 2, Queued: 3, NextSeq: 5}, load)
+	require.Equal(t, v1(domain.Load{Capacity: 2, Active: 2, Queued: 3, NextSeq: 5}), load)
 	_, _, err = domain.AdmitQueued(orders[3], load, t0.Add(time.Minute))
 	require.Equal(t, domain.CodeConflict, domain.ErrorCode(err))
 
 	// A new payment never overtakes the queue even when a unit is free.
-	load.Active = 1
+	load.Active, load.ActiveOrders = 1, 1
 	o, load2 := payOne(t, placeOne(t, "late"), load, t0.Add(2*time.Minute))
 	require.Equal(t, domain.StatusQueued, o.Status)
 	require.Equal(t, int64(5), o.QueueSeq)
-	require.Equal(t, domain.Load{Capacity: 2, Active: 1, Queued: 4, NextSeq: 6}, load2)
+	require.Equal(t, v1(domain.Load{Capacity: 2, Active: 1, Queued: 4, NextSeq: 6}), load2)
 }
 
 func TestAdmitQueuedRefusals(t *testing.T) {
 	t.Parallel()
-	o, _ := payOne(t, placeOne(t, "q"), domain.Load{Capacity: 1, Active: 1, NextSeq: 3}, t0)
+	o, _ := payOne(t, placeOne(t, "q"), v1(domain.Load{Capacity: 1, Active: 1, NextSeq: 3}), t0)
 	require.Equal(t, domain.StatusQueued, o.Status)
 	for _, load := range []domain.Load{
 		{Capacity: 1, Active: 1, Queued: 1},
@@ -154,12 +154,12 @@ func TestAdmitQueuedRefusals(t *testing.T) {
 func TestRequeueReturnsToOriginalPlace(t *testing.T) {
 	t.Parallel()
 	// o is queued with seq 7, two later orders get 8 and 9.
-	load := domain.Load{Capacity: 1, Active: 1, NextSeq: 7}
+	load := v1(domain.Load{Capacity: 1, Active: 1, NextSeq: 7})
 	o, load := payOne(t, placeOne(t, "o"), load, t0)
 	_, load = payOne(t, placeOne(t, "p"), load, t0.Add(time.Second))
 	_, load = payOne(t, placeOne(t, "q"), load, t0.Add(2*time.Second))
 	require.Equal(t, int64(7), o.QueueSeq)
-	require.Equal(t, domain.Load{Capacity: 1, Active: 1, Queued: 3, NextSeq: 10}, load)
+	require.Equal(t, v1(domain.Load{Capacity: 1, Active: 1, Queued: 3, NextSeq: 10}), load)
 
 	ev, load := domain.Expire(o, load, t0.Add(maxWait))
 	o = mustApply(t, o, ev...)
@@ -173,7 +173,7 @@ func TestRequeueReturnsToOriginalPlace(t *testing.T) {
 	o = mustApply(t, o, ev...)
 	require.Equal(t, domain.StatusQueued, o.Status)
 	require.Equal(t, int64(7), o.QueueSeq, "ahead of 8 and 9")
-	require.Equal(t, domain.Load{Capacity: 1, Active: 1, Queued: 3, NextSeq: 10}, load, "no new sequence number is drawn")
+	require.Equal(t, v1(domain.Load{Capacity: 1, Active: 1, Queued: 3, NextSeq: 10}), load, "no new sequence number is drawn")
 	require.Nil(t, o.EndedAt)
 	require.Empty(t, o.StatusReason)
 	require.Equal(t, later, *o.QueuedAt)
@@ -481,7 +481,7 @@ func TestEstimateWaitFallback(t *testing.T) {
 	// Two measured gaps are not enough: still the fallback.
 	var stats domain.CompletionStats
 	for i := range 3 {
-		stats = stats.ObserveCompletion(t0.Add(time.Duration(i)*2*time.Second), true)
+		stats = stats.ObserveCompletion(t0.Add(time.Duration(i)*2*time.Second), true, 1)
 	}
 	require.Equal(t, 2, stats.Samples)
 	require.Equal(t, 240, domain.EstimateWait(4, 2, 120, stats))
@@ -495,7 +495,7 @@ type merchantSim struct {
 
 func (m *merchantSim) complete(gap time.Duration, saturated bool) {
 	m.now = m.now.Add(gap)
-	m.stats = m.stats.ObserveCompletion(m.now, saturated)
+	m.stats = m.stats.ObserveCompletion(m.now, saturated, 1)
 }
 
 func requireETANear(t *testing.T, stats domain.CompletionStats, perOrder float64) {
@@ -546,15 +546,15 @@ func TestEstimateWaitLearnsTheMerchantsPace(t *testing.T) {
 func TestObserveCompletionClampsGaps(t *testing.T) {
 	t.Parallel()
 	var s domain.CompletionStats
-	s = s.ObserveCompletion(t0, true)
-	s = s.ObserveCompletion(t0.Add(5*time.Hour), true)
+	s = s.ObserveCompletion(t0, true, 1)
+	s = s.ObserveCompletion(t0.Add(5*time.Hour), true, 1)
 	require.Equal(t, 3600.0, s.IntervalSeconds, "at most an hour")
 	var z domain.CompletionStats
-	z = z.ObserveCompletion(t0, true)
-	z = z.ObserveCompletion(t0, true)
+	z = z.ObserveCompletion(t0, true, 1)
+	z = z.ObserveCompletion(t0, true, 1)
 	require.Equal(t, 0.01, z.IntervalSeconds, "simultaneous completions still count as a tiny gap")
 	// Caller's time going backwards must not make a negative interval.
-	z = z.ObserveCompletion(t0.Add(-time.Minute), true)
+	z = z.ObserveCompletion(t0.Add(-time.Minute), true, 1)
 	require.Greater(t, z.IntervalSeconds, 0.0)
 }
 
@@ -588,8 +588,8 @@ func TestPayAtPlacement(t *testing.T) {
 		load   domain.Load
 		status domain.OrderStatus
 	}{
-		{"accepted", domain.Load{Capacity: 1}, domain.StatusAccepted},
-		{"queued", domain.Load{Capacity: 1, Active: 1, NextSeq: 7}, domain.StatusQueued},
+		{"accepted", v1(domain.Load{Capacity: 1}), domain.StatusAccepted},
+		{"queued", v1(domain.Load{Capacity: 1, Active: 1, NextSeq: 7}), domain.StatusQueued},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -620,14 +620,21 @@ func TestPayAtPlacement(t *testing.T) {
 		})
 	}
 
-	_, _, err = domain.PayAtPlacement(placed[0], "", domain.Load{Capacity: 1}, maxWait, t0)
+	_, _, err = domain.PayAtPlacement(placed[0], "", v1(domain.Load{Capacity: 1}), maxWait, t0)
 	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err))
-	_, _, err = domain.PayAtPlacement(domain.Event{Type: domain.EventOrderPaid, Data: domain.OrderPaid{}}, "r", domain.Load{Capacity: 1}, maxWait, t0)
+	_, _, err = domain.PayAtPlacement(domain.Event{Type: domain.EventOrderPaid, Data: domain.OrderPaid{}}, "r", v1(domain.Load{Capacity: 1}), maxWait, t0)
 	require.Error(t, err)
-	paidPlacement, _, err := domain.PayAtPlacement(placed[0], "r", domain.Load{Capacity: 1}, maxWait, t0)
+	paidPlacement, _, err := domain.PayAtPlacement(placed[0], "r", v1(domain.Load{Capacity: 1}), maxWait, t0)
 	require.NoError(t, err)
-	_, _, err = domain.PayAtPlacement(paidPlacement[0], "r", domain.Load{Capacity: 1}, maxWait, t0)
+	_, _, err = domain.PayAtPlacement(paidPlacement[0], "r", v1(domain.Load{Capacity: 1}), maxWait, t0)
 	require.Error(t, err, "a placement that carries its payment is not paid again")
-	_, _, err = domain.PayAtPlacement(placed[0], "r", domain.Load{Capacity: 1}, maxWait, t0.Add(deadline))
+	_, _, err = domain.PayAtPlacement(placed[0], "r", v1(domain.Load{Capacity: 1}), maxWait, t0.Add(deadline))
 	require.ErrorIs(t, err, domain.ErrInvalidTransition, "a payment at or after the deadline is refused")
+}
+
+// v1 is a load as v1 kept it, every order of load 1 in the normal lane: its
+// units are its orders.
+func v1(l domain.Load) domain.Load {
+	l.ActiveOrders, l.QueuedUnits = l.Active, l.Queued
+	return l
 }

@@ -45,7 +45,7 @@ func smPlace(t *testing.T) *smFixture {
 		PaymentDeadline: smDeadline,
 	}, t0)
 	require.NoError(t, err)
-	f := &smFixture{order: domain.Order{}, load: domain.Load{Capacity: 2, Active: 0, NextSeq: 5}}
+	f := &smFixture{order: domain.Order{}, load: v1(domain.Load{Capacity: 2, Active: 0, NextSeq: 5})}
 	f.run(t, events, f.load, nil)
 	return f
 }
@@ -74,12 +74,12 @@ func smBuild(t *testing.T, state string) *smFixture {
 	t.Helper()
 	f := smPlace(t)
 	payAccepted := func() {
-		ev, l, err := domain.Pay(f.order, smRef, domain.Load{Capacity: 2, Active: 1, NextSeq: 5}, maxWait, smPaidAt)
+		ev, l, err := domain.Pay(f.order, smRef, v1(domain.Load{Capacity: 2, Active: 1, NextSeq: 5}), maxWait, smPaidAt)
 		f.run(t, ev, l, err)
 		require.Equal(t, domain.StatusAccepted, f.order.Status)
 	}
 	payQueued := func() {
-		ev, l, err := domain.Pay(f.order, smRef, domain.Load{Capacity: 2, Active: 2, NextSeq: 5}, maxWait, smPaidAt)
+		ev, l, err := domain.Pay(f.order, smRef, v1(domain.Load{Capacity: 2, Active: 2, NextSeq: 5}), maxWait, smPaidAt)
 		f.run(t, ev, l, err)
 		require.Equal(t, domain.StatusQueued, f.order.Status)
 	}
@@ -100,7 +100,7 @@ func smBuild(t *testing.T, state string) *smFixture {
 		payAccepted()
 	case "accepted/from_queue":
 		payQueued()
-		f.load.Active-- // the other order completed
+		f.load.Active, f.load.ActiveOrders = f.load.Active-1, f.load.ActiveOrders-1 // the other order completed
 		e, l, err := domain.AdmitQueued(f.order, f.load, smPaidAt.Add(time.Minute))
 		f.run(t, []domain.Event{e}, l, err)
 	case "completed":
@@ -334,10 +334,10 @@ func TestStateMachineEveryStatusTimesEveryCommand(t *testing.T) {
 				f := smBuild(t, state)
 				before, load := f.order, f.load
 				if name == "admit queued with a free unit" {
-					load.Active = load.Capacity - 1 // the other order completed
+					load.Active, load.ActiveOrders = load.Capacity-1, load.Capacity-1 // the other order completed
 				}
 				if name == "admit queued without a free unit" {
-					load.Active = load.Capacity
+					load.Active, load.ActiveOrders = load.Capacity, load.Capacity
 				}
 				events, after, err := cmd(before, load)
 				if want.code != "" {
@@ -357,12 +357,12 @@ func TestStateMachineEveryStatusTimesEveryCommand(t *testing.T) {
 					return
 				}
 				require.Equal(t, want.status, got.Status)
-				require.Equal(t, domain.Load{
+				require.Equal(t, v1(domain.Load{
 					Capacity: load.Capacity,
 					Active:   load.Active + want.dActive,
 					Queued:   load.Queued + want.dQueued,
 					NextSeq:  load.NextSeq + want.dNextSeq,
-				}, after)
+				}), after)
 				require.GreaterOrEqual(t, after.Active, 0)
 				require.GreaterOrEqual(t, after.Queued, 0)
 				require.Equal(t, got.Status.Terminal(), got.EndedAt != nil, "ended_at is set exactly when terminal")
@@ -390,17 +390,17 @@ func TestStateMachineBuiltStates(t *testing.T) {
 		paid   bool
 		reason string
 	}{
-		{"awaiting_payment", domain.StatusAwaitingPayment, domain.Load{Capacity: 2, NextSeq: 5}, false, ""},
-		{"queued", domain.StatusQueued, domain.Load{Capacity: 2, Active: 2, Queued: 1, NextSeq: 6}, true, ""},
-		{"queued/requeued", domain.StatusQueued, domain.Load{Capacity: 2, Active: 2, Queued: 1, NextSeq: 6}, true, ""},
-		{"accepted", domain.StatusAccepted, domain.Load{Capacity: 2, Active: 2, NextSeq: 5}, true, ""},
-		{"accepted/from_queue", domain.StatusAccepted, domain.Load{Capacity: 2, Active: 2, NextSeq: 6}, true, ""},
-		{"completed", domain.StatusCompleted, domain.Load{Capacity: 2, Active: 1, NextSeq: 5}, true, ""},
-		{"closed", domain.StatusClosed, domain.Load{Capacity: 2, NextSeq: 5}, false, domain.ReasonPaymentTimeout},
-		{"cancelled/unpaid", domain.StatusCancelled, domain.Load{Capacity: 2, NextSeq: 5}, false, "changed my mind"},
-		{"cancelled/from_queued", domain.StatusCancelled, domain.Load{Capacity: 2, Active: 2, NextSeq: 6}, true, "too slow"},
-		{"cancelled/from_accepted", domain.StatusCancelled, domain.Load{Capacity: 2, Active: 1, NextSeq: 5}, true, "out of milk"},
-		{"expired", domain.StatusExpired, domain.Load{Capacity: 2, Active: 2, NextSeq: 6}, true, domain.ReasonQueueTimeout},
+		{"awaiting_payment", domain.StatusAwaitingPayment, v1(domain.Load{Capacity: 2, NextSeq: 5}), false, ""},
+		{"queued", domain.StatusQueued, v1(domain.Load{Capacity: 2, Active: 2, Queued: 1, NextSeq: 6}), true, ""},
+		{"queued/requeued", domain.StatusQueued, v1(domain.Load{Capacity: 2, Active: 2, Queued: 1, NextSeq: 6}), true, ""},
+		{"accepted", domain.StatusAccepted, v1(domain.Load{Capacity: 2, Active: 2, NextSeq: 5}), true, ""},
+		{"accepted/from_queue", domain.StatusAccepted, v1(domain.Load{Capacity: 2, Active: 2, NextSeq: 6}), true, ""},
+		{"completed", domain.StatusCompleted, v1(domain.Load{Capacity: 2, Active: 1, NextSeq: 5}), true, ""},
+		{"closed", domain.StatusClosed, v1(domain.Load{Capacity: 2, NextSeq: 5}), false, domain.ReasonPaymentTimeout},
+		{"cancelled/unpaid", domain.StatusCancelled, v1(domain.Load{Capacity: 2, NextSeq: 5}), false, "changed my mind"},
+		{"cancelled/from_queued", domain.StatusCancelled, v1(domain.Load{Capacity: 2, Active: 2, NextSeq: 6}), true, "too slow"},
+		{"cancelled/from_accepted", domain.StatusCancelled, v1(domain.Load{Capacity: 2, Active: 1, NextSeq: 5}), true, "out of milk"},
+		{"expired", domain.StatusExpired, v1(domain.Load{Capacity: 2, Active: 2, NextSeq: 6}), true, domain.ReasonQueueTimeout},
 	}
 	require.Len(t, cases, len(smStates))
 	for _, tc := range cases {

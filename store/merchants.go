@@ -74,7 +74,7 @@ func (m *merchantRow) maxQueueWait() time.Duration {
 // fillEstimate sets the estimated wait of an order paid now.
 func (m *merchantRow) fillEstimate() {
 	m.Load.Capacity = m.Capacity
-	if m.load().CanAdmitNew() {
+	if m.load().CanAdmitNew(1, domain.LaneNormal) {
 		m.Load.EstWaitSeconds = 0
 		return
 	}

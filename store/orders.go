@@ -278,7 +278,7 @@ func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Acc
 			if err != nil {
 				return nil, nil, err
 			}
-			m.stats = m.stats.ObserveCompletion(now, m.Load.Queued > 0)
+			m.stats = m.stats.ObserveCompletion(now, m.Load.Queued > 0, o.Load)
 			m.setLoad(load)
 			return events, nil, nil
 		},
@@ -412,7 +412,7 @@ func (s *Store) drainLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, now 
 	if err := saveLoad(ctx, tx, m); err != nil {
 		return err
 	}
-	if m.load().CanDrain() {
+	if m.load().CanDrain(1) {
 		return s.insertJobs(ctx, tx, []river.InsertManyParams{{Args: DrainMerchantArgs{MerchantID: m.ID}}})
 	}
 	return nil
@@ -436,7 +436,7 @@ func (s *Store) DrainMerchant(ctx context.Context, merchantID uuid.UUID) (int, e
 				return err
 			}
 			before := m.Load.Queued
-			if !m.load().CanDrain() {
+			if !m.load().CanDrain(1) {
 				return nil
 			}
 			if err := s.drainLocked(ctx, tx, m, s.now(), batch); err != nil {

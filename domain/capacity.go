@@ -1,0 +1,123 @@
+package domain
+
+import (
+	"fmt"
+	"time"
+)
+
+// CapacityUnit is what a merchant's capacity counts: whole orders, or the
+// items the kitchen makes (a ten-cup order weighs ten cups).
+type CapacityUnit string
+
+const (
+	UnitOrders CapacityUnit = "orders"
+	UnitItems  CapacityUnit = "items"
+)
+
+// Valid reports whether u is a known unit.
+func (u CapacityUnit) Valid() bool { return u == UnitOrders || u == UnitItems }
+
+// Lane is the line a queued order waits in. The priority lane's head is
+// admitted before the normal lane's; each lane is first come, first served.
+type Lane string
+
+const (
+	LaneNormal   Lane = "normal"
+	LanePriority Lane = "priority"
+)
+
+// Valid reports whether l is a known lane.
+func (l Lane) Valid() bool { return l == LaneNormal || l == LanePriority }
+
+// Load units of a product: the capacity one unit of it takes when its
+// merchant counts items.
+const (
+	MinLoadUnits     = 1
+	MaxLoadUnits     = 100
+	DefaultLoadUnits = 1
+)
+
+// ValidateLoadUnits checks a product's load_units.
+func ValidateLoadUnits(n int) error {
+	if n < MinLoadUnits || n > MaxLoadUnits {
+		return Errorf(CodeValidation, "load_units must be between %d and %d", MinLoadUnits, MaxLoadUnits)
+	}
+	return nil
+}
+
+// OrderLoad is the capacity an order holds while accepted: 1 when its
+// merchant counts orders, the sum of quantity × load_units when it counts
+// items. A product missing from loadUnits weighs the default.
+func OrderLoad(unit CapacityUnit, items []Item, loadUnits map[string]int) int {
+	if unit != UnitItems {
+		return 1
+	}
+	total := 0
+	for _, it := range items {
+		units := loadUnits[it.ProductID]
+		if units < MinLoadUnits {
+			units = DefaultLoadUnits
+		}
+		total += it.Quantity * units
+	}
+	return max(total, 1)
+}
+
+// Pickup codes.
+const (
+	MaxPickupPrefix = 2
+	DefaultTimezone = "UTC"
+)
+
+// ValidatePickupPrefix accepts 0-2 upper-case ASCII letters.
+func ValidatePickupPrefix(p string) error {
+	if len(p) > MaxPickupPrefix {
+		return Errorf(CodeValidation, "pickup_prefix must be 0-%d upper-case letters", MaxPickupPrefix)
+	}
+	for _, r := range p {
+		if r < 'A' || r > 'Z' {
+			return Errorf(CodeValidation, "pickup_prefix must be 0-%d upper-case letters", MaxPickupPrefix)
+		}
+	}
+	return nil
+}
+
+// LoadTimezone resolves an IANA time zone name; "" is UTC. Names the
+// standard library would take but that are no IANA zone ("Local") are
+// refused, since they mean a different zone on every machine.
+func LoadTimezone(name string) (*time.Location, error) {
+	if name == "" {
+		return time.UTC, nil
+	}
+	if name == "Local" {
+		return nil, Errorf(CodeValidation, "timezone must be an IANA time zone name such as Europe/Paris")
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, Errorf(CodeValidation, "timezone must be an IANA time zone name such as Europe/Paris")
+	}
+	return loc, nil
+}
+
+// PickupCounter numbers a merchant's orders within its local day.
+type PickupCounter struct {
+	// Day is the local date the counter belongs to ("2006-01-02"); Issued
+	// is how many codes that day has given out.
+	Day    string
+	Issued int
+}
+
+// LocalDay is the date at now in loc.
+func LocalDay(now time.Time, loc *time.Location) string { return now.In(loc).Format(time.DateOnly) }
+
+// NextPickupCode issues the next code of the merchant's local day at now:
+// the prefix and a number from 1, zero-padded to three digits. A counter of
+// earlier day starts again from 1; a clock behind the counter's day (another
+// process's, a little slow) keeps counting that day, so no code repeats.
+func NextPickupCode(prefix string, loc *time.Location, c PickupCounter, now time.Time) (string, PickupCounter) {
+	if day := LocalDay(now, loc); day > c.Day {
+		c = PickupCounter{Day: day}
+	}
+	c.Issued++
+	return fmt.Sprintf("%s%03d", prefix, c.Issued), c
+}

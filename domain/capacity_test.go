@@ -1,0 +1,438 @@
+package domain_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+)
+
+func TestOrderLoad(t *testing.T) {
+	t.Parallel()
+	items := []domain.Item{{ProductID: "tea", Quantity: 3}, {ProductID: "carrier", Quantity: 2}}
+	units := map[string]int{"tea": 1, "carrier": 6}
+	require.Equal(t, 1, domain.OrderLoad(domain.UnitOrders, items, units), "orders: every order weighs 1")
+	require.Equal(t, 15, domain.OrderLoad(domain.UnitItems, items, units), "items: Σ quantity × load_units")
+	require.Equal(t, 5, domain.OrderLoad(domain.UnitItems, items, nil), "unknown load_units weigh the default 1")
+	require.Equal(t, 1, domain.OrderLoad("", items, units), "no unit is orders")
+}
+
+// weighted builds a consistent load: active units held by activeOrders,
+// and queued orders of the given loads in the normal lane.
+func weighted(capacity, active, activeOrders int, queued ...int) domain.Load {
+	l := domain.Load{Capacity: capacity, Active: active, ActiveOrders: activeOrders, NextSeq: 1}
+	for _, q := range queued {
+		l.Queued++
+		l.QueuedUnits += q
+		l.NextSeq++
+	}
+	return l
+}
+
+func placeWeighted(t *testing.T, id string, load int, lane domain.Lane) domain.Order {
+	t.Helper()
+	events, err := domain.Place(domain.PlaceParams{
+		OrderID: id, MerchantID: merchantID, CustomerID: "alice",
+		Lines:           []domain.LineRequest{{ProductID: productID, Quantity: load}},
+		Products:        map[string]domain.ProductRef{productID: {ID: productID, MerchantID: merchantID, PriceCents: 450, LoadUnits: 1}},
+		PaymentDeadline: t0.Add(deadline), Unit: domain.UnitItems, Lane: lane,
+	}, t0)
+	require.NoError(t, err)
+	o := mustApply(t, domain.Order{}, events...)
+	require.Equal(t, load, o.Load)
+	return o
+}
+
+func TestWeightedAdmission(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		load   domain.Load
+		order  int
+		lane   domain.Lane
+		accept bool
+	}{
+		{"fits exactly", weighted(10, 4, 2), 6, domain.LaneNormal, true},
+		{"one unit short", weighted(10, 5, 2), 6, domain.LaneNormal, false},
+		{"oversized order in an empty kitchen goes alone", weighted(20, 0, 0), 30, domain.LaneNormal, true},
+		{"oversized order waits for the kitchen to empty", weighted(20, 1, 1), 30, domain.LaneNormal, false},
+		{"capacity 0 admits nothing, even into an empty kitchen", weighted(0, 0, 0), 1, domain.LaneNormal, false},
+		{"a normal order never overtakes a queue", weighted(10, 8, 2, 5), 1, domain.LaneNormal, false},
+		{"a priority order goes before the normal lane's head", weighted(10, 8, 2, 5), 1, domain.LanePriority, true},
+		{"a priority order that does not fit queues", weighted(10, 8, 2, 5), 3, domain.LanePriority, false},
+		{"paused: nobody is admitted", func() domain.Load { l := weighted(10, 0, 0); l.Paused = true; return l }(), 1, domain.LaneNormal, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o, err := mustPay(t, placeWeighted(t, "o", tc.order, tc.lane), tc.load)
+			require.NoError(t, err)
+			after := o.load
+			if tc.accept {
+				require.Equal(t, domain.StatusAccepted, o.order.Status)
+				require.Equal(t, tc.load.Active+tc.order, after.Active)
+				require.Equal(t, tc.load.ActiveOrders+1, after.ActiveOrders)
+				require.Equal(t, tc.load.Queued, after.Queued)
+				return
+			}
+			require.Equal(t, domain.StatusQueued, o.order.Status)
+			require.Equal(t, tc.lane, o.order.Lane)
+			require.Equal(t, tc.load.Active, after.Active)
+			require.Equal(t, tc.load.Queued+1, after.Queued)
+			require.Equal(t, tc.load.QueuedUnits+tc.order, after.QueuedUnits)
+			if tc.lane == domain.LanePriority {
+				require.Equal(t, tc.load.QueuedPriority+1, after.QueuedPriority)
+			}
+		})
+	}
+}
+
+type paid struct {
+	order domain.Order
+	load  domain.Load
+}
+
+func mustPay(t *testing.T, o domain.Order, load domain.Load) (paid, error) {
+	t.Helper()
+	events, load, err := domain.Pay(o, "ref-"+o.ID, load, maxWait, t0)
+	if err != nil {
+		return paid{}, err
+	}
+	return paid{mustApply(t, o, events...), load}, nil
+}
+
+// kitchen runs the domain's commands over one merchant the way the store
+// does: the queue is the two lanes, drained head first.
+type kitchen struct {
+	t        *testing.T
+	load     domain.Load
+	orders   map[string]domain.Order
+	admitted []string
+}
+
+func newKitchen(t *testing.T, capacity int) *kitchen {
+	return &kitchen{t: t, load: domain.Load{Capacity: capacity, NextSeq: 1}, orders: map[string]domain.Order{}}
+}
+
+func (k *kitchen) pay(id string, load int, lane domain.Lane) {
+	k.t.Helper()
+	p, err := mustPay(k.t, placeWeighted(k.t, id, load, lane), k.load)
+	require.NoError(k.t, err)
+	k.orders[id], k.load = p.order, p.load
+	if p.order.Status == domain.StatusAccepted {
+		k.admitted = append(k.admitted, id)
+	}
+}
+
+// head is the queued order admitted next: the priority lane's first by
+// sequence, else the normal lane's.
+func (k *kitchen) head() (domain.Order, bool) {
+	var best domain.Order
+	found := false
+	for _, o := range k.orders {
+		if o.Status != domain.StatusQueued {
+			continue
+		}
+		if !found || (o.Lane == domain.LanePriority && best.Lane != domain.LanePriority) ||
+			(o.Lane == best.Lane && o.QueueSeq < best.QueueSeq) {
+			best, found = o, true
+		}
+	}
+	return best, found
+}
+
+func (k *kitchen) drain() {
+	k.t.Helper()
+	for {
+		h, ok := k.head()
+		if !ok || !k.load.CanDrain(h.Load) {
+			return
+		}
+		e, load, err := domain.AdmitQueued(h, k.load, t0)
+		require.NoError(k.t, err)
+		require.True(k.t, load.Active <= load.Capacity || load.ActiveOrders == 1, "over capacity with company: %+v", load)
+		k.orders[h.ID], k.load = mustApply(k.t, h, e), load
+		k.admitted = append(k.admitted, h.ID)
+	}
+}
+
+func (k *kitchen) complete(id string) {
+	k.t.Helper()
+	events, load, err := domain.Complete(k.orders[id], k.load, t0)
+	require.NoError(k.t, err)
+	k.orders[id], k.load = mustApply(k.t, k.orders[id], events...), load
+	k.drain()
+}
+
+func TestNothingOvertakesTheHead(t *testing.T) {
+	t.Parallel()
+	k := newKitchen(t, 10)
+	k.pay("a", 8, domain.LaneNormal)
+	k.pay("big", 5, domain.LaneNormal)
+	k.pay("small", 1, domain.LaneNormal)
+	k.drain()
+	require.Equal(t, []string{"a"}, k.admitted, "small would fit in the 2 free units but must not pass big")
+	k.complete("a")
+	require.Equal(t, []string{"a", "big", "small"}, k.admitted)
+	require.Equal(t, 6, k.load.Active)
+	require.Equal(t, 2, k.load.ActiveOrders)
+}
+
+func TestOversizedOrderGoesAloneThenTheQueueResumes(t *testing.T) {
+	t.Parallel()
+	k := newKitchen(t, 20)
+	k.pay("a", 3, domain.LaneNormal)
+	k.pay("huge", 30, domain.LaneNormal)
+	k.pay("b", 1, domain.LaneNormal)
+	require.Equal(t, []string{"a"}, k.admitted)
+	k.complete("a")
+	require.Equal(t, []string{"a", "huge"}, k.admitted, "huge is admitted alone into the empty kitchen; b waits behind it")
+	require.Equal(t, 30, k.load.Active)
+	k.complete("huge")
+	require.Equal(t, []string{"a", "huge", "b"}, k.admitted)
+}
+
+func TestPriorityLaneGoesFirstAndEachLaneIsFIFO(t *testing.T) {
+	t.Parallel()
+	k := newKitchen(t, 2)
+	k.pay("busy", 2, domain.LaneNormal)
+	k.pay("n1", 1, domain.LaneNormal)
+	k.pay("n2", 1, domain.LaneNormal)
+	k.pay("p1", 2, domain.LanePriority)
+	k.pay("p2", 1, domain.LanePriority)
+	k.complete("busy")
+	require.Equal(t, []string{"busy", "p1"}, k.admitted)
+	k.complete("p1")
+	require.Equal(t, []string{"busy", "p1", "p2", "n1"}, k.admitted)
+	k.complete("p2")
+	k.complete("n1")
+	require.Equal(t, []string{"busy", "p1", "p2", "n1", "n2"}, k.admitted)
+}
+
+func TestPrioritize(t *testing.T) {
+	t.Parallel()
+	k := newKitchen(t, 1)
+	k.pay("busy", 1, domain.LaneNormal)
+	k.pay("n1", 1, domain.LaneNormal)
+	k.pay("n2", 1, domain.LaneNormal)
+	k.pay("p1", 1, domain.LanePriority)
+
+	events, load, err := domain.Prioritize(k.orders["n2"], domain.ActorMerchant, "birthday", k.load, t0)
+	require.NoError(t, err)
+	require.Equal(t, []domain.Event{{Type: domain.EventOrderPrioritized, Data: domain.OrderPrioritized{
+		Seq: 4, Reason: "birthday", By: domain.ActorMerchant, PrioritizedAt: t0,
+	}}}, events)
+	require.Equal(t, 2, load.QueuedPriority)
+	require.Equal(t, k.load.Queued, load.Queued, "moving lanes keeps the order queued")
+	k.orders["n2"], k.load = mustApply(t, k.orders["n2"], events...), load
+	require.Equal(t, domain.LanePriority, k.orders["n2"].Lane)
+
+	again, same, err := domain.Prioritize(k.orders["n2"], domain.ActorAdmin, "", k.load, t0)
+	require.NoError(t, err)
+	require.Empty(t, again, "already in the priority lane: a no-op")
+	require.Equal(t, k.load, same)
+
+	_, _, err = domain.Prioritize(k.orders["busy"], domain.ActorAdmin, "", k.load, t0)
+	require.Equal(t, domain.CodeInvalidTransition, domain.ErrorCode(err), "only a queued order moves")
+	_, _, err = domain.Prioritize(k.orders["n1"], domain.ActorAdmin, string(make([]byte, domain.MaxReasonLength+1)), k.load, t0)
+	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err))
+
+	k.complete("busy")
+	k.complete("p1")
+	k.complete("n2")
+	require.Equal(t, []string{"busy", "p1", "n2", "n1"}, k.admitted, "n2 joined the priority lane behind p1")
+}
+
+func TestPauseRequests(t *testing.T) {
+	t.Parallel()
+	m := domain.Merchant{ID: "m", Version: 1}
+	secs := func(n int) *int { return &n }
+	at := func(d time.Duration) *time.Time { v := t0.Add(d); return &v }
+	cases := []struct {
+		name  string
+		req   domain.PauseRequest
+		code  domain.Code
+		until *time.Time
+	}{
+		{"queue, open-ended", domain.PauseRequest{Mode: domain.PauseQueue}, "", nil},
+		{"refuse until", domain.PauseRequest{Mode: domain.PauseRefuse, Until: at(time.Hour)}, "", at(time.Hour)},
+		{"for seconds", domain.PauseRequest{Mode: domain.PauseQueue, ForSeconds: secs(90)}, "", at(90 * time.Second)},
+		{"unknown mode", domain.PauseRequest{Mode: "nap"}, domain.CodeValidation, nil},
+		{"no mode", domain.PauseRequest{}, domain.CodeValidation, nil},
+		{"until in the past", domain.PauseRequest{Mode: domain.PauseQueue, Until: at(-time.Second)}, domain.CodeValidation, nil},
+		{"until now", domain.PauseRequest{Mode: domain.PauseQueue, Until: at(0)}, domain.CodeValidation, nil},
+		{"until beyond a day", domain.PauseRequest{Mode: domain.PauseQueue, Until: at(25 * time.Hour)}, domain.CodeValidation, nil},
+		{"both until and for_seconds", domain.PauseRequest{Mode: domain.PauseQueue, Until: at(time.Hour), ForSeconds: secs(60)}, domain.CodeValidation, nil},
+		{"for_seconds 0", domain.PauseRequest{Mode: domain.PauseQueue, ForSeconds: secs(0)}, domain.CodeValidation, nil},
+		{"for_seconds over a day", domain.PauseRequest{Mode: domain.PauseQueue, ForSeconds: secs(86401)}, domain.CodeValidation, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			events, err := domain.PauseMerchant(m, tc.req, domain.ActorMerchant, t0)
+			if tc.code != "" {
+				require.Equal(t, tc.code, domain.ErrorCode(err))
+				require.Empty(t, events)
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, events, 1)
+			folded, err := m.Evolve(events[0])
+			require.NoError(t, err)
+			require.Equal(t, tc.req.Mode, folded.Pause.Mode)
+			require.Equal(t, tc.until, folded.Pause.Until)
+			require.Equal(t, tc.req.Mode == domain.PauseRefuse, folded.Pause.Refuses())
+		})
+	}
+}
+
+func TestResume(t *testing.T) {
+	t.Parallel()
+	m := domain.Merchant{ID: "m", Version: 1}
+	require.Empty(t, domain.ResumeMerchant(m, domain.ActorAdmin, t0), "resuming an unpaused merchant is a no-op")
+
+	secs := 60
+	events, err := domain.PauseMerchant(m, domain.PauseRequest{Mode: domain.PauseRefuse, ForSeconds: &secs}, domain.ActorMerchant, t0)
+	require.NoError(t, err)
+	paused, err := m.Evolve(events[0])
+	require.NoError(t, err)
+	end := t0.Add(time.Minute)
+	require.Equal(t, 30*time.Second, paused.Pause.RetryAfter(t0.Add(30*time.Second)))
+	require.Zero(t, paused.Pause.RetryAfter(end), "the end has come")
+
+	require.Empty(t, domain.ResumeDue(paused, end, end.Add(-time.Millisecond)), "a timer that fires early does nothing")
+	require.Empty(t, domain.ResumeDue(paused, end.Add(time.Second), end.Add(time.Second)), "a timer of another pause does nothing")
+	due := domain.ResumeDue(paused, end, end.Add(200*time.Millisecond))
+	require.Equal(t, []domain.Event{{Type: domain.EventMerchantResumed, Data: domain.MerchantResumed{
+		By: domain.ActorSystem, Scheduled: true, ResumedAt: end.Add(200 * time.Millisecond),
+	}}}, due)
+	resumed, err := paused.Evolve(due[0])
+	require.NoError(t, err)
+	require.False(t, resumed.Pause.Paused())
+	require.Equal(t, 3, resumed.Version)
+
+	manual := domain.ResumeMerchant(paused, domain.ActorMerchant, t0)
+	require.Equal(t, []domain.Event{{Type: domain.EventMerchantResumed, Data: domain.MerchantResumed{By: domain.ActorMerchant, ResumedAt: t0}}}, manual)
+}
+
+func TestMerchantUnitZoneAndPrefixValidation(t *testing.T) {
+	t.Parallel()
+	base := domain.MerchantSettings{Name: "Tea", Capacity: 10, PrepSeconds: 60, MaxQueueWaitSeconds: 600, PaymentTimeoutSeconds: 300}
+	cases := []struct {
+		name string
+		edit func(*domain.MerchantSettings)
+		ok   bool
+	}{
+		{"defaults", func(*domain.MerchantSettings) {}, true},
+		{"items", func(s *domain.MerchantSettings) { s.CapacityUnit = domain.UnitItems }, true},
+		{"unknown unit", func(s *domain.MerchantSettings) { s.CapacityUnit = "cups" }, false},
+		{"IANA zone", func(s *domain.MerchantSettings) { s.Timezone = "Asia/Shanghai" }, true},
+		{"unknown zone", func(s *domain.MerchantSettings) { s.Timezone = "Mars/Olympus" }, false},
+		{"Local is no IANA zone", func(s *domain.MerchantSettings) { s.Timezone = "Local" }, false},
+		{"two letters", func(s *domain.MerchantSettings) { s.PickupPrefix = "AB" }, true},
+		{"three letters", func(s *domain.MerchantSettings) { s.PickupPrefix = "ABC" }, false},
+		{"lower case", func(s *domain.MerchantSettings) { s.PickupPrefix = "a" }, false},
+		{"digit", func(s *domain.MerchantSettings) { s.PickupPrefix = "A1" }, false},
+		{"non-ASCII letter", func(s *domain.MerchantSettings) { s.PickupPrefix = "É" }, false},
+	}
+	for _, tc := range cases {
+		s := base
+		tc.edit(&s)
+		err := s.Validate()
+		if tc.ok {
+			require.NoError(t, err, tc.name)
+		} else {
+			require.Equal(t, domain.CodeValidation, domain.ErrorCode(err), tc.name)
+		}
+	}
+	for _, n := range []int{0, -1, 101} {
+		require.Equal(t, domain.CodeValidation, domain.ErrorCode(domain.ValidateLoadUnits(n)), "load_units %d", n)
+	}
+	for _, n := range []int{1, 6, 100} {
+		require.NoError(t, domain.ValidateLoadUnits(n), "load_units %d", n)
+	}
+}
+
+func TestCapacityUnitChangesOnlyWhenIdle(t *testing.T) {
+	t.Parallel()
+	orders := domain.MerchantSettings{Name: "Tea", Capacity: 10}
+	items := orders
+	items.CapacityUnit = domain.UnitItems
+	require.NoError(t, domain.CheckSettingsChange(orders, items, domain.Load{Capacity: 10}))
+	require.Equal(t, domain.CodeConflict, domain.ErrorCode(domain.CheckSettingsChange(orders, items, weighted(10, 1, 1))), "an accepted order")
+	require.Equal(t, domain.CodeConflict, domain.ErrorCode(domain.CheckSettingsChange(items, orders, weighted(0, 0, 0, 3))), "a queued order")
+	more := orders
+	more.Capacity = 20
+	require.NoError(t, domain.CheckSettingsChange(orders, more, weighted(10, 5, 5, 1)), "capacity changes any time")
+	explicit := orders
+	explicit.CapacityUnit = domain.UnitOrders
+	require.NoError(t, domain.CheckSettingsChange(orders, explicit, weighted(10, 5, 5, 1)), "orders is the default: no change")
+}
+
+func TestPickupCodes(t *testing.T) {
+	t.Parallel()
+	shanghai, err := domain.LoadTimezone("Asia/Shanghai")
+	require.NoError(t, err)
+	// 15:59:59 UTC is 23:59:59 in Shanghai; a second later a new local day starts.
+	beforeMidnight := time.Date(2030, 3, 1, 15, 59, 59, 0, time.UTC)
+	afterMidnight := beforeMidnight.Add(time.Second)
+
+	code, c := domain.NextPickupCode("A", shanghai, domain.PickupCounter{}, beforeMidnight)
+	require.Equal(t, "A001", code)
+	require.Equal(t, domain.PickupCounter{Day: "2030-03-01", Issued: 1}, c)
+	code, c = domain.NextPickupCode("A", shanghai, c, beforeMidnight)
+	require.Equal(t, "A002", code)
+	code, c = domain.NextPickupCode("A", shanghai, c, afterMidnight)
+	require.Equal(t, "A001", code, "a new local day starts from 1")
+	require.Equal(t, "2030-03-02", c.Day)
+	code, c = domain.NextPickupCode("A", shanghai, c, beforeMidnight)
+	require.Equal(t, "A002", code, "a clock behind the counter's day keeps counting that day")
+	require.Equal(t, "2030-03-02", c.Day)
+
+	code, _ = domain.NextPickupCode("", time.UTC, domain.PickupCounter{Day: "2030-03-01", Issued: 41}, beforeMidnight)
+	require.Equal(t, "042", code, "no prefix, zero-padded to three digits")
+	code, _ = domain.NextPickupCode("ZZ", time.UTC, domain.PickupCounter{Day: "2030-03-01", Issued: 1234}, beforeMidnight)
+	require.Equal(t, "ZZ1235", code, "past 999 the number grows")
+}
+
+func TestWhoMayChangeAMerchant(t *testing.T) {
+	t.Parallel()
+	admin := domain.Party{Actor: domain.ActorAdmin, Subject: "ops"}
+	own := domain.Party{Actor: domain.ActorMerchant, Subject: "kitchen", MerchantID: merchantID}
+	other := domain.Party{Actor: domain.ActorMerchant, Subject: "kitchen", MerchantID: "another"}
+	customer := domain.Party{Actor: domain.ActorCustomer, Subject: "alice"}
+	cases := []struct {
+		party  domain.Party
+		fields []string
+		may    bool
+	}{
+		{admin, []string{"name", "capacity_unit", "timezone"}, true},
+		{own, []string{"capacity"}, true},
+		{own, []string{"capacity", "prep_seconds"}, false},
+		{own, []string{"capacity_unit"}, false},
+		{own, []string{"webhook_url"}, false},
+		{other, []string{"capacity"}, false},
+		{customer, []string{"capacity"}, false},
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.may, tc.party.MayChangeMerchantSettings(merchantID, tc.fields), "%+v %v", tc.party, tc.fields)
+	}
+	for _, p := range []domain.Party{admin, own} {
+		require.True(t, p.MayPauseMerchant(merchantID))
+		require.True(t, p.MayPrioritize(merchantID))
+	}
+	for _, p := range []domain.Party{other, customer} {
+		require.False(t, p.MayPauseMerchant(merchantID))
+		require.False(t, p.MayPrioritize(merchantID))
+	}
+}
+
+func TestUnitsToWaitFor(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 3, domain.UnitsToWaitFor(2, 2, 2, 1), "every load 1, full kitchen: the position")
+	require.Equal(t, 4, domain.UnitsToWaitFor(8, 10, 0, 6), "6 units need 4 more free")
+	require.Equal(t, 1, domain.UnitsToWaitFor(0, 10, 0, 3), "at least 1 while waiting (paused)")
+	require.Equal(t, 7, domain.UnitsToWaitFor(5, 20, 2, 30), "oversized waits for everything before it")
+}
