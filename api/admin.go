@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/orderd/orderd/store"
 )
@@ -11,7 +12,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, errAdminOnly)
 		return
 	}
-	limit, err := parseLimit(r)
+	limit, err := parsePageLimit(r)
 	if err != nil {
 		writeProblem(w, r, err)
 		return
@@ -22,14 +23,20 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	dls, err := s.store.ListDeadLetters(r.Context(), store.ListDeadLettersParams{
+	params := store.ListDeadLettersParams{
 		Kind: q.Get("kind"), MerchantID: merchantID, Unresolved: q.Get("unresolved") == "true", Limit: limit,
-	})
+	}
+	scope := listScope("dead letters", params.Kind, merchantID.String(), strconv.FormatBool(params.Unresolved))
+	if params.After, err = s.cursors.open(r, scope); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	dls, next, err := s.store.ListDeadLetters(r.Context(), params)
 	if err != nil {
 		writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": dls})
+	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": dls, "next_cursor": s.cursors.seal(scope, next)})
 }
 
 func (s *Server) retryDeadLetter(w http.ResponseWriter, r *http.Request) {

@@ -149,6 +149,8 @@ func authzEndpoints() []endpoint {
 		{"GET", "/v1/admin/audit", fixed("/v1/admin/audit", nil), adminOnly(200), 403},
 		// v1.1
 		{"POST", "/v1/ws/tickets", fixed("/v1/ws/tickets", nil), everyone(201), 0},
+		// Each customer lists its own orders; nobody else has such a list.
+		{"GET", "/v1/orders", fixed("/v1/orders", nil), map[caller]int{ownerCustomer: 200, otherCustomer: 200}, 403},
 	}
 }
 

@@ -16,6 +16,7 @@ var (
 	errAdminOnly     = domain.Errorf(domain.CodeForbidden, "only an admin may do this")
 	errNotYourShop   = domain.Errorf(domain.CodeForbidden, "only that merchant or an admin may do this")
 	errCustomersOnly = domain.Errorf(domain.CodeForbidden, "only customers place and pay orders")
+	errOwnOrdersOnly = domain.Errorf(domain.CodeForbidden, "this is a customer's list of its own orders; merchants and admins list a merchant's orders at /v1/merchants/{id}/orders")
 )
 
 func principalOf(r *http.Request) auth.Principal {
@@ -299,7 +300,13 @@ func (s *Server) listMerchantOrders(w http.ResponseWriter, r *http.Request) {
 	if status == "" {
 		status = domain.StatusQueued
 	}
-	limit, err := parseLimit(r)
+	limit, err := parsePageLimit(r)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	scope := listScope("merchant orders", id.String(), string(status))
+	after, err := s.cursors.open(r, scope)
 	if err != nil {
 		writeProblem(w, r, err)
 		return
@@ -308,12 +315,12 @@ func (s *Server) listMerchantOrders(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, err)
 		return
 	}
-	orders, err := s.store.ListMerchantOrders(r.Context(), id, status, limit)
+	orders, next, err := s.store.ListOrders(r.Context(), store.OrderList{MerchantID: id, Status: status, Limit: limit, After: after})
 	if err != nil {
 		writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"orders": orders})
+	writeJSON(w, http.StatusOK, map[string]any{"orders": orders, "next_cursor": s.cursors.seal(scope, next)})
 }
 
 func parseLimit(r *http.Request) (int, error) {

@@ -42,6 +42,33 @@ func idempotencyKey(r *http.Request) (string, error) {
 	return key, nil
 }
 
+// listOwnOrders answers a customer's own orders, newest first.
+func (s *Server) listOwnOrders(w http.ResponseWriter, r *http.Request) {
+	customerID, ok := principalOf(r).Party().OwnOrderList()
+	if !ok {
+		writeProblem(w, r, errOwnOrdersOnly)
+		return
+	}
+	status := domain.OrderStatus(r.URL.Query().Get("status"))
+	limit, err := parsePageLimit(r)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	scope := listScope("own orders", customerID, string(status))
+	after, err := s.cursors.open(r, scope)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	orders, next, err := s.store.ListOrders(r.Context(), store.OrderList{CustomerID: customerID, Status: status, Limit: limit, After: after})
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"orders": orders, "next_cursor": s.cursors.seal(scope, next)})
+}
+
 func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 	p := principalOf(r)
 	if p.Role != auth.RoleCustomer {

@@ -34,6 +34,7 @@ var problems = map[domain.Code]problemKind{
 	domain.CodeInvalidTransition:   {http.StatusConflict, "invalid-transition", "The order cannot make this change"},
 	domain.CodeIdempotencyReused:   {http.StatusUnprocessableEntity, "idempotency-key-reused", "The Idempotency-Key was used for another request"},
 	domain.CodeIdempotencyRequired: {http.StatusBadRequest, "idempotency-key-required", "An Idempotency-Key header is required"},
+	domain.CodeInvalidCursor:       {http.StatusBadRequest, "invalid-cursor", "The cursor is not valid for this list"},
 	domain.CodeUnavailable:         {http.StatusServiceUnavailable, "unavailable", "Temporarily unavailable"},
 	domain.CodeConflict:            {http.StatusConflict, "conflict", "Conflicting change"},
 	domain.CodeRateLimited:         {http.StatusTooManyRequests, "rate-limited", "Too many requests"},

@@ -35,6 +35,9 @@ type Config struct {
 	RateDropEntries float64
 	// RatePerIP limits requests per client address per second; 0 turns it off.
 	RatePerIP float64
+	// CursorKey authenticates list cursors; instances that serve the same
+	// clients need the same key. Without one, a random key.
+	CursorKey []byte
 	// Extra handlers mounted as they are, such as the websocket endpoint and
 	// the demo page.
 	Mount map[string]http.Handler
@@ -48,6 +51,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	limits  customerLimits
+	cursors cursors
 	handler http.Handler
 	routes  []string
 }
@@ -66,6 +70,7 @@ func New(cfg Config) *Server {
 	s := &Server{
 		cfg: cfg, store: cfg.Store, auth: cfg.Auth, log: cfg.Logger,
 		metrics: NewMetrics(cfg.Registry),
+		cursors: newCursors(cfg.CursorKey),
 		limits: customerLimits{
 			place:       NewRateLimiter(cfg.RatePerCustomer),
 			pay:         NewRateLimiter(cfg.RatePerCustomer),
@@ -102,6 +107,7 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("GET /v1/products/{id}", authed(s.getProduct))
 	mux.Handle("POST /v1/products/{id}/restock", authed(s.restock))
 
+	mux.Handle("GET /v1/orders", authed(s.listOwnOrders))
 	mux.Handle("POST /v1/orders", authed(s.placeOrder))
 	mux.Handle("GET /v1/orders/{id}", authed(s.getOrder))
 	mux.Handle("GET /v1/orders/{id}/events", authed(s.orderEvents))

@@ -26,6 +26,16 @@ func (p Party) MaySeeOrder(customerID, merchantID string) bool {
 	return false
 }
 
+// OwnOrderList is whose orders the party's own order list holds: a
+// customer's are the orders it placed. Merchants and admins read orders by
+// merchant, so they have no list of their own (ok is false).
+func (p Party) OwnOrderList() (customerID string, ok bool) {
+	if p.Actor == ActorCustomer && p.Subject != "" {
+		return p.Subject, true
+	}
+	return "", false
+}
+
 // MayActForMerchant reports whether the party may act on a merchant's
 // behalf: an admin, or that merchant itself. A merchant party without a
 // merchant never matches.

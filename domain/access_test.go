@@ -18,16 +18,17 @@ func TestWhoMaySeeAndActFor(t *testing.T) {
 		seesOwn   bool // an order of customer "alice" at shop
 		actsFor   bool // shop
 		seesOther bool // an order of "bob" at other
+		ownList   string
 	}{
-		{"admin", domain.Party{Actor: domain.ActorAdmin, Subject: "root"}, true, true, true},
-		{"system", domain.Party{Actor: domain.ActorSystem}, true, false, true},
-		{"the merchant", domain.Party{Actor: domain.ActorMerchant, Subject: "s", MerchantID: shop}, true, true, false},
-		{"another merchant", domain.Party{Actor: domain.ActorMerchant, Subject: "s", MerchantID: other}, false, false, true},
-		{"a merchant without a merchant", domain.Party{Actor: domain.ActorMerchant, Subject: "s"}, false, false, false},
-		{"the customer", domain.Party{Actor: domain.ActorCustomer, Subject: "alice"}, true, false, false},
-		{"another customer", domain.Party{Actor: domain.ActorCustomer, Subject: "bob"}, false, false, true},
-		{"a customer without a subject", domain.Party{Actor: domain.ActorCustomer}, false, false, false},
-		{"an unknown actor", domain.Party{Actor: "root", Subject: "alice", MerchantID: shop}, false, false, false},
+		{"admin", domain.Party{Actor: domain.ActorAdmin, Subject: "root"}, true, true, true, ""},
+		{"system", domain.Party{Actor: domain.ActorSystem}, true, false, true, ""},
+		{"the merchant", domain.Party{Actor: domain.ActorMerchant, Subject: "s", MerchantID: shop}, true, true, false, ""},
+		{"another merchant", domain.Party{Actor: domain.ActorMerchant, Subject: "s", MerchantID: other}, false, false, true, ""},
+		{"a merchant without a merchant", domain.Party{Actor: domain.ActorMerchant, Subject: "s"}, false, false, false, ""},
+		{"the customer", domain.Party{Actor: domain.ActorCustomer, Subject: "alice"}, true, false, false, "alice"},
+		{"another customer", domain.Party{Actor: domain.ActorCustomer, Subject: "bob"}, false, false, true, "bob"},
+		{"a customer without a subject", domain.Party{Actor: domain.ActorCustomer}, false, false, false, ""},
+		{"an unknown actor", domain.Party{Actor: "root", Subject: "alice", MerchantID: shop}, false, false, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,6 +36,9 @@ func TestWhoMaySeeAndActFor(t *testing.T) {
 			require.Equal(t, tc.seesOwn, tc.party.MaySeeOrder("alice", shop))
 			require.Equal(t, tc.actsFor, tc.party.MayActForMerchant(shop))
 			require.Equal(t, tc.seesOther, tc.party.MaySeeOrder("bob", other))
+			owner, ok := tc.party.OwnOrderList()
+			require.Equal(t, tc.ownList, owner)
+			require.Equal(t, tc.ownList != "", ok)
 		})
 	}
 	require.False(t, domain.Party{Actor: domain.ActorMerchant}.MayActForMerchant(""), "no merchant never matches no merchant")

@@ -26,6 +26,7 @@ const (
 	CodeInvalidTransition   Code = "invalid_transition"
 	CodeIdempotencyReused   Code = "idempotency_key_reused"
 	CodeIdempotencyRequired Code = "idempotency_key_required"
+	CodeInvalidCursor       Code = "invalid_cursor"
 	CodeUnavailable         Code = "unavailable"
 	CodeConflict            Code = "conflict"
 	CodeRateLimited         Code = "rate_limited"

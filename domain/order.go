@@ -19,6 +19,24 @@ const (
 	StatusExpired         OrderStatus = "expired"
 )
 
+// OrderStatuses are every status an order can be in.
+var OrderStatuses = []OrderStatus{StatusAwaitingPayment, StatusQueued, StatusAccepted, StatusCompleted, StatusClosed, StatusCancelled, StatusExpired}
+
+// Known reports whether s is one of OrderStatuses.
+func (s OrderStatus) Known() bool {
+	for _, k := range OrderStatuses {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// ListedInQueueOrder reports whether a list of orders in status s runs in
+// queue order, next to be admitted first; lists of any other status run
+// newest first.
+func (s OrderStatus) ListedInQueueOrder() bool { return s == StatusQueued }
+
 // Terminal reports whether no further transition may leave s. An expired order
 // is terminal for customers; an operator may still requeue it from its dead letter.
 func (s OrderStatus) Terminal() bool {

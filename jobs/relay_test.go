@@ -223,7 +223,7 @@ func TestRelayRetriesThenDeadLetters(t *testing.T) {
 	waitFor(t, 10*time.Second, func() bool { return outboxStatus(t, b)["dead"] == 1 }, "dead after 3 attempts")
 	require.EqualValues(t, 1, relay.Stats.Dead.Load())
 	require.EqualValues(t, 3, relay.Stats.Failed.Load())
-	dls, err := b.store.ListDeadLetters(context.Background(), store.ListDeadLettersParams{Kind: store.DeadLetterWebhook})
+	dls, _, err := b.store.ListDeadLetters(context.Background(), store.ListDeadLettersParams{Kind: store.DeadLetterWebhook})
 	require.NoError(t, err)
 	require.Len(t, dls, 1)
 	require.Contains(t, dls[0].Reason, "500")

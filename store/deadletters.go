@@ -35,37 +35,50 @@ type DeadLetter struct {
 
 const deadLetterColumns = `id, kind, ref_id, merchant_id, reason, attempts, created_at, resolved_at, resolution, note`
 
-// ListDeadLettersParams filters the list.
+// ListDeadLettersParams filters the list and says where the page starts.
 type ListDeadLettersParams struct {
 	Kind       string // "" for all
 	MerchantID uuid.UUID
 	Unresolved bool
 	Limit      int
+	After      *PageKey
 }
 
-// ListDeadLetters returns dead letters, newest first.
-func (s *Store) ListDeadLetters(ctx context.Context, p ListDeadLettersParams) ([]DeadLetter, error) {
+// ListDeadLetters returns a page of dead letters, newest first, and the key
+// the next page starts after, nil at the end.
+func (s *Store) ListDeadLetters(ctx context.Context, p ListDeadLettersParams) ([]DeadLetter, *PageKey, error) {
 	if p.Kind != "" && p.Kind != DeadLetterOrder && p.Kind != DeadLetterWebhook {
-		return nil, domain.Errorf(domain.CodeValidation, "kind must be order or webhook")
+		return nil, nil, domain.Errorf(domain.CodeValidation, "kind must be order or webhook")
 	}
 	limit := p.Limit
 	if limit <= 0 || limit > 1000 {
 		limit = 100
 	}
+	// Without a key the page starts above every row.
+	afterAt, afterID := any("infinity"), uuid.Max
+	if p.After != nil {
+		afterAt, afterID = p.After.At, p.After.ID
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters
 		WHERE ($1 = '' OR kind = $1) AND ($2::uuid IS NULL OR merchant_id = $2) AND (NOT $3 OR resolved_at IS NULL)
-		ORDER BY created_at DESC, id LIMIT $4`, p.Kind, nullUUID(p.MerchantID), p.Unresolved, limit)
+			AND (created_at, id) < ($4::timestamptz, $5::uuid)
+		ORDER BY created_at DESC, id DESC LIMIT $6`, p.Kind, nullUUID(p.MerchantID), p.Unresolved, afterAt, afterID, limit+1)
 	if err != nil {
-		return nil, mapErr(fmt.Errorf("list dead letters: %w", err))
+		return nil, nil, mapErr(fmt.Errorf("list dead letters: %w", err))
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[DeadLetter])
 	if err != nil {
-		return nil, mapErr(fmt.Errorf("list dead letters: %w", err))
+		return nil, nil, mapErr(fmt.Errorf("list dead letters: %w", err))
 	}
 	if out == nil {
 		out = []DeadLetter{}
 	}
-	return out, nil
+	if len(out) <= limit {
+		return out, nil, nil
+	}
+	out = out[:limit]
+	last := out[len(out)-1]
+	return out, &PageKey{At: last.CreatedAt, ID: last.ID}, nil
 }
 
 func nullUUID(id uuid.UUID) *uuid.UUID {

@@ -84,7 +84,7 @@ func TestQueueExpiryAndRetry(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, *l.QueuePosition)
 
-	dls, err := st.ListDeadLetters(ctx, store.ListDeadLettersParams{Kind: store.DeadLetterOrder})
+	dls, _, err := st.ListDeadLetters(ctx, store.ListDeadLettersParams{Kind: store.DeadLetterOrder})
 	require.NoError(t, err)
 	require.Len(t, dls, 1)
 	require.Equal(t, early.ID, dls[0].RefID)
@@ -118,7 +118,7 @@ func TestQueueExpiryAndRetry(t *testing.T) {
 	expired, err = st.ExpireQueued(ctx, later.ID, queuedAt(later))
 	require.NoError(t, err)
 	require.True(t, expired)
-	dls, err = st.ListDeadLetters(ctx, store.ListDeadLettersParams{Kind: store.DeadLetterOrder, Unresolved: true})
+	dls, _, err = st.ListDeadLetters(ctx, store.ListDeadLettersParams{Kind: store.DeadLetterOrder, Unresolved: true})
 	require.NoError(t, err)
 	require.Len(t, dls, 1)
 	resolved, err := st.ResolveDeadLetter(ctx, dls[0].ID, "refunded by phone")

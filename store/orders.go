@@ -33,6 +33,8 @@ type Order struct {
 	StatusReason    *string            `json:"status_reason"`
 	QueuePosition   *int               `json:"queue_position"`
 	EtaSeconds      *int               `json:"eta_seconds"`
+
+	queueSeq int64 // keys a page of a queue list
 }
 
 // Access says who is asking. Orders the caller may not see answer not_found,
@@ -491,9 +493,10 @@ const orderViewQuery = `SELECT ` + orderColumns + `,
 	m.capacity, m.prep_seconds, m.completion_interval_s, m.completion_samples
 	FROM orders o JOIN merchants m ON m.id = o.merchant_id`
 
-// scanOrderViews reads rows of orderViewQuery. With rankByRow the position is
-// taken from the row order (the rows are a merchant's queue from its head),
-// which spares the per-row count.
+// scanOrderViews reads rows of orderViewQuery. With rankByRow the rows are a
+// stretch of a merchant's queue in order and their position column counts
+// the orders ahead of the stretch: each row's position follows from its rank
+// in the rows, which spares a count per row.
 func scanOrderViews(rows pgx.Rows, rankByRow bool) ([]Order, error) {
 	defer rows.Close()
 	out := []Order{}
@@ -505,8 +508,8 @@ func scanOrderViews(rows pgx.Rows, rankByRow bool) ([]Order, error) {
 		if err := rows.Scan(scanOrderInto(&o, &pos, &capacity, &prep, &stats.IntervalSeconds, &stats.Samples)...); err != nil {
 			return nil, fmt.Errorf("scan order: %w", err)
 		}
-		if rankByRow && o.Status == domain.StatusQueued {
-			p := len(out) + 1
+		if rankByRow && o.Status == domain.StatusQueued && pos != nil {
+			p := *pos + len(out) + 1
 			pos = &p
 		}
 		out = append(out, toView(o, pos, capacity, prep, stats))
@@ -523,6 +526,7 @@ func toView(o domain.Order, pos *int, capacity, prep int, stats domain.Completio
 		Items: o.Items, TotalCents: o.TotalCents, Status: o.Status, Version: o.Version,
 		PlacedAt: o.PlacedAt, PaymentDeadline: o.PaymentDeadline, PaidAt: o.PaidAt, AcceptedAt: o.AcceptedAt,
 		CompletedAt: o.CompletedAt, EndedAt: o.EndedAt, StatusReason: nullable(o.StatusReason),
+		queueSeq: o.QueueSeq,
 	}
 	if o.Status == domain.StatusQueued && pos != nil {
 		eta := domain.EstimateWait(*pos, capacity, prep, stats)
@@ -541,27 +545,6 @@ func (s *Store) GetOrder(ctx context.Context, id uuid.UUID, access Access) (*Ord
 		return nil, errOrderNotFound
 	}
 	return o, nil
-}
-
-// ListMerchantOrders returns a merchant's queued orders in queue order, or its
-// accepted orders oldest first.
-func (s *Store) ListMerchantOrders(ctx context.Context, merchantID uuid.UUID, status domain.OrderStatus, limit int) ([]Order, error) {
-	var order string
-	switch status {
-	case domain.StatusQueued:
-		order = `o.queue_seq`
-	case domain.StatusAccepted:
-		order = `o.accepted_at, o.id`
-	default:
-		return nil, domain.Errorf(domain.CodeValidation, "status must be queued or accepted")
-	}
-	rows, err := s.pool.Query(ctx, orderViewQuery+` WHERE o.merchant_id = $1 AND o.status = $2 ORDER BY `+order+` LIMIT $3`,
-		merchantID, status, limit)
-	if err != nil {
-		return nil, mapErr(fmt.Errorf("list orders: %w", err))
-	}
-	views, err := scanOrderViews(rows, true)
-	return views, mapErr(err)
 }
 
 // OrderEvent is one entry of an order's history.

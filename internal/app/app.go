@@ -5,6 +5,8 @@ package app
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -252,6 +254,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		RatePerCustomer: cfg.RatePerCustomer,
 		RateDropEntries: cfg.RateDropEntries,
 		RatePerIP:       cfg.RatePerIP,
+		CursorKey:       cursorKey(cfg.JWTSecret),
 	})
 	metrics := a.api.Metrics()
 	a.store.OnTransition = func(from, to domain.OrderStatus) { metrics.ObserveTransition(string(from), string(to)) }
@@ -493,4 +496,12 @@ func (a *App) shutdown() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// cursorKey derives the key of list cursors from the JWT secret, which every
+// instance shares, without using the secret itself for a second purpose.
+func cursorKey(jwtSecret string) []byte {
+	h := hmac.New(sha256.New, []byte(jwtSecret))
+	h.Write([]byte("orderd list cursors"))
+	return h.Sum(nil)
 }

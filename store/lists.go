@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// PageKey is the sort key of a page's last row, from which the next page
+// continues (keyset pagination: rows added or removed elsewhere in the list
+// move no row across a page boundary). Queue lists are keyed by Seq, lists
+// that run newest first by At and ID.
+type PageKey struct {
+	Seq int64
+	At  time.Time
+	ID  uuid.UUID
+}
+
+// OrderList asks for one page of orders: a customer's (CustomerID) or a
+// merchant's (MerchantID), of one status or, for a customer, of any ("").
+type OrderList struct {
+	CustomerID string
+	MerchantID uuid.UUID
+	Status     domain.OrderStatus
+	Limit      int
+	After      *PageKey
+}
+
+// ListOrders returns a page of orders and the key the next page starts
+// after, nil at the end. Queued orders of a merchant run in queue order;
+// everything else runs newest first.
+func (s *Store) ListOrders(ctx context.Context, l OrderList) ([]Order, *PageKey, error) {
+	if l.Status != "" && !l.Status.Known() {
+		return nil, nil, domain.Errorf(domain.CodeValidation, "status must be one of %s", statusNames())
+	}
+	if (l.CustomerID == "") == (l.MerchantID == uuid.Nil) {
+		return nil, nil, domain.Errorf(domain.CodeValidation, "a list of orders is a customer's or a merchant's")
+	}
+	if l.MerchantID != uuid.Nil && l.Status == "" {
+		return nil, nil, domain.Errorf(domain.CodeValidation, "a merchant's orders are listed by status")
+	}
+	if l.Limit <= 0 {
+		return nil, nil, domain.Errorf(domain.CodeValidation, "limit must be positive")
+	}
+	byQueue := l.MerchantID != uuid.Nil && l.Status.ListedInQueueOrder()
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	if byQueue {
+		rows, err = s.queuePage(ctx, l)
+	} else {
+		rows, err = s.newestFirstPage(ctx, l)
+	}
+	if err != nil {
+		return nil, nil, mapErr(fmt.Errorf("list orders: %w", err))
+	}
+	views, err := scanOrderViews(rows, byQueue)
+	if err != nil {
+		return nil, nil, mapErr(err)
+	}
+	if len(views) <= l.Limit {
+		return views, nil, nil
+	}
+	views = views[:l.Limit]
+	last := views[len(views)-1]
+	next := &PageKey{At: last.PlacedAt, ID: last.ID}
+	if byQueue {
+		next = &PageKey{Seq: last.queueSeq}
+	}
+	return views, next, nil
+}
+
+// queuePage reads a merchant's queue from after the key, one row more than
+// the page. Its position column is the count of orders ahead of the page,
+// read once, which scanOrderViews adds each row's rank to.
+func (s *Store) queuePage(ctx context.Context, l OrderList) (pgx.Rows, error) {
+	var after int64
+	if l.After != nil {
+		after = l.After.Seq
+	}
+	return s.pool.Query(ctx, `SELECT `+orderColumns+`,
+		(SELECT count(*) FROM orders q WHERE q.merchant_id = $1 AND q.status = 'queued' AND q.queue_seq <= $2)::int,
+		m.capacity, m.prep_seconds, m.completion_interval_s, m.completion_samples
+		FROM orders o JOIN merchants m ON m.id = o.merchant_id
+		WHERE o.merchant_id = $1 AND o.status = 'queued' AND o.queue_seq > $2
+		ORDER BY o.queue_seq LIMIT $3`, l.MerchantID, after, l.Limit+1)
+}
+
+// newestFirstPage reads orders by (placed_at, id) descending from before
+// the key, one row more than the page; the orders_customer_placed_idx and
+// orders_merchant_status_idx indexes serve it in that order.
+func (s *Store) newestFirstPage(ctx context.Context, l OrderList) (pgx.Rows, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if l.CustomerID != "" {
+		where = append(where, "o.customer_id = "+arg(l.CustomerID))
+	} else {
+		where = append(where, "o.merchant_id = "+arg(l.MerchantID))
+	}
+	if l.Status != "" {
+		where = append(where, "o.status = "+arg(l.Status))
+	}
+	if l.After != nil {
+		where = append(where, "(o.placed_at, o.id) < ("+arg(l.After.At)+", "+arg(l.After.ID)+")")
+	}
+	return s.pool.Query(ctx, orderViewQuery+` WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY o.placed_at DESC, o.id DESC LIMIT `+arg(l.Limit+1), args...)
+}
+
+func statusNames() string {
+	names := make([]string, len(domain.OrderStatuses))
+	for i, s := range domain.OrderStatuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// ListMerchantOrders returns the first page of a merchant's orders of one
+// status.
+func (s *Store) ListMerchantOrders(ctx context.Context, merchantID uuid.UUID, status domain.OrderStatus, limit int) ([]Order, error) {
+	orders, _, err := s.ListOrders(ctx, OrderList{MerchantID: merchantID, Status: status, Limit: limit})
+	return orders, err
+}

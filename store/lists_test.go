@@ -1,0 +1,213 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
+)
+
+// placeMany places n orders of customer at merchant from several goroutines
+// at once, so that some share a batch and so a placed_at, and returns them.
+func placeMany(t *testing.T, st *store.Store, merchantID, productID uuid.UUID, customer string, n int, paid bool) []store.Order {
+	t.Helper()
+	var mu sync.Mutex
+	var out []store.Order
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := placeOpts{Customer: customer}
+			if paid {
+				o.PaymentRef = fmt.Sprintf("pay-%s-%d", customer, i)
+			}
+			res, err := place(context.Background(), st, merchantID, productID, o)
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			out = append(out, *res.Order)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	return out
+}
+
+func newestFirst(orders []store.Order) []uuid.UUID {
+	sorted := slices.Clone(orders)
+	slices.SortFunc(sorted, func(a, b store.Order) int {
+		if c := b.PlacedAt.Compare(a.PlacedAt); c != 0 {
+			return c
+		}
+		return slices.Compare(b.ID[:], a.ID[:])
+	})
+	ids := make([]uuid.UUID, len(sorted))
+	for i, o := range sorted {
+		ids[i] = o.ID
+	}
+	return ids
+}
+
+// pageThrough reads a list page by page, calling between after each page
+// but the last, and returns every order read in the order read.
+func pageThrough(t *testing.T, st *store.Store, l store.OrderList, between func()) []store.Order {
+	t.Helper()
+	var all []store.Order
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 1000, "the list never ends")
+		page, next, err := st.ListOrders(context.Background(), l)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), l.Limit)
+		all = append(all, page...)
+		if next == nil {
+			return all
+		}
+		require.Len(t, page, l.Limit, "only the last page is short")
+		l.After = next
+		between()
+	}
+}
+
+func ids(orders []store.Order) []uuid.UUID {
+	out := make([]uuid.UUID, len(orders))
+	for i, o := range orders {
+		out[i] = o.ID
+	}
+	return out
+}
+
+// TestCustomerOrderListPagesEveryOrderOnce pages through a customer's orders
+// while the customer keeps placing more: every order there was when paging
+// began is read exactly once, newest first, and none of another customer's.
+func TestCustomerOrderListPagesEveryOrderOnce(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	shop, other := createMerchant(t, st, &merchantOpts{Capacity: 1000}), createMerchant(t, st, &merchantOpts{Capacity: 1000})
+	tea, cake := createProduct(t, st, shop.ID, nil), createProduct(t, st, other.ID, nil)
+	customer := "lister-" + uuid.NewString()
+
+	orders := placeMany(t, st, shop.ID, tea.ID, customer, 70, false)
+	orders = append(orders, placeMany(t, st, other.ID, cake.ID, customer, 60, true)...)
+	placeMany(t, st, shop.ID, tea.ID, "someone-else-"+uuid.NewString(), 20, false)
+
+	var placedWhilePaging []store.Order
+	read := pageThrough(t, st, store.OrderList{CustomerID: customer, Limit: 9}, func() {
+		placedWhilePaging = append(placedWhilePaging, *mustPlace(t, st, shop.ID, tea.ID, placeOpts{Customer: customer}))
+	})
+	require.Equal(t, newestFirst(orders), ids(read), "every order once, newest first; none placed while paging")
+	require.NotEmpty(t, placedWhilePaging)
+
+	// A fresh read starts with what was placed while paging.
+	first, _, err := st.ListOrders(context.Background(), store.OrderList{CustomerID: customer, Limit: len(placedWhilePaging)})
+	require.NoError(t, err)
+	require.Equal(t, newestFirst(placedWhilePaging), ids(first))
+
+	// A status narrows the list and keeps its order.
+	var unpaid []store.Order
+	for _, o := range append(orders, placedWhilePaging...) {
+		if o.Status == domain.StatusAwaitingPayment {
+			unpaid = append(unpaid, o)
+		}
+	}
+	read = pageThrough(t, st, store.OrderList{CustomerID: customer, Status: domain.StatusAwaitingPayment, Limit: 200}, func() {})
+	require.Equal(t, newestFirst(unpaid), ids(read))
+}
+
+// TestMerchantQueueListPagesInQueueOrder pages through a merchant's queue
+// while the head is admitted and new orders join the tail: the orders that
+// stay queued throughout are read exactly once and in queue order, the ones
+// that joined after them follow, and every position is the order's place
+// in line when its page was read.
+func TestMerchantQueueListPagesInQueueOrder(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 0})
+	p := createProduct(t, st, m.ID, nil)
+	var queue []uuid.UUID
+	for i := range 40 {
+		o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i), PaymentRef: fmt.Sprintf("pay-%d", i)})
+		require.Equal(t, domain.StatusQueued, o.Status)
+		queue = append(queue, o.ID)
+	}
+	capacity := 0
+	var joined []uuid.UUID
+	l := store.OrderList{MerchantID: m.ID, Status: domain.StatusQueued, Limit: 6}
+	var read []store.Order
+	for {
+		page, next, err := st.ListOrders(ctx, l)
+		require.NoError(t, err)
+		var ahead int
+		if len(page) > 0 {
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE merchant_id = $1 AND status = 'queued' AND queue_seq < (SELECT queue_seq FROM orders WHERE id = $2)`,
+				m.ID, page[0].ID).Scan(&ahead))
+		}
+		for i, o := range page {
+			require.NotNil(t, o.QueuePosition)
+			require.Equal(t, ahead+i+1, *o.QueuePosition, "position of %s", o.ID)
+		}
+		read = append(read, page...)
+		if next == nil {
+			break
+		}
+		l.After = next
+		// The head moves on and the tail grows.
+		capacity += 2
+		_, err = st.UpdateMerchant(ctx, m.ID, store.MerchantPatch{Capacity: &capacity}, storeMeta())
+		require.NoError(t, err)
+		o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "late", PaymentRef: "late-" + uuid.NewString()})
+		joined = append(joined, o.ID)
+	}
+	want := append(slices.Clone(queue), joined...)
+	got := ids(read)
+	// Orders admitted before their page was read are not on it; every other
+	// order is, once, in the order it joined the line.
+	require.Equal(t, slices.DeleteFunc(slices.Clone(want), func(id uuid.UUID) bool { return !slices.Contains(got, id) }), got)
+	require.Subset(t, got, want[capacity:], "every order never admitted is read")
+}
+
+// TestMerchantOrderListNewestFirst pages through a merchant's accepted
+// orders while more are accepted: newest first, each once.
+func TestMerchantOrderListNewestFirst(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1000})
+	p := createProduct(t, st, m.ID, nil)
+	accepted := placeMany(t, st, m.ID, p.ID, "a", 45, true)
+	placeMany(t, st, m.ID, p.ID, "b", 5, false)
+	read := pageThrough(t, st, store.OrderList{MerchantID: m.ID, Status: domain.StatusAccepted, Limit: 10}, func() {
+		mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "c", PaymentRef: "pay-" + uuid.NewString()})
+	})
+	require.Equal(t, newestFirst(accepted), ids(read))
+}
+
+func TestOrderListRefusesBadQueries(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	for name, l := range map[string]store.OrderList{
+		"unknown status":           {CustomerID: "a", Status: "lost", Limit: 1},
+		"nobody's list":            {Limit: 1},
+		"both lists":               {CustomerID: "a", MerchantID: uuid.New(), Status: domain.StatusQueued, Limit: 1},
+		"a merchant's of anything": {MerchantID: uuid.New(), Limit: 1},
+		"no limit":                 {CustomerID: "a"},
+	} {
+		_, _, err := st.ListOrders(ctx, l)
+		require.ErrorIs(t, err, &domain.Error{Code: domain.CodeValidation}, name)
+	}
+}
