@@ -46,17 +46,16 @@ type ClaimParams struct {
 // of its order is delivered or dead-lettered: deliveries of one order go out
 // in event order.
 func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, error) {
-	skip, probing := p.SkipMerchants, p.Probing
-	if skip == nil {
-		skip = []uuid.UUID{}
-	}
-	if probing == nil {
-		probing = []uuid.UUID{}
-	}
+	// Text, for QueryExecModeExec sends its arguments in text format.
+	skip, probing := uuidStrings(p.SkipMerchants), uuidStrings(p.Probing)
 	perMerchant := p.PerMerchant
 	if perMerchant <= 0 || perMerchant > p.Limit {
 		perMerchant = p.Limit
 	}
+	// Planned anew each time (QueryExecModeExec), never from a cached
+	// generic plan: the outbox swings from empty to a burst's backlog, and a
+	// plan made for the empty table reads all of it on every claim while
+	// pinning the pages that autovacuum's ANALYZE waits on to replace it.
 	rows, err := s.pool.Query(ctx, `
 		WITH RECURSIVE merchants_with_pending AS (
 			-- A loose index scan: one probe per merchant with pending
@@ -86,18 +85,20 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 					ORDER BY d.merchant_id, d.next_attempt_at LIMIT $4
 					FOR UPDATE OF d SKIP LOCKED
 				) x
-				WHERE mm.merchant_id IS NOT NULL AND mm.merchant_id <> ALL($3)
+				WHERE mm.merchant_id IS NOT NULL AND mm.merchant_id <> ALL($3::uuid[])
 			) ranked
-			WHERE turn = 1 OR merchant_id <> ALL($5)
+			WHERE turn = 1 OR merchant_id <> ALL($5::uuid[])
 			-- Round robin: every merchant's first message before anyone's second.
 			ORDER BY turn, next_attempt_at
 			LIMIT $1
 		)
 		UPDATE outbox o SET attempts = o.attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond'
-		FROM due, merchants m
-		WHERE o.id = due.id AND m.id = o.merchant_id
+		FROM merchants m
+		-- An array, so that the rows are fetched by primary key even when the
+		-- planner guesses the outbox small and would hash all of it.
+		WHERE o.id = ANY(ARRAY(SELECT id FROM due)) AND m.id = o.merchant_id
 		RETURNING o.id, o.merchant_id, o.order_id, o.event_type, o.payload::text, o.attempts, coalesce(m.webhook_url, ''), m.webhook_secret`,
-		p.Limit, p.Lease.Milliseconds(), skip, perMerchant, probing)
+		pgx.QueryExecModeExec, p.Limit, p.Lease.Milliseconds(), skip, perMerchant, probing)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("claim webhooks: %w", err))
 	}
@@ -113,6 +114,14 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 		out = append(out, d)
 	}
 	return out, mapErr(rows.Err())
+}
+
+func uuidStrings(ids []uuid.UUID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
 }
 
 // AttemptResult is the outcome of one delivery attempt.

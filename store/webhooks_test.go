@@ -214,3 +214,46 @@ func TestWebhookBackoffDoublesWithJitter(t *testing.T) {
 		require.LessOrEqual(t, delay, c.want+c.want/5+time.Second, "attempt %d", c.attempt)
 	}
 }
+
+// TestClaimPlanFollowsTheBacklog: the relay polls an empty outbox for a
+// while, then a burst fills it. A claim planned once for the empty table and
+// kept (a cached generic plan) read the whole outbox on every claim, seconds
+// each under a backlog of 50,000, pinning pages so that autovacuum's ANALYZE,
+// which would have replaced the plan, waited behind it. Each claim must be
+// planned for the outbox as it is: index scans only.
+func TestClaimPlanFollowsTheBacklog(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/hook"})
+	for range 20 {
+		claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 256, Lease: time.Minute, PerMerchant: 32})
+		require.NoError(t, err)
+		require.Empty(t, claimed)
+	}
+	_, err := b.pool.Exec(ctx, `
+		INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, next_attempt_at)
+		SELECT gen_random_uuid(), $1, o, v, 'order.accepted', '{}', now() - interval '1 second'
+		FROM generate_series(1, 5000) n, LATERAL (SELECT gen_random_uuid() AS o, n) g, generate_series(1, 4) v`, m.ID)
+	require.NoError(t, err)
+
+	scans := func() (seq, idx int64) {
+		_, err := b.pool.Exec(ctx, `SELECT pg_stat_clear_snapshot()`)
+		require.NoError(t, err)
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq_scan, coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'outbox'`).Scan(&seq, &idx))
+		return seq, idx
+	}
+	seqBefore, idxBefore := scans()
+	for range 5 {
+		claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 256, Lease: time.Minute, PerMerchant: 32})
+		require.NoError(t, err)
+		require.Len(t, claimed, 32)
+	}
+	// A backend reports its table statistics when idle, within seconds.
+	var seq, idx int64
+	require.Eventually(t, func() bool {
+		seq, idx = scans()
+		return idx > idxBefore
+	}, 30*time.Second, 100*time.Millisecond, "the claims' index scans were never reported")
+	require.Equal(t, seqBefore, seq, "a claim read the whole outbox")
+}

@@ -64,6 +64,23 @@ type Result struct {
 
 func (r *Result) setGoalMet(met bool) { r.GoalMet = &met }
 
+// GoalStated is the scenario's goal in words.
+func (r *Result) GoalStated() string {
+	if r.GoalText == "" && r.Goal > 0 {
+		return fmt.Sprintf("≥ %.1f×", r.Goal)
+	}
+	return r.GoalText
+}
+
+// Met says whether this run met the goal: "yes", "no", or "—" for a
+// scenario without one.
+func (r *Result) Met() string {
+	if r.GoalMet == nil {
+		return "—"
+	}
+	return map[bool]string{true: "yes", false: "no"}[*r.GoalMet]
+}
+
 // Point is one second of a run, for charts.
 type Point struct {
 	Second int     `json:"second"`

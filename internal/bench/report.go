@@ -101,16 +101,12 @@ func Markdown(names []string, r Report) string {
 				own = fmt.Sprintf("%.0f (%d)", bl.BestPerS, bl.BestConns)
 			}
 		}
-		met := "—"
-		if res.GoalMet != nil {
-			met = map[bool]string{true: "yes", false: "**no**"}[*res.GoalMet]
-		}
-		goal := res.GoalText
-		if goal == "" && res.Goal > 0 {
-			goal = fmt.Sprintf("≥ %.1f×", res.Goal)
+		met := res.Met()
+		if met == "no" {
+			met = "**no**"
 		}
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.2f | %s | %s | %.1f | %.1f | %s |\n",
-			n, res.PerS, base, own, res.Ratio, goal, met, res.P50ms, res.P99ms, ok)
+			n, res.PerS, base, own, res.Ratio, res.GoalStated(), met, res.P50ms, res.P99ms, ok)
 	}
 	var sweeps strings.Builder
 	for _, n := range names {
