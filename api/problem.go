@@ -38,6 +38,9 @@ var problems = map[domain.Code]problemKind{
 	domain.CodeUnavailable:         {http.StatusServiceUnavailable, "unavailable", "Temporarily unavailable"},
 	domain.CodeConflict:            {http.StatusConflict, "conflict", "Conflicting change"},
 	domain.CodeRateLimited:         {http.StatusTooManyRequests, "rate-limited", "Too many requests"},
+	domain.CodeDropNotOpen:         {http.StatusConflict, "drop-not-open", "The drop is not open yet"},
+	domain.CodeDropEnded:           {http.StatusConflict, "drop-ended", "The drop has ended"},
+	domain.CodeNotInvited:          {http.StatusConflict, "not-invited", "Not invited to buy this drop's product"},
 	domain.CodeInternal:            {http.StatusInternalServerError, "internal", "Internal error"},
 }
 

@@ -30,6 +30,9 @@ const (
 	CodeUnavailable         Code = "unavailable"
 	CodeConflict            Code = "conflict"
 	CodeRateLimited         Code = "rate_limited"
+	CodeDropNotOpen         Code = "drop_not_open"
+	CodeDropEnded           Code = "drop_ended"
+	CodeNotInvited          Code = "not_invited"
 	CodeInternal            Code = "internal"
 )
 

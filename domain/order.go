@@ -325,6 +325,26 @@ func DecodeEvent(typ string, data []byte) (Event, error) {
 		v = &ProductCreated{}
 	case EventProductRestocked:
 		v = &ProductRestocked{}
+	case EventDropCreated:
+		v = &DropCreated{}
+	case EventDropOpened:
+		v = &DropOpened{}
+	case EventDropStarted:
+		v = &DropStarted{}
+	case EventDropSoldOut:
+		v = &DropSoldOut{}
+	case EventEntryJoined:
+		v = &EntryJoined{}
+	case EventEntryInvited:
+		v = &EntryInvited{}
+	case EventEntryOrdered:
+		v = &EntryOrdered{}
+	case EventEntryPurchased:
+		v = &EntryPurchased{}
+	case EventEntryLapsed:
+		v = &EntryLapsed{}
+	case EventEntrySoldOut:
+		v = &EntrySoldOutEvent{}
 	default:
 		return Event{}, fmt.Errorf("decode event: unknown type %q", typ)
 	}
@@ -369,6 +389,26 @@ func deref(v any) any {
 	case *ProductCreated:
 		return *p
 	case *ProductRestocked:
+		return *p
+	case *DropCreated:
+		return *p
+	case *DropOpened:
+		return *p
+	case *DropStarted:
+		return *p
+	case *DropSoldOut:
+		return *p
+	case *EntryJoined:
+		return *p
+	case *EntryInvited:
+		return *p
+	case *EntryOrdered:
+		return *p
+	case *EntryPurchased:
+		return *p
+	case *EntryLapsed:
+		return *p
+	case *EntrySoldOutEvent:
 		return *p
 	}
 	return v

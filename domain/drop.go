@@ -1,0 +1,498 @@
+package domain
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// A drop sells a product's limited units from a set time (API.md, Drops).
+// Its stream holds the drop's own transitions; each entry is a stream of
+// its own, so that customers join without queueing on the drop's stream.
+
+// DropState is where a drop stands.
+type DropState string
+
+const (
+	DropStateScheduled DropState = "scheduled"
+	DropStateOpen      DropState = "open"
+	DropStateSelling   DropState = "selling"
+	DropStateSoldOut   DropState = "sold_out"
+	DropStateEnded     DropState = "ended"
+)
+
+// Active reports whether the drop still governs its product: until it sells
+// out or ends, only its invited customers may buy the product.
+func (s DropState) Active() bool {
+	return s == DropStateScheduled || s == DropStateOpen || s == DropStateSelling
+}
+
+// DropMode says how entries that joined before the start are ranked.
+type DropMode string
+
+const (
+	DropLottery DropMode = "lottery"
+	DropFIFO    DropMode = "fifo"
+)
+
+// EntryStatus is where an entry stands.
+type EntryStatus string
+
+const (
+	EntryStatusWaiting   EntryStatus = "waiting"
+	EntryStatusInvited   EntryStatus = "invited"
+	EntryStatusPurchased EntryStatus = "purchased"
+	EntryStatusLapsed    EntryStatus = "lapsed"
+	EntryStatusSoldOut   EntryStatus = "sold_out"
+)
+
+// Drop limits.
+const (
+	MinPurchaseWindowSeconds     = 30
+	MaxPurchaseWindowSeconds     = 3600
+	DefaultPurchaseWindowSeconds = 300
+	MaxDropUnits                 = 1_000_000
+	// SeedBytes is the size of a drop's secret seed.
+	SeedBytes = 32
+)
+
+// Reasons an entry lapses.
+const (
+	LapseWindowEnded    = "purchase_window_ended"
+	LapseOrderClosed    = "order_closed"
+	LapseOrderCancelled = "order_cancelled"
+	LapseOrderExpired   = "order_expired"
+)
+
+// Event types of drop and entry streams.
+const (
+	EventDropCreated    = "drop.created"
+	EventDropOpened     = "drop.opened"
+	EventDropStarted    = "drop.started"
+	EventDropSoldOut    = "drop.sold_out"
+	EventEntryJoined    = "drop_entry.joined"
+	EventEntryInvited   = "drop_entry.invited"
+	EventEntryOrdered   = "drop_entry.ordered"
+	EventEntryPurchased = "drop_entry.purchased"
+	EventEntryLapsed    = "drop_entry.lapsed"
+	EventEntrySoldOut   = "drop_entry.sold_out"
+)
+
+// DropCreated records a new drop. The seed itself is not in it: events are
+// readable by auditors, and the seed is secret until the start.
+type DropCreated struct {
+	DropID                string    `json:"drop_id"`
+	ProductID             string    `json:"product_id"`
+	MerchantID            string    `json:"merchant_id"`
+	OpensAt               time.Time `json:"opens_at"`
+	StartsAt              time.Time `json:"starts_at"`
+	Mode                  DropMode  `json:"mode"`
+	PurchaseWindowSeconds int       `json:"purchase_window_seconds"`
+	Units                 int       `json:"units"`
+	SeedCommitment        string    `json:"seed_commitment"`
+	CreatedAt             time.Time `json:"created_at"`
+}
+
+type DropOpened struct {
+	OpenedAt time.Time `json:"opened_at"`
+}
+
+// DropStarted publishes the seed (hex) at the start.
+type DropStarted struct {
+	Seed      string    `json:"seed"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+type DropSoldOut struct {
+	Purchased int       `json:"purchased"`
+	SoldOutAt time.Time `json:"sold_out_at"`
+}
+
+// Drop is a drop as its stream folds.
+type Drop struct {
+	DropCreated
+	State DropState
+	// Seed is nil until the drop starts.
+	Seed    []byte
+	Version int
+}
+
+// Evolve folds one event of the drop's stream.
+func (d Drop) Evolve(e Event) (Drop, error) {
+	switch ev := e.Data.(type) {
+	case DropCreated:
+		if d.Version != 0 {
+			return d, fmt.Errorf("drop %s created twice", d.DropID)
+		}
+		d.DropCreated, d.State = ev, DropStateScheduled
+	case DropOpened:
+		d.State = DropStateOpen
+	case DropStarted:
+		seed, err := hex.DecodeString(ev.Seed)
+		if err != nil {
+			return d, fmt.Errorf("drop %s: seed: %w", d.DropID, err)
+		}
+		d.State, d.Seed = DropStateSelling, seed
+	case DropSoldOut:
+		d.State = DropStateSoldOut
+	default:
+		return d, fmt.Errorf("drop evolve: unknown event %q (%T)", e.Type, e.Data)
+	}
+	d.Version++
+	return d, nil
+}
+
+// Apply folds events in order.
+func (d Drop) Apply(events ...Event) (Drop, error) {
+	var err error
+	for _, e := range events {
+		if d, err = d.Evolve(e); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// SeedCommitment is what a drop publishes at creation: hex SHA-256 of its seed.
+func SeedCommitment(seed []byte) string {
+	sum := sha256.Sum256(seed)
+	return hex.EncodeToString(sum[:])
+}
+
+// NewDropParams is a drop request with what the caller looked up.
+type NewDropParams struct {
+	DropID, ProductID, MerchantID string
+	OpensAt, StartsAt             time.Time
+	Mode                          DropMode
+	PurchaseWindowSeconds         *int
+	Units                         *int
+	// StockRemaining is the product's remaining stock; nil when unlimited.
+	StockRemaining *int
+	// ProductHasActiveDrop refuses a second drop of one product at a time.
+	ProductHasActiveDrop bool
+	Seed                 []byte
+}
+
+// CreateDrop validates a new drop and records it.
+func CreateDrop(p NewDropParams, now time.Time) ([]Event, error) {
+	if p.Mode != DropLottery && p.Mode != DropFIFO {
+		return nil, Errorf(CodeValidation, "mode must be lottery or fifo")
+	}
+	if p.OpensAt.IsZero() || p.StartsAt.IsZero() {
+		return nil, Errorf(CodeValidation, "opens_at and starts_at are required")
+	}
+	if !p.OpensAt.After(now) {
+		return nil, Errorf(CodeValidation, "opens_at must be in the future")
+	}
+	if !p.OpensAt.Before(p.StartsAt) {
+		return nil, Errorf(CodeValidation, "opens_at must be before starts_at")
+	}
+	window := DefaultPurchaseWindowSeconds
+	if p.PurchaseWindowSeconds != nil {
+		window = *p.PurchaseWindowSeconds
+	}
+	if window < MinPurchaseWindowSeconds || window > MaxPurchaseWindowSeconds {
+		return nil, Errorf(CodeValidation, "purchase_window_seconds must be between %d and %d", MinPurchaseWindowSeconds, MaxPurchaseWindowSeconds)
+	}
+	if p.StockRemaining == nil {
+		return nil, Errorf(CodeValidation, "a drop needs a product with limited stock")
+	}
+	units := *p.StockRemaining
+	if p.Units != nil {
+		units = *p.Units
+	}
+	if units < 1 || units > MaxDropUnits {
+		return nil, Errorf(CodeValidation, "units must be between 1 and %d", MaxDropUnits)
+	}
+	if units > *p.StockRemaining {
+		return nil, Errorf(CodeValidation, "units (%d) exceed the product's remaining stock (%d)", units, *p.StockRemaining)
+	}
+	if p.ProductHasActiveDrop {
+		return nil, Errorf(CodeValidation, "the product already has a drop that has not ended")
+	}
+	if len(p.Seed) != SeedBytes {
+		return nil, fmt.Errorf("create drop: seed of %d bytes, want %d", len(p.Seed), SeedBytes)
+	}
+	return []Event{{Type: EventDropCreated, Data: DropCreated{
+		DropID: p.DropID, ProductID: p.ProductID, MerchantID: p.MerchantID,
+		OpensAt: p.OpensAt, StartsAt: p.StartsAt, Mode: p.Mode, PurchaseWindowSeconds: window, Units: units,
+		SeedCommitment: SeedCommitment(p.Seed), CreatedAt: now,
+	}}}, nil
+}
+
+// AdvanceDrop returns the transitions whose time has come: open at opens_at,
+// start (publishing seed, which must match the commitment) at starts_at.
+func AdvanceDrop(d Drop, seed []byte, now time.Time) ([]Event, error) {
+	var events []Event
+	if d.State == DropStateScheduled && !now.Before(d.OpensAt) {
+		events = append(events, Event{Type: EventDropOpened, Data: DropOpened{OpenedAt: now}})
+	}
+	if (d.State == DropStateScheduled || d.State == DropStateOpen) && !now.Before(d.StartsAt) {
+		if SeedCommitment(seed) != d.SeedCommitment {
+			return nil, fmt.Errorf("drop %s: the seed does not match its commitment", d.DropID)
+		}
+		events = append(events, Event{Type: EventDropStarted, Data: DropStarted{Seed: hex.EncodeToString(seed), StartedAt: now}})
+	}
+	return events, nil
+}
+
+// SellOut ends a selling drop whose every unit is purchased.
+func SellOut(d Drop, purchased int, now time.Time) []Event {
+	if d.State != DropStateSelling || purchased < d.Units {
+		return nil
+	}
+	return []Event{{Type: EventDropSoldOut, Data: DropSoldOut{Purchased: purchased, SoldOutAt: now}}}
+}
+
+// InvitationsDue is how many waiting entries may be invited now: invited
+// (and not yet lapsed) plus purchased entries never exceed units.
+func InvitationsDue(d Drop, outstanding, purchased int) int {
+	if d.State != DropStateSelling {
+		return 0
+	}
+	return max(0, d.Units-outstanding-purchased)
+}
+
+// Ranking. An entry's order key sorts entries in rank order, bytewise:
+//
+//   - lottery entries that joined before starts_at: 0x00 followed by
+//     SHA-256(seed ‖ the entry id's 16 bytes), known once the seed is;
+//   - every other entry: 0x01 followed by joined_at in microseconds since
+//     the Unix epoch (8 bytes, big-endian) and the entry id's 16 bytes.
+//
+// So early entries come first in the order of their hash, and later ones
+// follow by joined_at (the id breaking ties).
+const (
+	earlyKeyPrefix byte = 0x00
+	lateKeyPrefix  byte = 0x01
+)
+
+// DrawHash is SHA-256(seed ‖ entry id), the lottery's draw for one entry.
+func DrawHash(seed []byte, entryID [16]byte) [32]byte {
+	h := sha256.New()
+	h.Write(seed)
+	h.Write(entryID[:])
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// EarlyEntry reports whether an entry is ranked by the lottery draw.
+func EarlyEntry(mode DropMode, startsAt, joinedAt time.Time) bool {
+	return mode == DropLottery && joinedAt.Before(startsAt)
+}
+
+// OrderKey is an entry's rank key; nil for an early lottery entry before
+// the seed is published (seed nil).
+func OrderKey(mode DropMode, startsAt time.Time, seed []byte, entryID [16]byte, joinedAt time.Time) []byte {
+	if EarlyEntry(mode, startsAt, joinedAt) {
+		if seed == nil {
+			return nil
+		}
+		sum := DrawHash(seed, entryID)
+		return append([]byte{earlyKeyPrefix}, sum[:]...)
+	}
+	key := make([]byte, 0, 25)
+	key = append(key, lateKeyPrefix)
+	key = binary.BigEndian.AppendUint64(key, uint64(joinedAt.UnixMicro()))
+	return append(key, entryID[:]...)
+}
+
+// CompareOrderKeys orders two keys; a nil key (not yet drawn) sorts last.
+func CompareOrderKeys(a, b []byte) int {
+	switch {
+	case a == nil && b == nil:
+		return 0
+	case a == nil:
+		return 1
+	case b == nil:
+		return -1
+	}
+	return bytes.Compare(a, b)
+}
+
+// Entry events.
+
+type EntryJoined struct {
+	EntryID    string    `json:"entry_id"`
+	DropID     string    `json:"drop_id"`
+	MerchantID string    `json:"merchant_id"`
+	CustomerID string    `json:"customer_id"`
+	JoinedAt   time.Time `json:"joined_at"`
+}
+
+type EntryInvited struct {
+	InvitedAt        time.Time `json:"invited_at"`
+	PurchaseDeadline time.Time `json:"purchase_deadline"`
+}
+
+// EntryOrdered records the one order an invitation allows.
+type EntryOrdered struct {
+	OrderID   string    `json:"order_id"`
+	OrderedAt time.Time `json:"ordered_at"`
+}
+
+type EntryPurchased struct {
+	OrderID     string    `json:"order_id"`
+	PurchasedAt time.Time `json:"purchased_at"`
+}
+
+type EntryLapsed struct {
+	Reason   string    `json:"reason"`
+	LapsedAt time.Time `json:"lapsed_at"`
+}
+
+type EntrySoldOutEvent struct {
+	SoldOutAt time.Time `json:"sold_out_at"`
+}
+
+// Entry is one customer's place in a drop, as its stream folds.
+type Entry struct {
+	ID, DropID, MerchantID, CustomerID string
+	JoinedAt                           time.Time
+	Status                             EntryStatus
+	InvitedAt, PurchaseDeadline        *time.Time
+	OrderID                            string
+	Version                            int
+}
+
+// Evolve folds one event of the entry's stream.
+func (e Entry) Evolve(ev Event) (Entry, error) {
+	switch d := ev.Data.(type) {
+	case EntryJoined:
+		if e.Version != 0 {
+			return e, fmt.Errorf("entry %s joined twice", e.ID)
+		}
+		e.ID, e.DropID, e.MerchantID, e.CustomerID, e.JoinedAt = d.EntryID, d.DropID, d.MerchantID, d.CustomerID, d.JoinedAt
+		e.Status = EntryStatusWaiting
+	case EntryInvited:
+		e.Status = EntryStatusInvited
+		e.InvitedAt, e.PurchaseDeadline = ptr(d.InvitedAt), ptr(d.PurchaseDeadline)
+	case EntryOrdered:
+		e.OrderID = d.OrderID
+	case EntryPurchased:
+		e.Status, e.OrderID = EntryStatusPurchased, d.OrderID
+	case EntryLapsed:
+		e.Status = EntryStatusLapsed
+	case EntrySoldOutEvent:
+		e.Status = EntryStatusSoldOut
+	default:
+		return e, fmt.Errorf("entry evolve: unknown event %q (%T)", ev.Type, ev.Data)
+	}
+	e.Version++
+	return e, nil
+}
+
+// Apply folds events in order.
+func (e Entry) Apply(events ...Event) (Entry, error) {
+	var err error
+	for _, ev := range events {
+		if e, err = e.Evolve(ev); err != nil {
+			return e, err
+		}
+	}
+	return e, nil
+}
+
+// Join records a customer's entry. A drop takes entries from opens_at (its
+// timer may not have opened it yet) until it sells out or ends.
+func Join(d Drop, entryID, customerID string, now time.Time) ([]Event, error) {
+	if customerID == "" || len(customerID) > MaxIDLength {
+		return nil, Errorf(CodeValidation, "customer id must be 1-%d characters", MaxIDLength)
+	}
+	switch {
+	case d.State == DropStateSoldOut:
+		return nil, Errorf(CodeSoldOut, "every unit of this drop is sold")
+	case d.State == DropStateEnded:
+		return nil, Errorf(CodeDropEnded, "this drop has ended")
+	case now.Before(d.OpensAt):
+		return nil, Errorf(CodeDropNotOpen, "this drop opens at %s", d.OpensAt.UTC().Format(time.RFC3339))
+	}
+	return []Event{{Type: EventEntryJoined, Data: EntryJoined{
+		EntryID: entryID, DropID: d.DropID, MerchantID: d.MerchantID, CustomerID: customerID, JoinedAt: now,
+	}}}, nil
+}
+
+// Invite opens a waiting entry's purchase window.
+func Invite(d Drop, e Entry, now time.Time) ([]Event, error) {
+	if e.Status != EntryStatusWaiting {
+		return nil, Errorf(CodeInvalidTransition, "cannot invite an entry that is %s", e.Status)
+	}
+	return []Event{{Type: EventEntryInvited, Data: EntryInvited{
+		InvitedAt: now, PurchaseDeadline: now.Add(time.Duration(d.PurchaseWindowSeconds) * time.Second),
+	}}}, nil
+}
+
+// OrderForEntry attaches an order to an invitation: the customer's own,
+// invited, with no order yet, before its deadline. Anything else is not an
+// invitation to buy.
+func OrderForEntry(e Entry, customerID, orderID string, now time.Time) ([]Event, error) {
+	if e.CustomerID != customerID || e.Status != EntryStatusInvited || e.OrderID != "" ||
+		e.PurchaseDeadline == nil || !now.Before(*e.PurchaseDeadline) {
+		return nil, errNotInvited
+	}
+	return []Event{{Type: EventEntryOrdered, Data: EntryOrdered{OrderID: orderID, OrderedAt: now}}}, nil
+}
+
+var errNotInvited = Errorf(CodeNotInvited, "this product is sold in a drop, and only its invited customers may buy it now")
+
+// ErrNotInvited matches a refused purchase of a drop's product.
+var ErrNotInvited = &Error{Code: CodeNotInvited}
+
+// PurchaseEntry records that the invitation's order was paid. An entry
+// that lapsed meanwhile refuses the payment.
+func PurchaseEntry(e Entry, orderID string, now time.Time) ([]Event, error) {
+	if e.Status == EntryStatusPurchased && e.OrderID == orderID {
+		return nil, nil
+	}
+	if e.Status != EntryStatusInvited || e.OrderID != orderID {
+		return nil, Errorf(CodeInvalidTransition, "the purchase window of this drop entry has ended")
+	}
+	return []Event{{Type: EventEntryPurchased, Data: EntryPurchased{OrderID: orderID, PurchasedAt: now}}}, nil
+}
+
+// LapseAtDeadline lapses an invitation whose window has ended unpurchased;
+// a no-op otherwise, so the timer may fire late or twice.
+func LapseAtDeadline(e Entry, now time.Time) []Event {
+	if e.Status != EntryStatusInvited || e.PurchaseDeadline == nil || now.Before(*e.PurchaseDeadline) {
+		return nil
+	}
+	return []Event{{Type: EventEntryLapsed, Data: EntryLapsed{Reason: LapseWindowEnded, LapsedAt: now}}}
+}
+
+// LapseForOrder lapses the entry of an order that ended without being
+// served (closed unpaid, cancelled, expired): its unit goes to the next.
+func LapseForOrder(e Entry, o Order, now time.Time) []Event {
+	if e.Status != EntryStatusInvited && e.Status != EntryStatusPurchased {
+		return nil
+	}
+	var reason string
+	switch o.Status {
+	case StatusClosed:
+		reason = LapseOrderClosed
+	case StatusCancelled:
+		reason = LapseOrderCancelled
+	case StatusExpired:
+		reason = LapseOrderExpired
+	default:
+		return nil
+	}
+	return []Event{{Type: EventEntryLapsed, Data: EntryLapsed{Reason: reason, LapsedAt: now}}}
+}
+
+// SellOutEntry turns a waiting entry sold_out when its drop sells out.
+func SellOutEntry(e Entry, now time.Time) []Event {
+	if e.Status != EntryStatusWaiting {
+		return nil
+	}
+	return []Event{{Type: EventEntrySoldOut, Data: EntrySoldOutEvent{SoldOutAt: now}}}
+}
+
+// MaySeeEntry reports whether the party may see an entry: its customer, the
+// drop's merchant, admins and the system.
+func (p Party) MaySeeEntry(customerID, merchantID string) bool {
+	return p.MaySeeOrder(customerID, merchantID)
+}

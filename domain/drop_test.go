@@ -1,0 +1,325 @@
+package domain_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+)
+
+var dropNow = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func testSeed() []byte { return bytes.Repeat([]byte{7}, domain.SeedBytes) }
+
+func intPtr(v int) *int { return &v }
+
+func validDrop() domain.NewDropParams {
+	return domain.NewDropParams{
+		DropID: "d", ProductID: "p", MerchantID: "m",
+		OpensAt: dropNow.Add(time.Minute), StartsAt: dropNow.Add(time.Hour), Mode: domain.DropLottery,
+		StockRemaining: intPtr(100), Seed: testSeed(),
+	}
+}
+
+func TestCreateDropValidation(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		change func(p *domain.NewDropParams)
+		ok     bool
+	}{
+		{"defaults", func(p *domain.NewDropParams) {}, true},
+		{"fifo", func(p *domain.NewDropParams) { p.Mode = domain.DropFIFO }, true},
+		{"unknown mode", func(p *domain.NewDropParams) { p.Mode = "raffle" }, false},
+		{"opens in the past", func(p *domain.NewDropParams) { p.OpensAt = dropNow.Add(-time.Second) }, false},
+		{"opens now", func(p *domain.NewDropParams) { p.OpensAt = dropNow }, false},
+		{"starts before it opens", func(p *domain.NewDropParams) { p.StartsAt = p.OpensAt.Add(-time.Second) }, false},
+		{"starts as it opens", func(p *domain.NewDropParams) { p.StartsAt = p.OpensAt }, false},
+		{"window 29", func(p *domain.NewDropParams) { p.PurchaseWindowSeconds = intPtr(29) }, false},
+		{"window 30", func(p *domain.NewDropParams) { p.PurchaseWindowSeconds = intPtr(30) }, true},
+		{"window 3600", func(p *domain.NewDropParams) { p.PurchaseWindowSeconds = intPtr(3600) }, true},
+		{"window 3601", func(p *domain.NewDropParams) { p.PurchaseWindowSeconds = intPtr(3601) }, false},
+		{"units over the stock", func(p *domain.NewDropParams) { p.Units = intPtr(101) }, false},
+		{"units all the stock", func(p *domain.NewDropParams) { p.Units = intPtr(100) }, true},
+		{"units 0", func(p *domain.NewDropParams) { p.Units = intPtr(0) }, false},
+		{"unlimited product", func(p *domain.NewDropParams) { p.StockRemaining = nil }, false},
+		{"no stock left", func(p *domain.NewDropParams) { p.StockRemaining = intPtr(0) }, false},
+		{"a drop already running", func(p *domain.NewDropParams) { p.ProductHasActiveDrop = true }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := validDrop()
+			tc.change(&p)
+			events, err := domain.CreateDrop(p, dropNow)
+			if !tc.ok {
+				require.Equal(t, domain.CodeValidation, domain.ErrorCode(err), "%v", err)
+				require.Empty(t, events)
+				return
+			}
+			require.NoError(t, err)
+			d, err := domain.Drop{}.Apply(events...)
+			require.NoError(t, err)
+			require.Equal(t, domain.DropStateScheduled, d.State)
+			require.Nil(t, d.Seed, "the seed is not published at creation")
+			require.Equal(t, domain.SeedCommitment(testSeed()), d.SeedCommitment)
+		})
+	}
+	p := validDrop()
+	events, err := domain.CreateDrop(p, dropNow)
+	require.NoError(t, err)
+	created := events[0].Data.(domain.DropCreated)
+	require.Equal(t, 100, created.Units, "units default to the remaining stock")
+	require.Equal(t, domain.DefaultPurchaseWindowSeconds, created.PurchaseWindowSeconds)
+}
+
+func newTestDrop(t *testing.T, mutate func(p *domain.NewDropParams)) domain.Drop {
+	t.Helper()
+	p := validDrop()
+	if mutate != nil {
+		mutate(&p)
+	}
+	events, err := domain.CreateDrop(p, dropNow)
+	require.NoError(t, err)
+	d, err := domain.Drop{}.Apply(events...)
+	require.NoError(t, err)
+	return d
+}
+
+func TestDropLifecycle(t *testing.T) {
+	t.Parallel()
+	d := newTestDrop(t, func(p *domain.NewDropParams) { p.Units = intPtr(2) })
+	advance := func(at time.Time) {
+		events, err := domain.AdvanceDrop(d, testSeed(), at)
+		require.NoError(t, err)
+		d, err = d.Apply(events...)
+		require.NoError(t, err)
+	}
+	advance(d.OpensAt.Add(-time.Millisecond))
+	require.Equal(t, domain.DropStateScheduled, d.State, "not before opens_at")
+	advance(d.OpensAt)
+	require.Equal(t, domain.DropStateOpen, d.State)
+	require.Equal(t, 0, domain.InvitationsDue(d, 0, 0), "nobody is invited before the start")
+	advance(d.StartsAt)
+	require.Equal(t, domain.DropStateSelling, d.State)
+	require.Equal(t, testSeed(), d.Seed, "the seed is published at the start")
+	require.Equal(t, 3, d.Version)
+
+	_, err := domain.AdvanceDrop(newTestDrop(t, nil), bytes.Repeat([]byte{8}, 32), dropNow.Add(2*time.Hour))
+	require.Error(t, err, "a seed that does not match the commitment is never published")
+
+	// A late timer takes both steps at once.
+	late := newTestDrop(t, nil)
+	events, err := domain.AdvanceDrop(late, testSeed(), late.StartsAt.Add(time.Second))
+	require.NoError(t, err)
+	require.Len(t, events, 2)
+
+	for _, tc := range []struct{ outstanding, purchased, due int }{
+		{0, 0, 2}, {1, 0, 1}, {1, 1, 0}, {0, 2, 0}, {2, 1, 0},
+	} {
+		require.Equal(t, tc.due, domain.InvitationsDue(d, tc.outstanding, tc.purchased), "%+v", tc)
+	}
+	require.Empty(t, domain.SellOut(d, 1, dropNow))
+	sold := domain.SellOut(d, 2, dropNow)
+	require.Len(t, sold, 1)
+	d, err = d.Apply(sold...)
+	require.NoError(t, err)
+	require.Equal(t, domain.DropStateSoldOut, d.State)
+	require.False(t, d.State.Active())
+	require.Equal(t, 0, domain.InvitationsDue(d, 0, 0))
+}
+
+func TestJoinRules(t *testing.T) {
+	t.Parallel()
+	d := newTestDrop(t, nil)
+	cases := []struct {
+		name  string
+		state domain.DropState
+		at    time.Time
+		code  domain.Code
+	}{
+		{"before opens_at", domain.DropStateScheduled, d.OpensAt.Add(-time.Millisecond), domain.CodeDropNotOpen},
+		{"at opens_at, timer not yet run", domain.DropStateScheduled, d.OpensAt, ""},
+		{"open", domain.DropStateOpen, d.OpensAt.Add(time.Second), ""},
+		{"selling", domain.DropStateSelling, d.StartsAt.Add(time.Second), ""},
+		{"sold out", domain.DropStateSoldOut, d.StartsAt.Add(time.Second), domain.CodeSoldOut},
+		{"ended", domain.DropStateEnded, d.StartsAt.Add(time.Second), domain.CodeDropEnded},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dd := d
+			dd.State = tc.state
+			events, err := domain.Join(dd, "e", "alice", tc.at)
+			if tc.code != "" {
+				require.Equal(t, tc.code, domain.ErrorCode(err))
+				return
+			}
+			require.NoError(t, err)
+			e, err := domain.Entry{}.Apply(events...)
+			require.NoError(t, err)
+			require.Equal(t, domain.EntryStatusWaiting, e.Status)
+			require.Equal(t, tc.at, e.JoinedAt)
+		})
+	}
+}
+
+// TestOrderKeyEncoding pins the byte encoding API.md and the README give:
+// early lottery entries 0x00 ‖ SHA-256(seed ‖ id bytes), others 0x01 ‖
+// joined_at µs (big-endian int64) ‖ id bytes.
+func TestOrderKeyEncoding(t *testing.T) {
+	t.Parallel()
+	seed := testSeed()
+	id := uuid.MustParse("0190a0b1-c2d3-7e4f-8a9b-0c1d2e3f4a5b")
+	starts := dropNow
+	h := sha256.Sum256(append(append([]byte{}, seed...), id[:]...))
+	require.Equal(t, h, domain.DrawHash(seed, id))
+	early := domain.OrderKey(domain.DropLottery, starts, seed, id, starts.Add(-time.Microsecond))
+	require.Equal(t, append([]byte{0}, h[:]...), early)
+	require.Nil(t, domain.OrderKey(domain.DropLottery, starts, nil, id, starts.Add(-time.Microsecond)), "not drawn before the seed")
+
+	joined := starts.Add(1500 * time.Microsecond)
+	late := domain.OrderKey(domain.DropLottery, starts, nil, id, joined)
+	want := []byte{1}
+	want = binary.BigEndian.AppendUint64(want, uint64(joined.UnixMicro()))
+	want = append(want, id[:]...)
+	require.Equal(t, want, late, "a late entry's key needs no seed")
+	require.Equal(t, hex.EncodeToString(want), hex.EncodeToString(domain.OrderKey(domain.DropFIFO, starts, seed, id, starts.Add(-time.Hour).Add(time.Hour+1500*time.Microsecond))))
+	fifoEarly := domain.OrderKey(domain.DropFIFO, starts, nil, id, starts.Add(-time.Hour))
+	require.Equal(t, byte(1), fifoEarly[0], "fifo ranks everyone by joined_at")
+
+	// Every early entry ranks before every late one; late ones by joined_at.
+	type entry struct {
+		id     uuid.UUID
+		joined time.Time
+	}
+	var entries []entry
+	for i := range 50 {
+		entries = append(entries, entry{uuid.New(), starts.Add(time.Duration(i-25) * time.Millisecond)})
+	}
+	keys := make([][]byte, len(entries))
+	for i, e := range entries {
+		keys[i] = domain.OrderKey(domain.DropLottery, starts, seed, e.id, e.joined)
+	}
+	idx := make([]int, len(entries))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return domain.CompareOrderKeys(keys[idx[a]], keys[idx[b]]) < 0 })
+	for rank, i := range idx {
+		if rank < 25 {
+			require.True(t, entries[i].joined.Before(starts))
+		} else {
+			require.Equal(t, starts.Add(time.Duration(rank-25)*time.Millisecond), entries[i].joined)
+		}
+	}
+	require.Equal(t, 1, domain.CompareOrderKeys(nil, late))
+	require.Equal(t, -1, domain.CompareOrderKeys(late, nil))
+}
+
+func TestEntryLifecycle(t *testing.T) {
+	t.Parallel()
+	d := newTestDrop(t, func(p *domain.NewDropParams) { p.PurchaseWindowSeconds = intPtr(60) })
+	joinedAt := d.OpensAt.Add(time.Second)
+	joined, err := domain.Join(d, "e", "alice", joinedAt)
+	require.NoError(t, err)
+	e, err := domain.Entry{}.Apply(joined...)
+	require.NoError(t, err)
+
+	_, err = domain.OrderForEntry(e, "alice", "o1", d.StartsAt)
+	require.ErrorIs(t, err, domain.ErrNotInvited, "waiting is not invited")
+	require.Empty(t, domain.LapseAtDeadline(e, d.StartsAt.Add(time.Hour)), "a waiting entry has no window")
+
+	invited, err := domain.Invite(d, e, d.StartsAt)
+	require.NoError(t, err)
+	e, err = e.Apply(invited...)
+	require.NoError(t, err)
+	require.Equal(t, d.StartsAt.Add(time.Minute), *e.PurchaseDeadline)
+	_, err = domain.Invite(d, e, d.StartsAt)
+	require.Error(t, err, "invited once")
+
+	_, err = domain.OrderForEntry(e, "bob", "o1", d.StartsAt)
+	require.ErrorIs(t, err, domain.ErrNotInvited, "someone else's invitation")
+	_, err = domain.OrderForEntry(e, "alice", "o1", *e.PurchaseDeadline)
+	require.ErrorIs(t, err, domain.ErrNotInvited, "window ended")
+	ordered, err := domain.OrderForEntry(e, "alice", "o1", d.StartsAt.Add(time.Second))
+	require.NoError(t, err)
+	e, err = e.Apply(ordered...)
+	require.NoError(t, err)
+	_, err = domain.OrderForEntry(e, "alice", "o2", d.StartsAt.Add(2*time.Second))
+	require.ErrorIs(t, err, domain.ErrNotInvited, "one order per invitation")
+
+	_, err = domain.PurchaseEntry(e, "o2", d.StartsAt)
+	require.Error(t, err, "another order does not purchase")
+	require.Empty(t, domain.LapseAtDeadline(e, e.PurchaseDeadline.Add(-time.Microsecond)))
+	lapsed, err := e.Apply(domain.LapseAtDeadline(e, *e.PurchaseDeadline)...)
+	require.NoError(t, err)
+	require.Equal(t, domain.EntryStatusLapsed, lapsed.Status)
+	_, err = domain.PurchaseEntry(lapsed, "o1", d.StartsAt)
+	require.Equal(t, domain.CodeInvalidTransition, domain.ErrorCode(err), "a lapsed entry refuses the payment")
+
+	bought, err := domain.PurchaseEntry(e, "o1", d.StartsAt.Add(time.Second))
+	require.NoError(t, err)
+	e, err = e.Apply(bought...)
+	require.NoError(t, err)
+	require.Equal(t, domain.EntryStatusPurchased, e.Status)
+	again, err := domain.PurchaseEntry(e, "o1", d.StartsAt.Add(2*time.Second))
+	require.NoError(t, err)
+	require.Empty(t, again, "paying again is a no-op")
+	require.Empty(t, domain.LapseAtDeadline(e, e.PurchaseDeadline.Add(time.Hour)), "a purchase does not lapse")
+
+	for _, tc := range []struct {
+		status domain.OrderStatus
+		reason string
+	}{
+		{domain.StatusClosed, domain.LapseOrderClosed},
+		{domain.StatusCancelled, domain.LapseOrderCancelled},
+		{domain.StatusExpired, domain.LapseOrderExpired},
+		{domain.StatusAccepted, ""},
+		{domain.StatusCompleted, ""},
+	} {
+		events := domain.LapseForOrder(e, domain.Order{Status: tc.status}, dropNow)
+		if tc.reason == "" {
+			require.Empty(t, events, tc.status)
+			continue
+		}
+		require.Equal(t, tc.reason, events[0].Data.(domain.EntryLapsed).Reason)
+	}
+
+	waiting, err := domain.Entry{}.Apply(joined...)
+	require.NoError(t, err)
+	sold, err := waiting.Apply(domain.SellOutEntry(waiting, dropNow)...)
+	require.NoError(t, err)
+	require.Equal(t, domain.EntryStatusSoldOut, sold.Status)
+	require.Empty(t, domain.SellOutEntry(e, dropNow), "only waiting entries sell out")
+}
+
+func TestDropEventsRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []string{
+		domain.EventDropCreated, domain.EventDropOpened, domain.EventDropStarted, domain.EventDropSoldOut,
+		domain.EventEntryJoined, domain.EventEntryInvited, domain.EventEntryOrdered, domain.EventEntryPurchased,
+		domain.EventEntryLapsed, domain.EventEntrySoldOut,
+	} {
+		e, err := domain.DecodeEvent(typ, []byte(`{}`))
+		require.NoError(t, err, typ)
+		require.Equal(t, typ, e.Type)
+	}
+}
+
+func TestWhoMaySeeAnEntry(t *testing.T) {
+	t.Parallel()
+	require.True(t, domain.Party{Actor: domain.ActorCustomer, Subject: "alice"}.MaySeeEntry("alice", "m"))
+	require.False(t, domain.Party{Actor: domain.ActorCustomer, Subject: "bob"}.MaySeeEntry("alice", "m"))
+	require.True(t, domain.Party{Actor: domain.ActorMerchant, MerchantID: "m"}.MaySeeEntry("alice", "m"))
+	require.False(t, domain.Party{Actor: domain.ActorMerchant, MerchantID: "n"}.MaySeeEntry("alice", "m"))
+	require.True(t, domain.Party{Actor: domain.ActorAdmin}.MaySeeEntry("alice", "m"))
+}
