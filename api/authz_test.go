@@ -56,6 +56,31 @@ func (fx *authzFixture) order(t *testing.T, paid bool) string {
 	return r.body["id"].(string)
 }
 
+// drop creates a fresh drop of a fresh limited product of the owner's
+// merchant, open for entries (its opening moved into the past in SQL, as
+// creation refuses a past time); with joined, the owner customer is in it.
+func (fx *authzFixture) drop(t *testing.T, joined bool) string {
+	t.Helper()
+	product := fx.b.createProduct(t, fx.merchantID, map[string]any{"name": "Osmanthus cup", "price_cents": 500, "stock": 10})
+	r := fx.b.do(t, req{method: "POST", path: "/v1/products/" + product + "/drops", token: fx.tokens[admin], body: dropBody()})
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	id := r.body["id"].(string)
+	_, err := fx.b.pool.Exec(context.Background(), `UPDATE drops SET opens_at = now() - interval '1 minute' WHERE id = $1`, id)
+	require.NoError(t, err)
+	if joined {
+		r := fx.b.do(t, req{method: "POST", path: "/v1/drops/" + id + "/entries", token: fx.tokens[ownerCustomer]})
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	}
+	return id
+}
+
+func dropBody() map[string]any {
+	return map[string]any{
+		"opens_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "starts_at": time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339),
+		"mode": "lottery",
+	}
+}
+
 // deadLetter makes a dead-lettered webhook of merchantID in SQL: reaching one
 // through the relay takes a dozen failed deliveries.
 func deadLetter(t *testing.T, b *testBundle, merchantID string) string {
@@ -109,6 +134,11 @@ func authzEndpoints() []endpoint {
 			return "/v1/orders/" + fx.order(t, paid) + suffix, body
 		}
 	}
+	onDrop := func(joined bool, suffix string) func(*testing.T, *authzFixture) (string, any) {
+		return func(t *testing.T, fx *authzFixture) (string, any) {
+			return "/v1/drops/" + fx.drop(t, joined) + suffix, nil
+		}
+	}
 	onDeadLetter := func(suffix string, body any) func(*testing.T, *authzFixture) (string, any) {
 		return func(t *testing.T, fx *authzFixture) (string, any) {
 			return "/v1/admin/dead-letters/" + deadLetter(t, fx.b, fx.merchantID) + suffix, body
@@ -151,6 +181,15 @@ func authzEndpoints() []endpoint {
 		{"POST", "/v1/ws/tickets", fixed("/v1/ws/tickets", nil), everyone(201), 0},
 		// Each customer lists its own orders; nobody else has such a list.
 		{"GET", "/v1/orders", fixed("/v1/orders", nil), map[caller]int{ownerCustomer: 200, otherCustomer: 200}, 403},
+		{"POST", "/v1/products/{id}/drops", func(t *testing.T, fx *authzFixture) (string, any) {
+			product := fx.b.createProduct(t, fx.merchantID, map[string]any{"name": "Osmanthus cup", "price_cents": 500, "stock": 10})
+			return "/v1/products/" + product + "/drops", dropBody()
+		}, shopOwners(201), 403},
+		{"GET", "/v1/drops/{id}", onDrop(false, ""), everyone(200), 0},
+		{"POST", "/v1/drops/{id}/entries", onDrop(false, "/entries"), map[caller]int{ownerCustomer: 201, otherCustomer: 201}, 403},
+		// An entry is its customer's: another customer has none to see.
+		{"GET", "/v1/drops/{id}/entries/me", onDrop(true, "/entries/me"), map[caller]int{ownerCustomer: 200, otherCustomer: 404}, 403},
+		{"GET", "/v1/drops/{id}/draw", onDrop(false, "/draw"), everyone(200), 0},
 	}
 }
 

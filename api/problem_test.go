@@ -89,6 +89,7 @@ func TestProblemTable(t *testing.T) {
 		domain.CodeInvalidTransition: 409, domain.CodeIdempotencyReused: 422,
 		domain.CodeIdempotencyRequired: 400, domain.CodeInvalidCursor: 400, domain.CodeUnavailable: 503, domain.CodeConflict: 409,
 		domain.CodeRateLimited: 429, domain.CodeInternal: 500,
+		domain.CodeDropNotOpen: 409, domain.CodeDropEnded: 409, domain.CodeNotInvited: 409,
 	}
 	require.Len(t, problems, len(want))
 	for code, status := range want {

@@ -106,6 +106,11 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("GET /v1/merchants/{id}/orders", authed(s.listMerchantOrders))
 	mux.Handle("GET /v1/products/{id}", authed(s.getProduct))
 	mux.Handle("POST /v1/products/{id}/restock", authed(s.restock))
+	mux.Handle("POST /v1/products/{id}/drops", authed(s.createDrop))
+	mux.Handle("GET /v1/drops/{id}", authed(s.getDrop))
+	mux.Handle("POST /v1/drops/{id}/entries", authed(s.joinDrop))
+	mux.Handle("GET /v1/drops/{id}/entries/me", authed(s.myEntry))
+	mux.Handle("GET /v1/drops/{id}/draw", authed(s.dropDraw))
 
 	mux.Handle("GET /v1/orders", authed(s.listOwnOrders))
 	mux.Handle("POST /v1/orders", authed(s.placeOrder))

@@ -70,6 +70,7 @@ func timerKinds(st *store.Store) []TimerKind {
 	return []TimerKind{
 		NewTimerKind(&CloseUnpaidWorker{store: st}, st.CloseUnpaidOverdue),
 		NewTimerKind(&ExpireQueuedWorker{store: st}, st.ExpireQueuedOverdue),
+		NewTimerKind(&SettleDropWorker{store: st}, st.DropsToSettle),
 	}
 }
 

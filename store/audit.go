@@ -24,6 +24,9 @@ var AuditChecks = []string{
 	"fifo_violations",
 	"accepted_at_backwards",
 	"order_clock_backwards",
+	"drop_draw_mismatch",
+	"drop_invitation_order",
+	"drop_oversold",
 }
 
 // AuditCheck is one invariant's result.

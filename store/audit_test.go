@@ -162,6 +162,32 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
 				VALUES ($1, 'order', 1, 'order.placed', jsonb_build_object('merchant_id', $2::uuid))`, uuid.New(), f.merchant.ID)
 		}},
+		{"drop_draw_mismatch", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			d := startedDrop(t, f.st, 1)
+			exec(t, pool, `UPDATE drop_entries SET order_key = '\x00'::bytea || sha256(uuid_send(id)) WHERE drop_id = $1`, d.drop.ID)
+		}},
+		{"drop_draw_mismatch", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// A published seed that is not the one committed to.
+			d := startedDrop(t, f.st, 1)
+			exec(t, pool, `UPDATE drops SET seed = sha256(seed) WHERE id = $1`, d.drop.ID)
+			exec(t, pool, `UPDATE drop_entries e SET order_key = '\x00'::bytea || sha256(d.seed || uuid_send(e.id))
+				FROM drops d WHERE d.id = e.drop_id AND d.id = $1`, d.drop.ID)
+		}},
+		{"drop_invitation_order", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// The invitation went to the second-best entry.
+			d := startedDrop(t, f.st, 1)
+			exec(t, pool, `UPDATE drop_entries SET status = CASE status WHEN 'invited' THEN 'waiting' ELSE 'invited' END,
+				invited_at = CASE WHEN invited_at IS NULL THEN now() END WHERE drop_id = $1`, d.drop.ID)
+		}},
+		{"drop_oversold", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			d := startedDrop(t, f.st, 1)
+			exec(t, pool, `UPDATE drop_entries SET status = 'invited', invited_at = now() WHERE drop_id = $1`, d.drop.ID)
+		}},
+		{"drop_oversold", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// A purchase without a paid order.
+			d := startedDrop(t, f.st, 1)
+			exec(t, pool, `UPDATE drop_entries SET status = 'purchased', order_id = $2 WHERE drop_id = $1 AND status = 'invited'`, d.drop.ID, f.unpaid.ID)
+		}},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

@@ -98,7 +98,7 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		closed[o.ID] = true
 	}
 	if len(changes) > 0 {
-		if err := commitChanges(ctx, tx, changes, nil, now); err != nil {
+		if err := s.commitChanges(ctx, tx, changes, nil, now); err != nil {
 			return fmt.Errorf("close orders: %w", err)
 		}
 		if err := releaseUnits(ctx, tx, customers, products, quantities); err != nil {

@@ -111,7 +111,7 @@ func (s *Store) record(ctx context.Context, tx pgx.Tx, m *merchantRow, c change,
 	if err != nil {
 		return err
 	}
-	return commitChanges(ctx, tx, []change{c}, outbox, now)
+	return s.commitChanges(ctx, tx, []change{c}, outbox, now)
 }
 
 func expiryJob(o domain.Order) river.InsertManyParams {

@@ -61,6 +61,8 @@ type placement struct {
 	order  domain.Order
 	events []domain.Event
 	jobs   []river.InsertManyParams
+	// entries are the drop entries the order claims or purchases.
+	entries []entryChange
 }
 
 // PlaceOrder reserves stock, records the order and, with a payment reference,
@@ -291,7 +293,7 @@ func (s *Store) decideBatch(batch []*placement, waitForMerchants bool) {
 // locks are held.
 func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, waitForMerchants bool) (*pgx.Batch, error) {
 	for _, pl := range batch {
-		pl.err, pl.replayOf, pl.twin, pl.result, pl.events, pl.jobs, pl.retry = nil, uuid.Nil, nil, nil, nil, nil, decided
+		pl.err, pl.replayOf, pl.twin, pl.result, pl.events, pl.jobs, pl.retry, pl.entries = nil, uuid.Nil, nil, nil, nil, nil, decided, nil
 	}
 	// One round trip reads or locks everything the decisions need: the
 	// keys, then the merchants, then the products, in the store's lock
@@ -364,6 +366,13 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, wa
 	}
 	b = &pgx.Batch{}
 	if err := queuePlacements(tx, b, placed, merchants, now); err != nil {
+		return nil, err
+	}
+	var entries []entryChange
+	for _, pl := range placed {
+		entries = append(entries, pl.entries...)
+	}
+	if err := queueEntries(b, entries, now, nil); err != nil {
 		return nil, err
 	}
 	queueLoads(b, merchants)
@@ -589,10 +598,18 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 			guarded = guarded || pi.limited || pi.perUserLimit != nil
 		}
 	}
+	deadline := domain.PaymentDeadline(now, m.PaymentTimeoutSeconds)
+	entries, windowEnds, err := claimInvitations(ctx, tx, pl.p.MerchantID, products, pl.p.Lines, pl.p.CustomerID, pl.orderID.String(), now)
+	if err != nil {
+		return err
+	}
+	if windowEnds != nil && windowEnds.Before(deadline) {
+		// A drop's order is paid within its purchase window or not at all.
+		deadline = *windowEnds
+	}
 	events, err := domain.Place(domain.PlaceParams{
 		OrderID: pl.orderID.String(), MerchantID: pl.p.MerchantID.String(), CustomerID: pl.p.CustomerID,
-		Lines: pl.p.Lines, Products: refs,
-		PaymentDeadline: domain.PaymentDeadline(now, m.PaymentTimeoutSeconds),
+		Lines: pl.p.Lines, Products: refs, PaymentDeadline: deadline,
 	}, now)
 	if err != nil {
 		return err
@@ -629,7 +646,21 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 			InsertOpts: &river.InsertOpts{ScheduledAt: o.PaymentDeadline},
 		})
 	}
-	pl.order, pl.events = o, events
+	for i, ec := range entries {
+		if o.PaidAt == nil {
+			continue
+		}
+		bought, err := domain.PurchaseEntry(ec.after, o.ID, now)
+		if err != nil {
+			return err
+		}
+		if entries[i], _, err = newEntryChange(ec.before, append(ec.events, bought...), ec.meta); err != nil {
+			return err
+		}
+		// The last unit bought sells the drop out.
+		pl.jobs = append(pl.jobs, settleJob(uuid.MustParse(ec.after.MerchantID), uuid.MustParse(ec.after.DropID), now))
+	}
+	pl.order, pl.events, pl.entries = o, events, entries
 	var pos *int
 	if o.Status == domain.StatusQueued {
 		p := m.Load.Queued

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/orderd/orderd/domain"
 )
@@ -205,6 +206,8 @@ type productInfo struct {
 	domain.ProductRef
 	limited      bool
 	perUserLimit *int
+	// dropID is the drop that governs the product, if one has not ended.
+	dropID uuid.UUID
 }
 
 func loadProducts(ctx context.Context, tx pgx.Tx, ids []string) (map[string]productInfo, error) {
@@ -220,12 +223,17 @@ func loadProducts(ctx context.Context, tx pgx.Tx, ids []string) (map[string]prod
 // batch's results are read.
 func queueProducts(b *pgx.Batch, ids []string) map[string]productInfo {
 	out := make(map[string]productInfo, len(ids))
-	b.Queue(`SELECT id::text, merchant_id::text, price_cents, stock_total IS NOT NULL, per_user_limit
-		FROM products WHERE id = ANY($1::uuid[])`, ids).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT p.id::text, p.merchant_id::text, p.price_cents, p.stock_total IS NOT NULL, p.per_user_limit,
+			(SELECT d.id FROM drops d WHERE d.merchant_id = p.merchant_id AND d.product_id = p.id AND d.state IN ('scheduled', 'open', 'selling'))
+		FROM products p WHERE p.id = ANY($1::uuid[])`, ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var p productInfo
-			if err := rows.Scan(&p.ID, &p.MerchantID, &p.PriceCents, &p.limited, &p.perUserLimit); err != nil {
+			var dropID pgtype.UUID
+			if err := rows.Scan(&p.ID, &p.MerchantID, &p.PriceCents, &p.limited, &p.perUserLimit, &dropID); err != nil {
 				return fmt.Errorf("scan product: %w", err)
+			}
+			if dropID.Valid {
+				p.dropID = dropID.Bytes
 			}
 			out[p.ID] = p
 		}

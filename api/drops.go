@@ -1,0 +1,121 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
+)
+
+type createDropRequest struct {
+	OpensAt               *time.Time      `json:"opens_at"`
+	StartsAt              *time.Time      `json:"starts_at"`
+	Mode                  domain.DropMode `json:"mode"`
+	PurchaseWindowSeconds *int            `json:"purchase_window_seconds"`
+	Units                 *int            `json:"units"`
+}
+
+var errCustomersJoin = domain.Errorf(domain.CodeForbidden, "only customers join drops")
+
+func (s *Server) createDrop(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	var req createDropRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if req.OpensAt == nil || req.StartsAt == nil {
+		writeProblem(w, r, domain.Errorf(domain.CodeValidation, "opens_at and starts_at are required"))
+		return
+	}
+	d, err := s.store.CreateDrop(r.Context(), store.CreateDropParams{
+		ProductID: id, OpensAt: *req.OpensAt, StartsAt: *req.StartsAt, Mode: req.Mode,
+		PurchaseWindowSeconds: req.PurchaseWindowSeconds, Units: req.Units,
+		Access: accessOf(principalOf(r)), RequestID: requestIDFrom(r.Context()),
+	})
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/drops/"+d.ID.String())
+	writeJSON(w, http.StatusCreated, d)
+}
+
+func (s *Server) getDrop(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	d, err := s.store.GetDrop(r.Context(), id)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) joinDrop(w http.ResponseWriter, r *http.Request) {
+	p := principalOf(r)
+	if p.Role != auth.RoleCustomer {
+		writeProblem(w, r, errCustomersJoin)
+		return
+	}
+	if !allowed(w, r, s.limits.dropEntries) {
+		return
+	}
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	res, err := s.store.JoinDrop(r.Context(), id, p.Subject, requestIDFrom(r.Context()))
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, res.Entry)
+}
+
+func (s *Server) myEntry(w http.ResponseWriter, r *http.Request) {
+	p := principalOf(r)
+	if p.Role != auth.RoleCustomer {
+		writeProblem(w, r, errCustomersJoin)
+		return
+	}
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	e, err := s.store.MyEntry(r.Context(), id, p.Subject)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+func (s *Server) dropDraw(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	d, err := s.store.GetDraw(r.Context(), id)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}

@@ -1,0 +1,709 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// Stream types of drops.
+const (
+	StreamDrop      = "drop"
+	StreamDropEntry = "drop_entry"
+)
+
+// Drop is the drop read model in the API's shape.
+type Drop struct {
+	ID                    uuid.UUID        `json:"id"`
+	ProductID             uuid.UUID        `json:"product_id"`
+	MerchantID            uuid.UUID        `json:"merchant_id"`
+	OpensAt               time.Time        `json:"opens_at"`
+	StartsAt              time.Time        `json:"starts_at"`
+	Mode                  domain.DropMode  `json:"mode"`
+	PurchaseWindowSeconds int              `json:"purchase_window_seconds"`
+	Units                 int              `json:"units"`
+	State                 domain.DropState `json:"state"`
+	SeedCommitment        string           `json:"seed_commitment"`
+	Seed                  *string          `json:"seed"`
+	Entries               int              `json:"entries"`
+	Invited               int              `json:"invited"`
+	Purchased             int              `json:"purchased"`
+	Lapsed                int              `json:"lapsed"`
+	Version               int              `json:"-"`
+}
+
+// Entry is the drop entry read model in the API's shape.
+type Entry struct {
+	ID               uuid.UUID          `json:"id"`
+	DropID           uuid.UUID          `json:"drop_id"`
+	MerchantID       uuid.UUID          `json:"-"`
+	CustomerID       string             `json:"customer_id"`
+	JoinedAt         time.Time          `json:"joined_at"`
+	Rank             *int               `json:"rank"`
+	Position         *int               `json:"position"`
+	Status           domain.EntryStatus `json:"status"`
+	InvitedAt        *time.Time         `json:"invited_at"`
+	PurchaseDeadline *time.Time         `json:"purchase_deadline"`
+	Version          int                `json:"-"`
+}
+
+// DrawEntry is one line of a drop's draw.
+type DrawEntry struct {
+	EntryID  uuid.UUID `json:"entry_id"`
+	JoinedAt time.Time `json:"joined_at"`
+	Rank     *int      `json:"rank"`
+}
+
+// Draw is what anyone needs to recompute a drop's ranks.
+type Draw struct {
+	SeedCommitment string      `json:"seed_commitment"`
+	Seed           *string     `json:"seed"`
+	Entries        []DrawEntry `json:"entries"`
+}
+
+var (
+	errDropNotFound  = domain.Errorf(domain.CodeNotFound, "drop not found")
+	errEntryNotFound = domain.Errorf(domain.CodeNotFound, "entry not found")
+)
+
+// SettleDropArgs brings a drop up to date: its transitions, lapsed windows,
+// invitations and sell-out. At is the moment it was set for, so that the
+// many windows an invitation round opens together share one job.
+type SettleDropArgs struct {
+	MerchantID uuid.UUID `json:"merchant_id"`
+	DropID     uuid.UUID `json:"drop_id"`
+	At         time.Time `json:"at"`
+}
+
+func (SettleDropArgs) Kind() string { return "settle_drop" }
+
+func (SettleDropArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueTimers, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+func settleJob(merchantID, dropID uuid.UUID, at time.Time) river.InsertManyParams {
+	return river.InsertManyParams{
+		Args:       SettleDropArgs{MerchantID: merchantID, DropID: dropID, At: at},
+		InsertOpts: &river.InsertOpts{ScheduledAt: at},
+	}
+}
+
+// CreateDropParams describes a new drop.
+type CreateDropParams struct {
+	ProductID             uuid.UUID
+	OpensAt, StartsAt     time.Time
+	Mode                  domain.DropMode
+	PurchaseWindowSeconds *int
+	Units                 *int
+	Access                Access
+	RequestID             string
+}
+
+// CreateDrop records a drop of a limited product, with its secret seed and
+// the timers of its opening and start.
+func (s *Store) CreateDrop(ctx context.Context, p CreateDropParams) (*Drop, error) {
+	seed := make([]byte, domain.SeedBytes)
+	if _, err := rand.Read(seed); err != nil {
+		return nil, fmt.Errorf("draw seed: %w", err)
+	}
+	id := newID()
+	var merchantID uuid.UUID
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var stockTotal, remaining *int
+		var active bool
+		// The product's row lock orders drops of one product; the partial
+		// unique index is what refuses a second active one.
+		err := tx.QueryRow(ctx, `SELECT p.merchant_id, p.stock_total,
+				(SELECT sum(remaining)::int FROM stock_buckets b WHERE b.product_id = p.id),
+				EXISTS (SELECT 1 FROM drops d WHERE d.merchant_id = p.merchant_id AND d.product_id = p.id AND d.state IN ('scheduled', 'open', 'selling'))
+			FROM products p WHERE p.id = $1 FOR NO KEY UPDATE`, p.ProductID).Scan(&merchantID, &stockTotal, &remaining, &active)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return domain.Errorf(domain.CodeNotFound, "product not found")
+		}
+		if err != nil {
+			return fmt.Errorf("lock product: %w", err)
+		}
+		if !p.Access.party().MayActForMerchant(merchantID.String()) {
+			return domain.Errorf(domain.CodeForbidden, "only that merchant or an admin may do this")
+		}
+		if stockTotal == nil {
+			remaining = nil
+		}
+		now := s.now()
+		events, err := domain.CreateDrop(domain.NewDropParams{
+			DropID: id.String(), ProductID: p.ProductID.String(), MerchantID: merchantID.String(),
+			OpensAt: p.OpensAt.UTC().Truncate(time.Microsecond), StartsAt: p.StartsAt.UTC().Truncate(time.Microsecond),
+			Mode: p.Mode, PurchaseWindowSeconds: p.PurchaseWindowSeconds, Units: p.Units,
+			StockRemaining: remaining, ProductHasActiveDrop: active, Seed: seed,
+		}, now)
+		if err != nil {
+			return err
+		}
+		d, err := domain.Drop{}.Apply(events...)
+		if err != nil {
+			return err
+		}
+		if err := writeDrop(ctx, tx, dropChange{after: d, events: events, meta: p.Access.meta(p.RequestID)}, now); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO drop_seeds (merchant_id, drop_id, seed) VALUES ($1, $2, $3)`, merchantID, id, seed); err != nil {
+			return fmt.Errorf("keep seed: %w", err)
+		}
+		return s.insertJobs(ctx, tx, []river.InsertManyParams{
+			settleJob(merchantID, id, d.OpensAt), settleJob(merchantID, id, d.StartsAt),
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.GetDrop(ctx, id)
+}
+
+const dropColumns = `d.merchant_id, d.id, d.product_id, d.opens_at, d.starts_at, d.mode, d.purchase_window_seconds, d.units,
+	d.state, d.seed_commitment, d.seed, d.created_at, d.version`
+
+func scanDrop(row pgx.Row, dest ...any) (domain.Drop, error) {
+	var d domain.Drop
+	var merchantID, id, productID uuid.UUID
+	err := row.Scan(append([]any{&merchantID, &id, &productID, &d.OpensAt, &d.StartsAt, &d.Mode, &d.PurchaseWindowSeconds, &d.Units,
+		&d.State, &d.SeedCommitment, &d.Seed, &d.CreatedAt, &d.Version}, dest...)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, errDropNotFound
+	}
+	if err != nil {
+		return d, fmt.Errorf("scan drop: %w", err)
+	}
+	d.MerchantID, d.DropID, d.ProductID = merchantID.String(), id.String(), productID.String()
+	return d, nil
+}
+
+// GetDrop returns a drop with its counts.
+func (s *Store) GetDrop(ctx context.Context, id uuid.UUID) (*Drop, error) {
+	var v Drop
+	d, err := scanDrop(s.pool.QueryRow(ctx, `SELECT `+dropColumns+`,
+			count(e.id)::int, count(e.invited_at)::int,
+			count(*) FILTER (WHERE e.status = 'purchased')::int, count(*) FILTER (WHERE e.status = 'lapsed')::int
+		FROM drops d LEFT JOIN drop_entries e ON e.merchant_id = d.merchant_id AND e.drop_id = d.id
+		WHERE d.id = $1 GROUP BY d.merchant_id, d.id`, id), &v.Entries, &v.Invited, &v.Purchased, &v.Lapsed)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	counts := v
+	v = dropView(d)
+	v.Entries, v.Invited, v.Purchased, v.Lapsed = counts.Entries, counts.Invited, counts.Purchased, counts.Lapsed
+	return &v, nil
+}
+
+func dropView(d domain.Drop) Drop {
+	v := Drop{
+		ID: uuid.MustParse(d.DropID), ProductID: uuid.MustParse(d.ProductID), MerchantID: uuid.MustParse(d.MerchantID),
+		OpensAt: d.OpensAt, StartsAt: d.StartsAt, Mode: d.Mode, PurchaseWindowSeconds: d.PurchaseWindowSeconds,
+		Units: d.Units, State: d.State, SeedCommitment: d.SeedCommitment, Version: d.Version,
+	}
+	if d.Seed != nil {
+		seed := hex.EncodeToString(d.Seed)
+		v.Seed = &seed
+	}
+	return v
+}
+
+// JoinResult is a join's answer: the entry, and whether this call made it.
+type JoinResult struct {
+	Entry   *Entry
+	Created bool
+}
+
+// JoinDrop records the customer's entry, or answers the one it has. The
+// drop's key-share lock, which the entry's foreign key takes anyway, makes a
+// join wait for a transition in progress (settleDrop holds the row
+// exclusively): no entry joins a drop that has sold out, and none that
+// joined before the start is missing from the draw.
+func (s *Store) JoinDrop(ctx context.Context, dropID uuid.UUID, customerID, requestID string) (*JoinResult, error) {
+	var entryID uuid.UUID
+	created := false
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		d, err := scanDrop(tx.QueryRow(ctx, `SELECT `+dropColumns+` FROM drops d WHERE d.id = $1 FOR KEY SHARE`, dropID))
+		if err != nil {
+			return err
+		}
+		merchantID := uuid.MustParse(d.MerchantID)
+		err = tx.QueryRow(ctx, `SELECT id FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND customer_id = $3`,
+			merchantID, dropID, customerID).Scan(&entryID)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("find entry: %w", err)
+		}
+		now := s.now()
+		if d.State == domain.DropStateSelling && now.Before(d.StartsAt) {
+			// Another process, whose clock ran ahead, drew already: an entry
+			// joining now ranks after the draw, not in it.
+			now = d.StartsAt
+		}
+		id := newID()
+		events, err := domain.Join(d, id.String(), customerID, now)
+		if err != nil {
+			return err
+		}
+		e, err := domain.Entry{}.Apply(events...)
+		if err != nil {
+			return err
+		}
+		key := domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, e.JoinedAt)
+		inserted, err := insertEntry(ctx, tx, e, key, events, Meta{Actor: domain.ActorCustomer, Subject: customerID, RequestID: requestID}, now)
+		if err != nil {
+			return err
+		}
+		if !inserted {
+			// A concurrent join of the same customer won: answer its entry.
+			return tx.QueryRow(ctx, `SELECT id FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND customer_id = $3`,
+				merchantID, dropID, customerID).Scan(&entryID)
+		}
+		entryID, created = id, true
+		if d.State == domain.DropStateSelling {
+			return s.insertJobs(ctx, tx, []river.InsertManyParams{settleJob(merchantID, dropID, now)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.readEntry(ctx, s.pool, `e.id = $1`, entryID)
+	if err != nil {
+		return nil, err
+	}
+	return &JoinResult{Entry: e, Created: created}, nil
+}
+
+const entryColumns = `e.merchant_id::text, e.drop_id::text, e.id::text, e.customer_id, e.joined_at, e.status,
+	e.invited_at, e.purchase_deadline, coalesce(e.order_id::text, ''), e.version`
+
+func scanEntryInto(e *domain.Entry, dest ...any) []any {
+	return append([]any{&e.MerchantID, &e.DropID, &e.ID, &e.CustomerID, &e.JoinedAt, &e.Status,
+		&e.InvitedAt, &e.PurchaseDeadline, &e.OrderID, &e.Version}, dest...)
+}
+
+// entryViewQuery reads entries with their rank (among every entry) and
+// position (among the waiting), both known once the entry's key is.
+const entryViewQuery = `SELECT ` + entryColumns + `,
+	CASE WHEN e.order_key IS NOT NULL THEN (SELECT count(*) FROM drop_entries r
+		WHERE r.merchant_id = e.merchant_id AND r.drop_id = e.drop_id AND r.order_key < e.order_key) + 1 END,
+	CASE WHEN e.order_key IS NOT NULL AND e.status = 'waiting' THEN (SELECT count(*) FROM drop_entries r
+		WHERE r.merchant_id = e.merchant_id AND r.drop_id = e.drop_id AND r.status = 'waiting' AND r.order_key < e.order_key) + 1 END
+	FROM drop_entries e`
+
+func (s *Store) readEntry(ctx context.Context, q querier, where string, args ...any) (*Entry, error) {
+	rows, err := q.Query(ctx, entryViewQuery+` WHERE `+where, args...)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("read entry: %w", err))
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, mapErr(fmt.Errorf("read entry: %w", err))
+		}
+		return nil, errEntryNotFound
+	}
+	var e domain.Entry
+	var rank, pos *int
+	if err := rows.Scan(scanEntryInto(&e, &rank, &pos)...); err != nil {
+		return nil, mapErr(fmt.Errorf("scan entry: %w", err))
+	}
+	v := entryView(e, rank, pos)
+	return &v, nil
+}
+
+func entryView(e domain.Entry, rank, pos *int) Entry {
+	return Entry{
+		ID: uuid.MustParse(e.ID), DropID: uuid.MustParse(e.DropID), MerchantID: uuid.MustParse(e.MerchantID),
+		CustomerID: e.CustomerID, JoinedAt: e.JoinedAt, Rank: rank, Position: pos, Status: e.Status,
+		InvitedAt: e.InvitedAt, PurchaseDeadline: e.PurchaseDeadline, Version: e.Version,
+	}
+}
+
+// MyEntry returns the customer's entry in a drop.
+func (s *Store) MyEntry(ctx context.Context, dropID uuid.UUID, customerID string) (*Entry, error) {
+	return s.readEntry(ctx, s.pool, `e.drop_id = $1 AND e.customer_id = $2`, dropID, customerID)
+}
+
+// GetEntry returns an entry the caller may see.
+func (s *Store) GetEntry(ctx context.Context, id uuid.UUID, access Access) (*Entry, error) {
+	e, err := s.readEntry(ctx, s.pool, `e.id = $1`, id)
+	if err != nil {
+		return nil, err
+	}
+	if !access.party().MaySeeEntry(e.CustomerID, e.MerchantID.String()) {
+		return nil, errEntryNotFound
+	}
+	return e, nil
+}
+
+// GetDraw returns the drop's commitment, its seed once published, and its
+// entries in rank order (those not yet ranked last, by joined_at), without
+// customer ids.
+func (s *Store) GetDraw(ctx context.Context, dropID uuid.UUID) (*Draw, error) {
+	var out Draw
+	var seed []byte
+	var merchantID uuid.UUID
+	err := s.pool.QueryRow(ctx, `SELECT merchant_id, seed_commitment, seed FROM drops WHERE id = $1`, dropID).Scan(&merchantID, &out.SeedCommitment, &seed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errDropNotFound
+	}
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("read drop: %w", err))
+	}
+	if seed != nil {
+		h := hex.EncodeToString(seed)
+		out.Seed = &h
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, joined_at, order_key IS NOT NULL FROM drop_entries
+		WHERE merchant_id = $1 AND drop_id = $2 ORDER BY order_key NULLS LAST, joined_at, id`, merchantID, dropID)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("read draw: %w", err))
+	}
+	defer rows.Close()
+	out.Entries = []DrawEntry{}
+	for rows.Next() {
+		var e DrawEntry
+		var ranked bool
+		if err := rows.Scan(&e.EntryID, &e.JoinedAt, &ranked); err != nil {
+			return nil, mapErr(fmt.Errorf("scan draw: %w", err))
+		}
+		if ranked {
+			r := len(out.Entries) + 1
+			e.Rank = &r
+		}
+		out.Entries = append(out.Entries, e)
+	}
+	return &out, mapErr(rows.Err())
+}
+
+// SettleDrop brings a drop up to date under its row lock: it opens and
+// starts it when their times have come (publishing the seed and drawing the
+// early entries' ranks), lapses invitations whose window ended, invites
+// waiting entries in rank order while units allow, and sells it out when
+// every unit is purchased. It is idempotent: every timer of a drop, and
+// every nudge after a join, a purchase or a lapse, runs it.
+func (s *Store) SettleDrop(ctx context.Context, merchantID, dropID uuid.UUID) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error { return s.settleDrop(ctx, tx, merchantID, dropID) })
+}
+
+func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uuid.UUID) error {
+	d, err := scanDrop(tx.QueryRow(ctx, `SELECT `+dropColumns+` FROM drops d WHERE d.merchant_id = $1 AND d.id = $2 FOR UPDATE`, merchantID, dropID))
+	if errors.Is(err, errDropNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// The decisions' time, read once the drop's lock is held.
+	now := s.now()
+	var seed []byte
+	if d.State.Active() && d.State != domain.DropStateSelling && !now.Before(d.StartsAt) {
+		if err := tx.QueryRow(ctx, `SELECT seed FROM drop_seeds WHERE merchant_id = $1 AND drop_id = $2`, merchantID, dropID).Scan(&seed); err != nil {
+			return fmt.Errorf("read seed: %w", err)
+		}
+	}
+	events, err := domain.AdvanceDrop(d, seed, now)
+	if err != nil {
+		return err
+	}
+	after, err := d.Apply(events...)
+	if err != nil {
+		return err
+	}
+	if d.State != domain.DropStateSelling && after.State == domain.DropStateSelling && after.Mode == domain.DropLottery {
+		if err := drawEarlyEntries(ctx, tx, after); err != nil {
+			return err
+		}
+	}
+	var jobs []river.InsertManyParams
+	if after.State == domain.DropStateSelling {
+		if err := s.lapseDueWindows(ctx, tx, after, now); err != nil {
+			return err
+		}
+		var outstanding, purchased int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'invited'), count(*) FILTER (WHERE status = 'purchased')
+			FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND status IN ('invited', 'purchased')`, merchantID, dropID).
+			Scan(&outstanding, &purchased); err != nil {
+			return fmt.Errorf("count invitations: %w", err)
+		}
+		if n := domain.InvitationsDue(after, outstanding, purchased); n > 0 {
+			deadline, err := inviteNext(ctx, tx, after, n, now)
+			if err != nil {
+				return err
+			}
+			if deadline != nil {
+				jobs = append(jobs, settleJob(merchantID, dropID, *deadline))
+			}
+		}
+		if sold := domain.SellOut(after, purchased, now); len(sold) > 0 {
+			if after, err = after.Apply(sold...); err != nil {
+				return err
+			}
+			events = append(events, sold...)
+			if err := sellOutWaiting(ctx, tx, after, now); err != nil {
+				return err
+			}
+		}
+	}
+	if len(events) > 0 {
+		if err := writeDrop(ctx, tx, dropChange{before: d, after: after, events: events, meta: Meta{Actor: domain.ActorSystem}}, now); err != nil {
+			return err
+		}
+	}
+	return s.insertJobs(ctx, tx, jobs)
+}
+
+// drawEarlyEntries gives every lottery entry that joined before the start
+// its key from the seed just published.
+func drawEarlyEntries(ctx context.Context, tx pgx.Tx, d domain.Drop) error {
+	rows, err := tx.Query(ctx, `SELECT id, joined_at FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND order_key IS NULL`,
+		d.MerchantID, d.DropID)
+	if err != nil {
+		return fmt.Errorf("read early entries: %w", err)
+	}
+	var ids [][16]byte
+	var keys [][]byte
+	for rows.Next() {
+		var id uuid.UUID
+		var joined time.Time
+		if err := rows.Scan(&id, &joined); err != nil {
+			rows.Close()
+			return fmt.Errorf("scan early entry: %w", err)
+		}
+		ids, keys = append(ids, id), append(keys, domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, joined))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read early entries: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE drop_entries e SET order_key = t.k FROM unnest($3::uuid[], $4::bytea[]) AS t(id, k)
+		WHERE e.merchant_id = $1 AND e.drop_id = $2 AND e.id = t.id`, d.MerchantID, d.DropID, ids, keys); err != nil {
+		return fmt.Errorf("draw early entries: %w", err)
+	}
+	return nil
+}
+
+func lockEntries(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]domain.Entry, error) {
+	rows, err := tx.Query(ctx, `SELECT `+entryColumns+` FROM drop_entries e WHERE `+sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("lock entries: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.Entry
+	for rows.Next() {
+		var e domain.Entry
+		if err := rows.Scan(scanEntryInto(&e)...); err != nil {
+			return nil, fmt.Errorf("scan entry: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock entries: %w", err)
+	}
+	return out, nil
+}
+
+// lapseDueWindows lapses the drop's invitations whose window has ended.
+func (s *Store) lapseDueWindows(ctx context.Context, tx pgx.Tx, d domain.Drop, now time.Time) error {
+	due, err := lockEntries(ctx, tx, `e.merchant_id = $1 AND e.drop_id = $2 AND e.status = 'invited' AND e.purchase_deadline <= $3
+		ORDER BY e.id FOR UPDATE`, d.MerchantID, d.DropID, now)
+	if err != nil {
+		return err
+	}
+	var changes []entryChange
+	for _, e := range due {
+		if c, ok, err := newEntryChange(e, domain.LapseAtDeadline(e, now), Meta{Actor: domain.ActorSystem}); err != nil {
+			return err
+		} else if ok {
+			changes = append(changes, c)
+		}
+	}
+	return writeEntries(ctx, tx, changes, now)
+}
+
+// inviteNext invites up to n waiting entries, best ranked first, and
+// returns their purchase deadline.
+func inviteNext(ctx context.Context, tx pgx.Tx, d domain.Drop, n int, now time.Time) (*time.Time, error) {
+	next, err := lockEntries(ctx, tx, `e.merchant_id = $1 AND e.drop_id = $2 AND e.status = 'waiting' AND e.order_key IS NOT NULL
+		ORDER BY e.order_key LIMIT $3 FOR UPDATE`, d.MerchantID, d.DropID, n)
+	if err != nil || len(next) == 0 {
+		return nil, err
+	}
+	changes := make([]entryChange, 0, len(next))
+	for _, e := range next {
+		events, err := domain.Invite(d, e, now)
+		if err != nil {
+			return nil, err
+		}
+		c, _, err := newEntryChange(e, events, Meta{Actor: domain.ActorSystem})
+		if err != nil {
+			return nil, err
+		}
+		changes = append(changes, c)
+	}
+	deadline := *changes[0].after.PurchaseDeadline
+	return &deadline, writeEntries(ctx, tx, changes, now)
+}
+
+// sellOutWaiting turns every waiting entry of a sold-out drop sold_out.
+func sellOutWaiting(ctx context.Context, tx pgx.Tx, d domain.Drop, now time.Time) error {
+	waiting, err := lockEntries(ctx, tx, `e.merchant_id = $1 AND e.drop_id = $2 AND e.status = 'waiting' FOR UPDATE`, d.MerchantID, d.DropID)
+	if err != nil {
+		return err
+	}
+	changes := make([]entryChange, 0, len(waiting))
+	for _, e := range waiting {
+		if c, ok, err := newEntryChange(e, domain.SellOutEntry(e, now), Meta{Actor: domain.ActorSystem}); err != nil {
+			return err
+		} else if ok {
+			changes = append(changes, c)
+		}
+	}
+	return writeEntries(ctx, tx, changes, now)
+}
+
+// DropsToSettle fires, for up to limit drops, what their timers should have
+// done before cutoff: an opening, a start, a window that ended; and what a
+// lost nudge would have: units free while entries wait, every unit bought
+// while the drop still sells. It reports how many drops it settled.
+func (s *Store) DropsToSettle(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT d.merchant_id, d.id FROM (SELECT * FROM drops WHERE state IN ('scheduled', 'open', 'selling')) d
+		CROSS JOIN LATERAL (
+			SELECT count(*) FILTER (WHERE e.status = 'purchased') AS purchased,
+				count(*) FILTER (WHERE e.status = 'invited') AS invited,
+				count(*) FILTER (WHERE e.status = 'invited' AND e.purchase_deadline < $1) AS lapsing
+			FROM drop_entries e WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.status IN ('invited', 'purchased')
+		) c
+		WHERE (d.state = 'scheduled' AND d.opens_at < $1)
+		   OR (d.state IN ('scheduled', 'open') AND d.starts_at < $1)
+		   OR (d.state = 'selling' AND (c.lapsing > 0 OR c.purchased >= d.units
+				OR (c.invited + c.purchased < d.units AND EXISTS (SELECT 1 FROM drop_entries w
+					WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting' AND w.joined_at < $1))))
+		LIMIT $2`, cutoff, limit)
+	if err != nil {
+		return 0, mapErr(fmt.Errorf("drops to settle: %w", err))
+	}
+	type key struct{ Merchant, Drop uuid.UUID }
+	due, err := pgx.CollectRows(rows, pgx.RowToStructByPos[key])
+	if err != nil {
+		return 0, mapErr(fmt.Errorf("drops to settle: %w", err))
+	}
+	for _, k := range due {
+		if err := s.SettleDrop(ctx, k.Merchant, k.Drop); err != nil {
+			return 0, err
+		}
+	}
+	return len(due), nil
+}
+
+// claimInvitations attaches the order being placed to the customer's
+// invitation in the drop of every product that has one, or refuses it: a
+// drop's product is sold only to its invited customers, one unit, one order
+// per invitation, before the window ends. It returns the entries' changes
+// and the earliest purchase deadline, which bounds the order's payment
+// deadline (nil when no product is in a drop).
+func claimInvitations(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, products map[string]productInfo,
+	lines []domain.LineRequest, customerID, orderID string, now time.Time,
+) ([]entryChange, *time.Time, error) {
+	var changes []entryChange
+	var deadline *time.Time
+	for _, l := range lines {
+		dropID := products[l.ProductID].dropID
+		if dropID == uuid.Nil {
+			continue
+		}
+		if l.Quantity != 1 {
+			return nil, nil, domain.Errorf(domain.CodeValidation, "a drop sells one unit of product %s per order", l.ProductID)
+		}
+		entries, err := lockEntries(ctx, tx, `e.merchant_id = $1 AND e.drop_id = $2 AND e.customer_id = $3 FOR UPDATE`,
+			merchantID, dropID, customerID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(entries) == 0 {
+			return nil, nil, domain.ErrNotInvited
+		}
+		events, err := domain.OrderForEntry(entries[0], customerID, orderID, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, _, err := newEntryChange(entries[0], events, Meta{Actor: domain.ActorCustomer, Subject: customerID})
+		if err != nil {
+			return nil, nil, err
+		}
+		changes = append(changes, c)
+		if deadline == nil || c.after.PurchaseDeadline.Before(*deadline) {
+			deadline = c.after.PurchaseDeadline
+		}
+	}
+	return changes, deadline, nil
+}
+
+// dropEffects are what order changes do to drop entries: a paid drop order
+// purchases its entry (a lapsed entry refuses the payment), one that ends
+// unserved lapses it. It locks the entries after their orders, and leaves a
+// nudge for each drop touched, which invites the next or sells out.
+func (s *Store) dropEffects(ctx context.Context, tx pgx.Tx, changes []change, now time.Time) error {
+	relevant := map[string]change{}
+	var merchants, ids []uuid.UUID
+	for _, c := range changes {
+		paid := c.before.Version > 0 && c.before.PaidAt == nil && c.after.PaidAt != nil
+		ended := c.before.Status.HoldsStock() && !c.after.Status.HoldsStock()
+		if !paid && !ended {
+			continue
+		}
+		relevant[c.after.ID] = c
+		merchants, ids = append(merchants, uuid.MustParse(c.after.MerchantID)), append(ids, uuid.MustParse(c.after.ID))
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	entries, err := lockEntries(ctx, tx, `e.merchant_id = ANY($1) AND e.order_id = ANY($2) ORDER BY e.id FOR UPDATE`, merchants, ids)
+	if err != nil || len(entries) == 0 {
+		return err
+	}
+	var entryChanges []entryChange
+	var jobs []river.InsertManyParams
+	for _, e := range entries {
+		c := relevant[e.OrderID]
+		var events []domain.Event
+		if c.after.PaidAt != nil && c.before.PaidAt == nil {
+			if events, err = domain.PurchaseEntry(e, e.OrderID, now); err != nil {
+				return err
+			}
+		}
+		after, err := e.Apply(events...)
+		if err != nil {
+			return err
+		}
+		events = append(events, domain.LapseForOrder(after, c.after, now)...)
+		ec, ok, err := newEntryChange(e, events, c.meta)
+		if err != nil {
+			return err
+		}
+		if ok {
+			entryChanges = append(entryChanges, ec)
+			jobs = append(jobs, settleJob(uuid.MustParse(e.MerchantID), uuid.MustParse(e.DropID), now))
+		}
+	}
+	if err := writeEntries(ctx, tx, entryChanges, now); err != nil {
+		return err
+	}
+	return s.insertJobs(ctx, tx, jobs)
+}

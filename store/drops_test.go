@@ -1,0 +1,435 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
+)
+
+// fakeClock is a store clock tests move by hand.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock(st ...*store.Store) *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Now().UnixNano())
+	for _, s := range st {
+		s.Now = c.Now
+	}
+	return c
+}
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+type dropFixture struct {
+	st       *store.Store
+	clock    *fakeClock
+	merchant *store.Merchant
+	product  *store.Product
+	drop     *store.Drop
+}
+
+func newDropFixture(t *testing.T, st *store.Store, mode domain.DropMode, units, stock int) dropFixture {
+	t.Helper()
+	clock := newFakeClock(st)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 100})
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(stock)})
+	d, err := st.CreateDrop(context.Background(), store.CreateDropParams{
+		ProductID: p.ID, OpensAt: clock.Now().Add(time.Minute), StartsAt: clock.Now().Add(time.Hour),
+		Mode: mode, PurchaseWindowSeconds: intp(60), Units: intp(units), Access: admin,
+	})
+	require.NoError(t, err)
+	return dropFixture{st: st, clock: clock, merchant: m, product: p, drop: d}
+}
+
+// startedDrop is a lottery drop of units units that has started with three
+// early entries, the best ranked of them invited.
+func startedDrop(t *testing.T, st *store.Store, units int) dropFixture {
+	t.Helper()
+	f := newDropFixture(t, st, domain.DropLottery, units, units)
+	f.clock.Set(f.drop.OpensAt)
+	for _, c := range []string{"x", "y", "z"} {
+		f.join(t, c)
+	}
+	f.clock.Set(f.drop.StartsAt)
+	f.settle(t)
+	return f
+}
+
+func (f dropFixture) settle(t *testing.T) *store.Drop {
+	t.Helper()
+	require.NoError(t, f.st.SettleDrop(context.Background(), f.merchant.ID, f.drop.ID))
+	d, err := f.st.GetDrop(context.Background(), f.drop.ID)
+	require.NoError(t, err)
+	return d
+}
+
+func (f dropFixture) join(t *testing.T, customerID string) *store.Entry {
+	t.Helper()
+	res, err := f.st.JoinDrop(context.Background(), f.drop.ID, customerID, "")
+	require.NoError(t, err)
+	return res.Entry
+}
+
+func (f dropFixture) entry(t *testing.T, customerID string) *store.Entry {
+	t.Helper()
+	e, err := f.st.MyEntry(context.Background(), f.drop.ID, customerID)
+	require.NoError(t, err)
+	return e
+}
+
+// recomputeDraw ranks the draw's entries from its seed alone, as anyone
+// holding /draw can: SHA-256(seed ‖ id) for entries that joined before the
+// start, then joined_at.
+func recomputeDraw(t *testing.T, d *store.Drop, draw *store.Draw) []uuid.UUID {
+	t.Helper()
+	require.NotNil(t, draw.Seed)
+	seed, err := hex.DecodeString(*draw.Seed)
+	require.NoError(t, err)
+	commitment := sha256.Sum256(seed)
+	require.Equal(t, draw.SeedCommitment, hex.EncodeToString(commitment[:]), "the seed is the one committed to")
+	entries := append([]store.DrawEntry(nil), draw.Entries...)
+	key := func(e store.DrawEntry) []byte {
+		if d.Mode == domain.DropLottery && e.JoinedAt.Before(d.StartsAt) {
+			sum := sha256.Sum256(append(append([]byte{}, seed...), e.EntryID[:]...))
+			return append([]byte{0}, sum[:]...)
+		}
+		return append([]byte{1}, []byte(fmt.Sprintf("%020d%s", e.JoinedAt.UnixMicro(), e.EntryID))...)
+	}
+	sort.SliceStable(entries, func(i, j int) bool { return bytes.Compare(key(entries[i]), key(entries[j])) < 0 })
+	out := make([]uuid.UUID, len(entries))
+	for i, e := range entries {
+		out[i] = e.EntryID
+	}
+	return out
+}
+
+func TestDropEndToEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, b := setup(t)
+	f := newDropFixture(t, st, domain.DropLottery, 3, 10)
+	require.Equal(t, domain.DropStateScheduled, f.drop.State)
+	require.Nil(t, f.drop.Seed)
+	require.Len(t, f.drop.SeedCommitment, 64)
+
+	_, err := st.JoinDrop(ctx, f.drop.ID, "early-bird", "")
+	require.Equal(t, domain.CodeDropNotOpen, domain.ErrorCode(err))
+	_, err = place(ctx, st, f.merchant.ID, f.product.ID, placeOpts{Customer: "outsider", PaymentRef: "r"})
+	require.Equal(t, domain.CodeNotInvited, domain.ErrorCode(err), "the drop holds its product from creation")
+
+	f.clock.Set(f.drop.OpensAt)
+	require.Equal(t, domain.DropStateOpen, f.settle(t).State)
+	customers := []string{"c0", "c1", "c2", "c3", "c4", "c5", "c6"}
+	for _, c := range customers[:6] {
+		e := f.join(t, c)
+		require.Equal(t, domain.EntryStatusWaiting, e.Status)
+		require.Nil(t, e.Rank, "no rank before the draw")
+		f.clock.Advance(time.Millisecond)
+	}
+	again, err := st.JoinDrop(ctx, f.drop.ID, "c0", "")
+	require.NoError(t, err)
+	require.False(t, again.Created, "joining twice answers the same entry")
+	require.Equal(t, f.entry(t, "c0").ID, again.Entry.ID)
+
+	draw, err := st.GetDraw(ctx, f.drop.ID)
+	require.NoError(t, err)
+	require.Nil(t, draw.Seed, "the seed stays secret until the start")
+
+	f.clock.Set(f.drop.StartsAt)
+	d := f.settle(t)
+	require.Equal(t, domain.DropStateSelling, d.State)
+	require.NotNil(t, d.Seed)
+	require.Equal(t, 3, d.Invited)
+	f.clock.Advance(time.Second)
+	late := f.join(t, "c6")
+	require.Equal(t, 7, *late.Rank, "a late entry ranks after the draw")
+	require.Equal(t, 4, *late.Position)
+
+	draw, err = st.GetDraw(ctx, f.drop.ID)
+	require.NoError(t, err)
+	order := recomputeDraw(t, d, draw)
+	for i, e := range draw.Entries {
+		require.Equal(t, order[i], e.EntryID, "rank %d", i+1)
+		require.Equal(t, i+1, *e.Rank)
+	}
+	byID := map[uuid.UUID]string{}
+	for _, c := range customers {
+		byID[f.entry(t, c).ID] = c
+	}
+	ranked := make([]string, len(order))
+	for i, id := range order {
+		ranked[i] = byID[id]
+	}
+	for i, c := range ranked {
+		e := f.entry(t, c)
+		require.Equal(t, i+1, *e.Rank)
+		if i < 3 {
+			require.Equal(t, domain.EntryStatusInvited, e.Status, "the best three are invited")
+		} else {
+			require.Equal(t, domain.EntryStatusWaiting, e.Status)
+			require.Equal(t, i-2, *e.Position)
+		}
+	}
+
+	// Only the invited buy; one order, one unit, each.
+	_, err = place(ctx, st, f.merchant.ID, f.product.ID, placeOpts{Customer: ranked[3], PaymentRef: "r"})
+	require.Equal(t, domain.CodeNotInvited, domain.ErrorCode(err))
+	_, err = place(ctx, st, f.merchant.ID, f.product.ID, placeOpts{Customer: ranked[0], PaymentRef: "r", Quantity: 2})
+	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err))
+	bought := mustPlace(t, st, f.merchant.ID, f.product.ID, placeOpts{Customer: ranked[0], PaymentRef: "r"})
+	require.Equal(t, domain.StatusAccepted, bought.Status, "a drop order goes through admission")
+	require.Equal(t, domain.EntryStatusPurchased, f.entry(t, ranked[0]).Status)
+	_, err = place(ctx, st, f.merchant.ID, f.product.ID, placeOpts{Customer: ranked[0], PaymentRef: "r"})
+	require.Equal(t, domain.CodeNotInvited, domain.ErrorCode(err), "one unit per invitation")
+
+	unpaid := mustPlace(t, st, f.merchant.ID, f.product.ID, placeOpts{Customer: ranked[1]})
+	require.Equal(t, *f.entry(t, ranked[1]).PurchaseDeadline, unpaid.PaymentDeadline, "paid within the window or not at all")
+
+	// The windows end: ranked[1] (unpaid) and ranked[2] (no order) lapse,
+	// and the next two are invited.
+	f.clock.Set(*f.entry(t, ranked[2]).PurchaseDeadline)
+	d = f.settle(t)
+	require.Equal(t, 2, d.Lapsed)
+	require.Equal(t, domain.EntryStatusLapsed, f.entry(t, ranked[1]).Status)
+	require.Equal(t, domain.EntryStatusLapsed, f.entry(t, ranked[2]).Status)
+	require.Equal(t, domain.EntryStatusInvited, f.entry(t, ranked[3]).Status)
+	require.Equal(t, domain.EntryStatusInvited, f.entry(t, ranked[4]).Status)
+	_, err = st.PayOrder(ctx, unpaid.ID, "late", customer(ranked[1]), "")
+	require.Equal(t, domain.CodeInvalidTransition, domain.ErrorCode(err))
+	closed, err := st.CloseUnpaid(ctx, unpaid.ID)
+	require.NoError(t, err)
+	require.True(t, closed)
+
+	// A purchase cancelled gives its unit to the next in line.
+	second := mustPlace(t, st, f.merchant.ID, f.product.ID, placeOpts{Customer: ranked[3], PaymentRef: "r"})
+	_, err = st.CancelOrder(ctx, second.ID, "changed my mind", admin, "")
+	require.NoError(t, err)
+	require.Equal(t, domain.EntryStatusLapsed, f.entry(t, ranked[3]).Status)
+	f.settle(t)
+	require.Equal(t, domain.EntryStatusInvited, f.entry(t, ranked[5]).Status)
+
+	// Pay-later purchases sell it out; the rest turn sold_out at once.
+	o4 := mustPlace(t, st, f.merchant.ID, f.product.ID, placeOpts{Customer: ranked[4]})
+	_, err = st.PayOrder(ctx, o4.ID, "r", customer(ranked[4]), "")
+	require.NoError(t, err)
+	mustPlace(t, st, f.merchant.ID, f.product.ID, placeOpts{Customer: ranked[5], PaymentRef: "r"})
+	d = f.settle(t)
+	require.Equal(t, domain.DropStateSoldOut, d.State)
+	require.Equal(t, 3, d.Purchased)
+	require.Equal(t, domain.EntryStatusSoldOut, f.entry(t, ranked[6]).Status)
+	_, err = st.JoinDrop(ctx, f.drop.ID, "too-late", "")
+	require.Equal(t, domain.CodeSoldOut, domain.ErrorCode(err))
+
+	require.Empty(t, violations(t, st))
+	var events int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE stream_id = $1`, f.drop.ID).Scan(&events))
+	require.Equal(t, 4, events, "created, opened, started, sold out")
+}
+
+func TestDropFIFORanksByArrival(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	f := newDropFixture(t, st, domain.DropFIFO, 1, 1)
+	f.clock.Set(f.drop.OpensAt)
+	var ids []uuid.UUID
+	for i := range 4 {
+		e := f.join(t, fmt.Sprintf("c%d", i))
+		require.Equal(t, i+1, *e.Rank, "fifo ranks are known at once")
+		ids = append(ids, e.ID)
+		f.clock.Advance(time.Millisecond)
+	}
+	f.clock.Set(f.drop.StartsAt)
+	f.settle(t)
+	require.Equal(t, domain.EntryStatusInvited, f.entry(t, "c0").Status)
+	draw, err := st.GetDraw(context.Background(), f.drop.ID)
+	require.NoError(t, err)
+	for i, e := range draw.Entries {
+		require.Equal(t, ids[i], e.EntryID)
+	}
+}
+
+func TestCreateDropRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, b := setup(t)
+	m := createMerchant(t, st, nil)
+	limited := createProduct(t, st, m.ID, &productOpts{Stock: intp(5)})
+	unlimited := createProduct(t, st, m.ID, nil)
+	now := time.Now()
+	valid := store.CreateDropParams{
+		ProductID: limited.ID, OpensAt: now.Add(time.Hour), StartsAt: now.Add(2 * time.Hour), Mode: domain.DropLottery, Access: admin,
+	}
+	cases := []struct {
+		name   string
+		change func(p *store.CreateDropParams)
+		code   domain.Code
+	}{
+		{"opens in the past", func(p *store.CreateDropParams) { p.OpensAt = now.Add(-time.Minute) }, domain.CodeValidation},
+		{"out of order", func(p *store.CreateDropParams) { p.StartsAt = p.OpensAt.Add(-time.Second) }, domain.CodeValidation},
+		{"units over stock", func(p *store.CreateDropParams) { p.Units = intp(6) }, domain.CodeValidation},
+		{"unlimited product", func(p *store.CreateDropParams) { p.ProductID = unlimited.ID }, domain.CodeValidation},
+		{"short window", func(p *store.CreateDropParams) { p.PurchaseWindowSeconds = intp(29) }, domain.CodeValidation},
+		{"long window", func(p *store.CreateDropParams) { p.PurchaseWindowSeconds = intp(3601) }, domain.CodeValidation},
+		{"unknown product", func(p *store.CreateDropParams) { p.ProductID = uuid.New() }, domain.CodeNotFound},
+		{"another merchant", func(p *store.CreateDropParams) {
+			p.Access = store.Access{Actor: domain.ActorMerchant, Subject: "m", MerchantID: uuid.New()}
+		}, domain.CodeForbidden},
+	}
+	for _, tc := range cases {
+		p := valid
+		tc.change(&p)
+		_, err := st.CreateDrop(ctx, p)
+		require.Equal(t, tc.code, domain.ErrorCode(err), tc.name)
+	}
+	var n int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM drops`).Scan(&n))
+	require.Zero(t, n, "nothing written")
+	_, err := st.CreateDrop(ctx, valid)
+	require.NoError(t, err)
+	_, err = st.CreateDrop(ctx, valid)
+	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err), "one drop of a product at a time")
+}
+
+// TestDropSeedSecretUntilStart reads as the auditor role: no table or view
+// it may read holds the seed before starts_at, and the log does not either.
+func TestDropSeedSecretUntilStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, b := setup(t)
+	f := newDropFixture(t, st, domain.DropLottery, 1, 1)
+	var seed []byte
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seed FROM drop_seeds WHERE drop_id = $1`, f.drop.ID).Scan(&seed))
+	seedHex := hex.EncodeToString(seed)
+
+	asAuditor := func(sql string) error {
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck // read only
+		_, err = tx.Exec(ctx, `SET LOCAL ROLE orderd_auditor`)
+		require.NoError(t, err)
+		var found bool
+		return tx.QueryRow(ctx, sql, seedHex).Scan(&found)
+	}
+	require.ErrorContains(t, asAuditor(`SELECT EXISTS (SELECT 1 FROM drop_seeds WHERE $1 <> '')`), "permission denied")
+	for _, sql := range []string{
+		`SELECT EXISTS (SELECT 1 FROM drops WHERE encode(seed, 'hex') = $1)`,
+		`SELECT EXISTS (SELECT 1 FROM events WHERE data::text LIKE '%' || $1 || '%')`,
+		`SELECT EXISTS (SELECT 1 FROM audit.drop_draw_mismatch WHERE row_to_json(drop_draw_mismatch)::text LIKE '%' || $1 || '%')`,
+	} {
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SET LOCAL ROLE orderd_auditor`)
+		require.NoError(t, err)
+		var found bool
+		require.NoError(t, tx.QueryRow(ctx, sql, seedHex).Scan(&found), sql)
+		require.False(t, found, sql)
+		require.NoError(t, tx.Rollback(ctx))
+	}
+	d, err := st.GetDrop(ctx, f.drop.ID)
+	require.NoError(t, err)
+	require.Nil(t, d.Seed)
+
+	f.clock.Set(f.drop.StartsAt)
+	d = f.settle(t)
+	require.Equal(t, seedHex, *d.Seed, "published at the start")
+}
+
+// TestDropConcurrentJoinsAndPurchases: many goroutines on two stores (two
+// pools, as two processes have) join, some twice, and buy as soon as they
+// are invited while windows lapse: one entry per customer, never more
+// purchases than units, never an invitation out of rank order.
+func TestDropConcurrentJoinsAndPurchases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stores, b := instances(t, 2)
+	clock := newFakeClock(stores...)
+	st := stores[0]
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1000})
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(40)})
+	d, err := st.CreateDrop(ctx, store.CreateDropParams{
+		ProductID: p.ID, OpensAt: clock.Now().Add(time.Second), StartsAt: clock.Now().Add(time.Hour),
+		Mode: domain.DropLottery, PurchaseWindowSeconds: intp(30), Units: intp(10), Access: admin,
+	})
+	require.NoError(t, err)
+	clock.Set(d.OpensAt)
+	const customers = 60
+	var wg sync.WaitGroup
+	entries := make([]uuid.UUID, customers)
+	for g := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < customers; i += 12 {
+				for range 2 {
+					res, err := stores[i%2].JoinDrop(ctx, d.ID, fmt.Sprintf("c%d", i), "")
+					require.NoError(t, err)
+					if entries[i] != uuid.Nil {
+						require.Equal(t, entries[i], res.Entry.ID)
+					}
+					entries[i] = res.Entry.ID
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	clock.Set(d.StartsAt)
+	// Buyers race settles (from both stores) and each other; a third of them
+	// never pay. Once the drop is sold out its product sells as any other.
+	var bought atomic.Int64
+	for round := 0; round < 30; round++ {
+		var wg sync.WaitGroup
+		for g := range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := stores[g%2]
+				require.NoError(t, s.SettleDrop(ctx, m.ID, d.ID))
+				for i := g; i < customers; i += 12 {
+					c := fmt.Sprintf("c%d", i)
+					if i%3 == 0 {
+						continue
+					}
+					res, err := place(ctx, s, m.ID, p.ID, placeOpts{Customer: c, PaymentRef: "r"})
+					if err == nil {
+						var inDrop bool
+						require.NoError(t, b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM drop_entries WHERE order_id = $1)`, res.Order.ID).Scan(&inDrop))
+						if inDrop {
+							bought.Add(1)
+						}
+					} else {
+						require.Contains(t, []domain.Code{domain.CodeNotInvited, domain.CodeSoldOut}, domain.ErrorCode(err), "%v", err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		got, err := st.GetDrop(ctx, d.ID)
+		require.NoError(t, err)
+		if got.State == domain.DropStateSoldOut {
+			break
+		}
+		clock.Advance(31 * time.Second)
+	}
+	got, err := st.GetDrop(ctx, d.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.DropStateSoldOut, got.State)
+	require.Equal(t, 10, got.Purchased)
+	require.EqualValues(t, 10, bought.Load(), "never more purchases than units")
+	require.Equal(t, customers, got.Entries, "one entry per customer")
+	require.Empty(t, violations(t, st))
+}
