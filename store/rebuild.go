@@ -54,7 +54,7 @@ func (s *Store) Rebuild(ctx context.Context, apply bool) (*RebuildReport, error)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
 	if apply {
-		if _, err := tx.Exec(ctx, `LOCK TABLE merchants, products, orders, stock_buckets, events IN EXCLUSIVE MODE`); err != nil {
+		if _, err := tx.Exec(ctx, `LOCK TABLE merchants, products, orders, stock_buckets, drops, drop_entries, events IN EXCLUSIVE MODE`); err != nil {
 			return nil, mapErr(fmt.Errorf("lock projections: %w", err))
 		}
 	}
@@ -86,7 +86,9 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
 		CREATE TEMP TABLE rebuild_orders (LIKE orders) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_merchants (id uuid PRIMARY KEY, name text, capacity int, prep_seconds int,
 			max_queue_wait_seconds int, payment_timeout_seconds int, webhook_url text, created_at timestamptz, version int) ON COMMIT DROP;
-		CREATE TEMP TABLE rebuild_products (LIKE products) ON COMMIT DROP;`); err != nil {
+		CREATE TEMP TABLE rebuild_products (LIKE products) ON COMMIT DROP;
+		CREATE TEMP TABLE rebuild_drops (LIKE drops) ON COMMIT DROP;
+		CREATE TEMP TABLE rebuild_drop_entries (LIKE drop_entries) ON COMMIT DROP;`); err != nil {
 		return fmt.Errorf("create rebuild tables: %w", err)
 	}
 	rows, err := tx.Query(ctx, `SELECT stream_id, stream_type, version, type, data FROM events ORDER BY global_position`)
@@ -96,6 +98,8 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
 	orders := map[uuid.UUID]*domain.Order{}
 	merchants := map[uuid.UUID]domain.Merchant{}
 	products := map[uuid.UUID]domain.Product{}
+	drops := map[uuid.UUID]domain.Drop{}
+	entries := map[uuid.UUID]domain.Entry{}
 	for rows.Next() {
 		var id uuid.UUID
 		var streamType, typ string
@@ -132,13 +136,26 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
 				rows.Close()
 				return err
 			}
+		case StreamDrop:
+			if drops[id], err = drops[id].Evolve(e); err != nil {
+				rows.Close()
+				return err
+			}
+		case StreamDropEntry:
+			if entries[id], err = entries[id].Evolve(e); err != nil {
+				rows.Close()
+				return err
+			}
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read events: %w", err)
 	}
-	report.Streams = len(orders) + len(merchants) + len(products)
+	report.Streams = len(orders) + len(merchants) + len(products) + len(drops) + len(entries)
+	if err := writeReplayedDrops(ctx, tx, drops, entries); err != nil {
+		return err
+	}
 
 	orderRows := make([][]any, 0, len(orders))
 	for _, o := range orders {
@@ -213,6 +230,41 @@ var comparisons = []struct{ table, live, replay string }{
 			'stock_total', p.stock_total, 'per_user_limit', p.per_user_limit, 'created_at', p.created_at, 'version', p.version,
 			'remaining', p.stock_total - coalesce(h.held, 0))
 		FROM rebuild_products p LEFT JOIN (` + heldByLiveOrders("rebuild_orders") + `) h ON h.product_id = p.id`},
+	{"drops",
+		`SELECT id::text, to_jsonb(d) - 'id' FROM drops d`,
+		`SELECT id::text, to_jsonb(d) - 'id' FROM rebuild_drops d`},
+	{"drop_entries",
+		`SELECT id::text, to_jsonb(e) - 'id' FROM drop_entries e`,
+		`SELECT id::text, to_jsonb(e) - 'id' FROM rebuild_drop_entries e`},
+}
+
+// writeReplayedDrops writes the replayed drops and entries, each entry's
+// rank key derived from its drop as the draw derives it.
+func writeReplayedDrops(ctx context.Context, tx pgx.Tx, drops map[uuid.UUID]domain.Drop, entries map[uuid.UUID]domain.Entry) error {
+	dropRows := make([][]any, 0, len(drops))
+	for id, d := range drops {
+		dropRows = append(dropRows, []any{uuid.MustParse(d.MerchantID), id, uuid.MustParse(d.ProductID), d.OpensAt, d.StartsAt,
+			string(d.Mode), int32(d.PurchaseWindowSeconds), int32(d.Units), string(d.State), d.SeedCommitment, d.Seed, d.CreatedAt, int32(d.Version)})
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rebuild_drops"}, []string{"merchant_id", "id", "product_id", "opens_at", "starts_at",
+		"mode", "purchase_window_seconds", "units", "state", "seed_commitment", "seed", "created_at", "version"}, pgx.CopyFromRows(dropRows)); err != nil {
+		return fmt.Errorf("write rebuilt drops: %w", err)
+	}
+	entryRows := make([][]any, 0, len(entries))
+	for id, e := range entries {
+		d := drops[uuid.MustParse(e.DropID)]
+		var order any
+		if e.OrderID != "" {
+			order = uuid.MustParse(e.OrderID)
+		}
+		entryRows = append(entryRows, []any{uuid.MustParse(e.MerchantID), uuid.MustParse(e.DropID), id, e.CustomerID, e.JoinedAt,
+			string(e.Status), domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, e.JoinedAt), e.InvitedAt, e.PurchaseDeadline, order, int32(e.Version)})
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rebuild_drop_entries"}, []string{"merchant_id", "drop_id", "id", "customer_id", "joined_at",
+		"status", "order_key", "invited_at", "purchase_deadline", "order_id", "version"}, pgx.CopyFromRows(entryRows)); err != nil {
+		return fmt.Errorf("write rebuilt drop entries: %w", err)
+	}
+	return nil
 }
 
 // heldByLiveOrders sums, per product, the units of the orders that still
@@ -296,7 +348,13 @@ func swapIn(ctx context.Context, tx pgx.Tx) error {
 		WHERE m.id = r.id;
 		UPDATE products p SET name = r.name, price_cents = r.price_cents, stock_total = r.stock_total,
 			per_user_limit = r.per_user_limit, version = r.version
-		FROM rebuild_products r WHERE p.id = r.id;`)
+		FROM rebuild_products r WHERE p.id = r.id;
+		UPDATE drops d SET state = r.state, seed = r.seed, version = r.version
+		FROM rebuild_drops r WHERE d.merchant_id = r.merchant_id AND d.id = r.id AND (to_jsonb(d) IS DISTINCT FROM to_jsonb(r));
+		UPDATE drop_entries e SET status = r.status, order_key = r.order_key, invited_at = r.invited_at,
+			purchase_deadline = r.purchase_deadline, order_id = r.order_id, version = r.version
+		FROM rebuild_drop_entries r WHERE e.merchant_id = r.merchant_id AND e.drop_id = r.drop_id AND e.id = r.id
+			AND (to_jsonb(e) IS DISTINCT FROM to_jsonb(r));`)
 	if err != nil {
 		return fmt.Errorf("swap in rebuilt projections: %w", err)
 	}
