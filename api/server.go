@@ -38,6 +38,9 @@ type Config struct {
 	// CursorKey authenticates list cursors; instances that serve the same
 	// clients need the same key. Without one, a random key.
 	CursorKey []byte
+	// RateSignIn limits sign-in code exchanges per client address per
+	// second; 0 turns it off.
+	RateSignIn float64
 	// Extra handlers mounted as they are, such as the websocket endpoint and
 	// the demo page.
 	Mount map[string]http.Handler
@@ -52,8 +55,10 @@ type Server struct {
 	metrics *Metrics
 	limits  customerLimits
 	cursors cursors
-	handler http.Handler
-	routes  []string
+	// signInLimit is per client address: exchanging a code takes no token.
+	signInLimit *RateLimiter
+	handler     http.Handler
+	routes      []string
 }
 
 // New builds the server and its routes.
@@ -69,8 +74,9 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		cfg: cfg, store: cfg.Store, auth: cfg.Auth, log: cfg.Logger,
-		metrics: NewMetrics(cfg.Registry),
-		cursors: newCursors(cfg.CursorKey),
+		metrics:     NewMetrics(cfg.Registry),
+		cursors:     newCursors(cfg.CursorKey),
+		signInLimit: NewRateLimiter(cfg.RateSignIn),
 		limits: customerLimits{
 			place:       NewRateLimiter(cfg.RatePerCustomer),
 			pay:         NewRateLimiter(cfg.RatePerCustomer),
@@ -121,6 +127,7 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("POST /v1/orders/{id}/complete", authed(s.completeOrder))
 
 	mux.Handle("POST /v1/ws/tickets", authed(s.issueTicket))
+	mux.HandleFunc("POST /v1/sign-in", s.signIn)
 
 	mux.Handle("GET /v1/admin/dead-letters", authed(s.listDeadLetters))
 	mux.Handle("POST /v1/admin/dead-letters/{id}/retry", authed(s.retryDeadLetter))
@@ -128,6 +135,7 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("POST /v1/admin/dead-letters/retry", authed(s.retryWebhookDeadLetters))
 	mux.Handle("GET /v1/admin/webhook-attempts", authed(s.listWebhookAttempts))
 	mux.Handle("GET /v1/admin/audit", authed(s.audit))
+	mux.Handle("POST /v1/admin/sign-in-codes", authed(s.mintSignInCode))
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -132,8 +132,14 @@ func NewWith(o Options) *Authenticator {
 
 // Issue signs a token for p valid for ttl.
 func (a *Authenticator) Issue(p Principal, ttl time.Duration) (string, error) {
+	token, _, err := a.IssueExpiring(p, ttl)
+	return token, err
+}
+
+// IssueExpiring is Issue, also answering when the token expires.
+func (a *Authenticator) IssueExpiring(p Principal, ttl time.Duration) (string, time.Time, error) {
 	if err := p.validate(); err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	now := a.now()
 	c := claims{
@@ -151,7 +157,8 @@ func (a *Authenticator) Issue(p Principal, ttl time.Duration) (string, error) {
 	if p.Role == RoleMerchant {
 		c.MerchantID = p.MerchantID.String()
 	}
-	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(a.secret)
+	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(a.secret)
+	return token, c.ExpiresAt.Time, err
 }
 
 func (p Principal) validate() error {

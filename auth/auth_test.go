@@ -285,6 +285,24 @@ func TestTickets(t *testing.T) {
 	}
 }
 
+// TestSignInCodes: codes are tickets of their own kind, so a websocket
+// ticket never signs in and a sign-in code never opens a websocket.
+func TestSignInCodes(t *testing.T) {
+	t.Parallel()
+	code, hash := auth.NewSignInCode()
+	require.True(t, strings.HasPrefix(code, "sic_"))
+	got, err := auth.ParseSignInCode(code)
+	require.NoError(t, err)
+	require.Equal(t, hash, got)
+	_, err = auth.ParseTicket(code)
+	require.ErrorIs(t, err, auth.ErrBadTicket)
+	tk, _ := auth.NewTicket()
+	for _, bad := range []string{"", "sic_", tk, code[:len(code)-1], code + "A"} {
+		_, err := auth.ParseSignInCode(bad)
+		require.ErrorIs(t, err, auth.ErrBadSignInCode, "%q", bad)
+	}
+}
+
 func TestPrincipalHelpers(t *testing.T) {
 	t.Parallel()
 	other := uuid.New()

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TicketHolder is who a websocket ticket was issued to.
+// TicketHolder is who a websocket ticket or a sign-in code was issued to.
 type TicketHolder struct {
 	Subject    string
 	Role       string
@@ -25,35 +25,21 @@ type IssueTicketParams struct {
 }
 
 // expiredTicketsPerIssue bounds the clean-up each issue does. Every issue
-// removes more expired tickets than it adds, so the table holds little more
-// than the tickets of the last TTL, without a sweeper job.
+// removes more expired rows than it adds, so a table of single-use secrets
+// holds little more than those of the last TTL, without a sweeper job.
 const expiredTicketsPerIssue = 4
 
 // IssueTicket keeps a ticket's hash and holder, and returns when it expires.
 func (s *Store) IssueTicket(ctx context.Context, p *IssueTicketParams) (time.Time, error) {
-	now := s.now()
-	expires := now.Add(p.TTL)
-	var merchant *uuid.UUID
-	if p.Holder.MerchantID != uuid.Nil {
-		merchant = &p.Holder.MerchantID
-	}
-	// SKIP LOCKED: concurrent issues clean up different rows instead of
-	// queueing behind each other.
-	_, err := s.pool.Exec(ctx, `
-		WITH expired AS (
-			DELETE FROM ws_tickets WHERE hash IN (
-				SELECT hash FROM ws_tickets WHERE expires_at <= $5
-				ORDER BY expires_at LIMIT $6 FOR UPDATE SKIP LOCKED))
-		INSERT INTO ws_tickets (hash, subject, role, merchant_id, expires_at) VALUES ($1, $2, $3, $4, $7)`,
-		p.Hash[:], p.Holder.Subject, p.Holder.Role, merchant, now, expiredTicketsPerIssue, expires)
+	expires, err := s.issueSingleUse(ctx, "ws_tickets", p.Hash, p.Holder, p.TTL, nil)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("issue ticket: %w", mapErr(err))
+		return time.Time{}, fmt.Errorf("issue ticket: %w", err)
 	}
 	return expires, nil
 }
 
-// ErrTicketNotFound is returned for a ticket that is unknown, used or
-// expired: the three are one answer to the caller.
+// ErrTicketNotFound is returned for a ticket or sign-in code that is unknown,
+// used or expired: the three are one answer to the caller.
 var ErrTicketNotFound = errors.New("ticket unknown, used or expired")
 
 // ConsumeTicket returns the holder of an unexpired ticket and removes it, in
@@ -61,19 +47,90 @@ var ErrTicketNotFound = errors.New("ticket unknown, used or expired")
 // instance or two, exactly one gets the holder.
 func (s *Store) ConsumeTicket(ctx context.Context, hash [32]byte) (TicketHolder, error) {
 	var h TicketHolder
+	if err := s.consumeSingleUse(ctx, "ws_tickets", hash, &h, ""); err != nil {
+		return TicketHolder{}, fmt.Errorf("consume ticket: %w", err)
+	}
+	return h, nil
+}
+
+// IssueSignInCodeParams describe a sign-in code: who it signs in, how long
+// it may wait to be used, and how long the token it buys lasts.
+type IssueSignInCodeParams struct {
+	Hash     [32]byte
+	Holder   TicketHolder
+	TTL      time.Duration
+	TokenTTL time.Duration
+}
+
+// IssueSignInCode keeps a sign-in code's hash and holder, and returns when
+// it expires.
+func (s *Store) IssueSignInCode(ctx context.Context, p *IssueSignInCodeParams) (time.Time, error) {
+	expires, err := s.issueSingleUse(ctx, "sign_in_codes", p.Hash, p.Holder, p.TTL, &p.TokenTTL)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("issue sign-in code: %w", err)
+	}
+	return expires, nil
+}
+
+// RedeemSignInCode returns the holder of an unexpired sign-in code and the
+// lifetime of the token it buys, and removes it in the same statement, so a
+// code signs in once, whichever instances race for it.
+func (s *Store) RedeemSignInCode(ctx context.Context, hash [32]byte) (TicketHolder, time.Duration, error) {
+	var h TicketHolder
+	var tokenSeconds int
+	if err := s.consumeSingleUse(ctx, "sign_in_codes", hash, &h, ", token_ttl_seconds", &tokenSeconds); err != nil {
+		return TicketHolder{}, 0, fmt.Errorf("redeem sign-in code: %w", err)
+	}
+	return h, time.Duration(tokenSeconds) * time.Second, nil
+}
+
+// issueSingleUse inserts a secret's hash into table (ws_tickets or
+// sign_in_codes, which share their shape) and removes a few expired ones.
+// tokenTTL is sign_in_codes' extra column.
+func (s *Store) issueSingleUse(ctx context.Context, table string, hash [32]byte, h TicketHolder, ttl time.Duration, tokenTTL *time.Duration) (time.Time, error) {
+	now := s.now()
+	expires := now.Add(ttl)
+	var merchant *uuid.UUID
+	if h.MerchantID != uuid.Nil {
+		merchant = &h.MerchantID
+	}
+	columns, values := "hash, subject, role, merchant_id, expires_at", "$1, $2, $3, $4, $7"
+	args := []any{hash[:], h.Subject, h.Role, merchant, now, expiredTicketsPerIssue, expires}
+	if tokenTTL != nil {
+		columns, values = columns+", token_ttl_seconds", values+", $8"
+		args = append(args, int(tokenTTL.Seconds()))
+	}
+	// SKIP LOCKED: concurrent issues clean up different rows instead of
+	// queueing behind each other.
+	_, err := s.pool.Exec(ctx, `
+		WITH expired AS (
+			DELETE FROM `+table+` WHERE hash IN (
+				SELECT hash FROM `+table+` WHERE expires_at <= $5
+				ORDER BY expires_at LIMIT $6 FOR UPDATE SKIP LOCKED))
+		INSERT INTO `+table+` (`+columns+`) VALUES (`+values+`)`, args...)
+	if err != nil {
+		return time.Time{}, mapErr(err)
+	}
+	return expires, nil
+}
+
+// consumeSingleUse deletes a secret's row and reads its holder, and the
+// table's further columns (", a, b") into extra, in one statement. An
+// expired secret is removed all the same: it can never be used.
+func (s *Store) consumeSingleUse(ctx context.Context, table string, hash [32]byte, h *TicketHolder, extraColumns string, extra ...any) error {
 	var merchant *uuid.UUID
 	var live bool
-	// An expired ticket is removed all the same: it can never be used.
-	err := s.pool.QueryRow(ctx, `DELETE FROM ws_tickets WHERE hash = $1 RETURNING subject, role, merchant_id, expires_at > $2`,
-		hash[:], s.now()).Scan(&h.Subject, &h.Role, &merchant, &live)
+	returning := "subject, role, merchant_id, expires_at > $2" + extraColumns
+	dest := append([]any{&h.Subject, &h.Role, &merchant, &live}, extra...)
+	err := s.pool.QueryRow(ctx, `DELETE FROM `+table+` WHERE hash = $1 RETURNING `+returning, hash[:], s.now()).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !live) {
-		return TicketHolder{}, ErrTicketNotFound
+		return ErrTicketNotFound
 	}
 	if err != nil {
-		return TicketHolder{}, fmt.Errorf("consume ticket: %w", mapErr(err))
+		return mapErr(err)
 	}
 	if merchant != nil {
 		h.MerchantID = *merchant
 	}
-	return h, nil
+	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/orderd/orderd/auth"
 	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/internal/app"
@@ -36,6 +38,10 @@ const (
 	// many bytes as its hash.
 	devSecretBytes = 32
 	devTokenTTL    = 7 * 24 * time.Hour
+	// A sign-in link waits an hour for its click (a developer reads the
+	// README first); the page's token then lasts a working day.
+	devSignInTTL      = time.Hour
+	devSignInTokenTTL = 12 * time.Hour
 )
 
 // demoMenu is the demo merchant's menu after its two original products.
@@ -106,7 +112,7 @@ func devCommand(ctx context.Context, args []string, stdout io.Writer, logger *sl
 		a.Close()
 		return fmt.Errorf("load demo data: %w", err)
 	}
-	if err := printWelcome(stdout, a, cfg, m, products); err != nil {
+	if err := printWelcome(ctx, stdout, a, cfg, m, products); err != nil {
 		a.Close()
 		return err
 	}
@@ -187,8 +193,12 @@ func browseURL(addr string) string {
 
 // printWelcome prints where everything is and the tour's variables, and
 // keeps the variables in .orderd/env for `source`.
-func printWelcome(w io.Writer, a *app.App, cfg app.Config, m *store.Merchant, products []store.Product) error {
+func printWelcome(ctx context.Context, w io.Writer, a *app.App, cfg app.Config, m *store.Merchant, products []store.Product) error {
 	base := browseURL(a.Addr())
+	links, err := signInLinks(ctx, a.Store(), base, m.ID)
+	if err != nil {
+		return err
+	}
 	vars := [][2]string{{"ORDERD", base}, {"DATABASE_URL", cfg.DatabaseURL}}
 	for _, who := range []struct {
 		name string
@@ -229,15 +239,46 @@ func printWelcome(w io.Writer, a *app.App, cfg app.Config, m *store.Merchant, pr
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\norderd dev is up at %s\n\n", base)
-	fmt.Fprintf(&b, "  live page        %s/\n", base)
+	fmt.Fprintf(&b, "  customer page    %s/?merchant=%s\n", base, m.ID)
+	fmt.Fprintf(&b, "  kitchen display  %s/kitchen\n", base)
 	fmt.Fprintf(&b, "  OpenAPI          %s/openapi.json\n", base)
 	fmt.Fprintf(&b, "  metrics          %s/metrics\n", browseURL(a.OpsAddr()))
 	fmt.Fprintf(&b, "  River UI         %s/riverui/\n", browseURL(a.OpsAddr()))
 	fmt.Fprintf(&b, "  DATABASE_URL     %s\n", cfg.DatabaseURL)
 	fmt.Fprintf(&b, "  JWT secret       kept in %s and reused by every start (tokens stay valid for %s)\n", filepath.Join(devDir, devSecretFile), devTokenTTL)
+	fmt.Fprintf(&b, "\nSign in to the pages (each link works once, within %s; a restart prints fresh ones):\n\n", devSignInTTL)
+	for _, l := range links {
+		fmt.Fprintf(&b, "  %-16s %s\n", l.who, l.url)
+	}
 	fmt.Fprintf(&b, "\nThe tour's variables (also in %s):\n\n%s", envPath, env.String())
 	fmt.Fprintf(&b, "\n# the tour, in another terminal from this directory:\nsource %s && scripts/tour.sh\n", envPath)
 	fmt.Fprintf(&b, "# clean demo data: orderd dev --reset\n")
-	_, err := io.WriteString(w, b.String())
+	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+type signInLink struct{ who, url string }
+
+// signInLinks mints a single-use sign-in code for each demo customer and
+// for the demo merchant's kitchen. The code rides in the URL's fragment,
+// which browsers never send to a server; the page exchanges it for a token.
+func signInLinks(ctx context.Context, st *store.Store, base string, merchant uuid.UUID) ([]signInLink, error) {
+	var links []signInLink
+	for _, who := range []struct {
+		label, page string
+		holder      store.TicketHolder
+	}{
+		{"alice", "/?merchant=" + merchant.String(), store.TicketHolder{Subject: "alice", Role: string(auth.RoleCustomer)}},
+		{"bob", "/?merchant=" + merchant.String(), store.TicketHolder{Subject: "bob", Role: string(auth.RoleCustomer)}},
+		{"carol", "/?merchant=" + merchant.String(), store.TicketHolder{Subject: "carol", Role: string(auth.RoleCustomer)}},
+		{"kitchen", "/kitchen", store.TicketHolder{Subject: "demo-kitchen", Role: string(auth.RoleMerchant), MerchantID: merchant}},
+	} {
+		code, hash := auth.NewSignInCode()
+		if _, err := st.IssueSignInCode(ctx, &store.IssueSignInCodeParams{Hash: hash, Holder: who.holder,
+			TTL: devSignInTTL, TokenTTL: devSignInTokenTTL}); err != nil {
+			return nil, err
+		}
+		links = append(links, signInLink{who: who.label, url: base + who.page + "#code=" + code})
+	}
+	return links, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -23,7 +24,9 @@ import (
 type devRun struct {
 	cmd  *exec.Cmd
 	vars map[string]string
-	done chan error
+	// links are the sign-in links it printed, by whom they sign in.
+	links map[string]string
+	done  chan error
 }
 
 // startDev runs `orderd dev` in dir on dbURL and waits for its welcome.
@@ -40,7 +43,7 @@ func startDev(t *testing.T, dir, dbURL string, args ...string) *devRun {
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	d := &devRun{cmd: cmd, vars: map[string]string{}, done: make(chan error, 1)}
+	d := &devRun{cmd: cmd, vars: map[string]string{}, links: map[string]string{}, done: make(chan error, 1)}
 	welcomed := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -50,6 +53,9 @@ func startDev(t *testing.T, dir, dbURL string, args ...string) *devRun {
 			if kv, ok := strings.CutPrefix(line, "export "); ok {
 				k, v, _ := strings.Cut(kv, "=")
 				d.vars[k] = strings.Trim(v, "'")
+			}
+			if fields := strings.Fields(line); len(fields) == 2 && strings.Contains(fields[1], "#code=") {
+				d.links[fields[0]] = fields[1]
 			}
 			if strings.Contains(line, "scripts/tour.sh") && !seen {
 				seen = true
@@ -119,6 +125,23 @@ func TestDevTourRunsTwice(t *testing.T) {
 	dir, dbURL := t.TempDir(), storetest.URL(t)
 	first := startDev(t, dir, dbURL)
 	require.Equal(t, dbURL, first.vars["DATABASE_URL"], "dev prints DATABASE_URL")
+	require.Equal(t, first.vars["ORDERD"]+"/?merchant="+first.vars["MERCHANT_ID"], strings.Split(first.links["alice"], "#")[0])
+	_, code, ok := strings.Cut(first.links["kitchen"], "/kitchen#code=")
+	require.True(t, ok, "a kitchen sign-in link: %v", first.links)
+	signIn := func() (int, map[string]any) {
+		resp, err := http.Post(first.vars["ORDERD"]+"/v1/sign-in", "application/json", strings.NewReader(`{"code":"`+code+`"}`))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		return resp.StatusCode, body
+	}
+	status, signedIn := signIn()
+	require.Equal(t, http.StatusOK, status, "%v", signedIn)
+	require.Equal(t, "merchant", signedIn["role"])
+	require.Equal(t, first.vars["MERCHANT_ID"], signedIn["merchant_id"])
+	status, _ = signIn()
+	require.Equal(t, http.StatusUnauthorized, status, "a link works once")
 	out := first.tour(t)
 	require.Contains(t, out, "The tour is over")
 	require.Contains(t, out, "queue_position\":2", "a real queue: the third order waits second in line")

@@ -58,6 +58,8 @@ type Config struct {
 	RatePerCustomer float64
 	RateDropEntries float64
 	RatePerIP       float64
+	// RateSignIn limits sign-in code exchanges per client address per second.
+	RateSignIn float64
 	// WSSubscribeRate limits subscribe messages per websocket per second.
 	WSSubscribeRate float64
 	RequestTimeout  time.Duration
@@ -89,6 +91,7 @@ func DefaultConfig() Config {
 		WebhookTimeout:     5 * time.Second,
 		RatePerCustomer:    20,
 		RateDropEntries:    5,
+		RateSignIn:         2,
 		WSSubscribeRate:    20,
 		RequestTimeout:     10 * time.Second,
 		MaxConns:           40,
@@ -117,6 +120,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Float64("rate_per_customer", c.RatePerCustomer),
 		slog.Float64("rate_drop_entries", c.RateDropEntries),
 		slog.Float64("rate_per_ip", c.RatePerIP),
+		slog.Float64("rate_sign_in", c.RateSignIn),
 		slog.Float64("ws_subscribe_rate", c.WSSubscribeRate),
 		slog.Int("max_conns", c.MaxConns),
 	)
@@ -255,6 +259,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		RateDropEntries: cfg.RateDropEntries,
 		RatePerIP:       cfg.RatePerIP,
 		CursorKey:       cursorKey(cfg.JWTSecret),
+		RateSignIn:      cfg.RateSignIn,
 	})
 	metrics := a.api.Metrics()
 	a.store.OnTransition = func(from, to domain.OrderStatus) { metrics.ObserveTransition(string(from), string(to)) }

@@ -1,0 +1,166 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
+)
+
+// Sign-in codes: how long one may wait to be used, and how long the token it
+// buys lasts, unless the request that mints it says otherwise.
+const (
+	defaultSignInCodeSeconds = 600
+	maxSignInCodeSeconds     = 3600
+	minSignInCodeSeconds     = 30
+	defaultSignInTokenTTL    = 12 * 60 * 60
+	maxSignInTokenTTL        = 7 * 24 * 60 * 60
+	minSignInTokenTTL        = 60
+)
+
+type mintSignInCodeRequest struct {
+	Sub              string     `json:"sub"`
+	Role             auth.Role  `json:"role"`
+	MerchantID       *uuid.UUID `json:"merchant_id"`
+	ExpiresInSeconds *int       `json:"expires_in_seconds"`
+	TokenTTLSeconds  *int       `json:"token_ttl_seconds"`
+}
+
+type signInCodeResponse struct {
+	Code       string     `json:"code"`
+	ExpiresAt  time.Time  `json:"expires_at"`
+	Sub        string     `json:"sub"`
+	Role       auth.Role  `json:"role"`
+	MerchantID *uuid.UUID `json:"merchant_id"`
+}
+
+// mintSignInCode is how a platform signs a person in to the pages: it mints
+// a code with its admin token and hands the page a link carrying the code in
+// its fragment; the page exchanges the code for a token. The code is worth
+// little in a browser history: it works once, for minutes.
+func (s *Server) mintSignInCode(w http.ResponseWriter, r *http.Request) {
+	if !principalOf(r).IsAdmin() {
+		writeProblem(w, r, errAdminOnly)
+		return
+	}
+	var req mintSignInCodeRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	holder, err := s.signInHolder(r, req)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	codeTTL, err := secondsIn("expires_in_seconds", req.ExpiresInSeconds, defaultSignInCodeSeconds, minSignInCodeSeconds, maxSignInCodeSeconds)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	tokenTTL, err := secondsIn("token_ttl_seconds", req.TokenTTLSeconds, defaultSignInTokenTTL, minSignInTokenTTL, maxSignInTokenTTL)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	code, hash := auth.NewSignInCode()
+	expires, err := s.store.IssueSignInCode(r.Context(), &store.IssueSignInCodeParams{Hash: hash, Holder: holder, TTL: codeTTL, TokenTTL: tokenTTL})
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusCreated, signInCodeResponse{Code: code, ExpiresAt: expires.UTC(), Sub: holder.Subject, Role: req.Role, MerchantID: req.MerchantID})
+}
+
+// signInHolder checks who a code is minted for: a known role, a subject,
+// and for a merchant an existing merchant (and for nobody else one).
+func (s *Server) signInHolder(r *http.Request, req mintSignInCodeRequest) (store.TicketHolder, error) {
+	if req.Sub == "" || len(req.Sub) > domain.MaxIDLength {
+		return store.TicketHolder{}, domain.Errorf(domain.CodeValidation, "sub must be 1-%d characters", domain.MaxIDLength)
+	}
+	h := store.TicketHolder{Subject: req.Sub, Role: string(req.Role)}
+	switch req.Role {
+	case auth.RoleCustomer, auth.RoleAdmin:
+		if req.MerchantID != nil {
+			return store.TicketHolder{}, domain.Errorf(domain.CodeValidation, "merchant_id goes with role merchant only")
+		}
+	case auth.RoleMerchant:
+		if req.MerchantID == nil {
+			return store.TicketHolder{}, domain.Errorf(domain.CodeValidation, "role merchant needs a merchant_id")
+		}
+		if _, err := s.store.GetMerchant(r.Context(), *req.MerchantID); err != nil {
+			return store.TicketHolder{}, err
+		}
+		h.MerchantID = *req.MerchantID
+	default:
+		return store.TicketHolder{}, domain.Errorf(domain.CodeValidation, "role must be customer, merchant or admin")
+	}
+	return h, nil
+}
+
+func secondsIn(field string, v *int, def, lo, hi int) (time.Duration, error) {
+	n := orDefault(v, def)
+	if n < lo || n > hi {
+		return 0, domain.Errorf(domain.CodeValidation, "%s must be %d-%d", field, lo, hi)
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+type signInRequest struct {
+	Code string `json:"code"`
+}
+
+type signInResponse struct {
+	Token      string     `json:"token"`
+	TokenType  string     `json:"token_type"`
+	ExpiresAt  time.Time  `json:"expires_at"`
+	Sub        string     `json:"sub"`
+	Role       auth.Role  `json:"role"`
+	MerchantID *uuid.UUID `json:"merchant_id"`
+}
+
+// signIn exchanges a sign-in code for a bearer token, once. It takes no
+// token, so it is limited per client address; a code is 32 random bytes, so
+// the limit protects the database, not the codes.
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
+	if ok, retry := s.signInLimit.Allow(clientKey(r.RemoteAddr)); !ok {
+		writeProblem(w, r, rateLimited(retry))
+		return
+	}
+	var req signInRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	hash, err := auth.ParseSignInCode(req.Code)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	holder, tokenTTL, err := s.store.RedeemSignInCode(r.Context(), hash)
+	if errors.Is(err, store.ErrTicketNotFound) {
+		err = auth.ErrBadSignInCode
+	}
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	p := auth.Principal{Subject: holder.Subject, Role: auth.Role(holder.Role), MerchantID: holder.MerchantID}
+	token, expires, err := s.auth.IssueExpiring(p, tokenTTL)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	resp := signInResponse{Token: token, TokenType: "Bearer", ExpiresAt: expires.UTC(), Sub: p.Subject, Role: p.Role}
+	if p.MerchantID != uuid.Nil {
+		resp.MerchantID = &p.MerchantID
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, resp)
+}
