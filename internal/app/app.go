@@ -251,7 +251,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			func() float64 { return float64(a.hub.Connections()) }),
 	)
 	a.api = api.New(api.Config{
-		Mount: map[string]http.Handler{"GET /v1/ws": a.hub, "GET /{$}": web.Handler()},
+		Mount: mounts(a.hub),
 		Store: a.store, Auth: a.auth, Logger: log, Registry: a.registry,
 		Ready:           a.ready,
 		RequestTimeout:  cfg.RequestTimeout,
@@ -509,4 +509,12 @@ func cursorKey(jwtSecret string) []byte {
 	h := hmac.New(sha256.New, []byte(jwtSecret))
 	h.Write([]byte("orderd list cursors"))
 	return h.Sum(nil)
+}
+
+// mounts are the public listener's routes outside the REST API: the
+// websocket and the pages.
+func mounts(hub http.Handler) map[string]http.Handler {
+	m := web.Routes()
+	m["GET /v1/ws"] = hub
+	return m
 }

@@ -1,0 +1,179 @@
+// The customer's page: the menu, a cart, place and pay (a demo payment),
+// then a live ticket for the order.
+import { $, el, api, signIn, live, money, duration, ticketCode, showError, pauseText } from "/assets/common.js";
+
+const merchantID = new URLSearchParams(location.search).get("merchant");
+const orderKey = "orderd.order." + merchantID;
+const cart = new Map(); // product id -> quantity
+let products = [], merchant = null, currency = "USD";
+let order = null, orderLive = null;
+// placeKey is the Idempotency-Key of the cart being placed; busy while a
+// placement is in flight.
+let placeKey = null, busy = false;
+
+const statusText = {
+  awaiting_payment: "Waiting for payment",
+  queued: "In line",
+  accepted: "Being prepared",
+  completed: "Ready for pickup",
+  cancelled: "Cancelled",
+  expired: "Expired in line",
+  closed: "Closed unpaid",
+};
+const terminal = new Set(["completed", "cancelled", "expired", "closed"]);
+
+async function start() {
+  let s;
+  try { s = await signIn(); } catch (e) { $("signin-why").textContent = e.message; }
+  if (!s) { $("signin").classList.remove("hidden"); return; }
+  if (!merchantID) { $("signin").classList.remove("hidden"); $("signin-why").textContent = "This link names no shop (?merchant=…)."; return; }
+  $("app").classList.remove("hidden");
+  try {
+    [merchant, { products }] = await Promise.all([
+      api("GET", "/v1/merchants/" + encodeURIComponent(merchantID)),
+      api("GET", "/v1/merchants/" + encodeURIComponent(merchantID) + "/products"),
+    ]);
+  } catch (e) { showError(e.message); return; }
+  currency = merchant.currency || "USD";
+  $("shop").textContent = merchant.name;
+  document.title = merchant.name;
+  showLoad(merchant.load);
+  renderMenu();
+  const kept = sessionStorage.getItem(orderKey);
+  if (kept) {
+    try { showOrder(await api("GET", "/v1/orders/" + encodeURIComponent(kept))); watch(kept); }
+    catch { sessionStorage.removeItem(orderKey); }
+  }
+  // A customer may not watch the merchant's load live; a pause is read
+  // with the merchant every few seconds while the page is in view.
+  setInterval(() => { if (!document.hidden) refreshMerchant(); }, 4000);
+}
+
+async function refreshMerchant() {
+  try { showLoad((await api("GET", "/v1/merchants/" + encodeURIComponent(merchantID))).load); } catch { /* the next poll tries again */ }
+}
+
+function showLoad(load) {
+  const text = pauseText(load);
+  $("paused").textContent = text;
+  $("paused").classList.toggle("hidden", !text);
+}
+
+function renderMenu() {
+  $("menu").replaceChildren(...products.map((p) => {
+    const soldOut = p.stock_remaining === 0;
+    const count = el("output", { text: String(cart.get(p.id) || 0) });
+    const change = (d) => {
+      const n = Math.max(0, Math.min(100, (cart.get(p.id) || 0) + d));
+      if (n) cart.set(p.id, n); else cart.delete(p.id);
+      placeKey = null; // another cart is another order
+      count.textContent = String(n);
+      renderCart();
+    };
+    return el("li", { data: { productId: p.id } },
+      el("div", { class: "name" }, p.name, el("span", { class: "price", text: soldOut ? "sold out" : money(p.price_cents, currency) })),
+      el("div", { class: "qty" },
+        el("button", { class: "ghost less", "aria-label": "one less", text: "−", disabled: soldOut, onclick: () => change(-1) }),
+        count,
+        el("button", { class: "more", "aria-label": "one more", text: "+", disabled: soldOut, onclick: () => change(1) })));
+  }));
+  renderCart();
+}
+
+function renderCart() {
+  let items = 0, cents = 0;
+  for (const [id, n] of cart) {
+    const p = products.find((x) => x.id === id);
+    if (p) { items += n; cents += n * p.price_cents; }
+  }
+  const busy = order && !terminal.has(order.status);
+  $("cartbar").classList.toggle("hidden", busy);
+  $("cart-count").textContent = items === 1 ? "1 item" : items + " items";
+  $("cart-total").textContent = money(cents, currency);
+  $("place").disabled = items === 0 || busy;
+}
+
+// place places the cart and pays for it. Its Idempotency-Key is kept until
+// the order exists or the cart changes, so pressing again after a lost
+// answer replays the same order rather than placing a second.
+$("place").onclick = async () => {
+  const items = [...cart].map(([product_id, quantity]) => ({ product_id, quantity }));
+  placeKey = placeKey || crypto.randomUUID();
+  busy = true;
+  renderCart();
+  try {
+    const placed = await api("POST", "/v1/orders", { merchant_id: merchantID, items }, placeKey);
+    placeKey = null;
+    cart.clear();
+    renderMenu();
+    sessionStorage.setItem(orderKey, placed.id);
+    showOrder(placed);
+    watch(placed.id);
+    await pay();
+  } catch (e) {
+    showError(e.message);
+  } finally {
+    busy = false;
+    renderCart();
+  }
+};
+
+// pay is the demo payment: a real platform would take the money first and
+// send its reference.
+async function pay() {
+  if (!order || order.status !== "awaiting_payment") return;
+  try { showOrder(await api("POST", "/v1/orders/" + order.id + "/pay", { payment_ref: "demo-" + order.id })); }
+  catch (e) { showError(e.message); }
+}
+$("pay").onclick = pay;
+
+$("cancel").onclick = async () => {
+  try { showOrder(await api("POST", "/v1/orders/" + order.id + "/cancel", { reason: "cancelled by the customer" })); }
+  catch (e) { showError(e.message); }
+};
+
+$("again").onclick = () => {
+  if (orderLive) orderLive.close();
+  orderLive = null;
+  order = null;
+  sessionStorage.removeItem(orderKey);
+  $("ticket").classList.add("hidden");
+  renderCart();
+};
+
+function watch(id) {
+  if (orderLive) orderLive.close();
+  orderLive = live([{ order_id: id }], (m) => {
+    if (m.type === "order") { showOrder(m.order); refreshMerchant(); }
+    else if (m.type === "error") showError(m.detail);
+  }, $("live"));
+}
+
+// showOrder shows an order unless an older state of it arrives after a
+// newer one (an answer and a push may cross).
+function showOrder(o) {
+  if (order && order.id === o.id && o.version < order.version) return;
+  order = o;
+  const t = $("ticket");
+  t.classList.remove("hidden");
+  t.classList.toggle("ready", o.status === "completed");
+  $("pickup").textContent = ticketCode(o);
+  $("ready").classList.toggle("hidden", o.status !== "completed");
+  $("status").textContent = statusText[o.status] || o.status;
+  $("status").dataset.status = o.status;
+  const queued = o.status === "queued";
+  $("waiting").classList.toggle("hidden", !queued);
+  $("position").textContent = queued && o.queue_position != null ? String(o.queue_position) : "—";
+  $("eta").textContent = queued ? duration(o.eta_seconds) : "—";
+  $("ticket-items").replaceChildren(...o.items.map((it) => {
+    const p = products.find((x) => x.id === it.product_id);
+    return el("li", { text: it.quantity + " × " + (p ? p.name : "item") });
+  }));
+  $("ticket-total").textContent = money(o.total_cents, currency) + (o.status_reason ? " · " + o.status_reason : "");
+  $("pay").classList.toggle("hidden", o.status !== "awaiting_payment");
+  $("cancel").classList.toggle("hidden", !(o.status === "awaiting_payment" || queued));
+  $("again").classList.toggle("hidden", !terminal.has(o.status));
+  renderCart();
+}
+
+start();

@@ -1,0 +1,196 @@
+// The kitchen display: accepted orders as tickets to complete or cancel,
+// the waiting line, capacity and pause, all kept live by the merchant's
+// load messages.
+import { $, el, api, signIn, live, duration, clock, ticketCode, showError, features, pauseText } from "/assets/common.js";
+
+let merchantID = null;
+const productNames = new Map();
+let lastLoad = null;
+
+async function start() {
+  let s;
+  try { s = await signIn(); } catch (e) { $("signin-why").textContent = e.message; }
+  if (!s) { $("signin").classList.remove("hidden"); return; }
+  // A merchant's kitchen is its own; an admin names the merchant.
+  merchantID = s.merchant_id || new URLSearchParams(location.search).get("merchant");
+  if (!merchantID) { $("signin").classList.remove("hidden"); $("signin-why").textContent = "Which merchant? Add ?merchant=<id> to the address."; return; }
+  $("app").classList.remove("hidden");
+  let merchant;
+  try {
+    merchant = await api("GET", "/v1/merchants/" + encodeURIComponent(merchantID));
+    await loadProducts();
+  } catch (e) { showError(e.message); return; }
+  $("shop").textContent = merchant.name;
+  document.title = "Kitchen — " + merchant.name;
+  showLoad(merchant.load);
+  $("capacity").value = merchant.load.capacity;
+  if ((await features()).pause) $("pause-controls").classList.remove("hidden");
+  live([{ merchant_id: merchantID }], (m) => {
+    if (m.type === "merchant_load") { showLoad(m); refresh(); }
+    else if (m.type === "error") showError(m.detail);
+  }, $("live"));
+  refresh();
+  setInterval(tick, 1000);
+  // Loads that come back to the same numbers send no message; a slow
+  // refresh keeps the lists right even then.
+  setInterval(() => { if (!document.hidden) refresh(); }, 15000);
+}
+
+async function loadProducts() {
+  const { products } = await api("GET", "/v1/merchants/" + encodeURIComponent(merchantID) + "/products");
+  for (const p of products) productNames.set(p.id, p.name);
+}
+
+function showLoad(load) {
+  lastLoad = { ...lastLoad, ...load };
+  const l = lastLoad;
+  $("active").textContent = String(l.active);
+  $("capacity-now").textContent = String(l.capacity) + (l.capacity_unit === "items" ? " items" : "");
+  $("queued").textContent = String(l.queued);
+  $("est-wait").textContent = l.est_wait_seconds != null ? duration(l.est_wait_seconds) : "—";
+  if (document.activeElement !== $("capacity")) $("capacity").value = l.capacity;
+  const paused = Boolean(l.paused);
+  $("paused-badge").classList.toggle("hidden", !paused);
+  $("paused-badge").textContent = paused ? "PAUSED" + (l.pause_mode === "refuse" ? " · refusing" : " · queueing") : "";
+  $("paused-badge").title = pauseText(l);
+  $("pause-queue").classList.toggle("hidden", paused);
+  $("pause-refuse").classList.toggle("hidden", paused);
+  $("resume").classList.toggle("hidden", !paused);
+}
+
+// refresh reads both lists; loads that arrive meanwhile ask for one more
+// read, not one each.
+let refreshing = false, again = false;
+async function refresh() {
+  if (refreshing) { again = true; return; }
+  refreshing = true;
+  try {
+    const base = "/v1/merchants/" + encodeURIComponent(merchantID) + "/orders?limit=100&status=";
+    const [merchant, accepted, queued] = await Promise.all([
+      api("GET", "/v1/merchants/" + encodeURIComponent(merchantID)), api("GET", base + "accepted"), api("GET", base + "queued")]);
+    showLoad(merchant.load);
+    const unknown = [...accepted.orders, ...queued.orders].some((o) => o.items.some((it) => !productNames.has(it.product_id)));
+    if (unknown) await loadProducts();
+    renderTickets(accepted.orders);
+    renderLine(queued.orders);
+  } catch (e) {
+    showError(e.message);
+  } finally {
+    refreshing = false;
+  }
+  if (again) { again = false; refresh(); }
+}
+
+function itemsOf(o) {
+  return o.items.map((it) => it.quantity + " × " + (productNames.get(it.product_id) || "unknown item"));
+}
+
+// cards keeps each ticket's element by order id. An accepted order's ticket
+// never changes, so a refresh moves the same elements rather than making
+// new ones: a button being pressed or a reason being typed survives every
+// refresh.
+const cards = new Map();
+
+function renderTickets(orders) {
+  // Oldest first: the kitchen works from the left.
+  orders.sort((a, b) => new Date(a.accepted_at) - new Date(b.accepted_at));
+  const current = new Set(orders.map((o) => o.id));
+  for (const id of cards.keys()) if (!current.has(id)) cards.delete(id);
+  if (!orders.length) { $("tickets").replaceChildren(el("p", { class: "empty", text: "Nothing to prepare." })); return; }
+  arrange($("tickets"), orders.map((o) => {
+    if (!cards.has(o.id)) cards.set(o.id, ticketCard(o));
+    return cards.get(o.id);
+  }));
+  tick();
+}
+
+// arrange makes nodes the children of parent, moving only those not
+// already in their place: a moved element loses focus, and the kitchen may
+// be typing a reason into one.
+function arrange(parent, nodes) {
+  nodes.forEach((node, i) => {
+    if (parent.children[i] !== node) parent.insertBefore(node, parent.children[i] || null);
+  });
+  while (parent.children.length > nodes.length) parent.lastElementChild.remove();
+}
+
+function ticketCard(o) {
+  const reason = el("input", { type: "text", maxlength: "200", placeholder: "reason (the customer sees it)", "aria-label": "cancel reason" });
+  const form = el("form", { class: "hidden" },
+    reason,
+    el("div", { class: "actions" },
+      el("button", { type: "submit", class: "bad confirm-cancel", text: "Cancel order" }),
+      el("button", { type: "button", class: "ghost", text: "Keep", onclick: () => form.classList.add("hidden") })));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    act(card, "/cancel", { reason: reason.value.trim() || "cancelled by the kitchen" });
+  });
+  const card = el("article", { class: "card kticket", data: { orderId: o.id } },
+    el("div", { class: "code", text: ticketCode(o) }),
+    el("ul", {}, itemsOf(o).map((t) => el("li", { text: t }))),
+    o.load != null && o.load !== 1 ? el("div", { class: "muted", text: "load " + o.load }) : null,
+    el("div", { class: "age", data: { since: o.accepted_at } }),
+    el("div", { class: "actions" },
+      el("button", { class: "ok complete", text: "Complete", onclick: () => act(card, "/complete") }),
+      el("button", { class: "ghost cancel", text: "Cancel…", onclick: () => { form.classList.remove("hidden"); reason.focus(); } })),
+    form);
+  return card;
+}
+
+function renderLine(orders) {
+  if (!orders.length) { $("line").replaceChildren(el("li", { class: "empty", text: "Nobody waiting." })); return; }
+  $("line").replaceChildren(...orders.map((o) => el("li", { data: { orderId: o.id, since: o.paid_at || o.placed_at } },
+    el("span", { class: "pos", text: String(o.queue_position ?? "") }),
+    el("span", { class: "what" },
+      el("b", { text: ticketCode(o) }), " ", itemsOf(o).join(", "),
+      o.load != null && o.load !== 1 ? el("span", { class: "muted", text: " · load " + o.load }) : null,
+      o.lane === "priority" ? el("span", { class: "muted", text: " · priority" }) : null),
+    el("span", { class: "when", text: "in " + duration(o.eta_seconds) }))));
+}
+
+// act completes or cancels an order; the list is read again when the
+// server's load message says what changed.
+async function act(card, suffix, body) {
+  for (const b of card.querySelectorAll("button")) b.disabled = true;
+  try {
+    await api("POST", "/v1/orders/" + card.dataset.orderId + suffix, body);
+    cards.delete(card.dataset.orderId);
+    card.remove();
+    refresh();
+  } catch (e) {
+    showError(e.message);
+    for (const b of card.querySelectorAll("button")) b.disabled = false;
+  }
+}
+
+// tick moves every ticket's age on.
+function tick() {
+  const now = Date.now();
+  for (const a of document.querySelectorAll(".kticket .age")) {
+    const age = (now - new Date(a.dataset.since)) / 1000;
+    a.textContent = "accepted " + clock(age) + " ago";
+  }
+}
+
+async function setCapacity(capacity) {
+  if (!Number.isInteger(capacity) || capacity < 0) { showError("capacity must be a whole number, 0 or more"); return; }
+  try { showLoad((await api("PATCH", "/v1/merchants/" + encodeURIComponent(merchantID), { capacity })).load); }
+  catch (e) { showError(e.message); }
+}
+$("capacity-set").onclick = () => setCapacity(Number($("capacity").value));
+$("capacity").addEventListener("keydown", (e) => { if (e.key === "Enter") setCapacity(Number($("capacity").value)); });
+$("capacity-less").onclick = () => setCapacity(Math.max(0, (lastLoad ? lastLoad.capacity : 0) - 1));
+$("capacity-more").onclick = () => setCapacity((lastLoad ? lastLoad.capacity : 0) + 1);
+
+async function pause(mode) {
+  try { showLoad((await api("POST", "/v1/merchants/" + encodeURIComponent(merchantID) + "/pause", { mode })).load); }
+  catch (e) { showError(e.message); }
+}
+$("pause-queue").onclick = () => pause("queue");
+$("pause-refuse").onclick = () => pause("refuse");
+$("resume").onclick = async () => {
+  try { showLoad((await api("POST", "/v1/merchants/" + encodeURIComponent(merchantID) + "/resume")).load); }
+  catch (e) { showError(e.message); }
+};
+
+start();
