@@ -40,6 +40,10 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	dbURL, secret := new(string), new(string)
 	fs.Var(secretValue{dbURL}, "database-url", "with --url, that orderd's database, for baselines and invariant checks; else a migrated database to run on (default: a fresh one on a private cluster; never shown)")
 	secretFlag(fs, secret, "jwt-secret", "ORDERD_JWT_SECRET", "that orderd's JWT secret, with --url")
+	cfg := def
+	// The bench's tokens carry what the server requires: the started
+	// server is given these, a running one (--url) must have the same.
+	jwtClaimFlags(fs, &cfg.JWTIssuer, &cfg.JWTAudience)
 	opsURL := fs.String("ops-url", "http://127.0.0.1:9090", "that orderd's operator listener, where the ws and memory scenarios read /metrics, with --url")
 	serverPID := fs.Int("server-pid", 0, "that orderd's process id, with --url, for its CPU per order")
 	inProcess := fs.Bool("in-process", false, "quick mode: run the server inside the load generator's process")
@@ -85,7 +89,6 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 
-	cfg := def
 	cfg.RatePerCustomer, cfg.RatePerIP = *ratePerCustomer, *ratePerIP
 	// The webhooks scenario's receiver listens on loopback, which a
 	// default server refuses to call.
@@ -202,7 +205,7 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 		if err != nil {
 			return nil, bench.Settings{}, nil, err
 		}
-		t := bench.NewTarget(strings.TrimRight(w.url, "/"), pool, auth.New([]byte(w.secret), nil))
+		t := bench.NewTarget(strings.TrimRight(w.url, "/"), pool, benchAuth(w.secret, cfg))
 		t.OpsURL = strings.TrimRight(w.opsURL, "/")
 		settings := bench.Settings{Mode: "url", Server: map[string]any{"url": w.url},
 			NonDefault: []string{"the server's settings are its own: this bench did not start it"}}
@@ -269,7 +272,7 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 		done := make(chan error, 1)
 		go func() { done <- a.Run(runCtx) }()
 		stopServer = func() { cancel(); <-done }
-		t = bench.NewTarget("http://"+a.Addr(), nil, auth.New([]byte(cfg.JWTSecret), nil))
+		t = bench.NewTarget("http://"+a.Addr(), nil, benchAuth(cfg.JWTSecret, cfg))
 		t.OpsURL = "http://" + a.OpsAddr()
 		t.InProcess = true
 		t.RSS = func() int64 { return bench.RSS(os.Getpid()) }
@@ -280,7 +283,7 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 			return nil, bench.Settings{}, nil, err
 		}
 		stopServer = server.Stop
-		t = bench.NewTarget(server.BaseURL, nil, auth.New([]byte(cfg.JWTSecret), nil))
+		t = bench.NewTarget(server.BaseURL, nil, benchAuth(cfg.JWTSecret, cfg))
 		t.OpsURL = server.OpsURL
 		t.ServerPIDs = func() []int { return []int{server.PID} }
 		t.RSS = func() int64 { return bench.RSS(server.PID) }
@@ -350,6 +353,12 @@ func printSummary(w io.Writer, names []string, r bench.Report) {
 // spawnServe starts another `orderd serve` process on cfg's database, for
 // scenarios that measure a server apart from the load generator or run
 // several instances.
+// benchAuth signs the bench's tokens with the secret and the issuer and
+// audience the server requires.
+func benchAuth(secret string, cfg app.Config) *auth.Authenticator {
+	return auth.NewWith(auth.Options{Secret: []byte(secret), Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience})
+}
+
 func spawnServe(ctx context.Context, cfg app.Config, env ...string) (*bench.Instance, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -366,7 +375,8 @@ func spawnServe(ctx context.Context, cfg app.Config, env ...string) (*bench.Inst
 	cmd := exec.Command(exe, "serve", "--addr", addr, "--ops-addr", opsAddr,
 		"--rate-per-customer", strconv.FormatFloat(cfg.RatePerCustomer, 'g', -1, 64), "--rate-per-ip", strconv.FormatFloat(cfg.RatePerIP, 'g', -1, 64),
 		"--webhook-allow-loopback="+strconv.FormatBool(cfg.WebhookAllowLoopback))
-	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+cfg.DatabaseURL, "ORDERD_JWT_SECRET="+cfg.JWTSecret), env...)
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+cfg.DatabaseURL, "ORDERD_JWT_SECRET="+cfg.JWTSecret,
+		"ORDERD_JWT_ISSUER="+cfg.JWTIssuer, "ORDERD_JWT_AUDIENCE="+cfg.JWTAudience), env...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start orderd serve: %w", err)
 	}

@@ -35,6 +35,9 @@ func TestBenchJSONCarriesSweepsSettingsAndMeasuredBaselines(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin, "bench", "--database-url", storetest.URL(t), "--quiet", "--json", out,
 		"--clients", "16", "--baseline-step", "50ms", "--count", "200", "hot,flash,webhooks")
 	cmd.Dir = t.TempDir()
+	// A server that requires an issuer and an audience: the bench's
+	// tokens must carry them too.
+	cmd.Env = append(os.Environ(), "ORDERD_JWT_ISSUER=orderd-bench-test", "ORDERD_JWT_AUDIENCE=orderd-api")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())

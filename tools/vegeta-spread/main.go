@@ -5,12 +5,15 @@
 // signs itself.
 //
 //	go run ./tools/vegeta-spread --url http://127.0.0.1:8080 --jwt-secret S --duration 30s
+//
+// Against a server that requires an issuer and an audience
+// (ORDERD_JWT_ISSUER, ORDERD_JWT_AUDIENCE), give the same with --jwt-issuer
+// and --jwt-audience; they default to those variables.
 package main
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,6 +34,8 @@ func main() {
 	url := flag.String("url", "http://127.0.0.1:8080", "orderd's base URL")
 	// No default from the environment here: -help would print it.
 	secret := flag.String("jwt-secret", "", "orderd's JWT secret (default $ORDERD_JWT_SECRET)")
+	issuer := flag.String("jwt-issuer", os.Getenv("ORDERD_JWT_ISSUER"), "the iss of every token, as orderd's ORDERD_JWT_ISSUER")
+	audience := flag.String("jwt-audience", os.Getenv("ORDERD_JWT_AUDIENCE"), "the aud of every token, as orderd's ORDERD_JWT_AUDIENCE")
 	duration := flag.Duration("duration", 30*time.Second, "attack duration")
 	workers := flag.Uint64("workers", 64, "concurrent connections, as orderd bench spread's clients")
 	merchants := flag.Int("merchants", 1000, "merchants, 3 products each")
@@ -40,7 +45,12 @@ func main() {
 	if *secret == "" {
 		*secret = os.Getenv("ORDERD_JWT_SECRET")
 	}
-	if err := run(*url, *secret, *duration, *workers, *merchants, *customers, *seed); err != nil {
+	if *secret == "" {
+		fmt.Fprintln(os.Stderr, "vegeta-spread: --jwt-secret (or ORDERD_JWT_SECRET) is required")
+		os.Exit(1)
+	}
+	sign := signer([]byte(*secret), *issuer, *audience, time.Now)
+	if err := run(*url, sign, *duration, *workers, *merchants, *customers, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "vegeta-spread:", err)
 		os.Exit(1)
 	}
@@ -51,16 +61,23 @@ type shop struct {
 	products [3]string
 }
 
-func run(url, secret string, duration time.Duration, workers uint64, merchants, customers int, seed uint64) error {
-	if secret == "" {
-		return errors.New("--jwt-secret (or ORDERD_JWT_SECRET) is required")
+// signer returns what signs the tool's tokens: HS256 with the claims of
+// API.md, and iss and aud when the server requires them.
+func signer(secret []byte, issuer, audience string, now func() time.Time) func(sub, role string) (string, error) {
+	return func(sub, role string) (string, error) {
+		at := now()
+		claims := jwt.MapClaims{"sub": sub, "role": role, "iat": at.Unix(), "exp": at.Add(24 * time.Hour).Unix()}
+		if issuer != "" {
+			claims["iss"] = issuer
+		}
+		if audience != "" {
+			claims["aud"] = audience
+		}
+		return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
 	}
-	sign := func(sub, role string) (string, error) {
-		now := time.Now()
-		return jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-			"sub": sub, "role": role, "iat": now.Unix(), "exp": now.Add(24 * time.Hour).Unix(),
-		}).SignedString([]byte(secret))
-	}
+}
+
+func run(url string, sign func(sub, role string) (string, error), duration time.Duration, workers uint64, merchants, customers int, seed uint64) error {
 	admin, err := sign("vegeta-admin", "admin")
 	if err != nil {
 		return err
