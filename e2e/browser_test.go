@@ -290,11 +290,17 @@ func TestKitchenCancelsAndSetsCapacity(t *testing.T) {
 	require.Equal(t, domain.StatusCancelled, got.Status)
 	require.Equal(t, "out of noodles", *got.StatusReason)
 
+	// An error shows until the next request succeeds.
+	require.NoError(t, chromedp.Run(kitchen, chromedp.SetValue("#capacity", "", chromedp.ByQuery)))
+	click(kitchen, t, "#capacity-set")
+	until(kitchen, t, `document.querySelector("#error").textContent !== ""`)
+
 	third := w.paidOrder(t, m.ID, products[0], "c3")
 	until(kitchen, t, `document.querySelector("#queued").textContent === "1"`)
 	click(kitchen, t, "#capacity-more")
 	until(kitchen, t, fmt.Sprintf(`!!document.querySelector(%s) && document.querySelector("#capacity-now").textContent === "2"`,
 		js(fmt.Sprintf(`.kticket[data-order-id=%q]`, third.ID))))
+	require.Empty(t, text(kitchen, t, "#error"), "cleared by the success")
 }
 
 // TestNoUserTextBecomesMarkup: names that are markup show as text on both

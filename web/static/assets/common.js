@@ -21,12 +21,16 @@ export function el(tag, props = {}, ...children) {
   return e;
 }
 
-// showError puts a message in the page's error box; the next request that
-// succeeds clears it, so an error never outlives what it was about.
-let errorBox = null;
-export function showError(message) {
+// showError puts a message in the page's error box. The next request of
+// the same kind that succeeds clears it, so an error never outlives what it
+// was about: a failed action (a write) by a later action that works, a
+// failed read by a later read, never a person's failed action by a
+// background refresh they did not notice.
+let errorBox = null, errorKind = null;
+export function showError(message, kind = "write") {
   if (!errorBox) errorBox = $("error");
   if (errorBox) errorBox.textContent = message || "";
+  errorKind = message ? kind : null;
 }
 
 const sessionKey = "orderd.session";
@@ -71,10 +75,18 @@ export class APIError extends Error {
   }
 }
 
-// api calls the REST API with the session's token. Writes carry an
+// api calls the REST API with the session's token on a person's behalf or
+// to show them something: its success clears the error of the same kind.
+export async function api(method, path, body, idempotencyKey) {
+  const data = await request(method, path, body, idempotencyKey);
+  if (errorKind === (method === "GET" ? "read" : "write")) showError("");
+  return data;
+}
+
+// request calls the REST API with the session's token. Writes carry an
 // Idempotency-Key: the caller passes one to make a retry safe, or gets a
 // fresh one.
-export async function api(method, path, body, idempotencyKey) {
+async function request(method, path, body, idempotencyKey) {
   const s = session();
   if (!s) throw new APIError(401, { detail: "signed out: open a new sign-in link" });
   const headers = { "Authorization": "Bearer " + s.token };
@@ -83,7 +95,6 @@ export async function api(method, path, body, idempotencyKey) {
   const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const data = await r.json().catch(() => ({}));
   if (!r.ok) throw new APIError(r.status, data);
-  showError("");
   return data;
 }
 
@@ -107,7 +118,9 @@ export function live(subscriptions, onMessage, indicator) {
   const open = async () => {
     if (stopped || ws) return;
     let ticket;
-    try { ticket = (await api("POST", "/v1/ws/tickets")).ticket; } catch { retry(); return; }
+    // A ticket is the page's own business, not a person's action: it
+    // leaves the error box alone.
+    try { ticket = (await request("POST", "/v1/ws/tickets")).ticket; } catch { retry(); return; }
     if (stopped) return;
     const sock = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws?ticket=" + encodeURIComponent(ticket));
     ws = sock;

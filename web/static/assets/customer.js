@@ -33,7 +33,7 @@ async function start() {
       api("GET", "/v1/merchants/" + encodeURIComponent(merchantID)),
       api("GET", "/v1/merchants/" + encodeURIComponent(merchantID) + "/products"),
     ]);
-  } catch (e) { showError(e.message); return; }
+  } catch (e) { showError(e.message, "read"); return; }
   currency = merchant.currency || "USD";
   $("shop").textContent = merchant.name;
   document.title = merchant.name;
@@ -145,7 +145,7 @@ function watch(id) {
   if (orderLive) orderLive.close();
   orderLive = live([{ order_id: id }], (m) => {
     if (m.type === "order") { showOrder(m.order); refreshMerchant(); }
-    else if (m.type === "error") showError(m.detail);
+    else if (m.type === "error") showError(m.detail, "read");
   }, $("live"));
 }
 

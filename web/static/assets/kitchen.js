@@ -19,7 +19,7 @@ async function start() {
   try {
     merchant = await api("GET", "/v1/merchants/" + encodeURIComponent(merchantID));
     await loadProducts();
-  } catch (e) { showError(e.message); return; }
+  } catch (e) { showError(e.message, "read"); return; }
   $("shop").textContent = merchant.name;
   document.title = "Kitchen — " + merchant.name;
   showLoad(merchant.load);
@@ -27,7 +27,7 @@ async function start() {
   if ((await features()).pause) $("pause-controls").classList.remove("hidden");
   live([{ merchant_id: merchantID }], (m) => {
     if (m.type === "merchant_load") { showLoad(m); refresh(); }
-    else if (m.type === "error") showError(m.detail);
+    else if (m.type === "error") showError(m.detail, "read");
   }, $("live"));
   refresh();
   setInterval(tick, 1000);
@@ -74,7 +74,7 @@ async function refresh() {
     renderTickets(accepted.orders);
     renderLine(queued.orders);
   } catch (e) {
-    showError(e.message);
+    showError(e.message, "read");
   } finally {
     refreshing = false;
   }
@@ -177,8 +177,11 @@ async function setCapacity(capacity) {
   try { showLoad((await api("PATCH", "/v1/merchants/" + encodeURIComponent(merchantID), { capacity })).load); }
   catch (e) { showError(e.message); }
 }
-$("capacity-set").onclick = () => setCapacity(Number($("capacity").value));
-$("capacity").addEventListener("keydown", (e) => { if (e.key === "Enter") setCapacity(Number($("capacity").value)); });
+// typedCapacity is the number in the field; an empty field is no number
+// (Number("") would be 0, which closes the kitchen).
+const typedCapacity = () => (/^\d+$/.test($("capacity").value.trim()) ? Number($("capacity").value) : NaN);
+$("capacity-set").onclick = () => setCapacity(typedCapacity());
+$("capacity").addEventListener("keydown", (e) => { if (e.key === "Enter") setCapacity(typedCapacity()); });
 $("capacity-less").onclick = () => setCapacity(Math.max(0, (lastLoad ? lastLoad.capacity : 0) - 1));
 $("capacity-more").onclick = () => setCapacity((lastLoad ? lastLoad.capacity : 0) + 1);
 
