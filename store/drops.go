@@ -348,6 +348,38 @@ func (s *Store) GetEntry(ctx context.Context, id uuid.UUID, access Access) (*Ent
 	return e, nil
 }
 
+// EntriesByID reads entries with their rank and position, for live updates.
+func (s *Store) EntriesByID(ctx context.Context, ids []uuid.UUID) ([]Entry, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, entryViewQuery+` WHERE e.id = ANY($1)`, ids)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("read entries: %w", err))
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		var e domain.Entry
+		var rank, pos *int
+		if err := rows.Scan(scanEntryInto(&e, &rank, &pos)...); err != nil {
+			return nil, mapErr(fmt.Errorf("scan entry: %w", err))
+		}
+		out = append(out, entryView(e, rank, pos))
+	}
+	return out, mapErr(rows.Err())
+}
+
+// EntryDrops returns the drops of the given entries.
+func (s *Store) EntryDrops(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT drop_id FROM drop_entries WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("entry drops: %w", err))
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	return out, mapErr(err)
+}
+
 // GetDraw returns the drop's commitment, its seed once published, and its
 // entries in rank order (those not yet ranked last, by joined_at), without
 // customer ids.

@@ -33,6 +33,8 @@ type conn struct {
 	mu        sync.Mutex
 	orders    map[uuid.UUID]*orderSlot
 	merchants map[uuid.UUID]*loadSlot
+	entries   map[uuid.UUID]*entrySlot
+	drops     map[uuid.UUID]*dropSlot
 	errs      [][]byte
 
 	// subscribes limits subscribe messages; nil means no limit. Only the
@@ -207,7 +209,7 @@ func (c *conn) take(now time.Time) (msgs [][]byte, next time.Time) {
 			msgs = append(msgs, msg)
 		}
 	}
-	return msgs, next
+	return c.takeDrops(msgs), next
 }
 
 func (c *conn) close(code int, reason string) {
@@ -271,6 +273,8 @@ type clientMessage struct {
 	Op         string `json:"op"`
 	OrderID    string `json:"order_id"`
 	MerchantID string `json:"merchant_id"`
+	EntryID    string `json:"entry_id"`
+	DropID     string `json:"drop_id"`
 }
 
 func (c *conn) readLoop() {
@@ -311,8 +315,18 @@ func (c *conn) handle(m clientMessage) {
 	if m.Op == "subscribe" && !c.allowSubscribe(time.Now()) {
 		return
 	}
+	named := 0
+	for _, f := range []string{m.OrderID, m.MerchantID, m.EntryID, m.DropID} {
+		if f != "" {
+			named++
+		}
+	}
 	switch {
-	case m.OrderID != "" && m.MerchantID == "":
+	case named != 1:
+		c.sendError(domain.CodeValidation, "give exactly one of order_id, merchant_id, entry_id and drop_id")
+	case m.EntryID != "" || m.DropID != "":
+		c.handleDrop(m)
+	case m.OrderID != "":
 		id, err := uuid.Parse(m.OrderID)
 		if err != nil {
 			c.sendError(domain.CodeNotFound, "order not found")
@@ -323,7 +337,7 @@ func (c *conn) handle(m clientMessage) {
 			return
 		}
 		c.subscribeOrder(id)
-	case m.MerchantID != "" && m.OrderID == "":
+	default:
 		id, err := uuid.Parse(m.MerchantID)
 		if err != nil {
 			c.sendError(domain.CodeNotFound, "merchant not found")
@@ -334,8 +348,6 @@ func (c *conn) handle(m clientMessage) {
 			return
 		}
 		c.subscribeMerchant(id)
-	default:
-		c.sendError(domain.CodeValidation, "give exactly one of order_id and merchant_id")
 	}
 }
 
@@ -393,7 +405,7 @@ func (c *conn) register(known func() bool, add, offer func()) {
 	defer h.mu.Unlock()
 	c.mu.Lock()
 	if !known() {
-		if len(c.orders)+len(c.merchants) >= maxSubscriptions {
+		if len(c.orders)+len(c.merchants)+len(c.entries)+len(c.drops) >= maxSubscriptions {
 			c.mu.Unlock()
 			c.sendError(domain.CodeValidation, "too many subscriptions on one connection")
 			return

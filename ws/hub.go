@@ -90,6 +90,7 @@ type Hub struct {
 	// after their snapshot was read.
 	refreshOrders map[uuid.UUID]struct{}
 	refreshMerch  map[uuid.UUID]struct{}
+	drops         dropWatch
 	closing       bool
 	wg            sync.WaitGroup
 	wake          chan struct{}
@@ -114,7 +115,7 @@ func New(st *store.Store, a *auth.Authenticator, opts Options) *Hub {
 		conns: map[*conn]struct{}{}, byOrder: map[uuid.UUID]map[*conn]struct{}{}, byMerch: map[uuid.UUID]map[*conn]struct{}{},
 		orderMerch: map[uuid.UUID]uuid.UUID{}, watchedIn: map[uuid.UUID]int{}, views: map[uuid.UUID]store.Order{},
 		refreshOrders: map[uuid.UUID]struct{}{}, refreshMerch: map[uuid.UUID]struct{}{},
-		wake: make(chan struct{}, 1),
+		drops: newDropWatch(), wake: make(chan struct{}, 1),
 	}
 	// Idle connections hold no write buffer: it is taken from the pool for
 	// the length of one message.
@@ -167,7 +168,8 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader answered already
 	}
 	c := &conn{hub: h, ws: ws, principal: p, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		orders: map[uuid.UUID]*orderSlot{}, merchants: map[uuid.UUID]*loadSlot{}}
+		orders: map[uuid.UUID]*orderSlot{}, merchants: map[uuid.UUID]*loadSlot{},
+		entries: map[uuid.UUID]*entrySlot{}, drops: map[uuid.UUID]*dropSlot{}}
 	if perSecond := h.opts.SubscribesPerSecond; perSecond > 0 {
 		c.subscribes = rate.NewLimiter(rate.Limit(perSecond), max(1, int(2*perSecond)))
 	}
@@ -272,6 +274,12 @@ func (h *Hub) remove(c *conn) {
 	}
 	for id := range c.merchants {
 		h.unwatchMerchant(c, id)
+	}
+	for id := range c.entries {
+		h.drops.unwatchEntry(c, id)
+	}
+	for id := range c.drops {
+		h.drops.unwatchDrop(c, id)
 	}
 }
 
@@ -380,7 +388,7 @@ func (h *Hub) Run(ctx context.Context) {
 func (h *Hub) idle() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.byOrder) == 0 && len(h.byMerch) == 0 && len(h.refreshOrders) == 0 && len(h.refreshMerch) == 0
+	return len(h.byOrder) == 0 && len(h.byMerch) == 0 && len(h.refreshOrders) == 0 && len(h.refreshMerch) == 0 && h.drops.idle()
 }
 
 // wakeUp makes the tailer read the log now rather than at its next poll.
@@ -448,6 +456,7 @@ func (h *Hub) refreshAll() {
 	for id := range h.byMerch {
 		h.refreshMerch[id] = struct{}{}
 	}
+	h.drops.refreshAll()
 }
 
 // publish computes, for one batch of events and the subscriptions waiting for
@@ -456,6 +465,9 @@ func (h *Hub) refreshAll() {
 // watcher. On error the refreshes stay due and the caller reads the batch
 // again.
 func (h *Hub) publish(ctx context.Context, streams []store.StreamRef) error {
+	if err := h.pushDrops(ctx, streams); err != nil {
+		return err
+	}
 	changed := map[uuid.UUID]bool{}
 	merchants := map[uuid.UUID]bool{}
 	for _, st := range streams {
