@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
@@ -231,19 +232,20 @@ func (s *Store) JoinDrop(ctx context.Context, dropID uuid.UUID, customerID, requ
 	var entryID uuid.UUID
 	created := false
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		d, err := scanDrop(tx.QueryRow(ctx, `SELECT `+dropColumns+` FROM drops d WHERE d.id = $1 FOR KEY SHARE`, dropID))
+		// One round trip: the drop under its key-share lock, and the
+		// customer's entry if it has one.
+		var existing pgtype.UUID
+		d, err := scanDrop(tx.QueryRow(ctx, `SELECT `+dropColumns+`,
+				(SELECT e.id FROM drop_entries e WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.customer_id = $2)
+			FROM drops d WHERE d.id = $1 FOR KEY SHARE OF d`, dropID, customerID), &existing)
 		if err != nil {
 			return err
 		}
-		merchantID := uuid.MustParse(d.MerchantID)
-		err = tx.QueryRow(ctx, `SELECT id FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND customer_id = $3`,
-			merchantID, dropID, customerID).Scan(&entryID)
-		if err == nil {
+		if existing.Valid {
+			entryID = existing.Bytes
 			return nil
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("find entry: %w", err)
-		}
+		merchantID := uuid.MustParse(d.MerchantID)
 		now := s.now()
 		if d.State == domain.DropStateSelling && now.Before(d.StartsAt) {
 			// Another process, whose clock ran ahead, drew already: an entry

@@ -50,7 +50,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	ratePerCustomer := fs.Float64("rate-per-customer", def.RatePerCustomer, "the started server's placements per second per customer (0 = off)")
 	ratePerIP := fs.Float64("rate-per-ip", def.RatePerIP, "the started server's requests per second per client address (0 = off)")
 	clients := fs.Int("clients", 0, "concurrent HTTP clients (0 = the scenario's default)")
-	count := fs.Int("count", 0, "orders or buyers (0 = the scenario's default)")
+	count := fs.Int("count", 0, "orders, buyers or drop entries (0 = the scenario's default)")
 	duration := fs.Duration("duration", 0, "run time of time-boxed scenarios (0 = default)")
 	baselineStep := fs.Duration("baseline-step", 0, "run time of each connection count of a baseline's sweep (0 = 2s)")
 	seed := fs.Uint64("seed", 1, "random seed")

@@ -17,7 +17,7 @@ import (
 )
 
 // Scenarios lists what `orderd bench` can run, in the order `all` runs them.
-var Scenarios = []string{"spread", "hot", "flash", "timers", "webhooks", "ws", "memory"}
+var Scenarios = []string{"spread", "hot", "flash", "drop", "timers", "webhooks", "ws", "memory"}
 
 // Run runs one scenario against t.
 func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error) {
@@ -30,6 +30,8 @@ func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error
 		res, err = hot(ctx, t, o)
 	case "flash":
 		res, err = flash(ctx, t, o)
+	case "drop":
+		res, err = drop(ctx, t, o)
 	case "timers":
 		res, err = timers(ctx, t, o)
 	case "webhooks":

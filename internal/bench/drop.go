@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orderd/orderd/auth"
+)
+
+// dropWindowSeconds is the drop's purchase window: the shortest API.md allows.
+const dropWindowSeconds = 30
+
+// drop: a scheduled release. Entries join in the pre-queue from many
+// clients; at the start the lottery ranks them and invitations go out in
+// rank order; 90 % of the invited pay at once, 10 % never do, so their
+// windows lapse and the next in line is invited. The bench learns of
+// invitations the way a notification service would, from the database, and
+// buys for the customer at once.
+func drop(ctx context.Context, t *Target, o Options) (*Result, error) {
+	clients := orDefault(o.Clients, 256)
+	entries := orDefault(o.Count, 50000)
+	// One unit for every fifty entries, as in the 1,000 for 50,000 of the default.
+	units := min(1000, max(1, entries/50))
+	mID, err := t.createMerchant(ctx, merchantSpec{Name: "drop", Capacity: 100000, PaymentTimeoutSeconds: 600})
+	if err != nil {
+		return nil, err
+	}
+	pID, err := t.createProduct(ctx, mID, map[string]any{"name": "autumn osmanthus cup", "price_cents": 1800, "stock": units})
+	if err != nil {
+		return nil, err
+	}
+	// The pre-queue lasts long enough for the joins at the goal's rate, and
+	// at least five seconds.
+	opens := time.Now().Add(2 * time.Second)
+	starts := opens.Add(max(5*time.Second, time.Duration(entries/2500)*time.Second))
+	var created struct {
+		ID string `json:"id"`
+	}
+	if _, err := t.call(ctx, "POST", "/v1/products/"+pID+"/drops", t.admin(), map[string]any{
+		"opens_at": opens.UTC().Format(time.RFC3339Nano), "starts_at": starts.UTC().Format(time.RFC3339Nano),
+		"mode": "lottery", "units": units, "purchase_window_seconds": dropWindowSeconds,
+	}, nil, &created); err != nil {
+		return nil, fmt.Errorf("create drop: %w", err)
+	}
+	dropID := created.ID
+	joiner := func(i int) auth.Principal {
+		return auth.Principal{Subject: fmt.Sprintf("drop-c%d", i), Role: auth.RoleCustomer}
+	}
+	time.Sleep(time.Until(opens))
+
+	rec := newRecorder()
+	bar := newBar(o, entries, "drop: joining the pre-queue")
+	cpu := t.readCPU()
+	joinTime, errs := drive(ctx, clients, entries, rec, bar, func(ctx context.Context, _, i int) error {
+		_, err := t.call(ctx, "POST", "/v1/drops/"+dropID+"/entries", t.token(joiner(i)), nil, nil, nil)
+		return err
+	})
+	joined := int64(entries - len(errs))
+	res := &Result{Extra: map[string]any{"clients": clients, "entries": entries, "units": units, "window_seconds": dropWindowSeconds,
+		"joined": joined, "joins_before_start": time.Now().Before(starts)}}
+	t.perUnit(res.Extra, "join", cpu, joined)
+	res.PerS = float64(joined) / joinTime.Seconds()
+	rec.summarize(res)
+	res.Violations = append(res.Violations, unexpected(errs, ctx)...)
+
+	// Buy for every invited customer at once, except one in ten who never
+	// pays; stop at the sell-out.
+	deadline := starts.Add(time.Duration(dropWindowSeconds)*time.Second*time.Duration(2+units/100) + time.Minute)
+	runCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	time.Sleep(time.Until(starts))
+	seen := map[string]bool{}
+	buys := make(chan string, units*2)
+	var bought, refused atomic.Int64
+	var wg sync.WaitGroup
+	for range min(clients, 64) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range buys {
+				_, err := t.call(runCtx, "POST", "/v1/orders", t.token(auth.Principal{Subject: c, Role: auth.RoleCustomer}),
+					placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: 1}}, PaymentRef: "pay"},
+					map[string]string{"Idempotency-Key": uuid.NewString()}, nil)
+				if err != nil {
+					refused.Add(1)
+					continue
+				}
+				bought.Add(1)
+			}
+		}()
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 19))
+	var state string
+	for runCtx.Err() == nil {
+		if err := t.Pool.QueryRow(runCtx, `SELECT state FROM drops WHERE id = $1`, dropID).Scan(&state); err != nil {
+			break
+		}
+		if state == "sold_out" {
+			break
+		}
+		rows, err := t.Pool.Query(runCtx, `SELECT customer_id FROM drop_entries WHERE drop_id = $1 AND status = 'invited' AND order_id IS NULL`, dropID)
+		if err != nil {
+			break
+		}
+		for rows.Next() {
+			var c string
+			if rows.Scan(&c) != nil || seen[c] {
+				continue
+			}
+			seen[c] = true
+			if rng.IntN(10) == 0 {
+				continue // never pays
+			}
+			buys <- c
+		}
+		rows.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(buys)
+	wg.Wait()
+	if state != "sold_out" {
+		res.Violations = append(res.Violations, fmt.Sprintf("the drop did not sell out by %s (state %s)", deadline.Format(time.RFC3339), state))
+	}
+
+	var firstInvite, soldOutAt *time.Time
+	var lagP50, lagMax *float64
+	var purchased, total, customersCount, unsettled int
+	if err := t.Pool.QueryRow(ctx, `
+		SELECT (SELECT min(invited_at) FROM drop_entries WHERE drop_id = $1),
+			(SELECT recorded_at FROM events WHERE stream_id = $1 AND type = 'drop.sold_out'),
+			count(*) FILTER (WHERE status = 'purchased'), count(*), count(DISTINCT customer_id),
+			count(*) FILTER (WHERE status NOT IN ('purchased', 'lapsed', 'sold_out'))
+		FROM drop_entries WHERE drop_id = $1`, dropID).Scan(&firstInvite, &soldOutAt, &purchased, &total, &customersCount, &unsettled); err != nil {
+		return nil, err
+	}
+	// Invitation lag after a lapse: from a window's end to the first
+	// invitation at or after it.
+	if err := t.Pool.QueryRow(ctx, `
+		SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY lag), max(lag) FROM (
+			SELECT extract(epoch FROM (SELECT min(n.invited_at) FROM drop_entries n
+				WHERE n.drop_id = l.drop_id AND n.invited_at >= l.purchase_deadline) - l.purchase_deadline) * 1000 AS lag
+			FROM drop_entries l WHERE l.drop_id = $1 AND l.status = 'lapsed') x WHERE lag IS NOT NULL`, dropID).Scan(&lagP50, &lagMax); err != nil {
+		return nil, err
+	}
+	if firstInvite != nil {
+		res.Extra["start_to_first_invitation_ms"] = firstInvite.Sub(starts).Milliseconds()
+	}
+	if soldOutAt != nil {
+		res.Extra["start_to_sold_out_ms"] = soldOutAt.Sub(starts).Milliseconds()
+	}
+	if lagP50 != nil {
+		res.Extra["invitation_lag_after_lapse_p50_ms"], res.Extra["invitation_lag_after_lapse_max_ms"] = *lagP50, *lagMax
+	}
+	res.Extra["bought"], res.Extra["refused_buys"], res.Extra["purchased"] = bought.Load(), refused.Load(), purchased
+	if purchased != units {
+		res.Violations = append(res.Violations, fmt.Sprintf("%d purchases, want exactly %d units", purchased, units))
+	}
+	if customersCount != total {
+		res.Violations = append(res.Violations, fmt.Sprintf("%d entries for %d customers", total, customersCount))
+	}
+	if unsettled != 0 {
+		res.Violations = append(res.Violations, fmt.Sprintf("%d entries neither purchased, lapsed nor sold_out", unsettled))
+	}
+	for _, view := range []string{"drop_draw_mismatch", "drop_invitation_order", "drop_oversold"} {
+		var n int
+		if err := t.Pool.QueryRow(ctx, `SELECT count(*) FROM audit.`+view).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n != 0 {
+			res.Violations = append(res.Violations, fmt.Sprintf("audit.%s: %d rows", view, n))
+		}
+	}
+	firstOnTime := firstInvite != nil && firstInvite.Sub(starts) <= time.Second
+	res.GoalText = "joins ≥ 5,000/s, first invitations within 1 s of the start"
+	res.setGoalMet(res.PerS >= 5000 && firstOnTime)
+	res.Violations = append(res.Violations, t.commonInvariants(ctx)...)
+	res.InvariantsOK = len(res.Violations) == 0
+	return res, nil
+}
