@@ -169,9 +169,11 @@ func NewTarget(baseURL string, pool *pgxpool.Pool, a *auth.Authenticator) *Targe
 	}
 }
 
-// at is the same target reached through another orderd process.
-func (t *Target) at(baseURL string) *Target {
-	return &Target{BaseURL: baseURL, Pool: t.Pool, Auth: t.Auth, http: t.http}
+// via is the same target reached through another orderd process, whose
+// operator listener and CPU are that process's.
+func (t *Target) via(inst *Instance) *Target {
+	return &Target{BaseURL: inst.BaseURL, OpsURL: inst.OpsURL, Pool: t.Pool, Auth: t.Auth, http: t.http,
+		ServerPIDs: func() []int { return []int{inst.PID} }}
 }
 
 // token returns a signed token for p, signing each principal once: clients

@@ -21,7 +21,7 @@ func memory(ctx context.Context, t *Target, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer inst.Stop()
-	at := t.at(inst.BaseURL)
+	at := t.via(inst)
 	weigh := func() (map[string]float64, error) {
 		m, err := collectedScrape(ctx, []string{inst.OpsURL})
 		if err != nil {

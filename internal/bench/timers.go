@@ -114,7 +114,7 @@ func timers(ctx context.Context, t *Target, o Options) (*Result, error) {
 			return nil, fmt.Errorf("timers: %w", err)
 		}
 		defer with.Stop()
-		timed, untimedVia, paid = t.at(with.BaseURL), t.at(without.BaseURL), false
+		timed, untimedVia, paid = t.via(with), t.via(without), false
 		res.Extra["baseline"] = "the same unpaid placements to a fresh orderd process that drops payment timers, in alternate rounds with a fresh ordinary one"
 	}
 	const rounds = 4
@@ -194,6 +194,8 @@ func timers(ctx context.Context, t *Target, o Options) (*Result, error) {
 		met = met && p99 <= 1000 && maxLate <= 2000
 	}
 	res.Extra["lateness_goal_met"] = met
+	res.GoalText = "placement ≥ 0.8× without timers; lateness to commit p99 ≤ 1 s, max ≤ 2 s in every phase"
+	res.setGoalMet(met && res.Ratio >= res.Goal)
 	res.Violations = append(res.Violations, t.commonInvariants(ctx)...)
 	res.InvariantsOK = len(res.Violations) == 0
 	return res, nil
