@@ -289,6 +289,7 @@ func TestUnknownIDsAreNotFound(t *testing.T) {
 		"POST /v1/products/{id}/restock":           map[string]any{"quantity": 1},
 		"POST /v1/orders/{id}/pay":                 map[string]any{"payment_ref": "p"},
 		"POST /v1/admin/dead-letters/{id}/resolve": map[string]any{"note": "n"},
+		"POST /v1/products/{id}/drops":             map[string]any{"opens_at": "2099-01-01T00:00:00Z", "starts_at": "2099-01-02T00:00:00Z", "mode": "fifo"},
 	}
 	for _, ep := range []struct{ method, path, token string }{
 		{"GET", "/v1/merchants/{id}", b.admin},
@@ -306,6 +307,11 @@ func TestUnknownIDsAreNotFound(t *testing.T) {
 		{"POST", "/v1/orders/{id}/complete", b.admin},
 		{"POST", "/v1/admin/dead-letters/{id}/retry", b.admin},
 		{"POST", "/v1/admin/dead-letters/{id}/resolve", b.admin},
+		{"POST", "/v1/products/{id}/drops", b.admin},
+		{"GET", "/v1/drops/{id}", b.admin},
+		{"POST", "/v1/drops/{id}/entries", alice},
+		{"GET", "/v1/drops/{id}/entries/me", alice},
+		{"GET", "/v1/drops/{id}/draw", b.admin},
 	} {
 		path := strings.Replace(ep.path, "{id}", uuid.NewString(), 1)
 		r := b.do(t, req{method: ep.method, path: path, token: ep.token, body: bodies[ep.method+" "+ep.path]})

@@ -35,7 +35,7 @@ func randomHex(t *testing.T, n int) string {
 
 // TestSecretsAppearNowhere runs the binary with known secrets (the JWT
 // secret, the database password, the operator listener's password, a
-// merchant's webhook secret), exercises it
+// merchant's webhook secret, a drop's seed before its start), exercises it
 // with successes and failures, a database that disappears included, and
 // greps every --help text, every log line, every answer and every /readyz
 // answer for them. It also holds serve to its secret rules: a short secret
@@ -162,6 +162,23 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	status, product := call("POST", "/v1/merchants/"+merchantID+"/products", adminTok, map[string]any{"name": "Tea", "price_cents": 100})
 	require.Equal(t, 201, status, "%v", product)
 
+	// A drop that starts after the test: its seed is secret all along.
+	status, limited := call("POST", "/v1/merchants/"+merchantID+"/products", adminTok, map[string]any{"name": "Cup", "price_cents": 100, "stock": 5})
+	require.Equal(t, 201, status, "%v", limited)
+	status, drop := call("POST", "/v1/products/"+limited["id"].(string)+"/drops", adminTok, map[string]any{
+		"opens_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "starts_at": time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339), "mode": "lottery"})
+	require.Equal(t, 201, status, "%v", drop)
+	conn, err := pgx.Connect(context.Background(), dbURL.String())
+	require.NoError(t, err)
+	var seed []byte
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT seed FROM drop_seeds WHERE drop_id = $1`, drop["id"]).Scan(&seed))
+	require.NoError(t, conn.Close(context.Background()))
+	secrets["drop seed"] = hex.EncodeToString(seed)
+	for _, path := range []string{"", "/draw"} {
+		status, _ := call("GET", "/v1/drops/"+drop["id"].(string)+path, adminTok, nil)
+		require.Equal(t, 200, status)
+	}
+
 	customer := func(a *auth.Authenticator) string {
 		tok, err := a.Issue(auth.Principal{Subject: "alice", Role: auth.RoleCustomer}, time.Hour)
 		require.NoError(t, err)
@@ -187,6 +204,7 @@ func TestSecretsAppearNowhere(t *testing.T) {
 		{"GET", "/v1/orders/" + uuid.NewString(), alice, nil, 404},
 		{"POST", "/v1/orders", alice, map[string]any{"merchant_id": "nope"}, 422},
 		{"POST", "/v1/merchants/" + merchantID + "/webhook-secret", alice, nil, 403},
+		{"POST", "/v1/drops/" + drop["id"].(string) + "/entries", alice, nil, 409},
 	} {
 		status, body := call(c.method, c.path, c.token, c.body)
 		require.Equal(t, c.want, status, "%s %s: %v", c.method, c.path, body)
