@@ -381,25 +381,26 @@ func TestDropConcurrentJoinsAndPurchases(t *testing.T) {
 	require.NoError(t, err)
 	clock.Set(d.OpensAt)
 	const customers = 60
+	// Every customer joins twice at the same moment, once through each store.
 	var wg sync.WaitGroup
-	entries := make([]uuid.UUID, customers)
-	for g := range 12 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := g; i < customers; i += 12 {
-				for range 2 {
-					res, err := stores[i%2].JoinDrop(ctx, d.ID, fmt.Sprintf("c%d", i), "")
-					require.NoError(t, err)
-					if entries[i] != uuid.Nil {
-						require.Equal(t, entries[i], res.Entry.ID)
-					}
-					entries[i] = res.Entry.ID
-				}
-			}
-		}()
+	entries := make([][2]uuid.UUID, customers)
+	created := make([][2]bool, customers)
+	for i := range customers {
+		for k := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := stores[k].JoinDrop(ctx, d.ID, fmt.Sprintf("c%d", i), "")
+				require.NoError(t, err)
+				entries[i][k], created[i][k] = res.Entry.ID, res.Created
+			}()
+		}
 	}
 	wg.Wait()
+	for i := range customers {
+		require.Equal(t, entries[i][0], entries[i][1], "customer %d: one entry", i)
+		require.True(t, created[i][0] != created[i][1], "customer %d: one join made it (201), the other answered it (200)", i)
+	}
 	clock.Set(d.StartsAt)
 	// Buyers race settles (from both stores) and each other; a third of them
 	// never pay. Once the drop is sold out its product sells as any other.

@@ -76,22 +76,6 @@ func newEntryChange(e domain.Entry, events []domain.Event, meta Meta) (entryChan
 	return entryChange{before: e, after: after, events: events, meta: meta}, true, nil
 }
 
-// insertEntry writes a new entry; it reports false, writing nothing, when
-// the customer already has one in the drop (the unique constraint decides,
-// not a read before the insert).
-func insertEntry(ctx context.Context, tx pgx.Tx, e domain.Entry, key []byte, events []domain.Event, meta Meta, now time.Time) (bool, error) {
-	b := &pgx.Batch{}
-	inserted := 0
-	if err := queueEntries(b, []entryChange{{after: e, key: key, events: events, meta: meta}}, now, &inserted); err != nil {
-		return false, err
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return false, fmt.Errorf("write entry: %w", err)
-	}
-	noteEvents(tx)
-	return inserted == 1, nil
-}
-
 // writeEntries writes changes of existing entries in one round trip.
 func writeEntries(ctx context.Context, tx pgx.Tx, changes []entryChange, now time.Time) error {
 	b := &pgx.Batch{}
