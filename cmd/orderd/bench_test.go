@@ -102,7 +102,9 @@ func TestBenchJSONCarriesSweepsSettingsAndMeasuredBaselines(t *testing.T) {
 	messages := hooks.Extra["messages"].(float64)
 	require.Positive(t, alone)
 	acknowledged := messages - hooks.Extra["receiver_alone_failed"].(float64)
-	require.InEpsilon(t, acknowledged/alone, hooks.BaselinePerS, 0.01, "the webhooks baseline is the receiver's capacity measured in this run")
+	// The report rounds the receiver's time to the millisecond, which at this
+	// test's size (tens of milliseconds) moves the rate by a few percent.
+	require.InEpsilon(t, acknowledged/alone, hooks.BaselinePerS, 0.01+0.0005/alone, "the webhooks baseline is the receiver's capacity measured in this run")
 	require.NotEqual(t, hooks.Extra["goal_per_s"], hooks.BaselinePerS)
 	require.False(t, math.IsNaN(hooks.Ratio))
 }
