@@ -81,3 +81,39 @@ func TestMerchantAndProductFold(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, unlimited.StockTotal)
 }
+
+func TestProductDecisions(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	n := func(v int) *int { return &v }
+	created := domain.ProductCreated{ProductID: "p", MerchantID: "m", Name: "Tea", PriceCents: 450, Stock: n(10), CreatedAt: at}
+	events, err := domain.CreateProduct(created)
+	require.NoError(t, err)
+	require.Equal(t, []domain.Event{{Type: domain.EventProductCreated, Data: created}}, events)
+	p, err := domain.Product{}.Apply(events...)
+	require.NoError(t, err)
+
+	events, err = p.Restock(5, at.Add(time.Minute))
+	require.NoError(t, err)
+	p, err = p.Apply(events...)
+	require.NoError(t, err)
+	require.Equal(t, 15, *p.StockTotal)
+	require.Equal(t, 2, p.Version)
+
+	for name, tc := range map[string]struct {
+		p        domain.Product
+		quantity int
+	}{
+		"nothing":        {p, 0},
+		"too many":       {p, domain.MaxRestock + 1},
+		"unlimited":      {domain.Product{Version: 1}, 1},
+		"past max stock": {domain.Product{StockTotal: n(domain.MaxStock - 4), Version: 1}, 5},
+	} {
+		_, err := tc.p.Restock(tc.quantity, at)
+		require.Equal(t, domain.CodeValidation, domain.ErrorCode(err), name)
+	}
+	_, err = domain.CreateProduct(domain.ProductCreated{Name: " ", PriceCents: 1})
+	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err))
+	_, err = p.Apply(domain.Event{Type: domain.EventProductCreated, Data: created})
+	require.Error(t, err, "created twice")
+}

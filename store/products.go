@@ -46,12 +46,20 @@ type CreateProductParams struct {
 
 // CreateProduct records a product of a merchant.
 func (s *Store) CreateProduct(ctx context.Context, p CreateProductParams) (*Product, error) {
-	if err := domain.ValidateProduct(p.Name, p.PriceCents, p.Stock, p.PerUserLimit); err != nil {
-		return nil, err
-	}
 	id := newID()
 	now := s.now()
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	events, err := domain.CreateProduct(domain.ProductCreated{
+		ProductID: id.String(), MerchantID: p.MerchantID.String(), Name: p.Name, PriceCents: p.PriceCents,
+		Stock: p.Stock, PerUserLimit: p.PerUserLimit, CreatedAt: now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c, err := newProductChange(domain.Product{}, events, p.Meta)
+	if err != nil {
+		return nil, err
+	}
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM merchants WHERE id = $1)`, p.MerchantID).Scan(&exists); err != nil {
 			return fmt.Errorf("check merchant: %w", err)
@@ -59,20 +67,8 @@ func (s *Store) CreateProduct(ctx context.Context, p CreateProductParams) (*Prod
 		if !exists {
 			return domain.Errorf(domain.CodeNotFound, "merchant not found")
 		}
-		if err := appendEvents(ctx, tx, AppendParams{
-			StreamID: id, StreamType: StreamProduct, Meta: p.Meta, RecordedAt: now,
-			Events: []domain.Event{{Type: domain.EventProductCreated, Data: domain.ProductCreated{
-				ProductID: id.String(), MerchantID: p.MerchantID.String(), Name: p.Name, PriceCents: p.PriceCents,
-				Stock: p.Stock, PerUserLimit: p.PerUserLimit, CreatedAt: now,
-			}}},
-		}); err != nil {
+		if err := writeProduct(ctx, tx, c, now); err != nil {
 			return err
-		}
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO products (id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 1)`,
-			id, p.MerchantID, p.Name, p.PriceCents, p.Stock, p.PerUserLimit, now); err != nil {
-			return fmt.Errorf("insert product: %w", err)
 		}
 		if p.Stock != nil {
 			return addStock(ctx, tx, id, p.MerchantID, *p.Stock, true)
@@ -124,34 +120,23 @@ func (s *Store) Restock(ctx context.Context, productID uuid.UUID, quantity int, 
 		return nil, err
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var merchantID uuid.UUID
-		var total *int
-		var version int
-		err := tx.QueryRow(ctx, `SELECT merchant_id, stock_total, version FROM products WHERE id = $1 FOR NO KEY UPDATE`, productID).
-			Scan(&merchantID, &total, &version)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return domain.Errorf(domain.CodeNotFound, "product not found")
-		}
+		p, err := lockProduct(ctx, tx, productID)
 		if err != nil {
-			return fmt.Errorf("lock product: %w", err)
-		}
-		if total == nil {
-			return domain.Errorf(domain.CodeValidation, "the product has unlimited stock; restock applies to limited products only")
-		}
-		if *total+quantity > domain.MaxStock {
-			return domain.Errorf(domain.CodeValidation, "stock_total would exceed %d", domain.MaxStock)
-		}
-		now := s.now()
-		if err := appendEvents(ctx, tx, AppendParams{
-			StreamID: productID, StreamType: StreamProduct, ExpectedVersion: version, Meta: meta, RecordedAt: now,
-			Events: []domain.Event{{Type: domain.EventProductRestocked, Data: domain.ProductRestocked{Quantity: quantity, RestockedAt: now}}},
-		}); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE products SET stock_total = stock_total + $2, version = version + 1 WHERE id = $1`, productID, quantity); err != nil {
-			return fmt.Errorf("update product: %w", err)
+		now := s.now()
+		events, err := p.Restock(quantity, now)
+		if err != nil {
+			return err
 		}
-		return addStock(ctx, tx, productID, merchantID, quantity, false)
+		c, err := newProductChange(p, events, meta)
+		if err != nil {
+			return err
+		}
+		if err := writeProduct(ctx, tx, c, now); err != nil {
+			return err
+		}
+		return addStock(ctx, tx, productID, uuid.MustParse(p.MerchantID), quantity, false)
 	})
 	if err != nil {
 		return nil, err

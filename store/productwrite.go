@@ -1,0 +1,133 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// productChange is one product's new events and the state they fold to.
+type productChange struct {
+	before domain.Product // the zero Product for a new one
+	after  domain.Product
+	events []domain.Event
+	meta   Meta
+}
+
+// newProductChange folds events into p.
+func newProductChange(p domain.Product, events []domain.Event, meta Meta) (productChange, error) {
+	after, err := p.Apply(events...)
+	if err != nil {
+		return productChange{}, err
+	}
+	return productChange{before: p, after: after, events: events, meta: meta}, nil
+}
+
+// writeProduct is the one write of a product: its events, appended after
+// the stream's version, and its folded state, inserted or updated. Stock
+// buckets are not the fold's: they count units left, which orders move.
+func writeProduct(ctx context.Context, tx pgx.Tx, c productChange, now time.Time) error {
+	if len(c.events) == 0 {
+		return nil
+	}
+	id, err := parseID(c.after.ProductID)
+	if err != nil {
+		return err
+	}
+	if err := appendEvents(ctx, tx, AppendParams{
+		StreamID: id, StreamType: StreamProduct, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
+	}); err != nil {
+		return err
+	}
+	var rows productColumnsOf
+	if err := rows.add(c.after); err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	rows.queue(b, "products", c.before.Version == 0)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write product %s: %w", c.after.ProductID, err)
+	}
+	return nil
+}
+
+// productColumnsOf holds folded products column by column, as unnest takes
+// them.
+type productColumnsOf struct {
+	id, merchant [][16]byte
+	name         []string
+	price        []int64
+	total, limit []pgtype.Int4
+	createdAt    []time.Time
+	version      []int32
+}
+
+func (c *productColumnsOf) add(p domain.Product) error {
+	id, err := parseID(p.ProductID)
+	if err != nil {
+		return err
+	}
+	merchant, err := parseID(p.MerchantID)
+	if err != nil {
+		return err
+	}
+	c.id, c.merchant, c.name, c.price = append(c.id, id), append(c.merchant, merchant), append(c.name, p.Name), append(c.price, p.PriceCents)
+	c.total, c.limit = append(c.total, int4(p.StockTotal)), append(c.limit, int4(p.PerUserLimit))
+	c.createdAt, c.version = append(c.createdAt, p.CreatedAt), append(c.version, int32(p.Version))
+	return nil
+}
+
+// queue adds to b the statement that writes the rows into table (products,
+// or a table like it): inserted when new, else every column the fold knows
+// updated.
+func (c *productColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
+	if len(c.id) == 0 {
+		return
+	}
+	t := pgx.Identifier{table}.Sanitize()
+	if insert {
+		b.Queue(`INSERT INTO `+t+` (id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version)
+			SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::timestamptz[], $8::int[])`,
+			c.id, c.merchant, c.name, c.price, c.total, c.limit, c.createdAt, c.version)
+		return
+	}
+	b.Queue(`UPDATE `+t+` p SET merchant_id = r.merchant_id, name = r.name, price_cents = r.price_cents, stock_total = r.stock_total,
+			per_user_limit = r.per_user_limit, created_at = r.created_at, version = r.version
+		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::timestamptz[], $8::int[])
+			AS r(id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version)
+		WHERE p.id = r.id`,
+		c.id, c.merchant, c.name, c.price, c.total, c.limit, c.createdAt, c.version)
+}
+
+func int4(v *int) pgtype.Int4 {
+	if v == nil {
+		return pgtype.Int4{}
+	}
+	return pgtype.Int4{Int32: int32(*v), Valid: true}
+}
+
+// lockProduct reads a product's folded state from its row, under a lock
+// that serializes its changes. The creation's own stock figure is not kept
+// in the row; StockTotal is.
+func lockProduct(ctx context.Context, tx pgx.Tx, id uuid.UUID) (domain.Product, error) {
+	var p domain.Product
+	var pid, merchant uuid.UUID
+	err := tx.QueryRow(ctx, `SELECT id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version
+		FROM products WHERE id = $1 FOR NO KEY UPDATE`, id).
+		Scan(&pid, &merchant, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, domain.Errorf(domain.CodeNotFound, "product not found")
+	}
+	if err != nil {
+		return p, fmt.Errorf("lock product: %w", err)
+	}
+	p.ProductID, p.MerchantID = pid.String(), merchant.String()
+	return p, nil
+}
