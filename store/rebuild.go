@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -63,13 +62,17 @@ func (s *Store) Rebuild(ctx context.Context, apply bool) (*RebuildReport, error)
 	if _, err := tx.Exec(ctx, `SET LOCAL jit = off; SET LOCAL work_mem = '256MB'`); err != nil {
 		return nil, mapErr(fmt.Errorf("configure rebuild: %w", err))
 	}
-	if err := replay(ctx, tx, report); err != nil {
+	replayed, err := replay(ctx, tx, report)
+	if err != nil {
 		return nil, mapErr(err)
 	}
 	if err := compare(ctx, tx, report); err != nil {
 		return nil, mapErr(err)
 	}
 	if apply {
+		if err := writeBack(ctx, tx, replayed); err != nil {
+			return nil, mapErr(err)
+		}
 		if err := swapIn(ctx, tx); err != nil {
 			return nil, mapErr(err)
 		}
@@ -81,7 +84,17 @@ func (s *Store) Rebuild(ctx context.Context, apply bool) (*RebuildReport, error)
 	return report, nil
 }
 
-func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
+// replayedState is what the replay folded, for writing back.
+type replayedState struct {
+	orders   map[uuid.UUID]*domain.Order
+	products map[uuid.UUID]domain.Product
+}
+
+// replay folds every stream with the domain's folds and writes the orders
+// and products it folds to into tables like the live ones through the write
+// path's own statements (orderColumnsOf, productColumnsOf), so that what
+// rebuild compares and writes back is what a command would have written.
+func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedState, error) {
 	if _, err := tx.Exec(ctx, `
 		CREATE TEMP TABLE rebuild_orders (LIKE orders) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_merchants (id uuid PRIMARY KEY, name text, capacity int, prep_seconds int,
@@ -89,11 +102,11 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
 		CREATE TEMP TABLE rebuild_products (LIKE products) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_drops (LIKE drops) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_drop_entries (LIKE drop_entries) ON COMMIT DROP;`); err != nil {
-		return fmt.Errorf("create rebuild tables: %w", err)
+		return nil, fmt.Errorf("create rebuild tables: %w", err)
 	}
 	rows, err := tx.Query(ctx, `SELECT stream_id, stream_type, version, type, data FROM events ORDER BY global_position`)
 	if err != nil {
-		return fmt.Errorf("read events: %w", err)
+		return nil, fmt.Errorf("read events: %w", err)
 	}
 	orders := map[uuid.UUID]*domain.Order{}
 	merchants := map[uuid.UUID]domain.Merchant{}
@@ -107,13 +120,13 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
 		var data []byte
 		if err := rows.Scan(&id, &streamType, &version, &typ, &data); err != nil {
 			rows.Close()
-			return fmt.Errorf("scan event: %w", err)
+			return nil, fmt.Errorf("scan event: %w", err)
 		}
 		report.Events++
 		e, err := domain.DecodeEvent(typ, data)
 		if err != nil {
 			rows.Close()
-			return err
+			return nil, err
 		}
 		switch streamType {
 		case StreamOrder:
@@ -124,53 +137,45 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
 			}
 			if *o, err = o.Evolve(e); err != nil {
 				rows.Close()
-				return err
+				return nil, err
 			}
 		case StreamMerchant:
 			if merchants[id], err = merchants[id].Evolve(e); err != nil {
 				rows.Close()
-				return err
+				return nil, err
 			}
 		case StreamProduct:
 			if products[id], err = products[id].Evolve(e); err != nil {
 				rows.Close()
-				return err
+				return nil, err
 			}
 		case StreamDrop:
 			if drops[id], err = drops[id].Evolve(e); err != nil {
 				rows.Close()
-				return err
+				return nil, err
 			}
 		case StreamDropEntry:
 			if entries[id], err = entries[id].Evolve(e); err != nil {
 				rows.Close()
-				return err
+				return nil, err
 			}
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read events: %w", err)
+		return nil, fmt.Errorf("read events: %w", err)
 	}
 	report.Streams = len(orders) + len(merchants) + len(products) + len(drops) + len(entries)
 	if err := writeReplayedDrops(ctx, tx, drops, entries); err != nil {
-		return err
+		return nil, err
 	}
 
-	orderRows := make([][]any, 0, len(orders))
+	orderStates := make([]domain.Order, 0, len(orders))
 	for _, o := range orders {
-		items, err := json.Marshal(o.Items)
-		if err != nil {
-			return err
-		}
-		orderRows = append(orderRows, []any{uuid.MustParse(o.ID), uuid.MustParse(o.MerchantID), o.CustomerID, items, o.TotalCents,
-			string(o.Status), int32(o.Version), o.PlacedAt, o.PaymentDeadline, nullable(o.PaymentRef), o.PaidAt, o.AcceptedAt,
-			o.CompletedAt, o.EndedAt, nullable(o.StatusReason), seqOrNil(o.QueueSeq), o.QueuedAt, o.QueueExpiresAt})
+		orderStates = append(orderStates, *o)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rebuild_orders"}, []string{"id", "merchant_id", "customer_id", "items",
-		"total_cents", "status", "version", "placed_at", "payment_deadline", "payment_ref", "paid_at", "accepted_at",
-		"completed_at", "ended_at", "status_reason", "queue_seq", "queued_at", "queue_expires_at"}, pgx.CopyFromRows(orderRows)); err != nil {
-		return fmt.Errorf("write rebuilt orders: %w", err)
+	if err := writeOrderStates(ctx, tx, "rebuild_orders", true, orderStates); err != nil {
+		return nil, err
 	}
 	merchantRows := make([][]any, 0, len(merchants))
 	for id, m := range merchants {
@@ -179,25 +184,16 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) error {
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rebuild_merchants"}, []string{"id", "name", "capacity", "prep_seconds",
 		"max_queue_wait_seconds", "payment_timeout_seconds", "webhook_url", "created_at", "version"}, pgx.CopyFromRows(merchantRows)); err != nil {
-		return fmt.Errorf("write rebuilt merchants: %w", err)
+		return nil, fmt.Errorf("write rebuilt merchants: %w", err)
 	}
-	productRows := make([][]any, 0, len(products))
-	for id, p := range products {
-		var total, limit any
-		if p.StockTotal != nil {
-			total = int32(*p.StockTotal)
-		}
-		if p.PerUserLimit != nil {
-			limit = int32(*p.PerUserLimit)
-		}
-		productRows = append(productRows, []any{id, uuid.MustParse(p.MerchantID), p.Name, p.PriceCents,
-			total, limit, p.CreatedAt, int32(p.Version)})
+	productStates := make([]domain.Product, 0, len(products))
+	for _, p := range products {
+		productStates = append(productStates, p)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rebuild_products"}, []string{"id", "merchant_id", "name", "price_cents",
-		"stock_total", "per_user_limit", "created_at", "version"}, pgx.CopyFromRows(productRows)); err != nil {
-		return fmt.Errorf("write rebuilt products: %w", err)
+	if err := writeProductStates(ctx, tx, "rebuild_products", true, productStates); err != nil {
+		return nil, err
 	}
-	return nil
+	return &replayedState{orders: orders, products: products}, nil
 }
 
 // comparisons put each projection next to its replay, as one jsonb object
@@ -324,18 +320,107 @@ func numberNotBelow(a, b string) bool {
 	return errA == nil && errB == nil && x >= y
 }
 
-// swapIn writes the replayed values over the live projections. Rows that
-// exist only live, with no stream behind them, are left for a person to
-// judge: they stay in the report of the next rebuild.
+// rebuildChunk is how many rows one statement of a rebuild writes.
+const rebuildChunk = 5000
+
+// writeOrderStates writes folded orders into table with the write path's
+// statement, inserted or updated, a chunk at a time.
+func writeOrderStates(ctx context.Context, tx pgx.Tx, table string, insert bool, orders []domain.Order) error {
+	for start := 0; start < len(orders); start += rebuildChunk {
+		var cols orderColumnsOf
+		for _, o := range orders[start:min(start+rebuildChunk, len(orders))] {
+			id, err := orderID(o)
+			if err != nil {
+				return err
+			}
+			if err := cols.add(id, o); err != nil {
+				return err
+			}
+		}
+		b := &pgx.Batch{}
+		cols.queue(b, table, insert)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("write orders into %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// writeProductStates is writeOrderStates for products.
+func writeProductStates(ctx context.Context, tx pgx.Tx, table string, insert bool, products []domain.Product) error {
+	for start := 0; start < len(products); start += rebuildChunk {
+		var cols productColumnsOf
+		for _, p := range products[start:min(start+rebuildChunk, len(products))] {
+			if err := cols.add(p); err != nil {
+				return err
+			}
+		}
+		b := &pgx.Batch{}
+		cols.queue(b, table, insert)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("write products into %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// writeBack writes the replayed orders and products that differ from their
+// live rows over them, and the orders missing from the live table into it,
+// through the write path's statements. A product whose row is missing is
+// left to a person, as rows with no stream are: it has no stock buckets.
+func writeBack(ctx context.Context, tx pgx.Tx, r *replayedState) error {
+	rows, err := tx.Query(ctx, `SELECT r.id, o.id IS NULL FROM rebuild_orders r LEFT JOIN orders o ON o.id = r.id
+		WHERE o.id IS NULL OR to_jsonb(o) IS DISTINCT FROM to_jsonb(r)`)
+	if err != nil {
+		return fmt.Errorf("find drifted orders: %w", err)
+	}
+	var missing, drifted []domain.Order
+	for rows.Next() {
+		var id uuid.UUID
+		var isMissing bool
+		if err := rows.Scan(&id, &isMissing); err != nil {
+			rows.Close()
+			return fmt.Errorf("find drifted orders: %w", err)
+		}
+		if isMissing {
+			missing = append(missing, *r.orders[id])
+		} else {
+			drifted = append(drifted, *r.orders[id])
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("find drifted orders: %w", err)
+	}
+	if err := writeOrderStates(ctx, tx, "orders", true, missing); err != nil {
+		return err
+	}
+	if err := writeOrderStates(ctx, tx, "orders", false, drifted); err != nil {
+		return err
+	}
+	rows, err = tx.Query(ctx, `SELECT r.id FROM rebuild_products r JOIN products p ON p.id = r.id
+		WHERE to_jsonb(p) IS DISTINCT FROM to_jsonb(r)`)
+	if err != nil {
+		return fmt.Errorf("find drifted products: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return fmt.Errorf("find drifted products: %w", err)
+	}
+	products := make([]domain.Product, len(ids))
+	for i, id := range ids {
+		products[i] = r.products[id]
+	}
+	return writeProductStates(ctx, tx, "products", false, products)
+}
+
+// swapIn writes the replayed merchants, drops and entries over the live
+// ones, and spreads the stock left over the buckets, after writeBack has
+// put the orders and products right. Rows that exist only live, with no
+// stream behind them, are left for a person to judge: they stay in the
+// report of the next rebuild.
 func swapIn(ctx context.Context, tx pgx.Tx) error {
 	_, err := tx.Exec(ctx, `
-		UPDATE orders o SET merchant_id = r.merchant_id, customer_id = r.customer_id, items = r.items, total_cents = r.total_cents,
-			status = r.status, version = r.version, placed_at = r.placed_at, payment_deadline = r.payment_deadline,
-			payment_ref = r.payment_ref, paid_at = r.paid_at, accepted_at = r.accepted_at, completed_at = r.completed_at,
-			ended_at = r.ended_at, status_reason = r.status_reason, queue_seq = r.queue_seq, queued_at = r.queued_at,
-			queue_expires_at = r.queue_expires_at
-		FROM rebuild_orders r WHERE o.id = r.id AND (to_jsonb(o) IS DISTINCT FROM to_jsonb(r));
-		INSERT INTO orders SELECT * FROM rebuild_orders r WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = r.id);
 		UPDATE merchants m SET name = r.name, capacity = r.capacity, prep_seconds = r.prep_seconds,
 			max_queue_wait_seconds = r.max_queue_wait_seconds, payment_timeout_seconds = r.payment_timeout_seconds,
 			webhook_url = r.webhook_url, version = r.version,
@@ -346,9 +431,6 @@ func swapIn(ctx context.Context, tx pgx.Tx) error {
 				count(*) FILTER (WHERE status = 'queued') AS queued, max(queue_seq) AS last_seq
 			FROM orders GROUP BY merchant_id) l ON l.merchant_id = r.id
 		WHERE m.id = r.id;
-		UPDATE products p SET name = r.name, price_cents = r.price_cents, stock_total = r.stock_total,
-			per_user_limit = r.per_user_limit, version = r.version
-		FROM rebuild_products r WHERE p.id = r.id;
 		UPDATE drops d SET state = r.state, seed = r.seed, version = r.version
 		FROM rebuild_drops r WHERE d.merchant_id = r.merchant_id AND d.id = r.id AND (to_jsonb(d) IS DISTINCT FROM to_jsonb(r));
 		UPDATE drop_entries e SET status = r.status, order_key = r.order_key, invited_at = r.invited_at,

@@ -58,14 +58,22 @@ func TestRebuildMatchesLiveProjections(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.pool.Exec(ctx, `DELETE FROM orders WHERE id = $1`, orders[2].ID)
 	require.NoError(t, err)
+	// Columns no command changes once written, and a product's fold.
+	_, err = b.pool.Exec(ctx, `UPDATE orders SET total_cents = total_cents * 100 WHERE id = $1`, orders[4].ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `UPDATE products SET name = 'Drifted', stock_total = stock_total + 1 WHERE id = $1`, limited.ID)
+	require.NoError(t, err)
 	report, err = st.Rebuild(ctx, false)
 	require.NoError(t, err)
 	got := map[string]string{}
 	for _, d := range report.Differences {
 		got[d.Table+"."+d.Column] = d.Live + " → " + d.Replay
 	}
-	require.Equal(t, 4, report.DifferenceCount, "%+v", report.Differences)
+	require.Equal(t, 7, report.DifferenceCount, "%+v", report.Differences)
 	require.Equal(t, `"completed" → "accepted"`, got["orders.status"])
+	require.Equal(t, fmt.Sprint(orders[4].TotalCents*100, " → ", orders[4].TotalCents), got["orders.total_cents"])
+	require.Equal(t, `"Drifted" → "`+limited.Name+`"`, got["products.name"])
+	require.Equal(t, "26 → 25", got["products.stock_total"])
 	require.Equal(t, "7 → 3", got["merchants.active"])
 	require.Contains(t, got, "products.remaining")
 	require.Contains(t, got, "orders.", "the deleted row, whole")
@@ -79,4 +87,13 @@ func TestRebuildMatchesLiveProjections(t *testing.T) {
 	o, err := st.GetOrder(ctx, orders[1].ID, admin)
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusAccepted, o.Status)
+	o, err = st.GetOrder(ctx, orders[4].ID, admin)
+	require.NoError(t, err)
+	require.Equal(t, orders[4].TotalCents, o.TotalCents)
+	_, err = st.GetOrder(ctx, orders[2].ID, admin)
+	require.NoError(t, err, "the deleted row is back")
+	p, err := st.GetProduct(ctx, limited.ID)
+	require.NoError(t, err)
+	require.Equal(t, limited.Name, p.Name)
+	require.Equal(t, 25, *p.StockTotal)
 }

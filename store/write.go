@@ -90,28 +90,8 @@ func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMess
 	b.Queue(`INSERT INTO events (stream_id, stream_type, version, type, data, metadata, recorded_at)
 		SELECT s, $2, v, t, d::jsonb, m::jsonb, $7 FROM unnest($1::uuid[], $3::int[], $4::text[], $5::text[], $6::text[]) AS e(s, v, t, d, m)`,
 		ev.stream, StreamOrder, ev.version, ev.typ, ev.data, ev.meta, now)
-	if len(ins.id) > 0 {
-		b.Queue(`INSERT INTO orders (id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
-				status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
-				queue_seq, queued_at, queue_expires_at)
-			SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::bigint[], $6::timestamptz[], $7::timestamptz[],
-				$8::text[], $9::int[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::text[],
-				$16::bigint[], $17::timestamptz[], $18::timestamptz[])`,
-			ins.id, ins.merchant, ins.customer, ins.items, ins.total, ins.placedAt, ins.deadline,
-			ins.status, ins.version, ins.paymentRef, ins.paidAt, ins.acceptedAt, ins.completedAt, ins.endedAt, ins.reason,
-			ins.seq, ins.queuedAt, ins.expiresAt)
-	}
-	if len(upd.id) > 0 {
-		b.Queue(`UPDATE orders o SET status = t.status, version = t.version, payment_ref = t.payment_ref, paid_at = t.paid_at,
-				accepted_at = t.accepted_at, completed_at = t.completed_at, ended_at = t.ended_at, status_reason = t.status_reason,
-				queue_seq = t.queue_seq, queued_at = t.queued_at, queue_expires_at = t.queue_expires_at
-			FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[],
-				$8::timestamptz[], $9::text[], $10::bigint[], $11::timestamptz[], $12::timestamptz[])
-				AS t(id, status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason, queue_seq, queued_at, queue_expires_at)
-			WHERE o.id = t.id`,
-			upd.id, upd.status, upd.version, upd.paymentRef, upd.paidAt, upd.acceptedAt, upd.completedAt,
-			upd.endedAt, upd.reason, upd.seq, upd.queuedAt, upd.expiresAt)
-	}
+	ins.queue(b, "orders", true)
+	upd.queue(b, "orders", false)
 	if len(outbox) > 0 {
 		var ids, merchants, orders [][16]byte
 		var versions []int32
@@ -157,6 +137,38 @@ type orderColumnsOf struct {
 	paidAt, acceptedAt, completedAt []pgtype.Timestamptz
 	endedAt, queuedAt, expiresAt    []pgtype.Timestamptz
 	seq                             []pgtype.Int8
+}
+
+// queue adds to b the statement that writes the rows into table (orders,
+// or a table like it): inserted when new, else every column the fold knows
+// updated.
+func (c *orderColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
+	if len(c.id) == 0 {
+		return
+	}
+	t := pgx.Identifier{table}.Sanitize()
+	args := []any{c.id, c.merchant, c.customer, c.items, c.total, c.placedAt, c.deadline,
+		c.status, c.version, c.paymentRef, c.paidAt, c.acceptedAt, c.completedAt, c.endedAt, c.reason,
+		c.seq, c.queuedAt, c.expiresAt}
+	const rows = `unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::bigint[], $6::timestamptz[], $7::timestamptz[],
+			$8::text[], $9::int[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::text[],
+			$16::bigint[], $17::timestamptz[], $18::timestamptz[])`
+	if insert {
+		b.Queue(`INSERT INTO `+t+` (id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
+				status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
+				queue_seq, queued_at, queue_expires_at)
+			SELECT * FROM `+rows, args...)
+		return
+	}
+	b.Queue(`UPDATE `+t+` o SET merchant_id = r.merchant_id, customer_id = r.customer_id, items = r.items,
+			total_cents = r.total_cents, placed_at = r.placed_at, payment_deadline = r.payment_deadline,
+			status = r.status, version = r.version, payment_ref = r.payment_ref, paid_at = r.paid_at,
+			accepted_at = r.accepted_at, completed_at = r.completed_at, ended_at = r.ended_at, status_reason = r.status_reason,
+			queue_seq = r.queue_seq, queued_at = r.queued_at, queue_expires_at = r.queue_expires_at
+		FROM `+rows+` AS r(id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
+			status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
+			queue_seq, queued_at, queue_expires_at)
+		WHERE o.id = r.id`, args...)
 }
 
 func (c *orderColumnsOf) add(id [16]byte, o domain.Order) error {
