@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -163,6 +164,13 @@ func text(ctx context.Context, t *testing.T, sel string) string {
 	return strings.TrimSpace(s)
 }
 
+func value(ctx context.Context, t *testing.T, sel string) string {
+	t.Helper()
+	var s string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Value(sel, &s, chromedp.ByQuery)))
+	return s
+}
+
 func click(ctx context.Context, t *testing.T, sel string) {
 	t.Helper()
 	require.NoError(t, chromedp.Run(ctx, chromedp.WaitEnabled(sel, chromedp.ByQuery), chromedp.Click(sel, chromedp.ByQuery)))
@@ -291,12 +299,19 @@ func TestKitchenCancelsAndSetsCapacity(t *testing.T) {
 	require.Equal(t, "out of noodles", *got.StatusReason)
 
 	// An error shows until the next request succeeds.
-	require.NoError(t, chromedp.Run(kitchen, chromedp.SetValue("#capacity", "", chromedp.ByQuery)))
+	// Typed as a person would (key events, not a value set by script), so
+	// that the page knows the field is being edited.
+	// A live update that arrives after the field lost its focus leaves what
+	// was typed alone.
+	require.NoError(t, chromedp.Run(kitchen, chromedp.SendKeys("#capacity", kb.End+kb.Backspace+kb.Backspace+kb.Backspace, chromedp.ByQuery)))
+	until(kitchen, t, `document.querySelector("#capacity").value === ""`)
+	require.NoError(t, chromedp.Run(kitchen, chromedp.Evaluate(`document.activeElement.blur()`, nil)))
+	third := w.paidOrder(t, m.ID, products[0], "c3")
+	until(kitchen, t, `document.querySelector("#queued").textContent === "1"`)
+	require.Empty(t, value(kitchen, t, "#capacity"), "a live update put the old capacity back into the field being edited")
 	click(kitchen, t, "#capacity-set")
 	until(kitchen, t, `document.querySelector("#error").textContent !== ""`)
 
-	third := w.paidOrder(t, m.ID, products[0], "c3")
-	until(kitchen, t, `document.querySelector("#queued").textContent === "1"`)
 	click(kitchen, t, "#capacity-more")
 	until(kitchen, t, fmt.Sprintf(`!!document.querySelector(%s) && document.querySelector("#capacity-now").textContent === "2"`,
 		js(fmt.Sprintf(`.kticket[data-order-id=%q]`, third.ID))))

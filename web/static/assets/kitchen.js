@@ -48,7 +48,9 @@ function showLoad(load) {
   $("capacity-now").textContent = String(l.capacity) + (l.capacity_unit === "items" ? " items" : "");
   $("queued").textContent = String(l.queued);
   $("est-wait").textContent = l.est_wait_seconds != null ? duration(l.est_wait_seconds) : "—";
-  if (document.activeElement !== $("capacity")) $("capacity").value = l.capacity;
+  // A number being typed is the merchant's until it is set: live updates
+  // must not put the old capacity back under their fingers.
+  if (!capacityEdited && document.activeElement !== $("capacity")) $("capacity").value = l.capacity;
   const paused = Boolean(l.paused);
   $("paused-badge").classList.toggle("hidden", !paused);
   $("paused-badge").textContent = paused ? "PAUSED" + (l.pause_mode === "refuse" ? " · refusing" : " · queueing") : "";
@@ -172,10 +174,16 @@ function tick() {
   }
 }
 
+let capacityEdited = false;
+$("capacity").addEventListener("input", () => { capacityEdited = true; });
+
 async function setCapacity(capacity) {
   if (!Number.isInteger(capacity) || capacity < 0) { showError("capacity must be a whole number, 0 or more"); return; }
-  try { showLoad((await api("PATCH", "/v1/merchants/" + encodeURIComponent(merchantID), { capacity })).load); }
-  catch (e) { showError(e.message); }
+  try {
+    const { load } = await api("PATCH", "/v1/merchants/" + encodeURIComponent(merchantID), { capacity });
+    capacityEdited = false;
+    showLoad(load);
+  } catch (e) { showError(e.message); }
 }
 // typedCapacity is the number in the field; an empty field is no number
 // (Number("") would be 0, which closes the kitchen).
