@@ -10,11 +10,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
-	"github.com/orderd/orderd/store/pgkit"
 )
 
 // Stream types of drops.
@@ -216,107 +214,6 @@ func dropView(d domain.Drop) Drop {
 		v.Seed = &seed
 	}
 	return v
-}
-
-// JoinResult is a join's answer: the entry, and whether this call made it.
-type JoinResult struct {
-	Entry   *Entry
-	Created bool
-}
-
-// JoinDrop records the customer's entry, or answers the one it has. The
-// drop's key-share lock, which the entry's foreign key takes anyway, makes a
-// join wait for a transition in progress (settleDrop holds the row
-// exclusively): no entry joins a drop that has sold out, and none that
-// joined before the start is missing from the draw.
-func (s *Store) JoinDrop(ctx context.Context, dropID uuid.UUID, customerID, requestID string) (*JoinResult, error) {
-	var entryID uuid.UUID
-	var fresh *Entry
-	created := false
-	err := s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
-		fresh, created = nil, false
-		// The first round trip, with BEGIN: the drop under its key-share
-		// lock, and the customer's entry if it has one.
-		var d domain.Drop
-		var existing pgtype.UUID
-		b := &pgx.Batch{}
-		b.Queue(`SELECT `+dropColumns+`,
-				(SELECT e.id FROM drop_entries e WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.customer_id = $2)
-			FROM drops d WHERE d.id = $1 FOR KEY SHARE OF d`, dropID, customerID).QueryRow(func(row pgx.Row) error {
-			var err error
-			d, err = scanDrop(row, &existing)
-			return err
-		})
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		if existing.Valid {
-			entryID = existing.Bytes
-			return pt.Commit(ctx)
-		}
-		merchantID := uuid.MustParse(d.MerchantID)
-		now := s.now()
-		if d.State == domain.DropStateSelling && now.Before(d.StartsAt) {
-			// Another process, whose clock ran ahead, drew already: an entry
-			// joining now ranks after the draw, not in it.
-			now = d.StartsAt
-		}
-		id := newID()
-		events, err := domain.Join(d, id.String(), customerID, now)
-		if err != nil {
-			return err
-		}
-		e, err := domain.Entry{}.Apply(events...)
-		if err != nil {
-			return err
-		}
-		if d.State == domain.DropStateSelling {
-			// A unit may be free for it at once.
-			if err := s.insertJobs(ctx, tx, []river.InsertManyParams{settleJob(merchantID, dropID, now)}); err != nil {
-				return err
-			}
-		}
-		// The second: the entry, its event, and COMMIT. The unique
-		// constraint decides whether this join or a concurrent one of the
-		// same customer made the entry; a loser writes nothing.
-		key := domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, e.JoinedAt)
-		inserted := 0
-		b = &pgx.Batch{}
-		meta := Meta{Actor: domain.ActorCustomer, Subject: customerID, RequestID: requestID}
-		if err := queueEntries(b, []entryChange{{after: e, key: key, events: events, meta: meta}}, now, &inserted); err != nil {
-			return err
-		}
-		noteEvents(tx)
-		if err := pt.CommitWith(ctx, b); err != nil {
-			return fmt.Errorf("write entry: %w", err)
-		}
-		entryID, created = id, inserted == 1
-		if created && key == nil {
-			// Not ranked before the draw: nothing to count.
-			v := entryView(e, nil, nil)
-			fresh = &v
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if fresh != nil {
-		return &JoinResult{Entry: fresh, Created: true}, nil
-	}
-	e, err := s.readEntry(ctx, s.pool, `e.id = $1`, entryID)
-	if errors.Is(err, errEntryNotFound) {
-		// The insert lost to a concurrent join of the same customer.
-		e, err = s.MyEntry(ctx, dropID, customerID)
-		if err != nil {
-			return nil, err
-		}
-		return &JoinResult{Entry: e}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &JoinResult{Entry: e, Created: created}, nil
 }
 
 const entryColumns = `e.merchant_id::text, e.drop_id::text, e.id::text, e.customer_id, e.joined_at, e.status,

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/orderd/orderd/domain"
@@ -94,9 +94,9 @@ func writeEntries(ctx context.Context, tx pgx.Tx, changes []entryChange, now tim
 
 // queueEntries adds to b the one write of entry changes: new entries
 // inserted unless their customer has one already, with their events only
-// when inserted (counted into inserted); existing ones updated, with their
-// events, one statement each.
-func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted *int) error {
+// when inserted (their ids recorded in inserted, when not nil); existing
+// ones updated, with their events, one statement each.
+func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted map[uuid.UUID]bool) error {
 	var ins, upd entryColumnsOf
 	var ev struct {
 		stream          [][16]byte
@@ -151,14 +151,21 @@ func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted *
 			)
 			INSERT INTO events (stream_id, stream_type, version, type, data, metadata, recorded_at)
 			SELECT e.s, $9, 1, e.t, e.d::jsonb, e.m::jsonb, $13
-			FROM unnest($10::uuid[], $11::text[], $12::text[], $14::text[]) AS e(s, t, d, m) JOIN ins ON ins.id = e.s`,
+			FROM unnest($10::uuid[], $11::text[], $12::text[], $14::text[]) AS e(s, t, d, m) JOIN ins ON ins.id = e.s
+			RETURNING stream_id`,
 			ins.merchant, ins.drop, ins.id, ins.customer, ins.joinedAt, ins.status, ins.key, ins.version,
 			StreamDropEntry, newEv.stream, newEv.typ, newEv.data, now, newEv.meta)
-		q.Exec(func(tag pgconn.CommandTag) error {
-			if inserted != nil {
-				*inserted = int(tag.RowsAffected())
+		q.Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id uuid.UUID
+				if err := rows.Scan(&id); err != nil {
+					return fmt.Errorf("write entries: %w", err)
+				}
+				if inserted != nil {
+					inserted[id] = true
+				}
 			}
-			return nil
+			return rows.Err()
 		})
 	}
 	if len(ev.stream) > 0 {

@@ -52,6 +52,7 @@ type Store struct {
 	parkMu sync.Mutex
 	parked map[uuid.UUID][]*placement
 	closer *pgkit.Batcher[*closeRequest]
+	joiner *pgkit.Batcher[*joinRequest]
 	hints  chan struct{}
 }
 
@@ -78,6 +79,7 @@ func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
 		s.placers[i] = pgkit.NewBatcher(1, maxPlacementBatch, s.placeBatch)
 	}
 	s.closer = pgkit.NewBatcher(2, 200, s.closeBatch)
+	s.joiner = pgkit.NewBatcher(joinLanes, maxJoinBatch, s.joinBatch)
 	return s
 }
 
