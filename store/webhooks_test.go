@@ -2,6 +2,9 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -256,4 +259,106 @@ func TestClaimPlanFollowsTheBacklog(t *testing.T) {
 		return idx > idxBefore
 	}, 30*time.Second, 100*time.Millisecond, "the claims' index scans were never reported")
 	require.Equal(t, seqBefore, seq, "a claim read the whole outbox")
+}
+
+// TestConcurrentClaimsDeliverEachOrderInVersionOrder: four claimers, as
+// relays of several processes, work a backlog of three messages for each of
+// 600 orders of five merchants, the messages' due times shuffled so that a
+// later version is often due first, deliveries taking random time and one
+// in five failing to be retried. Every attempt of a message comes after the
+// delivery of its order's previous message is recorded, and every message
+// is delivered once.
+func TestConcurrentClaimsDeliverEachOrderInVersionOrder(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	type msg struct {
+		order   uuid.UUID
+		version int
+	}
+	msgs := map[uuid.UUID]msg{}
+	for range 5 {
+		m := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/hook"})
+		rows, err := b.pool.Query(ctx, `
+			INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, next_attempt_at)
+			SELECT gen_random_uuid(), $1::uuid, md5($1::uuid::text || n::text)::uuid, v, 'order.accepted', '{}',
+				now() - interval '1 minute' * random()
+			FROM generate_series(1, 120) n, generate_series(2, 4) v
+			RETURNING id, order_id, order_version`, m.ID)
+		require.NoError(t, err)
+		for rows.Next() {
+			var id, order uuid.UUID
+			var version int
+			require.NoError(t, rows.Scan(&id, &order, &version))
+			msgs[id] = msg{order, version}
+		}
+		require.NoError(t, rows.Err())
+	}
+
+	var mu sync.Mutex
+	recorded := map[uuid.UUID]int{} // order → last version whose delivery is recorded
+	deliveries := map[uuid.UUID]int{}
+	policy := store.RetryPolicy{First: time.Millisecond, Max: 5 * time.Millisecond, MaxAttempts: 100}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	deadline := time.Now().Add(time.Minute)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			idle := 0
+			for time.Now().Before(deadline) && idle < 20 {
+				claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 64, Lease: time.Minute, PerMerchant: 8})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(claimed) == 0 {
+					idle++
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				idle = 0
+				results := make([]store.AttemptResult, len(claimed))
+				for i, d := range claimed {
+					m := msgs[d.ID]
+					mu.Lock()
+					if last := max(recorded[m.order], 1); last != m.version-1 {
+						mu.Unlock()
+						errs <- fmt.Errorf("order %s: version %d attempted while the last delivered is %d", m.order, m.version, last)
+						return
+					}
+					mu.Unlock()
+					time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+					results[i] = store.AttemptResult{Delivery: d, StartedAt: time.Now(), StatusCode: 200, OK: rand.IntN(5) > 0}
+					if !results[i].OK {
+						results[i].StatusCode, results[i].Error = 500, "answered 500"
+					}
+				}
+				if err := st.RecordWebhookAttempts(ctx, results, policy); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for _, r := range results {
+					if r.OK {
+						m := msgs[r.Delivery.ID]
+						recorded[m.order] = m.version
+						deliveries[r.Delivery.ID]++
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Len(t, deliveries, len(msgs), "every message delivered")
+	for id, n := range deliveries {
+		require.Equal(t, 1, n, "message %s delivered once", id)
+	}
+	require.Zero(t, countRows(t, b.pool, "outbox WHERE status <> 'delivered'"))
 }
