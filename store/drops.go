@@ -279,12 +279,26 @@ func (s *Store) GetEntry(ctx context.Context, id uuid.UUID, access Access) (*Ent
 	return e, nil
 }
 
-// EntriesByID reads entries with their rank and position, for live updates.
+// EntriesByID reads entries with their rank and position, for live updates:
+// each drop they belong to is ranked once (a sort of its entries), not once
+// per entry.
 func (s *Store) EntriesByID(ctx context.Context, ids []uuid.UUID) ([]Entry, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, entryViewQuery+` WHERE e.id = ANY($1)`, ids)
+	// NULL keys sort last, so a keyed entry's row number counts the keyed
+	// entries before it; among the waiting likewise.
+	rows, err := s.pool.Query(ctx, `WITH drops AS (
+			SELECT DISTINCT merchant_id, drop_id FROM drop_entries WHERE id = ANY($1)
+		), ranked AS (
+			SELECT e.*, row_number() OVER (PARTITION BY e.merchant_id, e.drop_id ORDER BY e.order_key NULLS LAST) AS rank,
+				row_number() OVER (PARTITION BY e.merchant_id, e.drop_id, e.status = 'waiting' ORDER BY e.order_key NULLS LAST) AS pos
+			FROM drop_entries e JOIN drops d ON d.merchant_id = e.merchant_id AND d.drop_id = e.drop_id
+		)
+		SELECT `+entryColumns+`,
+			CASE WHEN e.order_key IS NOT NULL THEN e.rank END,
+			CASE WHEN e.order_key IS NOT NULL AND e.status = 'waiting' THEN e.pos END
+		FROM ranked e WHERE e.id = ANY($1)`, ids)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("read entries: %w", err))
 	}

@@ -186,6 +186,21 @@ func TestDropEndToEnd(t *testing.T) {
 		}
 	}
 
+	// Live updates rank a drop once for all its watched entries, and agree
+	// with the single reads.
+	var ids []uuid.UUID
+	single := map[uuid.UUID]*store.Entry{}
+	for _, c := range customers {
+		e := f.entry(t, c)
+		ids, single[e.ID] = append(ids, e.ID), e
+	}
+	batch, err := st.EntriesByID(ctx, ids)
+	require.NoError(t, err)
+	require.Len(t, batch, len(ids))
+	for _, e := range batch {
+		require.Equal(t, *single[e.ID], e)
+	}
+
 	// Only the invited buy; one order, one unit, each.
 	_, err = place(ctx, st, f.merchant.ID, f.product.ID, placeOpts{Customer: ranked[3], PaymentRef: "r"})
 	require.Equal(t, domain.CodeNotInvited, domain.ErrorCode(err))
