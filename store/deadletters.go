@@ -54,15 +54,8 @@ func (s *Store) ListDeadLetters(ctx context.Context, p ListDeadLettersParams) ([
 	if limit <= 0 || limit > 1000 {
 		limit = 100
 	}
-	// Without a key the page starts above every row.
-	afterAt, afterID := any("infinity"), uuid.Max
-	if p.After != nil {
-		afterAt, afterID = p.After.At, p.After.ID
-	}
-	rows, err := s.pool.Query(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters
-		WHERE ($1 = '' OR kind = $1) AND ($2::uuid IS NULL OR merchant_id = $2) AND (NOT $3 OR resolved_at IS NULL)
-			AND (created_at, id) < ($4::timestamptz, $5::uuid)
-		ORDER BY created_at DESC, id DESC LIMIT $6`, p.Kind, nullUUID(p.MerchantID), p.Unresolved, afterAt, afterID, limit+1)
+	sql, args := deadLetterPageQuery(p, limit)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, nil, mapErr(fmt.Errorf("list dead letters: %w", err))
 	}
@@ -79,6 +72,20 @@ func (s *Store) ListDeadLetters(ctx context.Context, p ListDeadLettersParams) ([
 	out = out[:limit]
 	last := out[len(out)-1]
 	return out, &PageKey{At: last.CreatedAt, ID: last.ID}, nil
+}
+
+// deadLetterPageQuery reads dead letters by (created_at, id) descending from
+// before the key, one row more than the page, in dead_letters_created_idx.
+func deadLetterPageQuery(p ListDeadLettersParams, limit int) (string, []any) {
+	// Without a key the page starts above every row.
+	afterAt, afterID := any("infinity"), uuid.Max
+	if p.After != nil {
+		afterAt, afterID = p.After.At, p.After.ID
+	}
+	return `SELECT ` + deadLetterColumns + ` FROM dead_letters
+		WHERE ($1 = '' OR kind = $1) AND ($2::uuid IS NULL OR merchant_id = $2) AND (NOT $3 OR resolved_at IS NULL)
+			AND (created_at, id) < ($4::timestamptz, $5::uuid)
+		ORDER BY created_at DESC, id DESC LIMIT $6`, []any{p.Kind, nullUUID(p.MerchantID), p.Unresolved, afterAt, afterID, limit + 1}
 }
 
 func nullUUID(id uuid.UUID) *uuid.UUID {

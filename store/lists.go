@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/orderd/orderd/domain"
 )
@@ -49,16 +48,9 @@ func (s *Store) ListOrders(ctx context.Context, l OrderList) ([]Order, *PageKey,
 	if l.Limit <= 0 {
 		return nil, nil, domain.Errorf(domain.CodeValidation, "limit must be positive")
 	}
-	byQueue := l.MerchantID != uuid.Nil && l.Status.ListedInQueueOrder()
-	var (
-		rows pgx.Rows
-		err  error
-	)
-	if byQueue {
-		rows, err = s.queuePage(ctx, l)
-	} else {
-		rows, err = s.newestFirstPage(ctx, l)
-	}
+	byQueue := byQueue(l)
+	sql, args := pageQuery(l)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, nil, mapErr(fmt.Errorf("list orders: %w", err))
 	}
@@ -78,26 +70,37 @@ func (s *Store) ListOrders(ctx context.Context, l OrderList) ([]Order, *PageKey,
 	return views, next, nil
 }
 
-// queuePage reads a merchant's queue from after the key, one row more than
-// the page. Its position column is the count of orders ahead of the page,
-// read once, which scanOrderViews adds each row's rank to.
-func (s *Store) queuePage(ctx context.Context, l OrderList) (pgx.Rows, error) {
+func byQueue(l OrderList) bool { return l.MerchantID != uuid.Nil && l.Status.ListedInQueueOrder() }
+
+// pageQuery is the query of a list's page, and its arguments.
+func pageQuery(l OrderList) (string, []any) {
+	if byQueue(l) {
+		return queuePageQuery(l)
+	}
+	return newestFirstQuery(l)
+}
+
+// queuePageQuery reads a merchant's queue from after the key, one row more
+// than the page, in orders_queue_idx. Its position column is the count of
+// orders ahead of the page, read once, which scanOrderViews adds each row's
+// rank to.
+func queuePageQuery(l OrderList) (string, []any) {
 	var after int64
 	if l.After != nil {
 		after = l.After.Seq
 	}
-	return s.pool.Query(ctx, `SELECT `+orderColumns+`,
+	return `SELECT ` + orderColumns + `,
 		(SELECT count(*) FROM orders q WHERE q.merchant_id = $1 AND q.status = 'queued' AND q.queue_seq <= $2)::int,
 		m.capacity, m.prep_seconds, m.completion_interval_s, m.completion_samples
 		FROM orders o JOIN merchants m ON m.id = o.merchant_id
 		WHERE o.merchant_id = $1 AND o.status = 'queued' AND o.queue_seq > $2
-		ORDER BY o.queue_seq LIMIT $3`, l.MerchantID, after, l.Limit+1)
+		ORDER BY o.queue_seq LIMIT $3`, []any{l.MerchantID, after, l.Limit + 1}
 }
 
-// newestFirstPage reads orders by (placed_at, id) descending from before
+// newestFirstQuery reads orders by (placed_at, id) descending from before
 // the key, one row more than the page; the orders_customer_placed_idx and
 // orders_merchant_status_idx indexes serve it in that order.
-func (s *Store) newestFirstPage(ctx context.Context, l OrderList) (pgx.Rows, error) {
+func newestFirstQuery(l OrderList) (string, []any) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -115,8 +118,8 @@ func (s *Store) newestFirstPage(ctx context.Context, l OrderList) (pgx.Rows, err
 	if l.After != nil {
 		where = append(where, "(o.placed_at, o.id) < ("+arg(l.After.At)+", "+arg(l.After.ID)+")")
 	}
-	return s.pool.Query(ctx, orderViewQuery+` WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY o.placed_at DESC, o.id DESC LIMIT `+arg(l.Limit+1), args...)
+	limit := arg(l.Limit + 1)
+	return orderViewQuery + ` WHERE ` + strings.Join(where, " AND ") + ` ORDER BY o.placed_at DESC, o.id DESC LIMIT ` + limit, args
 }
 
 func statusNames() string {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -210,4 +211,31 @@ func TestOrderListRefusesBadQueries(t *testing.T) {
 		_, _, err := st.ListOrders(ctx, l)
 		require.ErrorIs(t, err, &domain.Error{Code: domain.CodeValidation}, name)
 	}
+}
+
+// TestListPagesAreServedByIndexes: every list's page, first or later, is a
+// range read of an index in the list's order, with no sort of the rows.
+func TestListPagesAreServedByIndexes(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	merchant := uuid.New()
+	after := &store.PageKey{Seq: 10, At: time.Now(), ID: uuid.New()}
+	var lists []store.OrderList
+	for _, key := range []*store.PageKey{nil, after} {
+		lists = append(lists,
+			store.OrderList{CustomerID: "alice", Limit: 50, After: key},
+			store.OrderList{CustomerID: "alice", Status: domain.StatusAccepted, Limit: 50, After: key},
+			store.OrderList{MerchantID: merchant, Status: domain.StatusQueued, Limit: 50, After: key},
+			store.OrderList{MerchantID: merchant, Status: domain.StatusCompleted, Limit: 50, After: key})
+	}
+	plans, err := st.PagePlans(context.Background(), lists, store.ListDeadLettersParams{Kind: store.DeadLetterWebhook, After: after})
+	require.NoError(t, err)
+	indexes := []string{"orders_customer_placed_idx", "orders_customer_placed_idx", "orders_queue_idx", "orders_merchant_status_idx"}
+	for i, plan := range plans[:len(lists)] {
+		require.Contains(t, plan, indexes[i%4], "%+v:\n%s", lists[i], plan)
+		require.NotContains(t, plan, "Sort", "%+v:\n%s", lists[i], plan)
+	}
+	deadLetters := plans[len(lists)]
+	require.Contains(t, deadLetters, "dead_letters_created_idx", deadLetters)
+	require.NotContains(t, deadLetters, "Sort", deadLetters)
 }
