@@ -246,7 +246,7 @@ func printWelcome(ctx context.Context, w io.Writer, a *app.App, cfg app.Config, 
 	fmt.Fprintf(&b, "  River UI         %s/riverui/\n", browseURL(a.OpsAddr()))
 	fmt.Fprintf(&b, "  DATABASE_URL     %s\n", cfg.DatabaseURL)
 	fmt.Fprintf(&b, "  JWT secret       kept in %s and reused by every start (tokens stay valid for %s)\n", filepath.Join(devDir, devSecretFile), devTokenTTL)
-	fmt.Fprintf(&b, "\nSign in to the pages (each link works once, within %s; a restart prints fresh ones):\n\n", devSignInTTL)
+	fmt.Fprintf(&b, "\nSign in to the pages (each link works once, within %d minutes; a restart prints fresh ones):\n\n", int(devSignInTTL.Minutes()))
 	for _, l := range links {
 		fmt.Fprintf(&b, "  %-16s %s\n", l.who, l.url)
 	}
