@@ -177,7 +177,8 @@ export async function features() {
   if (!featureList) {
     featureList = fetch("/openapi.json").then((r) => r.json()).then((doc) => ({
       pause: Boolean(doc.paths && doc.paths["/v1/merchants/{id}/pause"]),
-    })).catch(() => ({ pause: false }));
+      prioritize: Boolean(doc.paths && doc.paths["/v1/orders/{id}/prioritize"]),
+    })).catch(() => ({ pause: false, prioritize: false }));
   }
   return featureList;
 }

@@ -3,7 +3,7 @@
 // load messages.
 import { $, el, api, signIn, live, duration, clock, ticketCode, showError, features, pauseText } from "/assets/common.js";
 
-let merchantID = null;
+let merchantID = null, canPrioritize = false;
 const productNames = new Map();
 let lastLoad = null;
 
@@ -24,7 +24,9 @@ async function start() {
   document.title = "Kitchen — " + merchant.name;
   showLoad(merchant.load);
   $("capacity").value = merchant.load.capacity;
-  if ((await features()).pause) $("pause-controls").classList.remove("hidden");
+  const can = await features();
+  if (can.pause) $("pause-controls").classList.remove("hidden");
+  canPrioritize = can.prioritize;
   live([{ merchant_id: merchantID }], (m) => {
     if (m.type === "merchant_load") { showLoad(m); refresh(); }
     else if (m.type === "error") showError(m.detail, "read");
@@ -147,7 +149,17 @@ function renderLine(orders) {
       el("b", { text: ticketCode(o) }), " ", itemsOf(o).join(", "),
       o.load != null && o.load !== 1 ? el("span", { class: "muted", text: " · load " + o.load }) : null,
       o.lane === "priority" ? el("span", { class: "muted", text: " · priority" }) : null),
-    el("span", { class: "when", text: "in " + duration(o.eta_seconds) }))));
+    el("span", { class: "when" }, "in " + duration(o.eta_seconds),
+      canPrioritize && o.lane !== "priority"
+        ? el("button", { class: "ghost small prioritize", text: "Priority", title: "move to the priority lane",
+          onclick: (e) => prioritize(e.target, o.id) })
+        : null))));
+}
+
+async function prioritize(button, id) {
+  button.disabled = true;
+  try { await api("POST", "/v1/orders/" + id + "/prioritize", { reason: "moved up by the kitchen" }); refresh(); }
+  catch (e) { showError(e.message); button.disabled = false; }
 }
 
 // act completes or cancels an order; the list is read again when the
