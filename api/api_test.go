@@ -156,7 +156,8 @@ func TestTour(t *testing.T) {
 	require.EqualValues(t, 120, m.body["prep_seconds"])
 	require.EqualValues(t, 1800, m.body["max_queue_wait_seconds"])
 	require.EqualValues(t, 900, m.body["payment_timeout_seconds"])
-	require.EqualValues(t, map[string]any{"capacity": 1.0, "active": 0.0, "queued": 0.0, "est_wait_seconds": 0.0}, m.body["load"])
+	require.EqualValues(t, map[string]any{"capacity": 1.0, "capacity_unit": "orders", "active": 0.0, "active_orders": 0.0, "queued": 0.0,
+		"queued_units": 0.0, "est_wait_seconds": 0.0, "paused": false, "pause_mode": nil, "paused_until": nil}, m.body["load"])
 
 	productID := b.createProduct(t, merchantID, map[string]any{"name": "Milk tea", "price_cents": 500, "stock": 10, "per_user_limit": 2})
 	p := b.do(t, req{method: "GET", path: "/v1/products/" + productID, token: b.customer(t, "x")})

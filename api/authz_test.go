@@ -193,6 +193,16 @@ func authzEndpoints() []endpoint {
 		{"POST", "/v1/admin/sign-in-codes", func(_ *testing.T, fx *authzFixture) (string, any) {
 			return "/v1/admin/sign-in-codes", map[string]any{"sub": "kitchen", "role": "merchant", "merchant_id": fx.merchantID}
 		}, adminOnly(201), 403},
+		// The fixture's orders are accepted at once (capacity 1000): the
+		// callers allowed to prioritize get past the check to the rule that
+		// only a queued order moves; the owner customer sees the order but
+		// may not move it.
+		{"POST", "/v1/orders/{id}/prioritize", onOrder(true, "/prioritize", map[string]any{"reason": "staff"}),
+			map[caller]int{ownerCustomer: 403, ownerMerchant: 409, admin: 409}, 404},
+		// Rows run at once on one merchant, which a pause would stop admitting:
+		// the callers allowed to pause get past the check to the validation.
+		{"POST", "/v1/merchants/{id}/pause", onMerchant("/pause", map[string]any{"mode": "queue", "for_seconds": 0}), shopOwners(422), 403},
+		{"POST", "/v1/merchants/{id}/resume", onMerchant("/resume", nil), shopOwners(200), 403},
 	}
 }
 
@@ -253,7 +263,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 					require.Equal(t, want, r.status, string(r.raw))
 					return
 				}
-				requireProblem(t, r, want, map[int]string{401: "unauthorized", 403: "forbidden", 404: "not_found"}[want])
+				requireProblem(t, r, want, map[int]string{401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "invalid_transition", 422: "validation_failed"}[want])
 				if want == http.StatusUnauthorized {
 					require.Contains(t, r.header.Get("WWW-Authenticate"), "Bearer")
 				}
@@ -290,6 +300,7 @@ func TestUnknownIDsAreNotFound(t *testing.T) {
 		"POST /v1/orders/{id}/pay":                 map[string]any{"payment_ref": "p"},
 		"POST /v1/admin/dead-letters/{id}/resolve": map[string]any{"note": "n"},
 		"POST /v1/products/{id}/drops":             map[string]any{"opens_at": "2099-01-01T00:00:00Z", "starts_at": "2099-01-02T00:00:00Z", "mode": "fifo"},
+		"POST /v1/merchants/{id}/pause":            map[string]any{"mode": "refuse"},
 	}
 	for _, ep := range []struct{ method, path, token string }{
 		{"GET", "/v1/merchants/{id}", b.admin},
@@ -305,6 +316,9 @@ func TestUnknownIDsAreNotFound(t *testing.T) {
 		{"POST", "/v1/orders/{id}/pay", alice},
 		{"POST", "/v1/orders/{id}/cancel", b.admin},
 		{"POST", "/v1/orders/{id}/complete", b.admin},
+		{"POST", "/v1/orders/{id}/prioritize", b.admin},
+		{"POST", "/v1/merchants/{id}/pause", b.admin},
+		{"POST", "/v1/merchants/{id}/resume", b.admin},
 		{"POST", "/v1/admin/dead-letters/{id}/retry", b.admin},
 		{"POST", "/v1/admin/dead-letters/{id}/resolve", b.admin},
 		{"POST", "/v1/products/{id}/drops", b.admin},

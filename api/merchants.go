@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -13,10 +14,11 @@ import (
 )
 
 var (
-	errAdminOnly     = domain.Errorf(domain.CodeForbidden, "only an admin may do this")
-	errNotYourShop   = domain.Errorf(domain.CodeForbidden, "only that merchant or an admin may do this")
-	errCustomersOnly = domain.Errorf(domain.CodeForbidden, "only customers place and pay orders")
-	errOwnOrdersOnly = domain.Errorf(domain.CodeForbidden, "this is a customer's list of its own orders; merchants and admins list a merchant's orders at /v1/merchants/{id}/orders")
+	errAdminOnly       = domain.Errorf(domain.CodeForbidden, "only an admin may do this")
+	errNotYourShop     = domain.Errorf(domain.CodeForbidden, "only that merchant or an admin may do this")
+	errCustomersOnly   = domain.Errorf(domain.CodeForbidden, "only customers place and pay orders")
+	errOwnOrdersOnly   = domain.Errorf(domain.CodeForbidden, "this is a customer's list of its own orders; merchants and admins list a merchant's orders at /v1/merchants/{id}/orders")
+	errOwnCapacityOnly = domain.Errorf(domain.CodeForbidden, "a merchant may change its own capacity only; everything else is for an admin")
 )
 
 func principalOf(r *http.Request) auth.Principal {
@@ -34,12 +36,15 @@ func metaOf(r *http.Request) store.Meta {
 }
 
 type createMerchantRequest struct {
-	Name                  string  `json:"name"`
-	Capacity              *int    `json:"capacity"`
-	PrepSeconds           *int    `json:"prep_seconds"`
-	MaxQueueWaitSeconds   *int    `json:"max_queue_wait_seconds"`
-	PaymentTimeoutSeconds *int    `json:"payment_timeout_seconds"`
-	WebhookURL            *string `json:"webhook_url"`
+	Name                  string              `json:"name"`
+	Capacity              *int                `json:"capacity"`
+	PrepSeconds           *int                `json:"prep_seconds"`
+	MaxQueueWaitSeconds   *int                `json:"max_queue_wait_seconds"`
+	PaymentTimeoutSeconds *int                `json:"payment_timeout_seconds"`
+	WebhookURL            *string             `json:"webhook_url"`
+	CapacityUnit          domain.CapacityUnit `json:"capacity_unit"`
+	Timezone              string              `json:"timezone"`
+	PickupPrefix          string              `json:"pickup_prefix"`
 }
 
 func orDefault(v *int, def int) int {
@@ -68,6 +73,7 @@ func (s *Server) createMerchant(w http.ResponseWriter, r *http.Request) {
 		PrepSeconds:           orDefault(req.PrepSeconds, domain.DefaultPrepSeconds),
 		MaxQueueWaitSeconds:   orDefault(req.MaxQueueWaitSeconds, domain.DefaultMaxQueueWaitSeconds),
 		PaymentTimeoutSeconds: orDefault(req.PaymentTimeoutSeconds, domain.DefaultPaymentTimeoutSeconds),
+		CapacityUnit:          req.CapacityUnit, Timezone: req.Timezone, PickupPrefix: req.PickupPrefix,
 	}
 	if req.WebhookURL != nil {
 		settings.WebhookURL = *req.WebhookURL
@@ -115,16 +121,36 @@ func (o *optionalString) UnmarshalJSON(b []byte) error {
 }
 
 type patchMerchantRequest struct {
-	Name                  *string         `json:"name"`
-	Capacity              *int            `json:"capacity"`
-	PrepSeconds           *int            `json:"prep_seconds"`
-	MaxQueueWaitSeconds   *int            `json:"max_queue_wait_seconds"`
-	PaymentTimeoutSeconds *int            `json:"payment_timeout_seconds"`
-	WebhookURL            *optionalString `json:"webhook_url"`
+	Name                  *string              `json:"name"`
+	Capacity              *int                 `json:"capacity"`
+	PrepSeconds           *int                 `json:"prep_seconds"`
+	MaxQueueWaitSeconds   *int                 `json:"max_queue_wait_seconds"`
+	PaymentTimeoutSeconds *int                 `json:"payment_timeout_seconds"`
+	WebhookURL            *optionalString      `json:"webhook_url"`
+	CapacityUnit          *domain.CapacityUnit `json:"capacity_unit"`
+	Timezone              *string              `json:"timezone"`
+	PickupPrefix          *string              `json:"pickup_prefix"`
+}
+
+// fields names the settings the request changes.
+func (p patchMerchantRequest) fields() []string {
+	var out []string
+	for name, set := range map[string]bool{
+		"name": p.Name != nil, "capacity": p.Capacity != nil, "prep_seconds": p.PrepSeconds != nil,
+		"max_queue_wait_seconds": p.MaxQueueWaitSeconds != nil, "payment_timeout_seconds": p.PaymentTimeoutSeconds != nil,
+		"webhook_url": p.WebhookURL != nil, "capacity_unit": p.CapacityUnit != nil, "timezone": p.Timezone != nil,
+		"pickup_prefix": p.PickupPrefix != nil,
+	} {
+		if set {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func (s *Server) patchMerchant(w http.ResponseWriter, r *http.Request) {
-	if !principalOf(r).IsAdmin() {
+	p := principalOf(r)
+	if !p.IsAdmin() && p.Role != auth.RoleMerchant {
 		writeProblem(w, r, errAdminOnly)
 		return
 	}
@@ -138,9 +164,17 @@ func (s *Server) patchMerchant(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, err)
 		return
 	}
+	if !p.Party().MayChangeMerchantSettings(id.String(), req.fields()) {
+		writeProblem(w, r, errOwnCapacityOnly)
+		return
+	}
+	if !p.IsAdmin() && !allowed(w, r, s.limits.merchantOps) {
+		return
+	}
 	patch := store.MerchantPatch{
 		Name: req.Name, Capacity: req.Capacity, PrepSeconds: req.PrepSeconds,
 		MaxQueueWaitSeconds: req.MaxQueueWaitSeconds, PaymentTimeoutSeconds: req.PaymentTimeoutSeconds,
+		CapacityUnit: req.CapacityUnit, Timezone: req.Timezone, PickupPrefix: req.PickupPrefix,
 	}
 	if req.WebhookURL != nil {
 		if req.WebhookURL.value == nil || *req.WebhookURL.value == "" {
@@ -150,6 +184,62 @@ func (s *Server) patchMerchant(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	m, err := s.store.UpdateMerchant(r.Context(), id, patch, metaOf(r))
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+type pauseRequest struct {
+	Mode       domain.PauseMode `json:"mode"`
+	Until      *time.Time       `json:"until"`
+	ForSeconds *int             `json:"for_seconds"`
+	Reason     string           `json:"reason"`
+}
+
+func (s *Server) pauseMerchant(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if !principalOf(r).Party().MayPauseMerchant(id.String()) {
+		writeProblem(w, r, errNotYourShop)
+		return
+	}
+	if !allowed(w, r, s.limits.merchantOps) {
+		return
+	}
+	var req pauseRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	m, err := s.store.PauseMerchant(r.Context(), id, domain.PauseRequest{
+		Mode: req.Mode, Until: req.Until, ForSeconds: req.ForSeconds, Reason: req.Reason,
+	}, metaOf(r))
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (s *Server) resumeMerchant(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if !principalOf(r).Party().MayPauseMerchant(id.String()) {
+		writeProblem(w, r, errNotYourShop)
+		return
+	}
+	if !allowed(w, r, s.limits.merchantOps) {
+		return
+	}
+	m, err := s.store.ResumeMerchant(r.Context(), id, metaOf(r))
 	if err != nil {
 		writeProblem(w, r, err)
 		return
@@ -180,6 +270,7 @@ type createProductRequest struct {
 	PriceCents   *int64 `json:"price_cents"`
 	Stock        *int   `json:"stock"`
 	PerUserLimit *int   `json:"per_user_limit"`
+	LoadUnits    *int   `json:"load_units"`
 }
 
 func (s *Server) createProduct(w http.ResponseWriter, r *http.Request) {
@@ -201,9 +292,14 @@ func (s *Server) createProduct(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, domain.Errorf(domain.CodeValidation, "price_cents is required"))
 		return
 	}
+	loadUnits := orDefault(req.LoadUnits, domain.DefaultLoadUnits)
+	if err := domain.ValidateLoadUnits(loadUnits); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
 	p, err := s.store.CreateProduct(r.Context(), store.CreateProductParams{
 		MerchantID: id, Name: req.Name, PriceCents: *req.PriceCents, Stock: req.Stock,
-		PerUserLimit: req.PerUserLimit, Meta: metaOf(r),
+		PerUserLimit: req.PerUserLimit, LoadUnits: loadUnits, Meta: metaOf(r),
 	})
 	if err != nil {
 		writeProblem(w, r, err)

@@ -120,7 +120,7 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 	hash := sha256.Sum256(canonical)
 	res, err := s.store.PlaceOrder(r.Context(), store.PlaceParams{
 		MerchantID: merchantID, CustomerID: p.Subject, Lines: lines, PaymentRef: paymentRef,
-		IdempotencyKey: key, RequestHash: hash[:], RequestID: requestIDFrom(r.Context()),
+		IdempotencyKey: key, RequestHash: hash[:], RequestID: requestIDFrom(r.Context()), Lane: p.Lane,
 	})
 	if err != nil {
 		writeProblem(w, r, err)
@@ -234,6 +234,30 @@ func (s *Server) completeOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o, err := s.store.CompleteOrder(r.Context(), id, accessOf(p), requestIDFrom(r.Context()))
+	respondOrder(w, r, o, err)
+}
+
+type prioritizeRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) prioritizeOrder(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if !allowed(w, r, s.limits.merchantOps) {
+		return
+	}
+	var req prioritizeRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(w, r, &req); err != nil {
+			writeProblem(w, r, err)
+			return
+		}
+	}
+	o, err := s.store.PrioritizeOrder(r.Context(), id, req.Reason, accessOf(principalOf(r)), requestIDFrom(r.Context()))
 	respondOrder(w, r, o, err)
 }
 

@@ -41,6 +41,7 @@ var problems = map[domain.Code]problemKind{
 	domain.CodeDropNotOpen:         {http.StatusConflict, "drop-not-open", "The drop is not open yet"},
 	domain.CodeDropEnded:           {http.StatusConflict, "drop-ended", "The drop has ended"},
 	domain.CodeNotInvited:          {http.StatusConflict, "not-invited", "Not invited to buy this drop's product"},
+	domain.CodeMerchantPaused:      {http.StatusConflict, "merchant-paused", "The merchant is paused"},
 	domain.CodeInternal:            {http.StatusInternalServerError, "internal", "Internal error"},
 }
 
@@ -115,8 +116,12 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		h.Set("Retry-After", "1")
 	}
 	var ra *retryAfterError
-	if errors.As(err, &ra) {
+	var de *domain.Error
+	switch {
+	case errors.As(err, &ra):
 		h.Set("Retry-After", strconv.Itoa(ceilSeconds(ra.after)))
+	case errors.As(err, &de) && de.RetryAfter > 0:
+		h.Set("Retry-After", strconv.Itoa(ceilSeconds(de.RetryAfter)))
 	}
 	body, _ := json.Marshal(problem{
 		Type: problemBase + kind.slug, Title: kind.title, Status: kind.status,

@@ -88,7 +88,7 @@ func TestProblemTable(t *testing.T) {
 		domain.CodeNotFound: 404, domain.CodeMethodNotAllowed: 405, domain.CodeSoldOut: 409, domain.CodePurchaseLimit: 409,
 		domain.CodeInvalidTransition: 409, domain.CodeIdempotencyReused: 422,
 		domain.CodeIdempotencyRequired: 400, domain.CodeInvalidCursor: 400, domain.CodeUnavailable: 503, domain.CodeConflict: 409,
-		domain.CodeRateLimited: 429, domain.CodeInternal: 500,
+		domain.CodeRateLimited: 429, domain.CodeInternal: 500, domain.CodeMerchantPaused: 409,
 		domain.CodeDropNotOpen: 409, domain.CodeDropEnded: 409, domain.CodeNotInvited: 409,
 	}
 	require.Len(t, problems, len(want))

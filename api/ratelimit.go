@@ -125,6 +125,9 @@ func (sh *limiterShard) evictOne() {
 // allowance to place the next one.
 type customerLimits struct {
 	place, pay, cancel, tickets, dropEntries *RateLimiter
+	// merchantOps limits a caller's pauses, resumes, capacity changes and
+	// prioritizations, each a write under the merchant's lock.
+	merchantOps *RateLimiter
 }
 
 // allowed reports whether the authenticated caller is within l, and if not

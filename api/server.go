@@ -83,6 +83,7 @@ func New(cfg Config) *Server {
 			cancel:      NewRateLimiter(cfg.RatePerCustomer),
 			tickets:     NewRateLimiter(cfg.RatePerCustomer),
 			dropEntries: NewRateLimiter(cfg.RateDropEntries),
+			merchantOps: NewRateLimiter(cfg.RatePerCustomer),
 		},
 	}
 	s.handler = s.buildRoutes()
@@ -107,6 +108,8 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("GET /v1/merchants/{id}", authed(s.getMerchant))
 	mux.Handle("PATCH /v1/merchants/{id}", authed(s.patchMerchant))
 	mux.Handle("POST /v1/merchants/{id}/webhook-secret", authed(s.rotateWebhookSecret))
+	mux.Handle("POST /v1/merchants/{id}/pause", authed(s.pauseMerchant))
+	mux.Handle("POST /v1/merchants/{id}/resume", authed(s.resumeMerchant))
 	mux.Handle("POST /v1/merchants/{id}/products", authed(s.createProduct))
 	mux.Handle("GET /v1/merchants/{id}/products", authed(s.listProducts))
 	mux.Handle("GET /v1/merchants/{id}/orders", authed(s.listMerchantOrders))
@@ -125,6 +128,7 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("POST /v1/orders/{id}/pay", authed(s.payOrder))
 	mux.Handle("POST /v1/orders/{id}/cancel", authed(s.cancelOrder))
 	mux.Handle("POST /v1/orders/{id}/complete", authed(s.completeOrder))
+	mux.Handle("POST /v1/orders/{id}/prioritize", authed(s.prioritizeOrder))
 
 	mux.Handle("POST /v1/ws/tickets", authed(s.issueTicket))
 	mux.HandleFunc("POST /v1/sign-in", s.signIn)

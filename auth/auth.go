@@ -30,6 +30,9 @@ type Principal struct {
 	Subject    string
 	Role       Role
 	MerchantID uuid.UUID // set for RoleMerchant only
+	// Lane is the queue lane a customer's orders go to: "" (normal) or
+	// priority, for staff or members the platform trusts.
+	Lane domain.Lane
 }
 
 // IsAdmin reports whether p may do everything.
@@ -55,8 +58,9 @@ func (p Principal) Party() domain.Party {
 }
 
 type claims struct {
-	Role       Role   `json:"role"`
-	MerchantID string `json:"merchant_id,omitempty"`
+	Role       Role        `json:"role"`
+	MerchantID string      `json:"merchant_id,omitempty"`
+	Lane       domain.Lane `json:"lane,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -157,6 +161,7 @@ func (a *Authenticator) IssueExpiring(p Principal, ttl time.Duration) (string, t
 	if p.Role == RoleMerchant {
 		c.MerchantID = p.MerchantID.String()
 	}
+	c.Lane = p.Lane
 	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(a.secret)
 	return token, c.ExpiresAt.Time, err
 }
@@ -173,6 +178,9 @@ func (p Principal) validate() error {
 		}
 	default:
 		return domain.Errorf(domain.CodeUnauthorized, "the token's role must be customer, merchant or admin")
+	}
+	if p.Lane != "" && (!p.Lane.Valid() || p.Role != RoleCustomer) {
+		return domain.Errorf(domain.CodeUnauthorized, `the token's lane must be "normal" or "priority", on a customer token`)
 	}
 	return nil
 }
@@ -212,7 +220,7 @@ func (a *Authenticator) verify(token string) (Principal, time.Time, error) {
 		}
 		return Principal{}, time.Time{}, domain.Errorf(domain.CodeUnauthorized, "%s", msg)
 	}
-	p := Principal{Subject: c.Subject, Role: c.Role}
+	p := Principal{Subject: c.Subject, Role: c.Role, Lane: c.Lane}
 	if c.Role == RoleMerchant {
 		id, err := uuid.Parse(c.MerchantID)
 		if err != nil {

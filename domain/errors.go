@@ -6,6 +6,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a stable, machine-readable error code. The api package maps each
@@ -33,6 +34,7 @@ const (
 	CodeDropNotOpen         Code = "drop_not_open"
 	CodeDropEnded           Code = "drop_ended"
 	CodeNotInvited          Code = "not_invited"
+	CodeMerchantPaused      Code = "merchant_paused"
 	CodeInternal            Code = "internal"
 )
 
@@ -40,6 +42,8 @@ const (
 type Error struct {
 	Code    Code
 	Message string
+	// RetryAfter, when set, is how long until the refusal may end.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
@@ -74,6 +78,17 @@ func ErrorMessage(err error) string {
 		return e.Message
 	}
 	return "Internal error."
+}
+
+// MerchantPausedError refuses a placement at a merchant paused in refuse
+// mode, saying when the pause ends if it is known.
+func MerchantPausedError(p Pause, now time.Time) *Error {
+	e := Errorf(CodeMerchantPaused, "the merchant is not taking orders right now")
+	if after := p.RetryAfter(now); after > 0 {
+		e.Message = fmt.Sprintf("the merchant is not taking orders until %s", p.Until.UTC().Format(time.RFC3339))
+		e.RetryAfter = after
+	}
+	return e
 }
 
 // Sentinels for matching with errors.Is.

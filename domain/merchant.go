@@ -243,7 +243,7 @@ func (c CompletionStats) unitsPerCompletion() float64 {
 // at least 1, since the order is waiting.
 func UnitsToWaitFor(active, capacity, unitsAhead, load int) int {
 	need := active + unitsAhead + load - capacity
-	if load > capacity {
+	if load > capacity && capacity > 0 {
 		need = active + unitsAhead
 	}
 	return max(need, 1)

@@ -2,10 +2,16 @@ package domain
 
 import "time"
 
-// CreateProduct decides a new product: the one event that records it.
+// CreateProduct decides a new product: the one event that records it. No
+// load_units is the default.
 func CreateProduct(c ProductCreated) ([]Event, error) {
 	if err := ValidateProduct(c.Name, c.PriceCents, c.Stock, c.PerUserLimit); err != nil {
 		return nil, err
+	}
+	if c.LoadUnits != 0 {
+		if err := ValidateLoadUnits(c.LoadUnits); err != nil {
+			return nil, err
+		}
 	}
 	return []Event{{Type: EventProductCreated, Data: c}}, nil
 }

@@ -149,6 +149,17 @@ func (w *ExpireQueuedWorker) Work(ctx context.Context, job *river.Job[store.Expi
 	return err
 }
 
+// ResumeMerchantWorker resumes a merchant whose pause has reached its end.
+type ResumeMerchantWorker struct {
+	river.WorkerDefaults[store.ResumeMerchantArgs]
+	store *store.Store
+}
+
+func (w *ResumeMerchantWorker) Work(ctx context.Context, job *river.Job[store.ResumeMerchantArgs]) error {
+	_, err := w.store.ResumeDue(ctx, job.Args.MerchantID, job.Args.Until)
+	return err
+}
+
 // DrainMerchantWorker admits a merchant's queued orders while units are free.
 type DrainMerchantWorker struct {
 	river.WorkerDefaults[store.DrainMerchantArgs]

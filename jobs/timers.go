@@ -71,6 +71,7 @@ func timerKinds(st *store.Store) []TimerKind {
 		NewTimerKind(&CloseUnpaidWorker{store: st}, st.CloseUnpaidOverdue),
 		NewTimerKind(&ExpireQueuedWorker{store: st}, st.ExpireQueuedOverdue),
 		NewTimerKind(&SettleDropWorker{store: st}, st.DropsToSettle),
+		NewTimerKind(&ResumeMerchantWorker{store: st}, st.ResumeOverdue),
 	}
 }
 

@@ -15,6 +15,7 @@ var AuditChecks = []string{
 	"stream_version_gaps",
 	"projection_drift",
 	"merchant_load_drift",
+	"merchant_lane_drift",
 	"decisions_over_capacity",
 	"queued_with_free_capacity",
 	"unpaid_past_deadline",

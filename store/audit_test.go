@@ -90,6 +90,25 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 		{"merchant_load_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			exec(t, pool, `UPDATE merchants SET active = 0 WHERE id = $1`, f.merchant.ID)
 		}},
+		{"merchant_load_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// active counts units: the accepted order's load, not its number.
+			exec(t, pool, `UPDATE orders SET load = 3 WHERE id = $1`, f.accepted.ID)
+		}},
+		{"merchant_lane_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			exec(t, pool, `UPDATE orders SET lane = 'priority' WHERE id = $1`, f.queued.ID)
+		}},
+		{"merchant_lane_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			exec(t, pool, `UPDATE merchants SET active_orders = active_orders + 1 WHERE id = $1`, f.merchant.ID)
+		}},
+		{"decisions_over_capacity", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// An order of load 3 alone in a kitchen of 2 may be admitted; with
+			// company it may not.
+			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
+				VALUES ($1, 'order', 1, 'order.accepted', '{"active_after": 3, "capacity": 2, "load": 3}')`, uuid.New())
+			require.NotContains(t, violations(t, f.st), "decisions_over_capacity", "a lone oversized order")
+			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
+				VALUES ($1, 'order', 1, 'order.accepted', '{"active_after": 4, "capacity": 2, "load": 3}')`, uuid.New())
+		}},
 		{"decisions_over_capacity", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
 				VALUES ($1, 'order', 1, 'order.accepted', '{"active_after": 3, "capacity": 2}')`, uuid.New())
@@ -467,8 +486,8 @@ func seedMerchant(ctx context.Context, pool *pgxpool.Pool, now time.Time, k int)
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO merchants (id, name, capacity, prep_seconds, max_queue_wait_seconds, payment_timeout_seconds, webhook_secret,
-			created_at, version, active, queued, next_seq)
-		VALUES ($1, $2, $3, 60, 3600, 900, 'secret', $4, 1, $5, $6, $7)`,
+			created_at, version, active, queued, next_seq, active_orders, queued_units)
+		VALUES ($1, $2, $3, 60, 3600, 900, 'secret', $4, 1, $5, $6, $7, $5, $6)`,
 		mid, settings.Name, capacity, created, accepted, queued, k+1); err != nil {
 		return err
 	}

@@ -40,6 +40,19 @@ func (ExpireQueuedArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueTimers, MaxAttempts: 25}
 }
 
+// ResumeMerchantArgs resumes a merchant whose pause ends at Until; a pause
+// replaced or resumed since makes it do nothing.
+type ResumeMerchantArgs struct {
+	MerchantID uuid.UUID `json:"merchant_id"`
+	Until      time.Time `json:"until"`
+}
+
+func (ResumeMerchantArgs) Kind() string { return "resume_merchant" }
+
+func (ResumeMerchantArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueTimers, MaxAttempts: 25}
+}
+
 // DrainMerchantArgs admits a merchant's queued orders while units are free.
 // It is unique per merchant while pending; a trigger that arrives while one
 // runs is dropped, so the worker loops and the periodic sweep covers the rest.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -81,20 +82,41 @@ func pageQuery(l OrderList) (string, []any) {
 }
 
 // queuePageQuery reads a merchant's queue from after the key, one row more
-// than the page, in orders_queue_idx. Its position column is the count of
-// orders ahead of the page, read once, which scanOrderViews adds each row's
-// rank to.
+// than the page, in orders_queue_idx (the priority lane first, each lane in
+// sequence order). Its position and units columns count the orders, and
+// their units, ahead of the page, read once, which scanOrderViews adds each
+// row's rank and the loads before it in the page to.
 func queuePageQuery(l OrderList) (string, []any) {
-	var after int64
+	after := int64(math.MinInt64)
 	if l.After != nil {
 		after = l.After.Seq
 	}
-	return `SELECT ` + orderColumns + `,
-		(SELECT count(*) FROM orders q WHERE q.merchant_id = $1 AND q.status = 'queued' AND q.queue_seq <= $2)::int,
-		m.capacity, m.prep_seconds, m.completion_interval_s, m.completion_samples
+	return `SELECT ` + orderColumns + `, a.n, a.units, ` + etaColumns + `
 		FROM orders o JOIN merchants m ON m.id = o.merchant_id
-		WHERE o.merchant_id = $1 AND o.status = 'queued' AND o.queue_seq > $2
-		ORDER BY o.queue_seq LIMIT $3`, []any{l.MerchantID, after, l.Limit + 1}
+		CROSS JOIN (SELECT count(*)::int AS n, coalesce(sum(q.load), 0)::int AS units FROM orders q
+			WHERE q.merchant_id = $1 AND q.status = 'queued' AND ` + lineKeySQL("q") + ` <= $2) a
+		WHERE o.merchant_id = $1 AND o.status = 'queued' AND ` + lineKeySQL("o") + ` > $2
+		ORDER BY o.lane DESC, o.queue_seq LIMIT $3`, []any{l.MerchantID, after, l.Limit + 1}
+}
+
+// priorityLineOffset puts the priority lane before the normal one in a
+// single key: sequence numbers stay far below it.
+const priorityLineOffset = int64(1) << 62
+
+// lineKey is an order's place in its merchant's line as one number: the
+// priority lane's orders, then the normal lane's, each in sequence order.
+// It keys a page of a queue list.
+func lineKey(lane domain.Lane, seq int64) int64 {
+	if lane == domain.LanePriority {
+		return seq - priorityLineOffset
+	}
+	return seq
+}
+
+// lineKeySQL is lineKey of the order aliased alias, in SQL.
+func lineKeySQL(alias string) string {
+	return `(CASE WHEN ` + alias + `.lane = 'priority' THEN ` + alias + `.queue_seq - ` + strconv.FormatInt(priorityLineOffset, 10) +
+		` ELSE ` + alias + `.queue_seq END)`
 }
 
 // newestFirstQuery reads orders by (placed_at, id) descending from before

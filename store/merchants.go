@@ -10,39 +10,53 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
 )
 
-// Load is a merchant's live load as clients see it.
+// Load is a merchant's live load as clients see it: active counts units
+// (orders when the merchant counts orders), queued counts orders.
 type Load struct {
-	Capacity       int `json:"capacity"`
-	Active         int `json:"active"`
-	Queued         int `json:"queued"`
-	EstWaitSeconds int `json:"est_wait_seconds"`
+	Capacity       int                 `json:"capacity"`
+	CapacityUnit   domain.CapacityUnit `json:"capacity_unit"`
+	Active         int                 `json:"active"`
+	ActiveOrders   int                 `json:"active_orders"`
+	Queued         int                 `json:"queued"`
+	QueuedUnits    int                 `json:"queued_units"`
+	EstWaitSeconds int                 `json:"est_wait_seconds"`
+	Paused         bool                `json:"paused"`
+	PauseMode      *domain.PauseMode   `json:"pause_mode"`
+	PausedUntil    *time.Time          `json:"paused_until"`
 }
 
 // Merchant is the merchant read model in the API's shape.
 type Merchant struct {
-	ID                    uuid.UUID `json:"id"`
-	Name                  string    `json:"name"`
-	Capacity              int       `json:"capacity"`
-	PrepSeconds           int       `json:"prep_seconds"`
-	MaxQueueWaitSeconds   int       `json:"max_queue_wait_seconds"`
-	PaymentTimeoutSeconds int       `json:"payment_timeout_seconds"`
-	WebhookURL            *string   `json:"webhook_url"`
-	WebhookSecret         string    `json:"webhook_secret,omitempty"`
-	CreatedAt             time.Time `json:"created_at"`
-	Version               int       `json:"version"`
-	Load                  Load      `json:"load"`
+	ID                    uuid.UUID           `json:"id"`
+	Name                  string              `json:"name"`
+	Capacity              int                 `json:"capacity"`
+	PrepSeconds           int                 `json:"prep_seconds"`
+	MaxQueueWaitSeconds   int                 `json:"max_queue_wait_seconds"`
+	PaymentTimeoutSeconds int                 `json:"payment_timeout_seconds"`
+	CapacityUnit          domain.CapacityUnit `json:"capacity_unit"`
+	Timezone              string              `json:"timezone"`
+	PickupPrefix          string              `json:"pickup_prefix"`
+	WebhookURL            *string             `json:"webhook_url"`
+	WebhookSecret         string              `json:"webhook_secret,omitempty"`
+	CreatedAt             time.Time           `json:"created_at"`
+	Version               int                 `json:"version"`
+	Load                  Load                `json:"load"`
 }
 
 // merchantRow is the full row, including what only the store sees.
 type merchantRow struct {
 	Merchant
-	secret  string
-	nextSeq int64
-	stats   domain.CompletionStats
+	secret         string
+	nextSeq        int64
+	queuedPriority int
+	stats          domain.CompletionStats
+	pause          domain.Pause
+	pickup         domain.PickupCounter
 	// dirty marks a load changed in memory and not yet saved.
 	dirty bool
 }
@@ -51,6 +65,7 @@ func (m *merchantRow) settings() domain.MerchantSettings {
 	s := domain.MerchantSettings{
 		Name: m.Name, Capacity: m.Capacity, PrepSeconds: m.PrepSeconds,
 		MaxQueueWaitSeconds: m.MaxQueueWaitSeconds, PaymentTimeoutSeconds: m.PaymentTimeoutSeconds,
+		CapacityUnit: m.CapacityUnit, Timezone: m.Timezone, PickupPrefix: m.PickupPrefix,
 	}
 	if m.WebhookURL != nil {
 		s.WebhookURL = *m.WebhookURL
@@ -58,45 +73,84 @@ func (m *merchantRow) settings() domain.MerchantSettings {
 	return s
 }
 
+// folded is the merchant as its stream folds.
+func (m *merchantRow) folded() domain.Merchant {
+	return domain.Merchant{ID: m.ID.String(), Settings: m.settings(), Pause: m.pause, CreatedAt: m.CreatedAt, Version: m.Version}
+}
+
+// setFolded takes the folded state of the merchant's stream.
+func (m *merchantRow) setFolded(f domain.Merchant) {
+	s := f.Settings.WithDefaults()
+	m.Name, m.Capacity, m.PrepSeconds = s.Name, s.Capacity, s.PrepSeconds
+	m.MaxQueueWaitSeconds, m.PaymentTimeoutSeconds = s.MaxQueueWaitSeconds, s.PaymentTimeoutSeconds
+	m.CapacityUnit, m.Timezone, m.PickupPrefix = s.CapacityUnit, s.Timezone, s.PickupPrefix
+	m.WebhookURL = nil
+	if s.WebhookURL != "" {
+		m.WebhookURL = &s.WebhookURL
+	}
+	m.pause, m.Version = f.Pause, f.Version
+	m.fillLoad()
+}
+
 func (m *merchantRow) load() domain.Load {
-	return domain.Load{Capacity: m.Capacity, Active: m.Load.Active, Queued: m.Load.Queued, NextSeq: m.nextSeq}
+	return domain.Load{
+		Capacity: m.Capacity, Active: m.Load.Active, ActiveOrders: m.Load.ActiveOrders,
+		Queued: m.Load.Queued, QueuedPriority: m.queuedPriority, QueuedUnits: m.Load.QueuedUnits,
+		NextSeq: m.nextSeq, Paused: m.pause.Paused(),
+	}
 }
 
 func (m *merchantRow) setLoad(l domain.Load) {
 	m.Capacity, m.Load.Capacity = l.Capacity, l.Capacity
-	m.Load.Active, m.Load.Queued, m.nextSeq = l.Active, l.Queued, l.NextSeq
+	m.Load.Active, m.Load.ActiveOrders, m.Load.Queued, m.Load.QueuedUnits = l.Active, l.ActiveOrders, l.Queued, l.QueuedUnits
+	m.queuedPriority, m.nextSeq = l.QueuedPriority, l.NextSeq
+}
+
+func (m *merchantRow) eta() etaBasis {
+	return etaBasis{capacity: m.Capacity, active: m.Load.Active, prep: m.PrepSeconds, stats: m.stats}
 }
 
 func (m *merchantRow) maxQueueWait() time.Duration {
 	return time.Duration(m.MaxQueueWaitSeconds) * time.Second
 }
 
-// fillEstimate sets the estimated wait of an order paid now.
-func (m *merchantRow) fillEstimate() {
-	m.Load.Capacity = m.Capacity
+// fillLoad sets the load's copies of the merchant's fields and the
+// estimated wait of an order of one unit paid now.
+func (m *merchantRow) fillLoad() {
+	m.Load.Capacity, m.Load.CapacityUnit = m.Capacity, m.CapacityUnit
+	m.Load.Paused, m.Load.PauseMode, m.Load.PausedUntil = m.pause.Paused(), nil, m.pause.Until
+	if m.pause.Paused() {
+		mode := m.pause.Mode
+		m.Load.PauseMode = &mode
+	}
 	if m.load().CanAdmitNew(1, domain.LaneNormal) {
 		m.Load.EstWaitSeconds = 0
 		return
 	}
-	m.Load.EstWaitSeconds = domain.EstimateWait(m.Load.Queued+1, m.Capacity, m.PrepSeconds, m.stats)
+	units := domain.UnitsToWaitFor(m.Load.Active, m.Capacity, m.Load.QueuedUnits, 1)
+	m.Load.EstWaitSeconds = domain.EstimateWait(units, m.Capacity, m.PrepSeconds, m.stats)
 }
 
 const merchantColumns = `id, name, capacity, prep_seconds, max_queue_wait_seconds, payment_timeout_seconds,
 	webhook_url, webhook_secret, created_at, version, active, queued, next_seq,
-	completion_interval_s, completion_samples, last_completion_at`
+	completion_interval_s, completion_samples, last_completion_at,
+	capacity_unit, timezone, pickup_prefix, active_orders, queued_priority, queued_units,
+	coalesce(pause_mode, ''), paused_until, completion_units, coalesce(pickup_day::text, ''), pickup_issued`
 
 func scanMerchant(row pgx.Row) (*merchantRow, error) {
 	var m merchantRow
 	err := row.Scan(&m.ID, &m.Name, &m.Capacity, &m.PrepSeconds, &m.MaxQueueWaitSeconds, &m.PaymentTimeoutSeconds,
 		&m.WebhookURL, &m.secret, &m.CreatedAt, &m.Version, &m.Load.Active, &m.Load.Queued, &m.nextSeq,
-		&m.stats.IntervalSeconds, &m.stats.Samples, &m.stats.LastCompletion)
+		&m.stats.IntervalSeconds, &m.stats.Samples, &m.stats.LastCompletion,
+		&m.CapacityUnit, &m.Timezone, &m.PickupPrefix, &m.Load.ActiveOrders, &m.queuedPriority, &m.Load.QueuedUnits,
+		&m.pause.Mode, &m.pause.Until, &m.stats.UnitsPerCompletion, &m.pickup.Day, &m.pickup.Issued)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, domain.Errorf(domain.CodeNotFound, "merchant not found")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("scan merchant: %w", err)
 	}
-	m.fillEstimate()
+	m.fillLoad()
 	return &m, nil
 }
 
@@ -111,9 +165,11 @@ func lockMerchant(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*merchantRow, e
 func saveLoad(ctx context.Context, tx pgx.Tx, m *merchantRow) error {
 	_, err := tx.Exec(ctx, `
 		UPDATE merchants SET active = $2, queued = $3, next_seq = $4,
-			completion_interval_s = $5, completion_samples = $6, last_completion_at = $7, updated_at = now()
+			completion_interval_s = $5, completion_samples = $6, last_completion_at = $7,
+			active_orders = $8, queued_priority = $9, queued_units = $10, completion_units = $11, updated_at = now()
 		WHERE id = $1`,
-		m.ID, m.Load.Active, m.Load.Queued, m.nextSeq, m.stats.IntervalSeconds, m.stats.Samples, m.stats.LastCompletion)
+		m.ID, m.Load.Active, m.Load.Queued, m.nextSeq, m.stats.IntervalSeconds, m.stats.Samples, m.stats.LastCompletion,
+		m.Load.ActiveOrders, m.queuedPriority, m.Load.QueuedUnits, m.stats.UnitsPerCompletion)
 	if err != nil {
 		return fmt.Errorf("save load of merchant %s: %w", m.ID, err)
 	}
@@ -134,6 +190,7 @@ func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSett
 	if err := settings.Validate(); err != nil {
 		return nil, err
 	}
+	settings = settings.WithDefaults()
 	now := s.now()
 	id := newID()
 	secret := newSecret()
@@ -152,10 +209,10 @@ func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSett
 		}
 		_, err := tx.Exec(ctx, `
 			INSERT INTO merchants (id, name, capacity, prep_seconds, max_queue_wait_seconds, payment_timeout_seconds,
-				webhook_url, webhook_secret, created_at, version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)`,
+				webhook_url, webhook_secret, created_at, version, capacity_unit, timezone, pickup_prefix)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, $11, $12)`,
 			id, settings.Name, settings.Capacity, settings.PrepSeconds, settings.MaxQueueWaitSeconds,
-			settings.PaymentTimeoutSeconds, webhook, secret, now)
+			settings.PaymentTimeoutSeconds, webhook, secret, now, settings.CapacityUnit, settings.Timezone, settings.PickupPrefix)
 		if err != nil {
 			return fmt.Errorf("insert merchant: %w", err)
 		}
@@ -191,12 +248,85 @@ type MerchantPatch struct {
 	PaymentTimeoutSeconds *int
 	WebhookURL            *string
 	ClearWebhook          bool
+	CapacityUnit          *domain.CapacityUnit
+	Timezone              *string
+	PickupPrefix          *string
+}
+
+func (p MerchantPatch) apply(s domain.MerchantSettings) domain.MerchantSettings {
+	set := func(dst *int, v *int) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&s.Capacity, p.Capacity)
+	set(&s.PrepSeconds, p.PrepSeconds)
+	set(&s.MaxQueueWaitSeconds, p.MaxQueueWaitSeconds)
+	set(&s.PaymentTimeoutSeconds, p.PaymentTimeoutSeconds)
+	for _, f := range []struct {
+		dst *string
+		v   *string
+	}{{&s.Name, p.Name}, {&s.WebhookURL, p.WebhookURL}, {&s.Timezone, p.Timezone}, {&s.PickupPrefix, p.PickupPrefix}} {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
+	}
+	if p.ClearWebhook {
+		s.WebhookURL = ""
+	}
+	if p.CapacityUnit != nil {
+		s.CapacityUnit = *p.CapacityUnit
+	}
+	return s
+}
+
+// writeMerchant is the one write of a merchant's change: its events,
+// appended after the version m was read at and recorded at now, and the
+// state they fold to, in one statement each. m holds the merchant's lock
+// and takes the new state.
+func writeMerchant(ctx context.Context, tx pgx.Tx, m *merchantRow, events []domain.Event, meta Meta, now time.Time) error {
+	if len(events) == 0 {
+		return nil
+	}
+	after := m.folded()
+	for _, e := range events {
+		var err error
+		if after, err = after.Evolve(e); err != nil {
+			return err
+		}
+	}
+	if err := appendEvents(ctx, tx, AppendParams{
+		StreamID: m.ID, StreamType: StreamMerchant, ExpectedVersion: m.Version, Meta: meta, RecordedAt: now, Events: events,
+	}); err != nil {
+		return err
+	}
+	s := after.Settings.WithDefaults()
+	var webhook, mode *string
+	if s.WebhookURL != "" {
+		webhook = &s.WebhookURL
+	}
+	if after.Pause.Paused() {
+		v := string(after.Pause.Mode)
+		mode = &v
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE merchants SET name = $2, capacity = $3, prep_seconds = $4, max_queue_wait_seconds = $5,
+			payment_timeout_seconds = $6, webhook_url = $7, capacity_unit = $8, timezone = $9, pickup_prefix = $10,
+			pause_mode = $11, paused_until = $12, version = $13, updated_at = now()
+		WHERE id = $1`,
+		m.ID, s.Name, s.Capacity, s.PrepSeconds, s.MaxQueueWaitSeconds, s.PaymentTimeoutSeconds, webhook,
+		s.CapacityUnit, s.Timezone, s.PickupPrefix, mode, after.Pause.Until, after.Version); err != nil {
+		return fmt.Errorf("write merchant %s: %w", m.ID, err)
+	}
+	m.setFolded(after)
+	return nil
 }
 
 // UpdateMerchant changes settings under the merchant's lock, so a capacity
 // change governs the very next admission decision. Raising capacity admits
 // queued orders in the same transaction, in queue order; lowering it evicts
-// nobody (active may stay above capacity until orders complete).
+// nobody (active may stay above capacity until orders complete). The unit
+// changes only while nothing is accepted or queued.
 func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatch, meta Meta) (*Merchant, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		m, err := lockMerchant(ctx, tx, id)
@@ -204,58 +334,23 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 			return err
 		}
 		before := m.settings()
-		after := before
-		if p.Name != nil {
-			after.Name = *p.Name
-		}
-		if p.Capacity != nil {
-			after.Capacity = *p.Capacity
-		}
-		if p.PrepSeconds != nil {
-			after.PrepSeconds = *p.PrepSeconds
-		}
-		if p.MaxQueueWaitSeconds != nil {
-			after.MaxQueueWaitSeconds = *p.MaxQueueWaitSeconds
-		}
-		if p.PaymentTimeoutSeconds != nil {
-			after.PaymentTimeoutSeconds = *p.PaymentTimeoutSeconds
-		}
-		if p.WebhookURL != nil {
-			after.WebhookURL = *p.WebhookURL
-		}
-		if p.ClearWebhook {
-			after.WebhookURL = ""
-		}
+		after := p.apply(before)
 		if err := after.Validate(); err != nil {
 			return err
 		}
+		after = after.WithDefaults()
 		if after == before {
 			return nil
 		}
-		now := s.now()
-		if err := appendEvents(ctx, tx, AppendParams{
-			StreamID: id, StreamType: StreamMerchant, ExpectedVersion: m.Version, Meta: meta, RecordedAt: now,
-			Events: []domain.Event{{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{
-				Before: before, After: after, UpdatedAt: now,
-			}}},
-		}); err != nil {
+		if err := domain.CheckSettingsChange(before, after, m.load()); err != nil {
 			return err
 		}
-		var webhook *string
-		if after.WebhookURL != "" {
-			webhook = &after.WebhookURL
+		now := s.now()
+		if err := writeMerchant(ctx, tx, m, []domain.Event{{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{
+			Before: before, After: after, UpdatedAt: now,
+		}}}, meta, now); err != nil {
+			return err
 		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE merchants SET name = $2, capacity = $3, prep_seconds = $4, max_queue_wait_seconds = $5,
-				payment_timeout_seconds = $6, webhook_url = $7, version = version + 1, updated_at = now()
-			WHERE id = $1`,
-			id, after.Name, after.Capacity, after.PrepSeconds, after.MaxQueueWaitSeconds,
-			after.PaymentTimeoutSeconds, webhook); err != nil {
-			return fmt.Errorf("update merchant: %w", err)
-		}
-		m.Version++
-		m.Name, m.Capacity, m.PrepSeconds = after.Name, after.Capacity, after.PrepSeconds
-		m.MaxQueueWaitSeconds, m.PaymentTimeoutSeconds, m.WebhookURL = after.MaxQueueWaitSeconds, after.PaymentTimeoutSeconds, webhook
 		if after.Capacity > before.Capacity {
 			return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
 		}
@@ -265,6 +360,111 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 		return nil, err
 	}
 	return s.GetMerchant(ctx, id)
+}
+
+// PauseMerchant pauses a merchant's admissions (and, in refuse mode, its
+// placements); with an end, a timer resumes it then.
+func (s *Store) PauseMerchant(ctx context.Context, id uuid.UUID, req domain.PauseRequest, meta Meta) (*Merchant, error) {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		m, err := lockMerchant(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		events, err := domain.PauseMerchant(m.folded(), req, meta.Actor, now)
+		if err != nil {
+			return err
+		}
+		if err := writeMerchant(ctx, tx, m, events, meta, now); err != nil {
+			return err
+		}
+		if err := saveLoad(ctx, tx, m); err != nil {
+			return err
+		}
+		if m.pause.Until == nil {
+			return nil
+		}
+		return s.insertJobs(ctx, tx, []river.InsertManyParams{{
+			Args:       ResumeMerchantArgs{MerchantID: id, Until: *m.pause.Until},
+			InsertOpts: &river.InsertOpts{ScheduledAt: *m.pause.Until},
+		}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.GetMerchant(ctx, id)
+}
+
+// ResumeMerchant ends a merchant's pause and drains its queue in order at
+// once; an unpaused merchant is left alone.
+func (s *Store) ResumeMerchant(ctx context.Context, id uuid.UUID, meta Meta) (*Merchant, error) {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		m, err := lockMerchant(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		return s.resumeLocked(ctx, tx, m, domain.ResumeMerchant(m.folded(), meta.Actor, now), meta, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.GetMerchant(ctx, id)
+}
+
+func (s *Store) resumeLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, events []domain.Event, meta Meta, now time.Time) error {
+	if len(events) == 0 {
+		return nil
+	}
+	if err := writeMerchant(ctx, tx, m, events, meta, now); err != nil {
+		return err
+	}
+	return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+}
+
+// ResumeDue resumes a merchant whose pause ending at until has ended: the
+// pause timer. It reports whether it resumed it; a pause replaced or
+// resumed since is left alone.
+func (s *Store) ResumeDue(ctx context.Context, id uuid.UUID, until time.Time) (bool, error) {
+	resumed := false
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		m, err := lockMerchant(ctx, tx, id)
+		if errors.Is(err, domain.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		events := domain.ResumeDue(m.folded(), until, now)
+		resumed = len(events) > 0
+		return s.resumeLocked(ctx, tx, m, events, Meta{Actor: domain.ActorSystem}, now)
+	})
+	return resumed, err
+}
+
+// ResumeOverdue resumes up to limit merchants whose pause ended before
+// cutoff and reports how many it found: the backstop behind the pause
+// timers.
+func (s *Store) ResumeOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, paused_until FROM merchants WHERE paused_until < $1 ORDER BY paused_until LIMIT $2`, cutoff, limit)
+	if err != nil {
+		return 0, mapErr(fmt.Errorf("overdue pauses: %w", err))
+	}
+	type pause struct {
+		ID    uuid.UUID
+		Until time.Time
+	}
+	due, err := pgx.CollectRows(rows, pgx.RowToStructByPos[pause])
+	if err != nil {
+		return 0, mapErr(fmt.Errorf("overdue pauses: %w", err))
+	}
+	for _, p := range due {
+		if _, err := s.ResumeDue(ctx, p.ID, p.Until); err != nil {
+			return 0, err
+		}
+	}
+	return len(due), nil
 }
 
 // RotateWebhookSecret replaces the merchant's webhook secret and returns the

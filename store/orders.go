@@ -33,8 +33,11 @@ type Order struct {
 	StatusReason    *string            `json:"status_reason"`
 	QueuePosition   *int               `json:"queue_position"`
 	EtaSeconds      *int               `json:"eta_seconds"`
+	Load            int                `json:"load"`
+	Lane            domain.Lane        `json:"lane"`
+	PickupCode      *string            `json:"pickup_code"`
 
-	queueSeq int64 // keys a page of a queue list
+	queueSeq int64 // keys a page of a queue list (lineKey)
 }
 
 // Access says who is asking. Orders the caller may not see answer not_found,
@@ -65,12 +68,13 @@ var errOrderNotFound = domain.Errorf(domain.CodeNotFound, "order not found")
 
 const orderColumns = `o.id::text, o.merchant_id::text, o.customer_id, o.items, o.total_cents, o.status, o.version, o.placed_at,
 	o.payment_deadline, o.payment_ref, o.paid_at, o.accepted_at, o.completed_at, o.ended_at, o.status_reason,
-	o.queue_seq, o.queued_at, o.queue_expires_at`
+	o.queue_seq, o.queued_at, o.queue_expires_at, o.load, o.lane, o.pickup_code`
 
 func scanOrderInto(o *domain.Order, dest ...any) []any {
 	return append([]any{&o.ID, &o.MerchantID, &o.CustomerID, &o.Items, &o.TotalCents, &o.Status, &o.Version,
 		&o.PlacedAt, &o.PaymentDeadline, pgkit.NullString{Dst: &o.PaymentRef}, &o.PaidAt, &o.AcceptedAt, &o.CompletedAt,
-		&o.EndedAt, pgkit.NullString{Dst: &o.StatusReason}, pgkit.NullInt64{Dst: &o.QueueSeq}, &o.QueuedAt, &o.QueueExpiresAt}, dest...)
+		&o.EndedAt, pgkit.NullString{Dst: &o.StatusReason}, pgkit.NullInt64{Dst: &o.QueueSeq}, &o.QueuedAt, &o.QueueExpiresAt,
+		&o.Load, &o.Lane, pgkit.NullString{Dst: &o.PickupCode}}, dest...)
 }
 
 // lockOrder reads the order's projection row under a row lock; every command
@@ -262,7 +266,9 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 			if err := releaseStock(ctx, tx, c.after); err != nil {
 				return err
 			}
-			if c.before.Status == domain.StatusAccepted {
+			// A freed unit, or a queued order leaving (the head, say, whose
+			// load did not fit), may let the head in.
+			if c.before.Status == domain.StatusAccepted || c.before.Status == domain.StatusQueued {
 				return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
 			}
 			return saveLoad(ctx, tx, m)
@@ -290,6 +296,30 @@ func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Acc
 	})
 }
 
+var errNotYourOrders = domain.Errorf(domain.CodeForbidden, "only the order's merchant or an admin may do this")
+
+// PrioritizeOrder moves a queued order to the tail of the priority lane;
+// if the priority head can be admitted now, it is, in the same transaction.
+func (s *Store) PrioritizeOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID, needMerchant: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			if !access.party().MayPrioritize(o.MerchantID) {
+				return nil, nil, errNotYourOrders
+			}
+			events, load, err := domain.Prioritize(o, access.Actor, reason, m.load(), now)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.setLoad(load)
+			return events, nil, nil
+		},
+		after: func(tx pgx.Tx, _ change, m *merchantRow, now time.Time) error {
+			return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+		},
+	})
+}
+
 // ExpireQueued expires an order still queued past its merchant's maximum wait
 // (for the stay in the queue that began at queuedAt), releases its stock and
 // files a dead letter. It reports whether the order expired.
@@ -307,7 +337,8 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 			return events, nil, nil
 		},
 		after: func(tx pgx.Tx, c change, m *merchantRow, now time.Time) error {
-			if err := saveLoad(ctx, tx, m); err != nil {
+			// The head leaving may let the next one in.
+			if err := s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit); err != nil {
 				return err
 			}
 			if err := releaseStock(ctx, tx, c.after); err != nil {
@@ -372,14 +403,14 @@ func itemIDs(items []domain.Item) []string {
 	return ids
 }
 
-// drainLocked admits queued orders in sequence order while units are free, up
-// to limit, with the merchant's lock held; it always saves the load. When
-// more could be admitted than limit allows, it leaves a drain job.
+// drainLocked admits the head of the queue while it fits (the priority
+// lane's head first), up to limit orders, with the merchant's lock held; it
+// always saves the load. When more could be admitted than limit allows, it
+// leaves a drain job.
 func (s *Store) drainLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.Time, limit int) error {
-	n := min(m.Capacity-m.Load.Active, m.Load.Queued, limit)
-	if n > 0 {
+	if n := min(m.load().MaxAdmissible(), limit); n > 0 {
 		rows, err := tx.Query(ctx, `SELECT `+orderColumns+` FROM orders o
-			WHERE o.merchant_id = $1 AND o.status = 'queued' ORDER BY o.queue_seq LIMIT $2 FOR UPDATE`, m.ID, n)
+			WHERE o.merchant_id = $1 AND o.status = 'queued' ORDER BY o.lane DESC, o.queue_seq LIMIT $2 FOR UPDATE`, m.ID, n)
 		if err != nil {
 			return fmt.Errorf("read queue head: %w", err)
 		}
@@ -397,6 +428,10 @@ func (s *Store) drainLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, now 
 			return fmt.Errorf("read queue head: %w", err)
 		}
 		for _, o := range head {
+			// Nothing behind a head that does not fit overtakes it.
+			if !m.load().CanDrain(o.Load) {
+				break
+			}
 			e, load, err := domain.AdmitQueued(o, m.load(), now)
 			if err != nil {
 				return err
@@ -414,7 +449,7 @@ func (s *Store) drainLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, now 
 	if err := saveLoad(ctx, tx, m); err != nil {
 		return err
 	}
-	if m.load().CanDrain(1) {
+	if limit < m.load().MaxAdmissible() {
 		return s.insertJobs(ctx, tx, []river.InsertManyParams{{Args: DrainMerchantArgs{MerchantID: m.ID}}})
 	}
 	return nil
@@ -438,7 +473,7 @@ func (s *Store) DrainMerchant(ctx context.Context, merchantID uuid.UUID) (int, e
 				return err
 			}
 			before := m.Load.Queued
-			if !m.load().CanDrain(1) {
+			if m.load().MaxAdmissible() == 0 {
 				return nil
 			}
 			if err := s.drainLocked(ctx, tx, m, s.now(), batch); err != nil {
@@ -459,7 +494,8 @@ func (s *Store) DrainMerchant(ctx context.Context, merchantID uuid.UUID) (int, e
 
 // MerchantsToDrain lists merchants with queued orders and a free unit.
 func (s *Store) MerchantsToDrain(ctx context.Context, limit int) ([]uuid.UUID, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM merchants WHERE queued > 0 AND active < capacity LIMIT $1`, limit)
+	rows, err := s.pool.Query(ctx, `SELECT id FROM merchants
+		WHERE queued > 0 AND pause_mode IS NULL AND capacity > 0 AND (active < capacity OR active = 0) LIMIT $1`, limit)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("merchants to drain: %w", err))
 	}
@@ -487,11 +523,36 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-const orderViewQuery = `SELECT ` + orderColumns + `,
-	CASE WHEN o.status = 'queued' THEN (SELECT count(*) FROM orders q
-		WHERE q.merchant_id = o.merchant_id AND q.status = 'queued' AND q.queue_seq < o.queue_seq) + 1 END,
-	m.capacity, m.prep_seconds, m.completion_interval_s, m.completion_samples
-	FROM orders o JOIN merchants m ON m.id = o.merchant_id`
+// etaColumns are what an order's wait is estimated from, read from its
+// merchant m.
+const etaColumns = `m.capacity, m.active, m.prep_seconds, m.completion_interval_s, m.completion_samples, m.completion_units`
+
+// etaBasis is a merchant's state that queued orders' waits are estimated from.
+type etaBasis struct {
+	capacity, active, prep int
+	stats                  domain.CompletionStats
+}
+
+func (b *etaBasis) dest() []any {
+	return []any{&b.capacity, &b.active, &b.prep, &b.stats.IntervalSeconds, &b.stats.Samples, &b.stats.UnitsPerCompletion}
+}
+
+// wait estimates the wait of a queued order of load behind unitsAhead
+// queued units.
+func (b etaBasis) wait(unitsAhead, load int) int {
+	return domain.EstimateWait(domain.UnitsToWaitFor(b.active, b.capacity, unitsAhead, load), b.capacity, b.prep, b.stats)
+}
+
+// queueAhead is, for a queued order o, the orders of its merchant admitted
+// before it: the priority lane ('priority' > 'normal') first, each lane in
+// sequence order.
+const queueAhead = `q.merchant_id = o.merchant_id AND q.status = 'queued'
+	AND (q.lane > o.lane OR (q.lane = o.lane AND q.queue_seq < o.queue_seq))`
+
+const orderViewQuery = `SELECT ` + orderColumns + `, a.n, a.units, ` + etaColumns + `
+	FROM orders o JOIN merchants m ON m.id = o.merchant_id
+	LEFT JOIN LATERAL (SELECT count(*)::int + 1 AS n, coalesce(sum(q.load), 0)::int AS units FROM orders q
+		WHERE ` + queueAhead + `) a ON o.status = 'queued'`
 
 // scanOrderViews reads rows of orderViewQuery. With rankByRow the rows are a
 // stretch of a merchant's queue in order and their position column counts
@@ -500,19 +561,27 @@ const orderViewQuery = `SELECT ` + orderColumns + `,
 func scanOrderViews(rows pgx.Rows, rankByRow bool) ([]Order, error) {
 	defer rows.Close()
 	out := []Order{}
+	unitsInPage := 0
 	for rows.Next() {
 		var o domain.Order
-		var pos *int
-		var capacity, prep int
-		var stats domain.CompletionStats
-		if err := rows.Scan(scanOrderInto(&o, &pos, &capacity, &prep, &stats.IntervalSeconds, &stats.Samples)...); err != nil {
+		var pos, ahead *int
+		var basis etaBasis
+		if err := rows.Scan(scanOrderInto(&o, append([]any{&pos, &ahead}, basis.dest()...)...)...); err != nil {
 			return nil, fmt.Errorf("scan order: %w", err)
 		}
 		if rankByRow && o.Status == domain.StatusQueued && pos != nil {
-			p := *pos + len(out) + 1
-			pos = &p
+			p, a := *pos+len(out)+1, unitsInPage
+			if ahead != nil {
+				a += *ahead
+			}
+			pos, ahead = &p, &a
+			unitsInPage += max(o.Load, 1)
 		}
-		out = append(out, toView(o, pos, capacity, prep, stats))
+		units := 0
+		if ahead != nil {
+			units = *ahead
+		}
+		out = append(out, toView(o, pos, units, basis))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read orders: %w", err)
@@ -520,16 +589,20 @@ func scanOrderViews(rows pgx.Rows, rankByRow bool) ([]Order, error) {
 	return out, nil
 }
 
-func toView(o domain.Order, pos *int, capacity, prep int, stats domain.CompletionStats) Order {
+func toView(o domain.Order, pos *int, unitsAhead int, basis etaBasis) Order {
 	v := Order{
 		ID: uuid.MustParse(o.ID), MerchantID: uuid.MustParse(o.MerchantID), CustomerID: o.CustomerID,
 		Items: o.Items, TotalCents: o.TotalCents, Status: o.Status, Version: o.Version,
 		PlacedAt: o.PlacedAt, PaymentDeadline: o.PaymentDeadline, PaidAt: o.PaidAt, AcceptedAt: o.AcceptedAt,
 		CompletedAt: o.CompletedAt, EndedAt: o.EndedAt, StatusReason: nullable(o.StatusReason),
-		queueSeq: o.QueueSeq,
+		queueSeq: lineKey(o.Lane, o.QueueSeq),
+		Load:     max(o.Load, 1), Lane: o.Lane, PickupCode: nullable(o.PickupCode),
+	}
+	if v.Lane == "" {
+		v.Lane = domain.LaneNormal
 	}
 	if o.Status == domain.StatusQueued && pos != nil {
-		eta := domain.EstimateWait(*pos, capacity, prep, stats)
+		eta := basis.wait(unitsAhead, v.Load)
 		v.QueuePosition, v.EtaSeconds = pos, &eta
 	}
 	return v

@@ -213,7 +213,7 @@ func TestAdmissionQueueFIFO(t *testing.T) {
 
 	got, err := st.GetMerchant(ctx, m.ID)
 	require.NoError(t, err)
-	require.Equal(t, store.Load{Capacity: 2, Active: 2, Queued: 1, EstWaitSeconds: got.Load.EstWaitSeconds}, got.Load)
+	require.Equal(t, store.Load{Capacity: 2, CapacityUnit: domain.UnitOrders, Active: 2, ActiveOrders: 2, Queued: 1, QueuedUnits: 1, EstWaitSeconds: got.Load.EstWaitSeconds}, got.Load)
 }
 
 func TestCapacityChanges(t *testing.T) {

@@ -59,7 +59,7 @@ func outboxFor(m *merchantRow, c change, now time.Time) ([]outboxMessage, error)
 		id := newID()
 		payload, err := json.Marshal(WebhookPayload{
 			ID: id.String(), Type: e.Type, OccurredAt: now,
-			Order: toView(state, nil, m.Capacity, m.PrepSeconds, m.stats),
+			Order: toView(state, nil, 0, m.eta()),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("encode webhook: %w", err)

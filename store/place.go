@@ -29,6 +29,8 @@ type PlaceParams struct {
 	// with another body is refused.
 	RequestHash []byte
 	RequestID   string
+	// Lane is the lane the order queues in; "" is the normal lane.
+	Lane domain.Lane
 }
 
 // PlaceResult is the answer to a placement.
@@ -590,6 +592,9 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 	if m == nil {
 		return domain.Errorf(domain.CodeNotFound, "merchant not found")
 	}
+	if m.pause.Refuses() {
+		return domain.MerchantPausedError(m.pause, now)
+	}
 	refs := make(map[string]domain.ProductRef, len(pl.p.Lines))
 	guarded := false
 	for _, l := range pl.p.Lines {
@@ -610,6 +615,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 	events, err := domain.Place(domain.PlaceParams{
 		OrderID: pl.orderID.String(), MerchantID: pl.p.MerchantID.String(), CustomerID: pl.p.CustomerID,
 		Lines: pl.p.Lines, Products: refs, PaymentDeadline: deadline,
+		Unit: m.CapacityUnit, Lane: pl.p.Lane,
 	}, now)
 	if err != nil {
 		return err
@@ -662,11 +668,19 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 	}
 	pl.order, pl.events, pl.entries = o, events, entries
 	var pos *int
+	unitsAhead := 0
 	if o.Status == domain.StatusQueued {
 		p := m.Load.Queued
+		unitsAhead = m.Load.QueuedUnits - o.Load
+		if o.Lane == domain.LanePriority {
+			// The priority lane's units are not counted apart: its orders
+			// ahead are taken at the queue's mean load.
+			p = m.queuedPriority
+			unitsAhead = (p - 1) * m.Load.QueuedUnits / max(m.Load.Queued, 1)
+		}
 		pos = &p
 	}
-	view := toView(o, pos, m.Capacity, m.PrepSeconds, m.stats)
+	view := toView(o, pos, unitsAhead, m.eta())
 	pl.result = &PlaceResult{Order: &view}
 	return nil
 }
@@ -692,18 +706,21 @@ func queuePlacements(tx pgx.Tx, b *pgx.Batch, placed []*placement, merchants map
 // changed, in one statement.
 func queueLoads(b *pgx.Batch, merchants map[uuid.UUID]*merchantRow) {
 	var ids [][16]byte
-	var active, queued []int32
+	var active, activeOrders, queued, queuedPriority, queuedUnits []int32
 	var next []int64
 	for _, m := range merchants {
 		if !m.dirty {
 			continue
 		}
 		ids, active, queued, next = append(ids, [16]byte(m.ID)), append(active, int32(m.Load.Active)), append(queued, int32(m.Load.Queued)), append(next, m.nextSeq)
+		activeOrders, queuedPriority, queuedUnits = append(activeOrders, int32(m.Load.ActiveOrders)), append(queuedPriority, int32(m.queuedPriority)), append(queuedUnits, int32(m.Load.QueuedUnits))
 	}
 	if len(ids) == 0 {
 		return
 	}
-	b.Queue(`UPDATE merchants m SET active = t.a, queued = t.q, next_seq = t.n, updated_at = now()
-		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[]) AS t(id, a, q, n) WHERE m.id = t.id`,
-		ids, active, queued, next)
+	b.Queue(`UPDATE merchants m SET active = t.a, queued = t.q, next_seq = t.n,
+			active_orders = t.ao, queued_priority = t.qp, queued_units = t.qu, updated_at = now()
+		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::int[]) AS t(id, a, q, n, ao, qp, qu)
+		WHERE m.id = t.id`,
+		ids, active, queued, next, activeOrders, queuedPriority, queuedUnits)
 }

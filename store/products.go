@@ -24,6 +24,7 @@ type Product struct {
 	StockTotal     *int      `json:"stock_total"`
 	StockRemaining *int      `json:"stock_remaining"`
 	PerUserLimit   *int      `json:"per_user_limit"`
+	LoadUnits      int       `json:"load_units"`
 	CreatedAt      time.Time `json:"created_at"`
 	Version        int       `json:"-"`
 }
@@ -41,7 +42,10 @@ type CreateProductParams struct {
 	PriceCents   int64
 	Stock        *int
 	PerUserLimit *int
-	Meta         Meta
+	// LoadUnits is the capacity one unit takes when the merchant counts
+	// items; 0 is the default.
+	LoadUnits int
+	Meta      Meta
 }
 
 // CreateProduct records a product of a merchant.
@@ -50,7 +54,7 @@ func (s *Store) CreateProduct(ctx context.Context, p CreateProductParams) (*Prod
 	now := s.now()
 	events, err := domain.CreateProduct(domain.ProductCreated{
 		ProductID: id.String(), MerchantID: p.MerchantID.String(), Name: p.Name, PriceCents: p.PriceCents,
-		Stock: p.Stock, PerUserLimit: p.PerUserLimit, CreatedAt: now,
+		Stock: p.Stock, PerUserLimit: p.PerUserLimit, LoadUnits: p.LoadUnits, CreatedAt: now,
 	})
 	if err != nil {
 		return nil, err
@@ -145,11 +149,11 @@ func (s *Store) Restock(ctx context.Context, productID uuid.UUID, quantity int, 
 }
 
 const productColumns = `p.id, p.merchant_id, p.name, p.price_cents, p.stock_total, p.per_user_limit, p.created_at, p.version,
-	(SELECT sum(remaining)::int FROM stock_buckets b WHERE b.product_id = p.id)`
+	(SELECT sum(remaining)::int FROM stock_buckets b WHERE b.product_id = p.id), p.load_units`
 
 func scanProduct(row pgx.Row) (*Product, error) {
 	var p Product
-	err := row.Scan(&p.ID, &p.MerchantID, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version, &p.StockRemaining)
+	err := row.Scan(&p.ID, &p.MerchantID, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version, &p.StockRemaining, &p.LoadUnits)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, domain.Errorf(domain.CodeNotFound, "product not found")
 	}
@@ -208,13 +212,13 @@ func loadProducts(ctx context.Context, tx pgx.Tx, ids []string) (map[string]prod
 // batch's results are read.
 func queueProducts(b *pgx.Batch, ids []string) map[string]productInfo {
 	out := make(map[string]productInfo, len(ids))
-	b.Queue(`SELECT p.id::text, p.merchant_id::text, p.price_cents, p.stock_total IS NOT NULL, p.per_user_limit,
+	b.Queue(`SELECT p.id::text, p.merchant_id::text, p.price_cents, p.stock_total IS NOT NULL, p.per_user_limit, p.load_units,
 			(SELECT d.id FROM drops d WHERE d.merchant_id = p.merchant_id AND d.product_id = p.id AND d.state IN ('scheduled', 'open', 'selling'))
 		FROM products p WHERE p.id = ANY($1::uuid[])`, ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var p productInfo
 			var dropID pgtype.UUID
-			if err := rows.Scan(&p.ID, &p.MerchantID, &p.PriceCents, &p.limited, &p.perUserLimit, &dropID); err != nil {
+			if err := rows.Scan(&p.ID, &p.MerchantID, &p.PriceCents, &p.limited, &p.perUserLimit, &p.LoadUnits, &dropID); err != nil {
 				return fmt.Errorf("scan product: %w", err)
 			}
 			if dropID.Valid {

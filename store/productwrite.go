@@ -67,6 +67,7 @@ type productColumnsOf struct {
 	total, limit []pgtype.Int4
 	createdAt    []time.Time
 	version      []int32
+	loadUnits    []int32
 }
 
 func (c *productColumnsOf) add(p domain.Product) error {
@@ -81,6 +82,7 @@ func (c *productColumnsOf) add(p domain.Product) error {
 	c.id, c.merchant, c.name, c.price = append(c.id, id), append(c.merchant, merchant), append(c.name, p.Name), append(c.price, p.PriceCents)
 	c.total, c.limit = append(c.total, int4(p.StockTotal)), append(c.limit, int4(p.PerUserLimit))
 	c.createdAt, c.version = append(c.createdAt, p.CreatedAt), append(c.version, int32(p.Version))
+	c.loadUnits = append(c.loadUnits, int32(max(p.LoadUnits, domain.DefaultLoadUnits)))
 	return nil
 }
 
@@ -93,17 +95,17 @@ func (c *productColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 	}
 	t := pgx.Identifier{table}.Sanitize()
 	if insert {
-		b.Queue(`INSERT INTO `+t+` (id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version)
-			SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::timestamptz[], $8::int[])`,
-			c.id, c.merchant, c.name, c.price, c.total, c.limit, c.createdAt, c.version)
+		b.Queue(`INSERT INTO `+t+` (id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units)
+			SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::timestamptz[], $8::int[], $9::int[])`,
+			c.id, c.merchant, c.name, c.price, c.total, c.limit, c.createdAt, c.version, c.loadUnits)
 		return
 	}
 	b.Queue(`UPDATE `+t+` p SET merchant_id = r.merchant_id, name = r.name, price_cents = r.price_cents, stock_total = r.stock_total,
-			per_user_limit = r.per_user_limit, created_at = r.created_at, version = r.version
-		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::timestamptz[], $8::int[])
-			AS r(id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version)
+			per_user_limit = r.per_user_limit, created_at = r.created_at, version = r.version, load_units = r.load_units
+		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::timestamptz[], $8::int[], $9::int[])
+			AS r(id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units)
 		WHERE p.id = r.id`,
-		c.id, c.merchant, c.name, c.price, c.total, c.limit, c.createdAt, c.version)
+		c.id, c.merchant, c.name, c.price, c.total, c.limit, c.createdAt, c.version, c.loadUnits)
 }
 
 func int4(v *int) pgtype.Int4 {
@@ -119,9 +121,9 @@ func int4(v *int) pgtype.Int4 {
 func lockProduct(ctx context.Context, tx pgx.Tx, id uuid.UUID) (domain.Product, error) {
 	var p domain.Product
 	var pid, merchant uuid.UUID
-	err := tx.QueryRow(ctx, `SELECT id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version
+	err := tx.QueryRow(ctx, `SELECT id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units
 		FROM products WHERE id = $1 FOR NO KEY UPDATE`, id).
-		Scan(&pid, &merchant, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version)
+		Scan(&pid, &merchant, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version, &p.LoadUnits)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, domain.Errorf(domain.CodeNotFound, "product not found")
 	}

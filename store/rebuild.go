@@ -98,7 +98,8 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedSta
 	if _, err := tx.Exec(ctx, `
 		CREATE TEMP TABLE rebuild_orders (LIKE orders) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_merchants (id uuid PRIMARY KEY, name text, capacity int, prep_seconds int,
-			max_queue_wait_seconds int, payment_timeout_seconds int, webhook_url text, created_at timestamptz, version int) ON COMMIT DROP;
+			max_queue_wait_seconds int, payment_timeout_seconds int, webhook_url text, created_at timestamptz, version int,
+			capacity_unit text, timezone text, pickup_prefix text, pause_mode text, paused_until timestamptz) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_products (LIKE products) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_drops (LIKE drops) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_drop_entries (LIKE drop_entries) ON COMMIT DROP;`); err != nil {
@@ -179,11 +180,14 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedSta
 	}
 	merchantRows := make([][]any, 0, len(merchants))
 	for id, m := range merchants {
-		merchantRows = append(merchantRows, []any{id, m.Settings.Name, int32(m.Settings.Capacity), int32(m.Settings.PrepSeconds),
-			int32(m.Settings.MaxQueueWaitSeconds), int32(m.Settings.PaymentTimeoutSeconds), nullable(m.Settings.WebhookURL), m.CreatedAt, int32(m.Version)})
+		st := m.Settings.WithDefaults()
+		merchantRows = append(merchantRows, []any{id, st.Name, int32(st.Capacity), int32(st.PrepSeconds),
+			int32(st.MaxQueueWaitSeconds), int32(st.PaymentTimeoutSeconds), nullable(st.WebhookURL), m.CreatedAt, int32(m.Version),
+			string(st.CapacityUnit), st.Timezone, st.PickupPrefix, nullable(string(m.Pause.Mode)), m.Pause.Until})
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rebuild_merchants"}, []string{"id", "name", "capacity", "prep_seconds",
-		"max_queue_wait_seconds", "payment_timeout_seconds", "webhook_url", "created_at", "version"}, pgx.CopyFromRows(merchantRows)); err != nil {
+		"max_queue_wait_seconds", "payment_timeout_seconds", "webhook_url", "created_at", "version",
+		"capacity_unit", "timezone", "pickup_prefix", "pause_mode", "paused_until"}, pgx.CopyFromRows(merchantRows)); err != nil {
 		return nil, fmt.Errorf("write rebuilt merchants: %w", err)
 	}
 	productStates := make([]domain.Product, 0, len(products))
@@ -208,23 +212,28 @@ var comparisons = []struct{ table, live, replay string }{
 		`SELECT id::text, jsonb_build_object('name', name, 'capacity', capacity, 'prep_seconds', prep_seconds,
 			'max_queue_wait_seconds', max_queue_wait_seconds, 'payment_timeout_seconds', payment_timeout_seconds,
 			'webhook_url', webhook_url, 'created_at', created_at, 'version', version,
-			'active', active, 'queued', queued, 'next_seq', next_seq) FROM merchants`,
+			'capacity_unit', capacity_unit, 'timezone', timezone, 'pickup_prefix', pickup_prefix,
+			'pause_mode', pause_mode, 'paused_until', paused_until,
+			'active', active, 'queued', queued, 'next_seq', next_seq, 'active_orders', active_orders,
+			'queued_priority', queued_priority, 'queued_units', queued_units) FROM merchants`,
 		`SELECT m.id::text, jsonb_build_object('name', m.name, 'capacity', m.capacity, 'prep_seconds', m.prep_seconds,
 			'max_queue_wait_seconds', m.max_queue_wait_seconds, 'payment_timeout_seconds', m.payment_timeout_seconds,
 			'webhook_url', m.webhook_url, 'created_at', m.created_at, 'version', m.version,
-			'active', coalesce(l.active, 0), 'queued', coalesce(l.queued, 0), 'next_seq', coalesce(l.last_seq, 0) + 1)
+			'capacity_unit', m.capacity_unit, 'timezone', m.timezone, 'pickup_prefix', m.pickup_prefix,
+			'pause_mode', m.pause_mode, 'paused_until', m.paused_until,
+			'active', coalesce(l.active, 0), 'queued', coalesce(l.queued, 0), 'next_seq', coalesce(l.last_seq, 0) + 1,
+			'active_orders', coalesce(l.active_orders, 0), 'queued_priority', coalesce(l.queued_priority, 0),
+			'queued_units', coalesce(l.queued_units, 0))
 		FROM rebuild_merchants m
-		LEFT JOIN (SELECT merchant_id, count(*) FILTER (WHERE status = 'accepted') AS active,
-				count(*) FILTER (WHERE status = 'queued') AS queued, max(queue_seq) AS last_seq
-			FROM rebuild_orders GROUP BY merchant_id) l ON l.merchant_id = m.id`},
+		LEFT JOIN (` + loadOfOrders("rebuild_orders") + `) l ON l.merchant_id = m.id`},
 	{"products",
 		`SELECT p.id::text, jsonb_build_object('merchant_id', p.merchant_id, 'name', p.name, 'price_cents', p.price_cents,
 			'stock_total', p.stock_total, 'per_user_limit', p.per_user_limit, 'created_at', p.created_at, 'version', p.version,
-			'remaining', b.remaining)
+			'load_units', p.load_units, 'remaining', b.remaining)
 		FROM products p LEFT JOIN (SELECT product_id, sum(remaining) AS remaining FROM stock_buckets GROUP BY 1) b ON b.product_id = p.id`,
 		`SELECT p.id::text, jsonb_build_object('merchant_id', p.merchant_id, 'name', p.name, 'price_cents', p.price_cents,
 			'stock_total', p.stock_total, 'per_user_limit', p.per_user_limit, 'created_at', p.created_at, 'version', p.version,
-			'remaining', p.stock_total - coalesce(h.held, 0))
+			'load_units', p.load_units, 'remaining', p.stock_total - coalesce(h.held, 0))
 		FROM rebuild_products p LEFT JOIN (` + heldByLiveOrders("rebuild_orders") + `) h ON h.product_id = p.id`},
 	{"drops",
 		`SELECT id::text, to_jsonb(d) - 'id' FROM drops d`,
@@ -261,6 +270,18 @@ func writeReplayedDrops(ctx context.Context, tx pgx.Tx, drops map[uuid.UUID]doma
 		return fmt.Errorf("write rebuilt drop entries: %w", err)
 	}
 	return nil
+}
+
+// loadOfOrders is, per merchant, the load its orders in table hold: units
+// and orders accepted, orders, priority orders and units queued, and the
+// last sequence number drawn.
+func loadOfOrders(table string) string {
+	return `SELECT merchant_id, coalesce(sum(load) FILTER (WHERE status = 'accepted'), 0) AS active,
+			count(*) FILTER (WHERE status = 'accepted') AS active_orders,
+			count(*) FILTER (WHERE status = 'queued') AS queued,
+			count(*) FILTER (WHERE status = 'queued' AND lane = 'priority') AS queued_priority,
+			coalesce(sum(load) FILTER (WHERE status = 'queued'), 0) AS queued_units, max(queue_seq) AS last_seq
+		FROM ` + table + ` GROUP BY merchant_id`
 }
 
 // heldByLiveOrders sums, per product, the units of the orders that still
@@ -423,13 +444,13 @@ func swapIn(ctx context.Context, tx pgx.Tx) error {
 	_, err := tx.Exec(ctx, `
 		UPDATE merchants m SET name = r.name, capacity = r.capacity, prep_seconds = r.prep_seconds,
 			max_queue_wait_seconds = r.max_queue_wait_seconds, payment_timeout_seconds = r.payment_timeout_seconds,
-			webhook_url = r.webhook_url, version = r.version,
-			active = coalesce(l.active, 0), queued = coalesce(l.queued, 0),
+			webhook_url = r.webhook_url, version = r.version, capacity_unit = r.capacity_unit, timezone = r.timezone,
+			pickup_prefix = r.pickup_prefix, pause_mode = r.pause_mode, paused_until = r.paused_until,
+			active = coalesce(l.active, 0), queued = coalesce(l.queued, 0), active_orders = coalesce(l.active_orders, 0),
+			queued_priority = coalesce(l.queued_priority, 0), queued_units = coalesce(l.queued_units, 0),
 			next_seq = greatest(m.next_seq, coalesce(l.last_seq, 0) + 1), updated_at = now()
 		FROM rebuild_merchants r
-		LEFT JOIN (SELECT merchant_id, count(*) FILTER (WHERE status = 'accepted') AS active,
-				count(*) FILTER (WHERE status = 'queued') AS queued, max(queue_seq) AS last_seq
-			FROM orders GROUP BY merchant_id) l ON l.merchant_id = r.id
+		LEFT JOIN (`+loadOfOrders("orders")+`) l ON l.merchant_id = r.id
 		WHERE m.id = r.id;
 		UPDATE drops d SET state = r.state, seed = r.seed, version = r.version
 		FROM rebuild_drops r WHERE d.merchant_id = r.merchant_id AND d.id = r.id AND (to_jsonb(d) IS DISTINCT FROM to_jsonb(r));

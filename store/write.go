@@ -137,6 +137,9 @@ type orderColumnsOf struct {
 	paidAt, acceptedAt, completedAt []pgtype.Timestamptz
 	endedAt, queuedAt, expiresAt    []pgtype.Timestamptz
 	seq                             []pgtype.Int8
+	load                            []int32
+	lane                            []string
+	pickupCode                      []pgtype.Text
 }
 
 // queue adds to b the statement that writes the rows into table (orders,
@@ -149,14 +152,14 @@ func (c *orderColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 	t := pgx.Identifier{table}.Sanitize()
 	args := []any{c.id, c.merchant, c.customer, c.items, c.total, c.placedAt, c.deadline,
 		c.status, c.version, c.paymentRef, c.paidAt, c.acceptedAt, c.completedAt, c.endedAt, c.reason,
-		c.seq, c.queuedAt, c.expiresAt}
+		c.seq, c.queuedAt, c.expiresAt, c.load, c.lane, c.pickupCode}
 	const rows = `unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::bigint[], $6::timestamptz[], $7::timestamptz[],
 			$8::text[], $9::int[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::text[],
-			$16::bigint[], $17::timestamptz[], $18::timestamptz[])`
+			$16::bigint[], $17::timestamptz[], $18::timestamptz[], $19::int[], $20::text[], $21::text[])`
 	if insert {
 		b.Queue(`INSERT INTO `+t+` (id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
 				status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
-				queue_seq, queued_at, queue_expires_at)
+				queue_seq, queued_at, queue_expires_at, load, lane, pickup_code)
 			SELECT * FROM `+rows, args...)
 		return
 	}
@@ -164,10 +167,11 @@ func (c *orderColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 			total_cents = r.total_cents, placed_at = r.placed_at, payment_deadline = r.payment_deadline,
 			status = r.status, version = r.version, payment_ref = r.payment_ref, paid_at = r.paid_at,
 			accepted_at = r.accepted_at, completed_at = r.completed_at, ended_at = r.ended_at, status_reason = r.status_reason,
-			queue_seq = r.queue_seq, queued_at = r.queued_at, queue_expires_at = r.queue_expires_at
+			queue_seq = r.queue_seq, queued_at = r.queued_at, queue_expires_at = r.queue_expires_at,
+			load = r.load, lane = r.lane, pickup_code = r.pickup_code
 		FROM `+rows+` AS r(id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
 			status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
-			queue_seq, queued_at, queue_expires_at)
+			queue_seq, queued_at, queue_expires_at, load, lane, pickup_code)
 		WHERE o.id = r.id`, args...)
 }
 
@@ -189,6 +193,12 @@ func (c *orderColumnsOf) add(id [16]byte, o domain.Order) error {
 	c.paidAt, c.acceptedAt, c.completedAt = append(c.paidAt, timestamptz(o.PaidAt)), append(c.acceptedAt, timestamptz(o.AcceptedAt)), append(c.completedAt, timestamptz(o.CompletedAt))
 	c.endedAt, c.queuedAt, c.expiresAt = append(c.endedAt, timestamptz(o.EndedAt)), append(c.queuedAt, timestamptz(o.QueuedAt)), append(c.expiresAt, timestamptz(o.QueueExpiresAt))
 	c.seq = append(c.seq, pgtype.Int8{Int64: o.QueueSeq, Valid: o.QueueSeq != 0})
+	lane := o.Lane
+	if lane == "" {
+		lane = domain.LaneNormal
+	}
+	c.load, c.lane = append(c.load, int32(max(o.Load, 1))), append(c.lane, string(lane))
+	c.pickupCode = append(c.pickupCode, pgtype.Text{String: o.PickupCode, Valid: o.PickupCode != ""})
 	return nil
 }
 

@@ -6,6 +6,7 @@ package ws
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -633,16 +634,45 @@ type orderMessage struct {
 	Order store.Order `json:"order"`
 }
 
+// merchantLoadMessage holds values only, so that two can be compared with ==.
 type merchantLoadMessage struct {
-	Type       string    `json:"type"`
-	MerchantID uuid.UUID `json:"merchant_id"`
-	Capacity   int       `json:"capacity"`
-	Active     int       `json:"active"`
-	Queued     int       `json:"queued"`
+	Type           string              `json:"type"`
+	MerchantID     uuid.UUID           `json:"merchant_id"`
+	Capacity       int                 `json:"capacity"`
+	CapacityUnit   domain.CapacityUnit `json:"capacity_unit"`
+	Active         int                 `json:"active"`
+	ActiveOrders   int                 `json:"active_orders"`
+	Queued         int                 `json:"queued"`
+	QueuedUnits    int                 `json:"queued_units"`
+	EstWaitSeconds int                 `json:"est_wait_seconds"`
+	Paused         bool                `json:"paused"`
+	PauseMode      nullString          `json:"pause_mode"`
+	PausedUntil    nullString          `json:"paused_until"`
+}
+
+// nullString is a string that is null in JSON when empty.
+type nullString string
+
+func (n nullString) MarshalJSON() ([]byte, error) {
+	if n == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(string(n))
 }
 
 func loadMessage(id uuid.UUID, l store.Load) merchantLoadMessage {
-	return merchantLoadMessage{Type: "merchant_load", MerchantID: id, Capacity: l.Capacity, Active: l.Active, Queued: l.Queued}
+	m := merchantLoadMessage{
+		Type: "merchant_load", MerchantID: id, Capacity: l.Capacity, CapacityUnit: l.CapacityUnit,
+		Active: l.Active, ActiveOrders: l.ActiveOrders, Queued: l.Queued, QueuedUnits: l.QueuedUnits,
+		EstWaitSeconds: l.EstWaitSeconds, Paused: l.Paused,
+	}
+	if l.PauseMode != nil {
+		m.PauseMode = nullString(*l.PauseMode)
+	}
+	if l.PausedUntil != nil {
+		m.PausedUntil = nullString(l.PausedUntil.UTC().Format(time.RFC3339Nano))
+	}
+	return m
 }
 
 type errorMessage struct {

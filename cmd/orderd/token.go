@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/internal/app"
 )
 
@@ -18,6 +19,7 @@ func tokenCommand(args []string, stdout io.Writer) error {
 	role := fs.String("role", "customer", "customer, merchant or admin")
 	sub := fs.String("sub", "", "the caller's id (the token's sub)")
 	merchant := fs.String("merchant-id", "", "merchant id, for role merchant")
+	lane := fs.String("lane", "", `queue lane of a customer's orders: "priority" for staff or members`)
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
 	var secret, issuer, audience string
 	secretFlag(fs, &secret, "jwt-secret", "ORDERD_JWT_SECRET", "HS256 secret")
@@ -31,7 +33,7 @@ func tokenCommand(args []string, stdout io.Writer) error {
 	if *sub == "" {
 		return errors.New("--sub is required")
 	}
-	p := auth.Principal{Subject: *sub, Role: auth.Role(*role)}
+	p := auth.Principal{Subject: *sub, Role: auth.Role(*role), Lane: domain.Lane(*lane)}
 	if p.Role == auth.RoleMerchant {
 		id, err := uuid.Parse(*merchant)
 		if err != nil {

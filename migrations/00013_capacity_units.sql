@@ -1,0 +1,152 @@
+-- +goose Up
+-- Kitchens measured in cups (issue 18): a merchant counts orders or items,
+-- a product weighs load_units of them, an order holds its load (fixed at
+-- placement) while accepted; two lanes queue, the priority lane's head
+-- first; a merchant may pause; pickup codes number a merchant's local day.
+ALTER TABLE merchants
+    ADD COLUMN capacity_unit   text    NOT NULL DEFAULT 'orders' CHECK (capacity_unit IN ('orders', 'items')),
+    ADD COLUMN timezone        text    NOT NULL DEFAULT 'UTC',
+    ADD COLUMN pickup_prefix   text    NOT NULL DEFAULT '' CHECK (pickup_prefix ~ '^[A-Z]{0,2}$'),
+    -- active counts units; active_orders the accepted orders holding them.
+    ADD COLUMN active_orders   integer NOT NULL DEFAULT 0 CHECK (active_orders >= 0),
+    ADD COLUMN queued_priority integer NOT NULL DEFAULT 0 CHECK (queued_priority >= 0),
+    ADD COLUMN queued_units    integer NOT NULL DEFAULT 0 CHECK (queued_units >= 0),
+    ADD COLUMN pause_mode      text    CHECK (pause_mode IN ('queue', 'refuse')),
+    ADD COLUMN paused_until    timestamptz,
+    ADD COLUMN completion_units double precision NOT NULL DEFAULT 0,
+    -- The pickup counter: the local day it counts and the codes issued that
+    -- day. On the merchant's row, whose lock placements hold already.
+    ADD COLUMN pickup_day      date,
+    ADD COLUMN pickup_issued   integer NOT NULL DEFAULT 0;
+UPDATE merchants SET active_orders = active, queued_units = queued;
+
+ALTER TABLE products ADD COLUMN load_units integer NOT NULL DEFAULT 1 CHECK (load_units BETWEEN 1 AND 100);
+
+ALTER TABLE orders
+    ADD COLUMN load        integer NOT NULL DEFAULT 1 CHECK (load >= 1),
+    ADD COLUMN lane        text    NOT NULL DEFAULT 'normal' CHECK (lane IN ('normal', 'priority')),
+    ADD COLUMN pickup_code text;
+-- The line: the priority lane ('priority' > 'normal') first, each in
+-- sequence order; position = rank in this index.
+DROP INDEX orders_queue_idx;
+CREATE INDEX orders_queue_idx ON orders (merchant_id, lane DESC, queue_seq) INCLUDE (load) WHERE status = 'queued';
+
+-- A merchant is starved when its queue's head could be admitted and is
+-- not: queued orders, not paused, and room for the head's load (or an
+-- empty kitchen).
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION merchants_track_starved() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.queued > 0 AND NEW.pause_mode IS NULL AND NEW.capacity > 0
+       AND (NEW.active = 0 OR NEW.active + (SELECT o.load FROM orders o WHERE o.merchant_id = NEW.id AND o.status = 'queued'
+                                             ORDER BY o.lane DESC, o.queue_seq LIMIT 1) <= NEW.capacity) THEN
+        IF NEW.starved_since IS NULL THEN
+            NEW.starved_since := now();
+        END IF;
+    ELSE
+        NEW.starved_since := NULL;
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+DROP TRIGGER merchants_track_starved ON merchants;
+CREATE TRIGGER merchants_track_starved BEFORE INSERT OR UPDATE OF active, queued, capacity, pause_mode, starved_since ON merchants
+FOR EACH ROW EXECUTE FUNCTION merchants_track_starved();
+
+CREATE OR REPLACE VIEW audit.queued_with_free_capacity AS
+SELECT m.id AS merchant_id, m.name, m.capacity, m.active, m.queued, m.starved_since, now() - m.starved_since AS starved_for,
+       (SELECT o.id FROM orders o WHERE o.merchant_id = m.id AND o.status = 'queued' ORDER BY o.lane DESC, o.queue_seq LIMIT 1) AS head_order_id
+FROM merchants m
+WHERE m.starved_since < now() - interval '5 seconds';
+
+-- active is the units accepted orders hold (their number when every load
+-- is 1); queued the number of queued orders.
+CREATE OR REPLACE VIEW audit.merchant_load_drift AS
+SELECT m.id AS merchant_id, m.name, m.active, coalesce(c.accepted_units, 0) AS accepted_orders,
+       m.queued, coalesce(c.queued, 0) AS queued_orders
+FROM merchants m
+LEFT JOIN (
+    SELECT merchant_id, sum(load) FILTER (WHERE status = 'accepted') AS accepted_units,
+           count(*) FILTER (WHERE status = 'queued') AS queued
+    FROM orders WHERE status IN ('accepted', 'queued') GROUP BY merchant_id
+) c ON c.merchant_id = m.id
+WHERE m.active <> coalesce(c.accepted_units, 0) OR m.queued <> coalesce(c.queued, 0);
+
+-- The rest of the load: accepted orders, queued units, priority orders.
+CREATE VIEW audit.merchant_lane_drift AS
+SELECT m.id AS merchant_id, m.name, m.active_orders, coalesce(c.accepted, 0) AS accepted_orders,
+       m.queued_units, coalesce(c.queued_units, 0) AS queued_units_of_orders,
+       m.queued_priority, coalesce(c.queued_priority, 0) AS queued_priority_orders
+FROM merchants m
+LEFT JOIN (
+    SELECT merchant_id, count(*) FILTER (WHERE status = 'accepted') AS accepted,
+           sum(load) FILTER (WHERE status = 'queued') AS queued_units,
+           count(*) FILTER (WHERE status = 'queued' AND lane = 'priority') AS queued_priority
+    FROM orders WHERE status IN ('accepted', 'queued') GROUP BY merchant_id
+) c ON c.merchant_id = m.id
+WHERE m.active_orders <> coalesce(c.accepted, 0)
+   OR m.queued_units <> coalesce(c.queued_units, 0) OR m.queued_priority <> coalesce(c.queued_priority, 0);
+
+-- An admission over capacity is allowed only to an order alone in the
+-- kitchen (its load is all that is active after it).
+CREATE OR REPLACE VIEW audit.decisions_over_capacity AS
+SELECT e.stream_id AS order_id, e.global_position, e.recorded_at,
+       (e.data->>'active_after')::int AS active_after, (e.data->>'capacity')::int AS capacity
+FROM events e
+WHERE e.type = 'order.accepted' AND (e.data->>'active_after')::int > (e.data->>'capacity')::int
+  AND (e.data->>'active_after')::int <> coalesce((e.data->>'load')::int, 1);
+
+GRANT SELECT ON audit.merchant_lane_drift TO orderd_auditor;
+GRANT SELECT (capacity_unit, timezone, pickup_prefix, active_orders, queued_priority, queued_units, pause_mode, paused_until,
+              completion_units, pickup_day, pickup_issued) ON merchants TO orderd_auditor;
+
+-- +goose Down
+REVOKE SELECT (capacity_unit, timezone, pickup_prefix, active_orders, queued_priority, queued_units, pause_mode, paused_until,
+               completion_units, pickup_day, pickup_issued) ON merchants FROM orderd_auditor;
+CREATE OR REPLACE VIEW audit.decisions_over_capacity AS
+SELECT e.stream_id AS order_id, e.global_position, e.recorded_at,
+       (e.data->>'active_after')::int AS active_after, (e.data->>'capacity')::int AS capacity
+FROM events e
+WHERE e.type = 'order.accepted' AND (e.data->>'active_after')::int > (e.data->>'capacity')::int;
+DROP VIEW audit.merchant_lane_drift;
+CREATE OR REPLACE VIEW audit.merchant_load_drift AS
+SELECT m.id AS merchant_id, m.name, m.active, coalesce(c.accepted, 0) AS accepted_orders,
+       m.queued, coalesce(c.queued, 0) AS queued_orders
+FROM merchants m
+LEFT JOIN (
+    SELECT merchant_id, count(*) FILTER (WHERE status = 'accepted') AS accepted,
+           count(*) FILTER (WHERE status = 'queued') AS queued
+    FROM orders WHERE status IN ('accepted', 'queued') GROUP BY merchant_id
+) c ON c.merchant_id = m.id
+WHERE m.active <> coalesce(c.accepted, 0) OR m.queued <> coalesce(c.queued, 0);
+CREATE OR REPLACE VIEW audit.queued_with_free_capacity AS
+SELECT m.id AS merchant_id, m.name, m.capacity, m.active, m.queued, m.starved_since, now() - m.starved_since AS starved_for,
+       (SELECT o.id FROM orders o WHERE o.merchant_id = m.id AND o.status = 'queued' ORDER BY o.queue_seq LIMIT 1) AS head_order_id
+FROM merchants m
+WHERE m.queued > 0 AND m.active < m.capacity AND m.starved_since < now() - interval '5 seconds';
+DROP TRIGGER merchants_track_starved ON merchants;
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION merchants_track_starved() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT (NEW.queued > 0 AND NEW.active < NEW.capacity) THEN
+        NEW.starved_since := NULL;
+    ELSIF NEW.starved_since IS NULL THEN
+        NEW.starved_since := now();
+    END IF;
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER merchants_track_starved BEFORE INSERT OR UPDATE OF active, queued, capacity, starved_since ON merchants
+FOR EACH ROW EXECUTE FUNCTION merchants_track_starved();
+DROP INDEX orders_queue_idx;
+CREATE INDEX orders_queue_idx ON orders (merchant_id, queue_seq) WHERE status = 'queued';
+ALTER TABLE orders DROP COLUMN pickup_code, DROP COLUMN lane, DROP COLUMN load;
+ALTER TABLE products DROP COLUMN load_units;
+ALTER TABLE merchants
+    DROP COLUMN capacity_unit, DROP COLUMN timezone, DROP COLUMN pickup_prefix, DROP COLUMN active_orders,
+    DROP COLUMN queued_priority, DROP COLUMN queued_units, DROP COLUMN pause_mode, DROP COLUMN paused_until,
+    DROP COLUMN completion_units, DROP COLUMN pickup_day, DROP COLUMN pickup_issued;
