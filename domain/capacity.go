@@ -121,3 +121,27 @@ func NextPickupCode(prefix string, loc *time.Location, c PickupCounter, now time
 	c.Issued++
 	return fmt.Sprintf("%s%03d", prefix, c.Issued), c
 }
+
+// StampPickupCode records the pickup code issued to a payment in the event
+// that records it: the order.paid of Pay, or the order.placed of
+// PayAtPlacement. A code is issued when the order is paid, under the
+// merchant's lock that the admission decision holds anyway, so numbering
+// takes no lock of its own; an unpaid order has none yet.
+func StampPickupCode(events []Event, code string) []Event {
+	out := append([]Event(nil), events...)
+	for i, e := range out {
+		switch d := e.Data.(type) {
+		case OrderPaid:
+			d.PickupCode = code
+			out[i].Data = d
+			return out
+		case OrderPlaced:
+			if d.PaidAt != nil {
+				d.PickupCode = code
+				out[i].Data = d
+				return out
+			}
+		}
+	}
+	return out
+}

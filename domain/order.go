@@ -158,6 +158,7 @@ type OrderPlaced struct {
 type OrderPaid struct {
 	PaymentRef string    `json:"payment_ref"`
 	PaidAt     time.Time `json:"paid_at"`
+	PickupCode string    `json:"pickup_code,omitempty"`
 }
 
 type OrderQueued struct {
@@ -244,6 +245,9 @@ func (o Order) Evolve(e Event) (Order, error) {
 	case OrderPaid:
 		o.PaymentRef = d.PaymentRef
 		o.PaidAt = ptr(d.PaidAt)
+		if d.PickupCode != "" {
+			o.PickupCode = d.PickupCode
+		}
 	case OrderQueued:
 		o.Status = StatusQueued
 		o.QueueSeq = d.Seq

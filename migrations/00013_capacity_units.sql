@@ -98,11 +98,172 @@ FROM events e
 WHERE e.type = 'order.accepted' AND (e.data->>'active_after')::int > (e.data->>'capacity')::int
   AND (e.data->>'active_after')::int <> coalesce((e.data->>'load')::int, 1);
 
-GRANT SELECT ON audit.merchant_lane_drift TO orderd_auditor;
 GRANT SELECT (capacity_unit, timezone, pickup_prefix, active_orders, queued_priority, queued_units, pause_mode, paused_until,
               completion_units, pickup_day, pickup_issued) ON merchants TO orderd_auditor;
 
+-- Moving to the priority lane leaves an order queued.
+CREATE OR REPLACE FUNCTION audit.status_after(event_type text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE event_type
+    WHEN 'order.placed' THEN 'awaiting_payment'
+    WHEN 'order.queued' THEN 'queued'
+    WHEN 'order.requeued' THEN 'queued'
+    WHEN 'order.prioritized' THEN 'queued'
+    WHEN 'order.accepted' THEN 'accepted'
+    WHEN 'order.completed' THEN 'completed'
+    WHEN 'order.cancelled' THEN 'cancelled'
+    WHEN 'order.closed' THEN 'closed'
+    WHEN 'order.expired' THEN 'expired'
+END;
+
+-- First come, first served within each lane: a stay in the queue now
+-- takes its lane and sequence number from its own event (queued, requeued,
+-- or prioritized, which ends a stay in the normal lane and starts one at the
+-- tail of the priority lane), and orders are compared with those of their
+-- lane only. An order admitted directly overtakes nobody: a normal order
+-- while anyone waits, a priority order while a priority order waits.
+DROP VIEW audit.fifo_violations;
+CREATE VIEW audit.fifo_violations AS
+WITH moves AS (
+    SELECT o.merchant_id, o.id AS order_id, e.type, e.global_position AS pos,
+           coalesce((e.data->>'seq')::bigint, o.queue_seq) AS seq,
+           CASE WHEN e.type = 'order.prioritized' THEN 'priority' ELSE coalesce(e.data->>'lane', 'normal') END AS lane,
+           lead(e.type) OVER w AS next_type, lead(e.global_position) OVER w AS next_pos
+    FROM orders o
+    JOIN events e ON e.stream_id = o.id
+    WHERE o.queue_seq IS NOT NULL
+      AND e.type IN ('order.queued', 'order.requeued', 'order.prioritized', 'order.accepted', 'order.cancelled',
+                     'order.expired', 'order.closed')
+    WINDOW w AS (PARTITION BY e.stream_id ORDER BY e.version)
+), stays AS (
+    SELECT merchant_id, order_id, seq, lane, type = 'order.requeued' AS requeued, pos AS entered,
+           coalesce(next_pos, 9223372036854775807) AS left_at, next_type IS NOT DISTINCT FROM 'order.accepted' AS admitted
+    FROM moves
+    WHERE type IN ('order.queued', 'order.requeued', 'order.prioritized')
+), first_stays AS (
+    SELECT s.*, max(left_at) OVER (PARTITION BY merchant_id, lane ORDER BY seq, entered
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS smaller_left_at
+    FROM stays s
+    WHERE NOT requeued
+), direct AS (
+    SELECT o.merchant_id, e.stream_id AS order_id, e.global_position AS pos, o.lane,
+           coalesce((e.data->>'queued')::int, 0) AS queued_seen
+    FROM events e
+    JOIN orders o ON o.id = e.stream_id
+    WHERE e.type = 'order.accepted' AND NOT coalesce((e.data->>'from_queue')::boolean, false)
+), line AS (
+    SELECT merchant_id, entered AS pos, 1 AS delta, CASE WHEN lane = 'priority' THEN 1 ELSE 0 END AS delta_priority,
+           NULL::uuid AS order_id, NULL::text AS lane, 0 AS queued_seen FROM stays
+    UNION ALL
+    SELECT merchant_id, left_at, -1, CASE WHEN lane = 'priority' THEN -1 ELSE 0 END, NULL, NULL, 0
+    FROM stays WHERE left_at < 9223372036854775807
+    UNION ALL
+    SELECT merchant_id, pos, 0, 0, order_id, lane, queued_seen FROM direct
+), waiting AS (
+    SELECT l.*, sum(delta) OVER m AS waiting, sum(delta_priority) OVER m AS waiting_priority
+    FROM line l
+    WINDOW m AS (PARTITION BY merchant_id ORDER BY pos, delta ROWS UNBOUNDED PRECEDING)
+), pairs AS (
+    SELECT a.*, w.order_id AS waiting_order_id, w.seq AS waiting_seq, w.entered AS waiting_entered, w.left_at AS waiting_left_at
+    FROM stays a JOIN stays w ON w.merchant_id = a.merchant_id AND w.lane = a.lane AND w.requeued
+    UNION ALL
+    SELECT a.*, w.order_id, w.seq, w.entered, w.left_at
+    FROM stays a JOIN stays w ON w.merchant_id = a.merchant_id AND w.lane = a.lane AND NOT w.requeued
+    WHERE a.requeued
+)
+SELECT merchant_id, order_id, seq, left_at AS admitted_at_position, NULL::uuid AS waiting_order_id, NULL::bigint AS waiting_seq, lane
+FROM first_stays
+WHERE admitted AND smaller_left_at > left_at
+UNION ALL
+SELECT merchant_id, order_id, seq, left_at, waiting_order_id, waiting_seq, lane
+FROM pairs
+WHERE admitted AND waiting_seq < seq AND waiting_entered < left_at AND waiting_left_at > left_at
+UNION ALL
+SELECT merchant_id, order_id, NULL::bigint, pos, NULL::uuid, NULL::bigint, lane
+FROM waiting
+WHERE order_id IS NOT NULL
+  AND CASE WHEN lane = 'priority' THEN waiting_priority > 0 ELSE waiting > 0 OR queued_seen > 0 END;
+
+-- A pickup code names one order of its merchant's local day.
+CREATE VIEW audit.duplicate_pickup_codes AS
+SELECT o.merchant_id, (o.paid_at AT TIME ZONE m.timezone)::date AS local_day, o.pickup_code, count(*) AS orders,
+       array_agg(o.id ORDER BY o.paid_at) AS order_ids
+FROM orders o JOIN merchants m ON m.id = o.merchant_id
+WHERE o.pickup_code IS NOT NULL
+GROUP BY 1, 2, 3
+HAVING count(*) > 1;
+
+GRANT SELECT ON audit.merchant_lane_drift, audit.fifo_violations, audit.duplicate_pickup_codes TO orderd_auditor;
+
 -- +goose Down
+CREATE OR REPLACE FUNCTION audit.status_after(event_type text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE event_type
+    WHEN 'order.placed' THEN 'awaiting_payment'
+    WHEN 'order.queued' THEN 'queued'
+    WHEN 'order.requeued' THEN 'queued'
+    WHEN 'order.accepted' THEN 'accepted'
+    WHEN 'order.completed' THEN 'completed'
+    WHEN 'order.cancelled' THEN 'cancelled'
+    WHEN 'order.closed' THEN 'closed'
+    WHEN 'order.expired' THEN 'expired'
+END;
+DROP VIEW audit.duplicate_pickup_codes;
+DROP VIEW audit.fifo_violations;
+CREATE VIEW audit.fifo_violations AS
+WITH moves AS (
+    SELECT o.merchant_id, o.id AS order_id, o.queue_seq AS seq, e.type, e.global_position AS pos,
+           lead(e.type) OVER w AS next_type, lead(e.global_position) OVER w AS next_pos
+    FROM orders o
+    JOIN events e ON e.stream_id = o.id
+    WHERE o.queue_seq IS NOT NULL
+      AND e.type IN ('order.queued', 'order.requeued', 'order.accepted', 'order.cancelled', 'order.expired', 'order.closed')
+    WINDOW w AS (PARTITION BY e.stream_id ORDER BY e.version)
+), stays AS (
+    SELECT merchant_id, order_id, seq, type = 'order.requeued' AS requeued, pos AS entered,
+           coalesce(next_pos, 9223372036854775807) AS left_at, next_type IS NOT DISTINCT FROM 'order.accepted' AS admitted
+    FROM moves
+    WHERE type IN ('order.queued', 'order.requeued')
+), first_stays AS (
+    SELECT s.*, max(left_at) OVER (PARTITION BY merchant_id ORDER BY seq, entered
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS smaller_left_at
+    FROM stays s
+    WHERE NOT requeued
+), direct AS (
+    SELECT o.merchant_id, e.stream_id AS order_id, e.global_position AS pos,
+           coalesce((e.data->>'queued')::int, 0) AS queued_seen
+    FROM events e
+    JOIN orders o ON o.id = e.stream_id
+    WHERE e.type = 'order.accepted' AND NOT coalesce((e.data->>'from_queue')::boolean, false)
+), line AS (
+    SELECT merchant_id, entered AS pos, 1 AS delta, NULL::uuid AS order_id, 0 AS queued_seen FROM stays
+    UNION ALL
+    SELECT merchant_id, left_at, -1, NULL, 0 FROM stays WHERE left_at < 9223372036854775807
+    UNION ALL
+    SELECT merchant_id, pos, 0, order_id, queued_seen FROM direct
+), waiting AS (
+    SELECT l.*, sum(delta) OVER (PARTITION BY merchant_id ORDER BY pos ROWS UNBOUNDED PRECEDING) AS waiting
+    FROM line l
+), pairs AS (
+    SELECT a.*, w.order_id AS waiting_order_id, w.seq AS waiting_seq, w.entered AS waiting_entered, w.left_at AS waiting_left_at
+    FROM stays a JOIN stays w ON w.merchant_id = a.merchant_id AND w.requeued
+    UNION ALL
+    SELECT a.*, w.order_id, w.seq, w.entered, w.left_at
+    FROM stays a JOIN stays w ON w.merchant_id = a.merchant_id AND NOT w.requeued
+    WHERE a.requeued
+)
+SELECT merchant_id, order_id, seq, left_at AS admitted_at_position, NULL::uuid AS waiting_order_id, NULL::bigint AS waiting_seq
+FROM first_stays
+WHERE admitted AND smaller_left_at > left_at
+UNION ALL
+SELECT merchant_id, order_id, seq, left_at, waiting_order_id, waiting_seq
+FROM pairs
+WHERE admitted AND waiting_seq < seq AND waiting_entered < left_at AND waiting_left_at > left_at
+UNION ALL
+SELECT merchant_id, order_id, NULL::bigint, pos, NULL::uuid, NULL::bigint
+FROM waiting
+WHERE order_id IS NOT NULL AND (waiting > 0 OR queued_seen > 0);
+GRANT SELECT ON audit.fifo_violations TO orderd_auditor;
 REVOKE SELECT (capacity_unit, timezone, pickup_prefix, active_orders, queued_priority, queued_units, pause_mode, paused_until,
                completion_units, pickup_day, pickup_issued) ON merchants FROM orderd_auditor;
 CREATE OR REPLACE VIEW audit.decisions_over_capacity AS

@@ -23,6 +23,7 @@ var AuditChecks = []string{
 	"undelivered_outbox",
 	"stock_drift",
 	"fifo_violations",
+	"duplicate_pickup_codes",
 	"accepted_at_backwards",
 	"order_clock_backwards",
 	"drop_draw_mismatch",

@@ -152,6 +152,26 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
 				VALUES ($1, 'order', 1, 'order.placed', '{}'), ($1, 'order', 2, 'order.accepted', '{"from_queue": false, "queued": 0}')`, id)
 		}},
+		{"fifo_violations", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// In the priority lane: an order that joined it behind the waiting
+			// one is admitted first.
+			moved, err := f.st.PrioritizeOrder(context.Background(), f.queued.ID, "", store.Access{Actor: domain.ActorAdmin}, "")
+			require.NoError(t, err)
+			require.Equal(t, domain.StatusQueued, moved.Status)
+			require.Empty(t, violations(t, f.st), "moving lanes is no violation")
+			var seq int64
+			require.NoError(t, pool.QueryRow(context.Background(), `SELECT queue_seq FROM orders WHERE id = $1`, f.queued.ID).Scan(&seq))
+			id := uuid.New()
+			exec(t, pool, `INSERT INTO orders (id, merchant_id, customer_id, items, total_cents, status, version, placed_at, payment_deadline, queue_seq, lane)
+				VALUES ($1, $2, 'z', '[]', 0, 'accepted', 2, now(), now(), $3, 'priority')`, id, f.merchant.ID, seq+1)
+			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
+				VALUES ($1, 'order', 1, 'order.queued', jsonb_build_object('seq', $2::bigint, 'lane', 'priority')),
+				       ($1, 'order', 2, 'order.accepted', '{"from_queue": true}')`, id, seq+1)
+		}},
+		{"duplicate_pickup_codes", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			require.NotNil(t, f.accepted.PickupCode)
+			exec(t, pool, `UPDATE orders SET pickup_code = $2 WHERE id = $1`, f.queued.ID, *f.accepted.PickupCode)
+		}},
 		{"accepted_at_backwards", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// The queued order admitted, by a clock behind the last admission's.
 			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
@@ -560,4 +580,76 @@ func BenchmarkAudit1M(b *testing.B) {
 		require.NoError(b, err)
 		require.True(b, report.OK, "%+v", report.Checks)
 	}
+}
+
+// TestAuditCleanWithWeightsAndLanes drives a cup-counting merchant from many
+// goroutines with orders of 1-6 cups in both lanes, prioritizing some, paying
+// late, cancelling and completing: no audit finds a violation, a priority
+// order admitted ahead of waiting normal ones included, and the rebuild from
+// the events (lanes, loads, pickup codes, pauses) matches the live tables.
+func TestAuditCleanWithWeightsAndLanes(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	admin := store.Access{Actor: domain.ActorAdmin}
+	unit := domain.UnitItems
+	prefix := "Q"
+	m := createMerchant(t, st, &merchantOpts{Capacity: 10})
+	_, err := st.UpdateMerchant(ctx, m.ID, store.MerchantPatch{CapacityUnit: &unit, PickupPrefix: &prefix}, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	p, err := st.CreateProduct(ctx, store.CreateProductParams{MerchantID: m.ID, Name: "tea", PriceCents: 100, LoadUnits: 1})
+	require.NoError(t, err)
+	secs := 1
+	_, err = st.PauseMerchant(ctx, m.ID, domain.PauseRequest{Mode: domain.PauseQueue, ForSeconds: &secs}, store.Meta{Actor: domain.ActorMerchant})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 12 {
+				lane := domain.LaneNormal
+				if (w+i)%5 == 0 {
+					lane = domain.LanePriority
+				}
+				res, err := st.PlaceOrder(ctx, store.PlaceParams{MerchantID: m.ID, CustomerID: fmt.Sprintf("w%d", w), PaymentRef: "r",
+					Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1 + (w*7+i)%6}}, Lane: lane,
+					IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
+				if err != nil {
+					continue
+				}
+				o := res.Order
+				switch i % 4 {
+				case 0:
+					_, _ = st.PrioritizeOrder(ctx, o.ID, "", admin, "")
+				case 1:
+					_, _ = st.CancelOrder(ctx, o.ID, "", admin, "")
+				}
+				if i == 6 && w == 0 {
+					_, _ = st.ResumeMerchant(ctx, m.ID, store.Meta{Actor: domain.ActorMerchant})
+				}
+				accepted, err := st.ListMerchantOrders(ctx, m.ID, domain.StatusAccepted, 1)
+				if err == nil && len(accepted) > 0 {
+					_, _ = st.CompleteOrder(ctx, accepted[0].ID, admin, "")
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for range 200 {
+		accepted, err := st.ListMerchantOrders(ctx, m.ID, domain.StatusAccepted, 100)
+		require.NoError(t, err)
+		if len(accepted) == 0 {
+			break
+		}
+		_, err = st.CompleteOrder(ctx, accepted[0].ID, admin, "")
+		require.NoError(t, err)
+	}
+	var priorityAdmitted int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE merchant_id = $1 AND lane = 'priority' AND accepted_at IS NOT NULL`, m.ID).Scan(&priorityAdmitted))
+	require.Positive(t, priorityAdmitted)
+	require.Empty(t, violations(t, st))
+	report, err := st.Rebuild(ctx, false)
+	require.NoError(t, err)
+	require.Empty(t, report.Differences, "%+v", report.Differences)
 }

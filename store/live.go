@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-
-	"github.com/orderd/orderd/domain"
 )
 
 // UnrankedOrders returns the current view of each order without its place
@@ -16,8 +14,7 @@ func (s *Store) UnrankedOrders(ctx context.Context, ids []uuid.UUID) ([]Order, e
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+orderColumns+`, NULL::int,
-		m.capacity, m.prep_seconds, m.completion_interval_s, m.completion_samples
+	rows, err := s.pool.Query(ctx, `SELECT `+orderColumns+`, NULL::int, NULL::int, `+etaColumns+`
 		FROM orders o JOIN merchants m ON m.id = o.merchant_id WHERE o.id = ANY($1)`, ids)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("unranked orders: %w", err))
@@ -32,6 +29,8 @@ type QueuePosition struct {
 	Version    int
 	Position   int
 	EtaSeconds int
+	// LineSeq is as in Order.
+	LineSeq int64
 }
 
 // QueuePositions returns the place of every queued order of the given
@@ -42,11 +41,13 @@ func (s *Store) QueuePositions(ctx context.Context, merchantIDs []uuid.UUID) ([]
 	if len(merchantIDs) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT o.id, o.version,
-		row_number() OVER (PARTITION BY o.merchant_id ORDER BY o.queue_seq)::int,
-		m.capacity, m.prep_seconds, m.completion_interval_s, m.completion_samples
+	// The line: the priority lane ('priority' > 'normal') first, each in
+	// sequence order; units_through sums the loads up to and including each.
+	rows, err := s.pool.Query(ctx, `SELECT o.id, o.version, row_number() OVER w::int, (sum(o.load) OVER w)::int, o.load,
+		`+etaColumns+`
 		FROM orders o JOIN merchants m ON m.id = o.merchant_id
-		WHERE o.merchant_id = ANY($1) AND o.status = 'queued'`, merchantIDs)
+		WHERE o.merchant_id = ANY($1) AND o.status = 'queued'
+		WINDOW w AS (PARTITION BY o.merchant_id ORDER BY o.lane DESC, o.queue_seq)`, merchantIDs)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("queue positions: %w", err))
 	}
@@ -54,12 +55,12 @@ func (s *Store) QueuePositions(ctx context.Context, merchantIDs []uuid.UUID) ([]
 	var out []QueuePosition
 	for rows.Next() {
 		var p QueuePosition
-		var capacity, prep int
-		var stats domain.CompletionStats
-		if err := rows.Scan(&p.OrderID, &p.Version, &p.Position, &capacity, &prep, &stats.IntervalSeconds, &stats.Samples); err != nil {
+		var through, load int
+		var basis etaBasis
+		if err := rows.Scan(append([]any{&p.OrderID, &p.Version, &p.Position, &through, &load}, basis.dest()...)...); err != nil {
 			return nil, mapErr(fmt.Errorf("queue positions: %w", err))
 		}
-		p.EtaSeconds = domain.EstimateWait(p.Position, capacity, prep, stats)
+		p.EtaSeconds, p.LineSeq = basis.wait(through-load, load), basis.lineSeq
 		out = append(out, p)
 	}
 	return out, mapErr(rows.Err())

@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
@@ -106,8 +108,28 @@ func (m *merchantRow) setLoad(l domain.Load) {
 	m.queuedPriority, m.nextSeq = l.QueuedPriority, l.NextSeq
 }
 
+// zones caches time zones by name: loading one reads the zone database.
+var zones sync.Map
+
+// issuePickupCode stamps the payment in events with the merchant's next
+// pickup code of its local day at now; the caller holds the merchant's lock
+// and saves the counter with the load.
+func (m *merchantRow) issuePickupCode(events []domain.Event, now time.Time) ([]domain.Event, error) {
+	loc, ok := zones.Load(m.Timezone)
+	if !ok {
+		l, err := domain.LoadTimezone(m.Timezone)
+		if err != nil {
+			return nil, fmt.Errorf("merchant %s time zone: %w", m.ID, err)
+		}
+		loc, _ = zones.LoadOrStore(m.Timezone, l)
+	}
+	code, counter := domain.NextPickupCode(m.PickupPrefix, loc.(*time.Location), m.pickup, now)
+	m.pickup = counter
+	return domain.StampPickupCode(events, code), nil
+}
+
 func (m *merchantRow) eta() etaBasis {
-	return etaBasis{capacity: m.Capacity, active: m.Load.Active, prep: m.PrepSeconds, stats: m.stats}
+	return etaBasis{capacity: m.Capacity, active: m.Load.Active, prep: m.PrepSeconds, stats: m.stats, lineSeq: m.nextSeq}
 }
 
 func (m *merchantRow) maxQueueWait() time.Duration {
@@ -166,10 +188,12 @@ func saveLoad(ctx context.Context, tx pgx.Tx, m *merchantRow) error {
 	_, err := tx.Exec(ctx, `
 		UPDATE merchants SET active = $2, queued = $3, next_seq = $4,
 			completion_interval_s = $5, completion_samples = $6, last_completion_at = $7,
-			active_orders = $8, queued_priority = $9, queued_units = $10, completion_units = $11, updated_at = now()
+			active_orders = $8, queued_priority = $9, queued_units = $10, completion_units = $11,
+			pickup_day = $12::text::date, pickup_issued = $13, updated_at = now()
 		WHERE id = $1`,
 		m.ID, m.Load.Active, m.Load.Queued, m.nextSeq, m.stats.IntervalSeconds, m.stats.Samples, m.stats.LastCompletion,
-		m.Load.ActiveOrders, m.queuedPriority, m.Load.QueuedUnits, m.stats.UnitsPerCompletion)
+		m.Load.ActiveOrders, m.queuedPriority, m.Load.QueuedUnits, m.stats.UnitsPerCompletion,
+		pgtype.Text{String: m.pickup.Day, Valid: m.pickup.Day != ""}, m.pickup.Issued)
 	if err != nil {
 		return fmt.Errorf("save load of merchant %s: %w", m.ID, err)
 	}

@@ -36,6 +36,11 @@ type Order struct {
 	Load            int                `json:"load"`
 	Lane            domain.Lane        `json:"lane"`
 	PickupCode      *string            `json:"pickup_code"`
+	// LineSeq is the merchant's next queue sequence number when the
+	// position was read: it grows whenever an order joins the line, so a
+	// reader can tell a later read whose position grew (a priority order
+	// joined ahead) from an earlier one.
+	LineSeq int64 `json:"-"`
 
 	queueSeq int64 // keys a page of a queue list (lineKey)
 }
@@ -231,6 +236,9 @@ func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef stri
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
 			events, load, err := domain.Pay(o, paymentRef, m.load(), m.maxQueueWait(), now)
 			if err != nil || len(events) == 0 {
+				return nil, nil, err
+			}
+			if events, err = m.issuePickupCode(events, now); err != nil {
 				return nil, nil, err
 			}
 			m.setLoad(load)
@@ -525,16 +533,17 @@ type querier interface {
 
 // etaColumns are what an order's wait is estimated from, read from its
 // merchant m.
-const etaColumns = `m.capacity, m.active, m.prep_seconds, m.completion_interval_s, m.completion_samples, m.completion_units`
+const etaColumns = `m.capacity, m.active, m.prep_seconds, m.completion_interval_s, m.completion_samples, m.completion_units, m.next_seq`
 
 // etaBasis is a merchant's state that queued orders' waits are estimated from.
 type etaBasis struct {
 	capacity, active, prep int
 	stats                  domain.CompletionStats
+	lineSeq                int64
 }
 
 func (b *etaBasis) dest() []any {
-	return []any{&b.capacity, &b.active, &b.prep, &b.stats.IntervalSeconds, &b.stats.Samples, &b.stats.UnitsPerCompletion}
+	return []any{&b.capacity, &b.active, &b.prep, &b.stats.IntervalSeconds, &b.stats.Samples, &b.stats.UnitsPerCompletion, &b.lineSeq}
 }
 
 // wait estimates the wait of a queued order of load behind unitsAhead
@@ -603,7 +612,7 @@ func toView(o domain.Order, pos *int, unitsAhead int, basis etaBasis) Order {
 	}
 	if o.Status == domain.StatusQueued && pos != nil {
 		eta := basis.wait(unitsAhead, v.Load)
-		v.QueuePosition, v.EtaSeconds = pos, &eta
+		v.QueuePosition, v.EtaSeconds, v.LineSeq = pos, &eta, basis.lineSeq
 	}
 	return v
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
@@ -637,6 +638,9 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		}
 	}
 	if paid != nil {
+		if paid, err = m.issuePickupCode(paid, now); err != nil {
+			return err
+		}
 		if o, err = (domain.Order{}).Apply(paid...); err != nil {
 			return err
 		}
@@ -706,21 +710,25 @@ func queuePlacements(tx pgx.Tx, b *pgx.Batch, placed []*placement, merchants map
 // changed, in one statement.
 func queueLoads(b *pgx.Batch, merchants map[uuid.UUID]*merchantRow) {
 	var ids [][16]byte
-	var active, activeOrders, queued, queuedPriority, queuedUnits []int32
+	var active, activeOrders, queued, queuedPriority, queuedUnits, pickupIssued []int32
 	var next []int64
+	var pickupDay []pgtype.Text
 	for _, m := range merchants {
 		if !m.dirty {
 			continue
 		}
 		ids, active, queued, next = append(ids, [16]byte(m.ID)), append(active, int32(m.Load.Active)), append(queued, int32(m.Load.Queued)), append(next, m.nextSeq)
 		activeOrders, queuedPriority, queuedUnits = append(activeOrders, int32(m.Load.ActiveOrders)), append(queuedPriority, int32(m.queuedPriority)), append(queuedUnits, int32(m.Load.QueuedUnits))
+		pickupDay, pickupIssued = append(pickupDay, pgtype.Text{String: m.pickup.Day, Valid: m.pickup.Day != ""}), append(pickupIssued, int32(m.pickup.Issued))
 	}
 	if len(ids) == 0 {
 		return
 	}
 	b.Queue(`UPDATE merchants m SET active = t.a, queued = t.q, next_seq = t.n,
-			active_orders = t.ao, queued_priority = t.qp, queued_units = t.qu, updated_at = now()
-		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::int[]) AS t(id, a, q, n, ao, qp, qu)
+			active_orders = t.ao, queued_priority = t.qp, queued_units = t.qu, pickup_day = t.pd::date, pickup_issued = t.pi,
+			updated_at = now()
+		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::int[], $8::text[], $9::int[])
+			AS t(id, a, q, n, ao, qp, qu, pd, pi)
 		WHERE m.id = t.id`,
-		ids, active, queued, next, activeOrders, queuedPriority, queuedUnits)
+		ids, active, queued, next, activeOrders, queuedPriority, queuedUnits, pickupDay, pickupIssued)
 }

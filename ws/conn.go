@@ -68,10 +68,11 @@ type state struct {
 	version  int
 	position int // 0 when not queued
 	eta      int
+	lineSeq  int64
 }
 
 func stateOf(o store.Order) state {
-	s := state{version: o.Version}
+	s := state{version: o.Version, lineSeq: o.LineSeq}
 	if o.QueuePosition != nil {
 		s.position = *o.QueuePosition
 	}
@@ -82,17 +83,21 @@ func stateOf(o store.Order) state {
 }
 
 // newer reports whether next may follow last: a higher version, or the same
-// version with the line moved forward or the estimate changed. Reads made by
-// different goroutines can finish out of order; this keeps a client's view
-// monotonic whatever order they arrive in.
+// version with the line moved forward, or back because a priority order
+// joined ahead (a later read of the line, which every join moves on), or
+// the estimate changed. Reads made by different goroutines can finish out
+// of order; this keeps a client's view monotonic whatever order they arrive
+// in.
 func newer(last, next state) bool {
 	switch {
 	case last.version == 0:
 		return true
 	case next.version != last.version:
 		return next.version > last.version
+	case next.position != 0 && last.position != 0 && next.lineSeq < last.lineSeq:
+		return false // an earlier read of the line
 	case next.position != last.position:
-		return next.position != 0 && next.position < last.position
+		return next.position != 0 && (next.position < last.position || next.lineSeq > last.lineSeq)
 	default:
 		return next.eta != last.eta
 	}

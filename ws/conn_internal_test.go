@@ -49,3 +49,27 @@ func TestTakeSpacesMovesInTheLine(t *testing.T) {
 	require.Len(t, msgs, 1, "a new status is not held back")
 	require.Contains(t, string(msgs[0]), `"status":"accepted"`)
 }
+
+// A position grows only in a later read of the line (a priority order
+// joined ahead); an earlier read never follows a later one.
+func TestNewerLetsAPriorityJoinMoveAnOrderBack(t *testing.T) {
+	at := func(version, position int, lineSeq int64) state {
+		return state{version: version, position: position, lineSeq: lineSeq}
+	}
+	cases := []struct {
+		name       string
+		last, next state
+		newer      bool
+	}{
+		{"forward in the same read", at(3, 5, 10), at(3, 4, 10), true},
+		{"back in the same read", at(3, 4, 10), at(3, 5, 10), false},
+		{"back after a join", at(3, 4, 10), at(3, 5, 11), true},
+		{"forward, but an earlier read", at(3, 4, 11), at(3, 3, 10), false},
+		{"back to an earlier read", at(3, 5, 11), at(3, 4, 10), false},
+		{"a new version wins", at(3, 5, 11), at(4, 0, 0), true},
+		{"an old version loses", at(4, 2, 11), at(3, 1, 12), false},
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.newer, newer(tc.last, tc.next), tc.name)
+	}
+}

@@ -559,7 +559,7 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 		}
 		ranked[p.OrderID] = p
 		if v, ok := h.views[p.OrderID]; ok && v.Version == p.Version && !want[p.OrderID] {
-			v.QueuePosition, v.EtaSeconds = &p.Position, &p.EtaSeconds
+			v.QueuePosition, v.EtaSeconds, v.LineSeq = &p.Position, &p.EtaSeconds, p.LineSeq
 			moved = append(moved, v)
 		} else {
 			want[p.OrderID] = true
@@ -580,7 +580,7 @@ func (h *Hub) push(ctx context.Context, changed, merchants map[uuid.UUID]bool, r
 				again = append(again, o.ID)
 				continue
 			}
-			o.QueuePosition, o.EtaSeconds = &p.Position, &p.EtaSeconds
+			o.QueuePosition, o.EtaSeconds, o.LineSeq = &p.Position, &p.EtaSeconds, p.LineSeq
 		}
 		views[o.ID] = o
 	}

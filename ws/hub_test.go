@@ -496,3 +496,50 @@ func TestEveryWatcherHearsTheEndOfABurst(t *testing.T) {
 		require.NoError(t, <-heard)
 	}
 }
+
+// TestPositionGrowsOnlyWhenAPriorityOrderJoinsAhead watches a normal order
+// while the merchant moves orders behind it into the priority lane, then
+// completes what is ahead: each prioritization moves it back by one (the
+// one growth the contract allows), and otherwise it only moves toward 1.
+// Before the line's sequence number travelled with positions, the hub kept
+// the old, smaller position and the client never heard it grew.
+func TestPositionGrowsOnlyWhenAPriorityOrderJoinsAhead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := startHub(t, b)
+	s := newShop(t, b.store, 1)
+	first := s.place(t, b.store, "c0")
+	ahead := s.place(t, b.store, "c1")
+	mine := s.place(t, b.store, "alice")
+	var behind []*store.Order
+	for i := range 2 {
+		behind = append(behind, s.place(t, b.store, fmt.Sprintf("b%d", i)))
+	}
+	require.Equal(t, 2, *mine.QueuePosition)
+	c := dial(t, url, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
+	send(t, c, map[string]string{"op": "subscribe", "order_id": mine.ID.String()})
+	require.Equal(t, 2, *read(t, c, 5*time.Second).Order.QueuePosition)
+
+	shopOwner := store.Access{Actor: domain.ActorMerchant, MerchantID: s.merchant}
+	want := 2
+	for _, o := range behind {
+		_, err := b.store.PrioritizeOrder(context.Background(), o.ID, "staff", shopOwner, "")
+		require.NoError(t, err)
+		want++
+		m := read(t, c, 5*time.Second)
+		require.Equal(t, want, *m.Order.QueuePosition, "a priority order joined ahead")
+	}
+	for _, o := range []*store.Order{first, behind[0], behind[1], ahead} {
+		_, err := b.store.CompleteOrder(context.Background(), o.ID, admin, "")
+		require.NoError(t, err)
+	}
+	last := want
+	for {
+		m := read(t, c, 5*time.Second)
+		if m.Order.Status == domain.StatusAccepted {
+			return
+		}
+		require.LessOrEqual(t, *m.Order.QueuePosition, last, "no priority order joined: the position never grows")
+		last = *m.Order.QueuePosition
+	}
+}
