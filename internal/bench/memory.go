@@ -47,7 +47,7 @@ func memory(ctx context.Context, t *Target, o Options) (*Result, error) {
 			return nil, fmt.Errorf("memory round %d: %w", r, err)
 		}
 		round.Count = 5000
-		if _, err := hot(ctx, at, round); err != nil {
+		if _, err := hot(ctx, at, round, false); err != nil {
 			return nil, fmt.Errorf("memory round %d: %w", r, err)
 		}
 		if _, err := wsRound(ctx, at, round, 1000, 1); err != nil {

@@ -17,7 +17,7 @@ import (
 )
 
 // Scenarios lists what `orderd bench` can run, in the order `all` runs them.
-var Scenarios = []string{"spread", "hot", "flash", "drop", "timers", "webhooks", "ws", "memory"}
+var Scenarios = []string{"spread", "hot", "hot-weighted", "flash", "drop", "timers", "webhooks", "ws", "memory"}
 
 // Run runs one scenario against t.
 func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error) {
@@ -27,7 +27,9 @@ func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error
 	case "spread":
 		res, err = spread(ctx, t, o)
 	case "hot":
-		res, err = hot(ctx, t, o)
+		res, err = hot(ctx, t, o, false)
+	case "hot-weighted":
+		res, err = hot(ctx, t, o, true)
 	case "flash":
 		res, err = flash(ctx, t, o)
 	case "drop":
@@ -72,6 +74,7 @@ type merchantSpec struct {
 	PrepSeconds           int    `json:"prep_seconds,omitempty"`
 	PaymentTimeoutSeconds int    `json:"payment_timeout_seconds,omitempty"`
 	MaxQueueWaitSeconds   int    `json:"max_queue_wait_seconds,omitempty"`
+	CapacityUnit          string `json:"capacity_unit,omitempty"`
 }
 
 type idOnly struct {
@@ -233,12 +236,19 @@ func unexpected(errs []error, runCtx context.Context) []string {
 }
 
 // hot: a burst of paid orders to one merchant of capacity 50 while a
-// simulated merchant completes orders.
-func hot(ctx context.Context, t *Target, o Options) (*Result, error) {
+// simulated merchant completes orders. Weighted, the merchant counts cups:
+// orders of 1-6 cups (3.5 on average) at a capacity of 175 cups, the same 50
+// orders' worth, so that the two runs differ by the weighing alone.
+func hot(ctx context.Context, t *Target, o Options, weighted bool) (*Result, error) {
 	clients := orDefault(o.Clients, 128)
 	count := orDefault(o.Count, 20000)
-	const capacity = 50
-	mID, err := t.createMerchant(ctx, merchantSpec{Name: "hot", Capacity: capacity, PrepSeconds: 1, MaxQueueWaitSeconds: 3600})
+	capacity := 50
+	spec := merchantSpec{Name: "hot", Capacity: capacity, PrepSeconds: 1, MaxQueueWaitSeconds: 3600}
+	if weighted {
+		capacity = 175
+		spec.Name, spec.Capacity, spec.CapacityUnit = "hot-weighted", capacity, "items"
+	}
+	mID, err := t.createMerchant(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -300,8 +310,12 @@ func hot(ctx context.Context, t *Target, o Options) (*Result, error) {
 	bar := newBar(o, count, "hot: paying orders to one merchant")
 	cpu := t.readCPU()
 	elapsed, errs := drive(ctx, clients, count, rec, bar, func(ctx context.Context, c, i int) error {
+		quantity := 1
+		if weighted {
+			quantity = 1 + i%6
+		}
 		_, err := t.call(ctx, "POST", "/v1/orders", t.token(auth.Principal{Subject: fmt.Sprintf("hot-c%d", i), Role: auth.RoleCustomer}),
-			placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: 1}}, PaymentRef: "pay"},
+			placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: quantity}}, PaymentRef: "pay"},
 			map[string]string{"Idempotency-Key": uuid.NewString()}, nil)
 		return err
 	})
@@ -313,7 +327,11 @@ func hot(ctx context.Context, t *Target, o Options) (*Result, error) {
 	rec.summarize(res)
 	res.Violations = append(res.Violations, unexpected(errs, ctx)...)
 	res.Goal = 2.0
-	if !o.skipBaselines {
+	if weighted {
+		// Its measure is the unweighted run beside it, not the baselines.
+		res.Extra["capacity_unit"] = "items"
+		res.GoalText = "≤ 10 % slower than hot"
+	} else if !o.skipBaselines {
 		base, err := orderBaselines(ctx, t, o, 1)
 		if err != nil {
 			return nil, err
@@ -428,7 +446,8 @@ func (t *Target) fifoInvariants(ctx context.Context, merchantID string) []string
 	var out []string
 	var over int
 	if err := t.Pool.QueryRow(ctx, `SELECT count(*) FROM events e JOIN orders o ON o.id = e.stream_id
-		WHERE o.merchant_id = $1 AND e.type = 'order.accepted' AND (e.data->>'active_after')::int > (e.data->>'capacity')::int`, merchantID).Scan(&over); err != nil {
+		WHERE o.merchant_id = $1 AND e.type = 'order.accepted' AND (e.data->>'active_after')::int > (e.data->>'capacity')::int
+			AND (e.data->>'active_after')::int <> coalesce((e.data->>'load')::int, 1)`, merchantID).Scan(&over); err != nil {
 		return []string{err.Error()}
 	}
 	if over > 0 {
@@ -456,7 +475,7 @@ func (t *Target) commonInvariants(ctx context.Context) []string {
 	var drift int
 	if err := t.Pool.QueryRow(ctx, `
 		SELECT count(*) FROM merchants m
-		LEFT JOIN (SELECT merchant_id, count(*) FILTER (WHERE status = 'accepted') AS a, count(*) FILTER (WHERE status = 'queued') AS q
+		LEFT JOIN (SELECT merchant_id, coalesce(sum(load) FILTER (WHERE status = 'accepted'), 0) AS a, count(*) FILTER (WHERE status = 'queued') AS q
 		           FROM orders GROUP BY merchant_id) c ON c.merchant_id = m.id
 		WHERE m.active <> coalesce(c.a, 0) OR m.queued <> coalesce(c.q, 0)`).Scan(&drift); err != nil {
 		return []string{err.Error()}
