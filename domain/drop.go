@@ -442,6 +442,11 @@ var errNotInvited = Errorf(CodeNotInvited, "this product is sold in a drop, and 
 // ErrNotInvited matches a refused purchase of a drop's product.
 var ErrNotInvited = &Error{Code: CodeNotInvited}
 
+// ErrDropOrderNotRequeued refuses to put a drop's order back in its line:
+// its entry lapsed when it expired and the unit went to the next in line,
+// so serving it would sell more than the drop's units.
+var ErrDropOrderNotRequeued = Errorf(CodeInvalidTransition, "this order was a drop's purchase; its unit went to the next entry when it expired")
+
 // PurchaseEntry records that the invitation's order was paid. An entry
 // that lapsed meanwhile refuses the payment.
 func PurchaseEntry(e Entry, orderID string, now time.Time) ([]Event, error) {

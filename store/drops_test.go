@@ -462,3 +462,44 @@ func TestDropConcurrentJoinsAndPurchases(t *testing.T) {
 	require.Equal(t, customers, got.Entries, "one entry per customer")
 	require.Empty(t, violations(t, st))
 }
+
+// TestDropOrderExpiredIsNotRequeued: a drop's purchase that expires in its
+// merchant's queue lapses its entry and invites the next; retrying its dead
+// letter is refused, since serving it would sell more than the units.
+func TestDropOrderExpiredIsNotRequeued(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, _ := setup(t)
+	clock := newFakeClock(st)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 0, MaxQueueWait: 60})
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(5)})
+	d, err := st.CreateDrop(ctx, store.CreateDropParams{
+		ProductID: p.ID, OpensAt: clock.Now().Add(time.Second), StartsAt: clock.Now().Add(time.Minute),
+		Mode: domain.DropFIFO, Units: intp(1), Access: admin,
+	})
+	require.NoError(t, err)
+	f := dropFixture{st: st, clock: clock, merchant: m, product: p, drop: d}
+	clock.Set(d.OpensAt)
+	f.join(t, "first")
+	f.join(t, "second")
+	clock.Set(d.StartsAt)
+	f.settle(t)
+	o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "first", PaymentRef: "r"})
+	require.Equal(t, domain.StatusQueued, o.Status, "a drop order waits for capacity like any other")
+	require.Equal(t, domain.EntryStatusPurchased, f.entry(t, "first").Status)
+
+	clock.Advance(61 * time.Second)
+	n, err := st.ExpireQueuedOverdue(ctx, clock.Now(), 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, domain.EntryStatusLapsed, f.entry(t, "first").Status)
+	f.settle(t)
+	require.Equal(t, domain.EntryStatusInvited, f.entry(t, "second").Status)
+
+	letters, _, err := st.ListDeadLetters(ctx, store.ListDeadLettersParams{Kind: store.DeadLetterOrder, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, letters, 1)
+	_, err = st.RetryDeadLetter(ctx, letters[0].ID, admin, "")
+	require.ErrorIs(t, err, domain.ErrDropOrderNotRequeued)
+	require.Empty(t, violations(t, st))
+}

@@ -376,6 +376,14 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID, needMerchant: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			var dropOrder bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM drop_entries WHERE merchant_id = $1 AND order_id = $2)`, m.ID, o.ID).
+				Scan(&dropOrder); err != nil {
+				return nil, nil, fmt.Errorf("find drop entry: %w", err)
+			}
+			if dropOrder {
+				return nil, nil, domain.ErrDropOrderNotRequeued
+			}
 			events, load, err := domain.Requeue(o, m.load(), m.maxQueueWait(), now)
 			if err != nil {
 				return nil, nil, err
