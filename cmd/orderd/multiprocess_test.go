@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/store/storetest"
 )
 
@@ -232,6 +233,116 @@ func TestTwoProcessesKeepAdmissionSafe(t *testing.T) {
 	// order never go back in time, nor does any order's own history, and no
 	// order was admitted past a queued one.
 	for _, view := range []string{"accepted_at_backwards", "order_clock_backwards", "fifo_violations"} {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM audit.`+view).Scan(&n))
+		require.Zero(t, n, view)
+	}
+}
+
+// TestTwoProcessesKeepWeightedAdmissionSafe is the test above for a
+// merchant counting cups: capacity 10, orders of 1-6 cups, one customer in
+// five placing into the priority lane, through two orderd processes. No
+// recorded admission leaves more than 10 cups active (but for an order
+// alone), every audit of lanes and loads is clean, and the load returns to
+// zero.
+func TestTwoProcessesKeepWeightedAdmissionSafe(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.URL(t)
+	bases := []string{startServe(t, dbURL), startServe(t, dbURL)}
+	c := &client{t: t, auth: auth.New([]byte(testSecret), nil), http: &http.Client{Timeout: 20 * time.Second}}
+	admin := c.token(auth.Principal{Subject: "admin", Role: auth.RoleAdmin})
+
+	var m, p struct {
+		ID string `json:"id"`
+	}
+	require.Equal(t, 201, c.do("POST", bases[0]+"/v1/merchants", admin, map[string]any{"name": "cups", "capacity": 10, "capacity_unit": "items"}, &m))
+	require.Equal(t, 201, c.do("POST", bases[1]+"/v1/merchants/"+m.ID+"/products", admin, map[string]any{"name": "tea", "price_cents": 100}, &p))
+	merchant := c.token(auth.Principal{Subject: "shop", Role: auth.RoleMerchant, MerchantID: uuid.MustParse(m.ID)})
+
+	const total = 1000
+	var next, completed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			customer := auth.Principal{Subject: fmt.Sprintf("c%d", w), Role: auth.RoleCustomer}
+			if w%5 == 0 {
+				customer.Lane = domain.LanePriority
+			}
+			token := c.token(customer)
+			for {
+				i := next.Add(1)
+				if i > total {
+					return
+				}
+				status := c.do("POST", bases[int(i)%2]+"/v1/orders", token,
+					map[string]any{"merchant_id": m.ID, "items": []map[string]any{{"product_id": p.ID, "quantity": 1 + rand.IntN(6)}}, "payment_ref": "pay"}, nil)
+				if status != 201 {
+					t.Errorf("placement answered %d", status)
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	var cg sync.WaitGroup
+	for w := range 2 {
+		cg.Add(1)
+		go func() {
+			defer cg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				var list struct {
+					Orders []struct {
+						ID string `json:"id"`
+					} `json:"orders"`
+				}
+				base := bases[w]
+				if c.do("GET", base+"/v1/merchants/"+m.ID+"/orders?status=accepted&limit=5", merchant, nil, &list) != 200 || len(list.Orders) == 0 {
+					time.Sleep(2 * time.Millisecond)
+					continue
+				}
+				o := list.Orders[rand.IntN(len(list.Orders))]
+				if c.do("POST", base+"/v1/orders/"+o.ID+"/complete", merchant, nil, nil) == 200 {
+					completed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	deadline := time.Now().Add(3 * time.Minute)
+	for completed.Load() < total && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(done)
+	cg.Wait()
+	require.EqualValues(t, total, completed.Load())
+
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	ctx := context.Background()
+	var over, accepted, priority int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE (data->>'active_after')::int > (data->>'capacity')::int
+			AND (data->>'active_after')::int <> coalesce((data->>'load')::int, 1)), count(*)
+		FROM events WHERE type = 'order.accepted'`).Scan(&over, &accepted))
+	require.Zero(t, over, "admissions over capacity with company")
+	require.Equal(t, total, accepted)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE merchant_id = $1 AND lane = 'priority'`, m.ID).Scan(&priority))
+	require.Positive(t, priority)
+	var queuedEver int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = 'order.queued'`).Scan(&queuedEver))
+	require.Greater(t, queuedEver, total/10, "the line was busy: admissions came from the queue")
+	var active, queued int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT active, queued FROM merchants WHERE id = $1`, m.ID).Scan(&active, &queued))
+	require.Zero(t, active)
+	require.Zero(t, queued)
+	for _, view := range []string{"fifo_violations", "merchant_load_drift", "merchant_lane_drift", "decisions_over_capacity",
+		"duplicate_pickup_codes", "accepted_at_backwards", "order_clock_backwards"} {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM audit.`+view).Scan(&n))
 		require.Zero(t, n, view)
