@@ -27,16 +27,18 @@ type mintSignInCodeRequest struct {
 	Sub              string     `json:"sub"`
 	Role             auth.Role  `json:"role"`
 	MerchantID       *uuid.UUID `json:"merchant_id"`
+	Lane             *string    `json:"lane"`
 	ExpiresInSeconds *int       `json:"expires_in_seconds"`
 	TokenTTLSeconds  *int       `json:"token_ttl_seconds"`
 }
 
 type signInCodeResponse struct {
-	Code       string     `json:"code"`
-	ExpiresAt  time.Time  `json:"expires_at"`
-	Sub        string     `json:"sub"`
-	Role       auth.Role  `json:"role"`
-	MerchantID *uuid.UUID `json:"merchant_id"`
+	Code       string       `json:"code"`
+	ExpiresAt  time.Time    `json:"expires_at"`
+	Sub        string       `json:"sub"`
+	Role       auth.Role    `json:"role"`
+	MerchantID *uuid.UUID   `json:"merchant_id"`
+	Lane       *domain.Lane `json:"lane"`
 }
 
 // mintSignInCode is how a platform signs a person in to the pages: it mints
@@ -58,6 +60,11 @@ func (s *Server) mintSignInCode(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, err)
 		return
 	}
+	lane, err := signInLane(req)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
 	codeTTL, err := secondsIn("expires_in_seconds", req.ExpiresInSeconds, defaultSignInCodeSeconds, minSignInCodeSeconds, maxSignInCodeSeconds)
 	if err != nil {
 		writeProblem(w, r, err)
@@ -69,13 +76,43 @@ func (s *Server) mintSignInCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code, hash := auth.NewSignInCode()
-	expires, err := s.store.IssueSignInCode(r.Context(), &store.IssueSignInCodeParams{Hash: hash, Holder: holder, TTL: codeTTL, TokenTTL: tokenTTL})
+	expires, err := s.store.IssueSignInCode(r.Context(), &store.IssueSignInCodeParams{Hash: hash, Holder: holder, Lane: string(lane),
+		TTL: codeTTL, TokenTTL: tokenTTL})
 	if err != nil {
 		writeProblem(w, r, err)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, signInCodeResponse{Code: code, ExpiresAt: expires.UTC(), Sub: holder.Subject, Role: req.Role, MerchantID: req.MerchantID})
+	writeJSON(w, http.StatusCreated, signInCodeResponse{Code: code, ExpiresAt: expires.UTC(), Sub: holder.Subject, Role: req.Role,
+		MerchantID: req.MerchantID, Lane: laneOf(req.Role, lane)})
+}
+
+// signInLane is the lane a code's token carries: customers only; "" when
+// the request names none (a token without a lane queues normally).
+func signInLane(req mintSignInCodeRequest) (domain.Lane, error) {
+	if req.Lane == nil {
+		return "", nil
+	}
+	lane := domain.Lane(*req.Lane)
+	if !lane.Valid() {
+		return "", domain.Errorf(domain.CodeValidation, `lane must be "normal" or "priority"`)
+	}
+	if req.Role != auth.RoleCustomer {
+		return "", domain.Errorf(domain.CodeValidation, "lane goes with role customer only")
+	}
+	return lane, nil
+}
+
+// laneOf is the lane a customer's orders go to, and nothing for the other
+// roles, whose orders have no lane.
+func laneOf(role auth.Role, l domain.Lane) *domain.Lane {
+	if role != auth.RoleCustomer {
+		return nil
+	}
+	if l == "" {
+		l = domain.LaneNormal
+	}
+	return &l
 }
 
 // signInHolder checks who a code is minted for: a known role, a subject,
@@ -117,12 +154,13 @@ type signInRequest struct {
 }
 
 type signInResponse struct {
-	Token      string     `json:"token"`
-	TokenType  string     `json:"token_type"`
-	ExpiresAt  time.Time  `json:"expires_at"`
-	Sub        string     `json:"sub"`
-	Role       auth.Role  `json:"role"`
-	MerchantID *uuid.UUID `json:"merchant_id"`
+	Token      string       `json:"token"`
+	TokenType  string       `json:"token_type"`
+	ExpiresAt  time.Time    `json:"expires_at"`
+	Sub        string       `json:"sub"`
+	Role       auth.Role    `json:"role"`
+	MerchantID *uuid.UUID   `json:"merchant_id"`
+	Lane       *domain.Lane `json:"lane"`
 }
 
 // signIn exchanges a sign-in code for a bearer token, once. It takes no
@@ -143,7 +181,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, err)
 		return
 	}
-	holder, tokenTTL, err := s.store.RedeemSignInCode(r.Context(), hash)
+	code, err := s.store.RedeemSignInCode(r.Context(), hash)
 	if errors.Is(err, store.ErrTicketNotFound) {
 		err = auth.ErrBadSignInCode
 	}
@@ -151,13 +189,14 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, err)
 		return
 	}
-	p := auth.Principal{Subject: holder.Subject, Role: auth.Role(holder.Role), MerchantID: holder.MerchantID}
-	token, expires, err := s.auth.IssueExpiring(p, tokenTTL)
+	p := auth.Principal{Subject: code.Holder.Subject, Role: auth.Role(code.Holder.Role), MerchantID: code.Holder.MerchantID,
+		Lane: domain.Lane(code.Lane)}
+	token, expires, err := s.auth.IssueExpiring(p, code.TokenTTL)
 	if err != nil {
 		writeProblem(w, r, err)
 		return
 	}
-	resp := signInResponse{Token: token, TokenType: "Bearer", ExpiresAt: expires.UTC(), Sub: p.Subject, Role: p.Role}
+	resp := signInResponse{Token: token, TokenType: "Bearer", ExpiresAt: expires.UTC(), Sub: p.Subject, Role: p.Role, Lane: laneOf(p.Role, p.Lane)}
 	if p.MerchantID != uuid.Nil {
 		resp.MerchantID = &p.MerchantID
 	}

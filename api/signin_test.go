@@ -112,6 +112,8 @@ func TestMintSignInCodeValidates(t *testing.T) {
 		{"sub": "x", "role": "customer", "merchant_id": shop},
 		{"sub": "x", "role": "customer", "expires_in_seconds": 7200},
 		{"sub": "x", "role": "customer", "token_ttl_seconds": 1},
+		{"sub": "x", "role": "customer", "lane": "vip"},
+		{"sub": "x", "role": "merchant", "merchant_id": shop, "lane": "priority"},
 	} {
 		r := b.do(t, req{method: "POST", path: "/v1/admin/sign-in-codes", token: b.admin, body: body})
 		requireProblem(t, r, http.StatusUnprocessableEntity, "validation_failed")
@@ -137,4 +139,26 @@ func TestSignInIsRateLimitedPerAddress(t *testing.T) {
 func hashOf(code string) []byte {
 	h := sha256.Sum256([]byte(code))
 	return h[:]
+}
+
+// TestSignInCodeCarriesTheLane: a platform signs a member in to the
+// priority lane with a code; the token it buys places priority orders.
+func TestSignInCodeCarriesTheLane(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	shop := b.createMerchant(t, 1)
+	product := b.createProduct(t, shop, map[string]any{"name": "Tea", "price_cents": 100})
+	for _, lane := range []string{"priority", "normal"} {
+		code := b.mintSignInCode(t, map[string]any{"sub": "member-" + lane, "role": "customer", "lane": lane})
+		r := b.do(t, req{method: "POST", path: "/v1/sign-in", body: map[string]any{"code": code}})
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		require.Equal(t, lane, r.body["lane"])
+		placed := b.placeOrder(t, r.body["token"].(string), shop, product, "pay-"+lane)
+		require.Equal(t, http.StatusCreated, placed.status, string(placed.raw))
+		require.Equal(t, lane, placed.body["lane"])
+	}
+	code := b.mintSignInCode(t, map[string]any{"sub": "kitchen", "role": "merchant", "merchant_id": shop})
+	r := b.do(t, req{method: "POST", path: "/v1/sign-in", body: map[string]any{"code": code}})
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.Nil(t, r.body["lane"], "a merchant has no lane")
 }

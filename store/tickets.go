@@ -31,7 +31,7 @@ const expiredTicketsPerIssue = 4
 
 // IssueTicket keeps a ticket's hash and holder, and returns when it expires.
 func (s *Store) IssueTicket(ctx context.Context, p *IssueTicketParams) (time.Time, error) {
-	expires, err := s.issueSingleUse(ctx, "ws_tickets", p.Hash, p.Holder, p.TTL, nil)
+	expires, err := s.issueSingleUse(ctx, "ws_tickets", p.Hash, p.Holder, p.TTL, "")
 	if err != nil {
 		return time.Time{}, fmt.Errorf("issue ticket: %w", err)
 	}
@@ -56,49 +56,60 @@ func (s *Store) ConsumeTicket(ctx context.Context, hash [32]byte) (TicketHolder,
 // IssueSignInCodeParams describe a sign-in code: who it signs in, how long
 // it may wait to be used, and how long the token it buys lasts.
 type IssueSignInCodeParams struct {
-	Hash     [32]byte
-	Holder   TicketHolder
+	Hash   [32]byte
+	Holder TicketHolder
+	// Lane is the customer's queue lane ("" for normal).
+	Lane     string
 	TTL      time.Duration
+	TokenTTL time.Duration
+}
+
+// SignInCode is what a redeemed sign-in code buys: a token for Holder in
+// Lane, valid for TokenTTL.
+type SignInCode struct {
+	Holder   TicketHolder
+	Lane     string
 	TokenTTL time.Duration
 }
 
 // IssueSignInCode keeps a sign-in code's hash and holder, and returns when
 // it expires.
 func (s *Store) IssueSignInCode(ctx context.Context, p *IssueSignInCodeParams) (time.Time, error) {
-	expires, err := s.issueSingleUse(ctx, "sign_in_codes", p.Hash, p.Holder, p.TTL, &p.TokenTTL)
+	expires, err := s.issueSingleUse(ctx, "sign_in_codes", p.Hash, p.Holder, p.TTL, ", token_ttl_seconds, lane", int(p.TokenTTL.Seconds()), p.Lane)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("issue sign-in code: %w", err)
 	}
 	return expires, nil
 }
 
-// RedeemSignInCode returns the holder of an unexpired sign-in code and the
-// lifetime of the token it buys, and removes it in the same statement, so a
-// code signs in once, whichever instances race for it.
-func (s *Store) RedeemSignInCode(ctx context.Context, hash [32]byte) (TicketHolder, time.Duration, error) {
-	var h TicketHolder
+// RedeemSignInCode returns what an unexpired sign-in code buys and removes
+// it in the same statement, so a code signs in once, whichever instances
+// race for it.
+func (s *Store) RedeemSignInCode(ctx context.Context, hash [32]byte) (SignInCode, error) {
+	var c SignInCode
 	var tokenSeconds int
-	if err := s.consumeSingleUse(ctx, "sign_in_codes", hash, &h, ", token_ttl_seconds", &tokenSeconds); err != nil {
-		return TicketHolder{}, 0, fmt.Errorf("redeem sign-in code: %w", err)
+	if err := s.consumeSingleUse(ctx, "sign_in_codes", hash, &c.Holder, ", token_ttl_seconds, lane", &tokenSeconds, &c.Lane); err != nil {
+		return SignInCode{}, fmt.Errorf("redeem sign-in code: %w", err)
 	}
-	return h, time.Duration(tokenSeconds) * time.Second, nil
+	c.TokenTTL = time.Duration(tokenSeconds) * time.Second
+	return c, nil
 }
 
 // issueSingleUse inserts a secret's hash into table (ws_tickets or
-// sign_in_codes, which share their shape) and removes a few expired ones.
-// tokenTTL is sign_in_codes' extra column.
-func (s *Store) issueSingleUse(ctx context.Context, table string, hash [32]byte, h TicketHolder, ttl time.Duration, tokenTTL *time.Duration) (time.Time, error) {
+// sign_in_codes, which share their shape) with the table's further columns
+// (", a, b") set to extra, and removes a few expired ones.
+func (s *Store) issueSingleUse(ctx context.Context, table string, hash [32]byte, h TicketHolder, ttl time.Duration, extraColumns string, extra ...any) (time.Time, error) {
 	now := s.now()
 	expires := now.Add(ttl)
 	var merchant *uuid.UUID
 	if h.MerchantID != uuid.Nil {
 		merchant = &h.MerchantID
 	}
-	columns, values := "hash, subject, role, merchant_id, expires_at", "$1, $2, $3, $4, $7"
+	values := "$1, $2, $3, $4, $7"
 	args := []any{hash[:], h.Subject, h.Role, merchant, now, expiredTicketsPerIssue, expires}
-	if tokenTTL != nil {
-		columns, values = columns+", token_ttl_seconds", values+", $8"
-		args = append(args, int(tokenTTL.Seconds()))
+	for _, v := range extra {
+		args = append(args, v)
+		values += fmt.Sprintf(", $%d", len(args))
 	}
 	// SKIP LOCKED: concurrent issues clean up different rows instead of
 	// queueing behind each other.
@@ -107,7 +118,7 @@ func (s *Store) issueSingleUse(ctx context.Context, table string, hash [32]byte,
 			DELETE FROM `+table+` WHERE hash IN (
 				SELECT hash FROM `+table+` WHERE expires_at <= $5
 				ORDER BY expires_at LIMIT $6 FOR UPDATE SKIP LOCKED))
-		INSERT INTO `+table+` (`+columns+`) VALUES (`+values+`)`, args...)
+		INSERT INTO `+table+` (hash, subject, role, merchant_id, expires_at`+extraColumns+`) VALUES (`+values+`)`, args...)
 	if err != nil {
 		return time.Time{}, mapErr(err)
 	}
