@@ -27,8 +27,8 @@ func TestKitchenPausesAndTheCustomerSeesIt(t *testing.T) {
 	click(kitchen, t, "#pause-queue")
 	until(kitchen, t, `!document.querySelector("#paused-badge").classList.contains("hidden") && !document.querySelector("#resume").classList.contains("hidden")`)
 
-	// The phone reads the merchant every few seconds; the banner comes
-	// without a reload.
+	// The phone reads the merchant every 10 s; the banner comes without a
+	// reload.
 	until(phone, t, `!document.querySelector("#paused").classList.contains("hidden")`)
 	require.Contains(t, text(phone, t, "#paused"), "paused")
 	click(phone, t, "#menu li .more")

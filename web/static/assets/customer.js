@@ -44,9 +44,11 @@ async function start() {
     try { showOrder(await api("GET", "/v1/orders/" + encodeURIComponent(kept))); watch(kept); }
     catch { sessionStorage.removeItem(orderKey); }
   }
-  // A customer may not watch the merchant's load live; a pause is read
-  // with the merchant every few seconds while the page is in view.
-  setInterval(() => { if (!document.hidden) refreshMerchant(); }, 4000);
+  // A customer may not watch the merchant's load live: a pause is read
+  // with the merchant every 10 s while the page is in view, when it comes
+  // back into view, and with every change of the order.
+  setInterval(() => { if (!document.hidden) refreshMerchant(); }, 10000);
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) refreshMerchant(); });
 }
 
 async function refreshMerchant() {
