@@ -6,7 +6,7 @@ export const $ = (id) => document.getElementById(id);
 
 // el builds an element. Strings among the children become text nodes and
 // the "text" property sets textContent, so no name a user typed can become
-// markup; there is deliberately no way to set innerHTML here.
+// markup; there is deliberately no way to set HTML here.
 export function el(tag, props = {}, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(props)) {
@@ -64,8 +64,6 @@ export function session() {
   try { s = JSON.parse(sessionStorage.getItem(sessionKey) || "null"); } catch { s = null; }
   return s && s.token && new Date(s.expires_at) > new Date() ? s : null;
 }
-
-export function signOut() { sessionStorage.removeItem(sessionKey); }
 
 export class APIError extends Error {
   constructor(status, problem) {
@@ -165,7 +163,8 @@ export function clock(seconds) {
   return h ? h + ":" + pad(m) + ":" + pad(s) : m + ":" + pad(s);
 }
 
-// shortCode stands in for a pickup code on servers that do not assign them.
+// ticketCode is the order's pickup code, or on servers that assign none,
+// the end of its id.
 export function ticketCode(order) {
   return order.pickup_code || "#" + order.id.slice(-4).toUpperCase();
 }
