@@ -298,6 +298,17 @@ func (m Merchant) Evolve(e Event) (Merchant, error) {
 	return m, nil
 }
 
+// Apply folds events into m in order.
+func (m Merchant) Apply(events ...Event) (Merchant, error) {
+	var err error
+	for _, e := range events {
+		if m, err = m.Evolve(e); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
 // Product is a product as its events fold.
 type Product struct {
 	ProductCreated

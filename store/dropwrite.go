@@ -36,21 +36,69 @@ func writeDrop(ctx context.Context, tx pgx.Tx, c dropChange, now time.Time) erro
 	}); err != nil {
 		return err
 	}
-	d := c.after
-	if c.before.Version == 0 {
-		_, err = tx.Exec(ctx, `INSERT INTO drops (merchant_id, id, product_id, opens_at, starts_at, mode, purchase_window_seconds, units,
-				state, seed_commitment, seed, created_at, version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-			d.MerchantID, id, d.ProductID, d.OpensAt, d.StartsAt, d.Mode, d.PurchaseWindowSeconds, d.Units,
-			d.State, d.SeedCommitment, d.Seed, d.CreatedAt, d.Version)
-	} else {
-		_, err = tx.Exec(ctx, `UPDATE drops SET state = $3, seed = $4, version = $5 WHERE merchant_id = $1 AND id = $2`,
-			d.MerchantID, id, d.State, d.Seed, d.Version)
+	var rows dropColumnsOf
+	if err := rows.add(c.after); err != nil {
+		return err
 	}
-	if err != nil {
+	b := &pgx.Batch{}
+	rows.queue(b, "drops", c.before.Version == 0)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write drop %s: %w", id, err)
 	}
 	return nil
+}
+
+// dropFoldColumns are the drop columns its stream folds to.
+const dropFoldColumns = `merchant_id, id, product_id, opens_at, starts_at, mode, purchase_window_seconds, units,
+	state, seed_commitment, seed, created_at, version`
+
+// dropColumnsOf holds folded drops column by column, as unnest takes them.
+type dropColumnsOf struct {
+	merchant, id, product          [][16]byte
+	opensAt, startsAt, createdAt   []time.Time
+	mode, state, commitment        []string
+	purchaseWindow, units, version []int32
+	seed                           [][]byte
+}
+
+func (c *dropColumnsOf) add(d domain.Drop) error {
+	var ids [3][16]byte
+	for i, s := range []string{d.MerchantID, d.DropID, d.ProductID} {
+		id, err := parseID(s)
+		if err != nil {
+			return err
+		}
+		ids[i] = id
+	}
+	c.merchant, c.id, c.product = append(c.merchant, ids[0]), append(c.id, ids[1]), append(c.product, ids[2])
+	c.opensAt, c.startsAt, c.createdAt = append(c.opensAt, d.OpensAt), append(c.startsAt, d.StartsAt), append(c.createdAt, d.CreatedAt)
+	c.mode, c.state, c.commitment = append(c.mode, string(d.Mode)), append(c.state, string(d.State)), append(c.commitment, d.SeedCommitment)
+	c.purchaseWindow, c.units = append(c.purchaseWindow, int32(d.PurchaseWindowSeconds)), append(c.units, int32(d.Units))
+	c.version, c.seed = append(c.version, int32(d.Version)), append(c.seed, d.Seed)
+	return nil
+}
+
+// queue adds to b the statement that writes the rows into table (drops, or
+// a table like it): inserted when new, else every column the fold knows
+// updated.
+func (c *dropColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
+	if len(c.id) == 0 {
+		return
+	}
+	t := pgx.Identifier{table}.Sanitize()
+	const rows = `unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::timestamptz[], $6::text[], $7::int[], $8::int[],
+		$9::text[], $10::text[], $11::bytea[], $12::timestamptz[], $13::int[])`
+	args := []any{c.merchant, c.id, c.product, c.opensAt, c.startsAt, c.mode, c.purchaseWindow, c.units,
+		c.state, c.commitment, c.seed, c.createdAt, c.version}
+	if insert {
+		b.Queue(`INSERT INTO `+t+` (`+dropFoldColumns+`) SELECT * FROM `+rows, args...)
+		return
+	}
+	b.Queue(`UPDATE `+t+` d SET product_id = r.product_id, opens_at = r.opens_at, starts_at = r.starts_at, mode = r.mode,
+			purchase_window_seconds = r.purchase_window_seconds, units = r.units, state = r.state,
+			seed_commitment = r.seed_commitment, seed = r.seed, created_at = r.created_at, version = r.version
+		FROM `+rows+` AS r(`+dropFoldColumns+`)
+		WHERE d.merchant_id = r.merchant_id AND d.id = r.id`, args...)
 }
 
 // entryChange is one entry's new events and the state they fold to.
@@ -138,23 +186,22 @@ func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted m
 		if c.before.Version == 0 {
 			cols = &ins
 		}
-		if err := cols.add(id, c.after, c.key); err != nil {
+		// A new entry's key is known (nil until the draw for an early
+		// lottery entry); a change leaves the key the draw wrote.
+		if err := cols.add(id, c.after, c.key, c.before.Version == 0); err != nil {
 			return err
 		}
 	}
 	if len(ins.id) > 0 {
-		q := b.Queue(`WITH ins AS (
-				INSERT INTO drop_entries (merchant_id, drop_id, id, customer_id, joined_at, status, order_key, version)
-				SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::timestamptz[], $6::text[], $7::bytea[], $8::int[])
+		q := b.Queue(`WITH ins AS (`+entryInsert("drop_entries")+`
 				ON CONFLICT ON CONSTRAINT drop_entries_one_per_customer DO NOTHING
 				RETURNING id
 			)
 			INSERT INTO events (stream_id, stream_type, version, type, data, metadata, recorded_at)
-			SELECT e.s, $9, 1, e.t, e.d::jsonb, e.m::jsonb, $13
-			FROM unnest($10::uuid[], $11::text[], $12::text[], $14::text[]) AS e(s, t, d, m) JOIN ins ON ins.id = e.s
+			SELECT e.s, $12, 1, e.t, e.d::jsonb, e.m::jsonb, $16
+			FROM unnest($13::uuid[], $14::text[], $15::text[], $17::text[]) AS e(s, t, d, m) JOIN ins ON ins.id = e.s
 			RETURNING stream_id`,
-			ins.merchant, ins.drop, ins.id, ins.customer, ins.joinedAt, ins.status, ins.key, ins.version,
-			StreamDropEntry, newEv.stream, newEv.typ, newEv.data, now, newEv.meta)
+			append(ins.args(), StreamDropEntry, newEv.stream, newEv.typ, newEv.data, now, newEv.meta)...)
 		q.Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var id uuid.UUID
@@ -173,15 +220,22 @@ func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted m
 			SELECT s, $2, v, t, d::jsonb, m::jsonb, $7 FROM unnest($1::uuid[], $3::int[], $4::text[], $5::text[], $6::text[]) AS e(s, v, t, d, m)`,
 			ev.stream, StreamDropEntry, ev.version, ev.typ, ev.data, ev.meta, now)
 	}
-	if len(upd.id) > 0 {
-		b.Queue(`UPDATE drop_entries e SET status = t.status, invited_at = t.invited_at, purchase_deadline = t.deadline,
-				order_id = t.order_id, version = t.version
-			FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::uuid[], $8::int[])
-				AS t(merchant_id, drop_id, id, status, invited_at, deadline, order_id, version)
-			WHERE e.merchant_id = t.merchant_id AND e.drop_id = t.drop_id AND e.id = t.id`,
-			upd.merchant, upd.drop, upd.id, upd.status, upd.invitedAt, upd.deadline, upd.order, upd.version)
-	}
+	upd.queue(b, "drop_entries", false)
 	return nil
+}
+
+// entryFoldColumns are the entry columns its stream folds to, with the
+// order key its drop's draw gives it.
+const entryFoldColumns = `merchant_id, drop_id, id, customer_id, joined_at, status, order_key, invited_at, purchase_deadline,
+	order_id, version`
+
+const entryRows = `unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::timestamptz[], $6::text[], $7::bytea[],
+	$8::timestamptz[], $9::timestamptz[], $10::uuid[], $11::int[]`
+
+// entryInsert is the statement that inserts entryColumnsOf's args into
+// table (drop_entries, or a table like it).
+func entryInsert(table string) string {
+	return `INSERT INTO ` + pgx.Identifier{table}.Sanitize() + ` (` + entryFoldColumns + `) SELECT * FROM ` + entryRows + `)`
 }
 
 // entryColumnsOf holds entry rows column by column, as unnest takes them.
@@ -190,12 +244,15 @@ type entryColumnsOf struct {
 	customer, status    []string
 	joinedAt            []time.Time
 	key                 [][]byte
+	keyed               []bool
 	invitedAt, deadline []pgtype.Timestamptz
 	order               []pgtype.UUID
 	version             []int32
 }
 
-func (c *entryColumnsOf) add(id [16]byte, e domain.Entry, key []byte) error {
+// add adds the entry e with the order key key; keyed says whether key is
+// the entry's (else an update leaves the key the row has).
+func (c *entryColumnsOf) add(id [16]byte, e domain.Entry, key []byte, keyed bool) error {
 	merchant, err := parseID(e.MerchantID)
 	if err != nil {
 		return err
@@ -214,8 +271,31 @@ func (c *entryColumnsOf) add(id [16]byte, e domain.Entry, key []byte) error {
 	}
 	c.merchant, c.drop, c.id = append(c.merchant, merchant), append(c.drop, drop), append(c.id, id)
 	c.customer, c.status, c.joinedAt = append(c.customer, e.CustomerID), append(c.status, string(e.Status)), append(c.joinedAt, e.JoinedAt)
-	c.key = append(c.key, key)
+	c.key, c.keyed = append(c.key, key), append(c.keyed, keyed)
 	c.invitedAt, c.deadline = append(c.invitedAt, timestamptz(e.InvitedAt)), append(c.deadline, timestamptz(e.PurchaseDeadline))
 	c.order, c.version = append(c.order, order), append(c.version, int32(e.Version))
 	return nil
+}
+
+func (c *entryColumnsOf) args() []any {
+	return []any{c.merchant, c.drop, c.id, c.customer, c.joinedAt, c.status, c.key, c.invitedAt, c.deadline, c.order, c.version}
+}
+
+// queue adds to b the statement that writes the rows into table
+// (drop_entries, or a table like it): inserted when new, else every column
+// the fold knows updated, and the order key where it is known.
+func (c *entryColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
+	if len(c.id) == 0 {
+		return
+	}
+	if insert {
+		b.Queue(entryInsert(table), c.args()...)
+		return
+	}
+	b.Queue(`UPDATE `+pgx.Identifier{table}.Sanitize()+` e SET customer_id = r.customer_id, joined_at = r.joined_at,
+			status = r.status, order_key = CASE WHEN r.keyed THEN r.order_key ELSE e.order_key END, invited_at = r.invited_at,
+			purchase_deadline = r.purchase_deadline, order_id = r.order_id, version = r.version
+		FROM `+entryRows+`, $12::bool[]) AS r(`+entryFoldColumns+`, keyed)
+		WHERE e.merchant_id = r.merchant_id AND e.drop_id = r.drop_id AND e.id = r.id`,
+		append(c.args(), c.keyed)...)
 }

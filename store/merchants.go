@@ -218,26 +218,26 @@ func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSett
 	now := s.now()
 	id := newID()
 	secret := newSecret()
-	var webhook *string
-	if settings.WebhookURL != "" {
-		webhook = &settings.WebhookURL
+	events := []domain.Event{{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{
+		MerchantID: id.String(), MerchantSettings: settings, CreatedAt: now,
+	}}}
+	created, err := domain.Merchant{}.Apply(events...)
+	if err != nil {
+		return nil, err
 	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := appendEvents(ctx, tx, AppendParams{
-			StreamID: id, StreamType: StreamMerchant, Meta: meta, RecordedAt: now,
-			Events: []domain.Event{{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{
-				MerchantID: id.String(), MerchantSettings: settings, CreatedAt: now,
-			}}},
+			StreamID: id, StreamType: StreamMerchant, Meta: meta, RecordedAt: now, Events: events,
 		}); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `
-			INSERT INTO merchants (id, name, capacity, prep_seconds, max_queue_wait_seconds, payment_timeout_seconds,
-				webhook_url, webhook_secret, created_at, version, capacity_unit, timezone, pickup_prefix)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, $11, $12)`,
-			id, settings.Name, settings.Capacity, settings.PrepSeconds, settings.MaxQueueWaitSeconds,
-			settings.PaymentTimeoutSeconds, webhook, secret, now, settings.CapacityUnit, settings.Timezone, settings.PickupPrefix)
-		if err != nil {
+		var cols merchantColumnsOf
+		if err := cols.add(created, secret); err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		cols.queue(b, "merchants", true)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("insert merchant: %w", err)
 		}
 		return nil
@@ -312,38 +312,87 @@ func writeMerchant(ctx context.Context, tx pgx.Tx, m *merchantRow, events []doma
 	if len(events) == 0 {
 		return nil
 	}
-	after := m.folded()
-	for _, e := range events {
-		var err error
-		if after, err = after.Evolve(e); err != nil {
-			return err
-		}
+	after, err := m.folded().Apply(events...)
+	if err != nil {
+		return err
 	}
 	if err := appendEvents(ctx, tx, AppendParams{
 		StreamID: m.ID, StreamType: StreamMerchant, ExpectedVersion: m.Version, Meta: meta, RecordedAt: now, Events: events,
 	}); err != nil {
 		return err
 	}
-	s := after.Settings.WithDefaults()
-	var webhook, mode *string
-	if s.WebhookURL != "" {
-		webhook = &s.WebhookURL
+	var cols merchantColumnsOf
+	if err := cols.add(after, ""); err != nil {
+		return err
 	}
-	if after.Pause.Paused() {
-		v := string(after.Pause.Mode)
-		mode = &v
-	}
-	if _, err := tx.Exec(ctx, `
-		UPDATE merchants SET name = $2, capacity = $3, prep_seconds = $4, max_queue_wait_seconds = $5,
-			payment_timeout_seconds = $6, webhook_url = $7, capacity_unit = $8, timezone = $9, pickup_prefix = $10,
-			pause_mode = $11, paused_until = $12, version = $13, updated_at = now()
-		WHERE id = $1`,
-		m.ID, s.Name, s.Capacity, s.PrepSeconds, s.MaxQueueWaitSeconds, s.PaymentTimeoutSeconds, webhook,
-		s.CapacityUnit, s.Timezone, s.PickupPrefix, mode, after.Pause.Until, after.Version); err != nil {
+	b := &pgx.Batch{}
+	cols.queue(b, "merchants", false)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write merchant %s: %w", m.ID, err)
 	}
 	m.setFolded(after)
 	return nil
+}
+
+// merchantFoldColumns are the merchant columns its stream folds to, as
+// merchantColumnsOf writes them.
+const merchantFoldColumns = `id, name, capacity, prep_seconds, max_queue_wait_seconds, payment_timeout_seconds, webhook_url,
+	created_at, version, capacity_unit, timezone, pickup_prefix, pause_mode, paused_until`
+
+// merchantColumnsOf holds folded merchants column by column, as unnest
+// takes them, with the webhook secret a new row is inserted with (the log
+// never holds it).
+type merchantColumnsOf struct {
+	id                                                    [][16]byte
+	name, unit, timezone, prefix, secret                  []string
+	capacity, prep, maxQueueWait, paymentTimeout, version []int32
+	webhook, pauseMode                                    []pgtype.Text
+	createdAt                                             []time.Time
+	pausedUntil                                           []pgtype.Timestamptz
+}
+
+func (c *merchantColumnsOf) add(m domain.Merchant, secret string) error {
+	id, err := parseID(m.ID)
+	if err != nil {
+		return err
+	}
+	s := m.Settings.WithDefaults()
+	c.id, c.name, c.unit, c.timezone, c.prefix = append(c.id, id), append(c.name, s.Name), append(c.unit, string(s.CapacityUnit)),
+		append(c.timezone, s.Timezone), append(c.prefix, s.PickupPrefix)
+	c.secret = append(c.secret, secret)
+	c.capacity, c.prep = append(c.capacity, int32(s.Capacity)), append(c.prep, int32(s.PrepSeconds))
+	c.maxQueueWait, c.paymentTimeout = append(c.maxQueueWait, int32(s.MaxQueueWaitSeconds)), append(c.paymentTimeout, int32(s.PaymentTimeoutSeconds))
+	c.version, c.createdAt = append(c.version, int32(m.Version)), append(c.createdAt, m.CreatedAt)
+	c.webhook = append(c.webhook, pgtype.Text{String: s.WebhookURL, Valid: s.WebhookURL != ""})
+	c.pauseMode = append(c.pauseMode, pgtype.Text{String: string(m.Pause.Mode), Valid: m.Pause.Paused()})
+	c.pausedUntil = append(c.pausedUntil, timestamptz(m.Pause.Until))
+	return nil
+}
+
+// queue adds to b the statement that writes the rows into table (merchants,
+// or a table like it): inserted with their secrets when new, else every
+// column the fold knows updated.
+func (c *merchantColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
+	if len(c.id) == 0 {
+		return
+	}
+	t := pgx.Identifier{table}.Sanitize()
+	const rows = `unnest($1::uuid[], $2::text[], $3::int[], $4::int[], $5::int[], $6::int[], $7::text[],
+		$8::timestamptz[], $9::int[], $10::text[], $11::text[], $12::text[], $13::text[], $14::timestamptz[]`
+	args := []any{c.id, c.name, c.capacity, c.prep, c.maxQueueWait, c.paymentTimeout, c.webhook,
+		c.createdAt, c.version, c.unit, c.timezone, c.prefix, c.pauseMode, c.pausedUntil}
+	if insert {
+		b.Queue(`INSERT INTO `+t+` (`+merchantFoldColumns+`, webhook_secret) SELECT * FROM `+rows+`, $15::text[])`,
+			append(args, c.secret)...)
+		return
+	}
+	b.Queue(`UPDATE `+t+` m SET name = r.name, capacity = r.capacity, prep_seconds = r.prep_seconds,
+			max_queue_wait_seconds = r.max_queue_wait_seconds, payment_timeout_seconds = r.payment_timeout_seconds,
+			webhook_url = r.webhook_url, created_at = r.created_at, version = r.version, capacity_unit = r.capacity_unit,
+			timezone = r.timezone, pickup_prefix = r.pickup_prefix, pause_mode = r.pause_mode, paused_until = r.paused_until,
+			updated_at = now()
+		FROM `+rows+`) AS r(`+merchantFoldColumns+`)
+		WHERE m.id = r.id`, args...)
 }
 
 // UpdateMerchant changes settings under the merchant's lock, so a capacity
@@ -501,13 +550,12 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, id uuid.UUID, meta Meta
 			return err
 		}
 		now := s.now()
-		if err := appendEvents(ctx, tx, AppendParams{
-			StreamID: id, StreamType: StreamMerchant, ExpectedVersion: m.Version, Meta: meta, RecordedAt: now,
-			Events: []domain.Event{{Type: domain.EventMerchantSecretRotated, Data: domain.MerchantSecretRotated{RotatedAt: now}}},
-		}); err != nil {
+		if err := writeMerchant(ctx, tx, m, []domain.Event{{Type: domain.EventMerchantSecretRotated,
+			Data: domain.MerchantSecretRotated{RotatedAt: now}}}, meta, now); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE merchants SET webhook_secret = $2, version = version + 1 WHERE id = $1`, id, secret)
+		// The secret never enters the log, so no fold writes it.
+		_, err = tx.Exec(ctx, `UPDATE merchants SET webhook_secret = $2 WHERE id = $1`, id, secret)
 		if err != nil {
 			return fmt.Errorf("rotate secret: %w", err)
 		}

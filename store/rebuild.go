@@ -86,20 +86,23 @@ func (s *Store) Rebuild(ctx context.Context, apply bool) (*RebuildReport, error)
 
 // replayedState is what the replay folded, for writing back.
 type replayedState struct {
-	orders   map[uuid.UUID]*domain.Order
-	products map[uuid.UUID]domain.Product
+	orders    map[uuid.UUID]*domain.Order
+	merchants map[uuid.UUID]domain.Merchant
+	products  map[uuid.UUID]domain.Product
+	drops     map[uuid.UUID]domain.Drop
+	entries   map[uuid.UUID]domain.Entry
 }
 
-// replay folds every stream with the domain's folds and writes the orders
-// and products it folds to into tables like the live ones through the write
-// path's own statements (orderColumnsOf, productColumnsOf), so that what
-// rebuild compares and writes back is what a command would have written.
+// replay folds every stream with the domain's folds and writes the states
+// it folds to into tables like the live ones through the write path's own
+// statements (orderColumnsOf, merchantColumnsOf, productColumnsOf,
+// dropColumnsOf, entryColumnsOf), so that what rebuild compares and writes
+// back is what a command would have written.
 func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedState, error) {
 	if _, err := tx.Exec(ctx, `
 		CREATE TEMP TABLE rebuild_orders (LIKE orders) ON COMMIT DROP;
-		CREATE TEMP TABLE rebuild_merchants (id uuid PRIMARY KEY, name text, capacity int, prep_seconds int,
-			max_queue_wait_seconds int, payment_timeout_seconds int, webhook_url text, created_at timestamptz, version int,
-			capacity_unit text, timezone text, pickup_prefix text, pause_mode text, paused_until timestamptz) ON COMMIT DROP;
+		CREATE TEMP TABLE rebuild_merchants ON COMMIT DROP AS
+			SELECT `+merchantFoldColumns+`, webhook_secret, updated_at FROM merchants WITH NO DATA;
 		CREATE TEMP TABLE rebuild_products (LIKE products) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_drops (LIKE drops) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_drop_entries (LIKE drop_entries) ON COMMIT DROP;`); err != nil {
@@ -167,10 +170,19 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedSta
 		return nil, fmt.Errorf("read events: %w", err)
 	}
 	report.Streams = len(orders) + len(merchants) + len(products) + len(drops) + len(entries)
-	if err := writeReplayedDrops(ctx, tx, drops, entries); err != nil {
+	r := &replayedState{orders: orders, merchants: merchants, products: products, drops: drops, entries: entries}
+	if err := writeMerchantStates(ctx, tx, "rebuild_merchants", true, valuesOf(merchants)); err != nil {
 		return nil, err
 	}
-
+	if err := writeProductStates(ctx, tx, "rebuild_products", true, valuesOf(products)); err != nil {
+		return nil, err
+	}
+	if err := writeDropStates(ctx, tx, "rebuild_drops", true, valuesOf(drops)); err != nil {
+		return nil, err
+	}
+	if err := writeEntryStates(ctx, tx, "rebuild_drop_entries", true, valuesOf(entries), drops); err != nil {
+		return nil, err
+	}
 	orderStates := make([]domain.Order, 0, len(orders))
 	for _, o := range orders {
 		orderStates = append(orderStates, *o)
@@ -178,26 +190,15 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedSta
 	if err := writeOrderStates(ctx, tx, "rebuild_orders", true, orderStates); err != nil {
 		return nil, err
 	}
-	merchantRows := make([][]any, 0, len(merchants))
-	for id, m := range merchants {
-		st := m.Settings.WithDefaults()
-		merchantRows = append(merchantRows, []any{id, st.Name, int32(st.Capacity), int32(st.PrepSeconds),
-			int32(st.MaxQueueWaitSeconds), int32(st.PaymentTimeoutSeconds), nullable(st.WebhookURL), m.CreatedAt, int32(m.Version),
-			string(st.CapacityUnit), st.Timezone, st.PickupPrefix, nullable(string(m.Pause.Mode)), m.Pause.Until})
+	return r, nil
+}
+
+func valuesOf[T any](m map[uuid.UUID]T) []T {
+	values := make([]T, 0, len(m))
+	for _, v := range m {
+		values = append(values, v)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rebuild_merchants"}, []string{"id", "name", "capacity", "prep_seconds",
-		"max_queue_wait_seconds", "payment_timeout_seconds", "webhook_url", "created_at", "version",
-		"capacity_unit", "timezone", "pickup_prefix", "pause_mode", "paused_until"}, pgx.CopyFromRows(merchantRows)); err != nil {
-		return nil, fmt.Errorf("write rebuilt merchants: %w", err)
-	}
-	productStates := make([]domain.Product, 0, len(products))
-	for _, p := range products {
-		productStates = append(productStates, p)
-	}
-	if err := writeProductStates(ctx, tx, "rebuild_products", true, productStates); err != nil {
-		return nil, err
-	}
-	return &replayedState{orders: orders, products: products}, nil
+	return values
 }
 
 // comparisons put each projection next to its replay, as one jsonb object
@@ -241,35 +242,6 @@ var comparisons = []struct{ table, live, replay string }{
 	{"drop_entries",
 		`SELECT id::text, to_jsonb(e) - 'id' FROM drop_entries e`,
 		`SELECT id::text, to_jsonb(e) - 'id' FROM rebuild_drop_entries e`},
-}
-
-// writeReplayedDrops writes the replayed drops and entries, each entry's
-// rank key derived from its drop as the draw derives it.
-func writeReplayedDrops(ctx context.Context, tx pgx.Tx, drops map[uuid.UUID]domain.Drop, entries map[uuid.UUID]domain.Entry) error {
-	dropRows := make([][]any, 0, len(drops))
-	for id, d := range drops {
-		dropRows = append(dropRows, []any{uuid.MustParse(d.MerchantID), id, uuid.MustParse(d.ProductID), d.OpensAt, d.StartsAt,
-			string(d.Mode), int32(d.PurchaseWindowSeconds), int32(d.Units), string(d.State), d.SeedCommitment, d.Seed, d.CreatedAt, int32(d.Version)})
-	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rebuild_drops"}, []string{"merchant_id", "id", "product_id", "opens_at", "starts_at",
-		"mode", "purchase_window_seconds", "units", "state", "seed_commitment", "seed", "created_at", "version"}, pgx.CopyFromRows(dropRows)); err != nil {
-		return fmt.Errorf("write rebuilt drops: %w", err)
-	}
-	entryRows := make([][]any, 0, len(entries))
-	for id, e := range entries {
-		d := drops[uuid.MustParse(e.DropID)]
-		var order any
-		if e.OrderID != "" {
-			order = uuid.MustParse(e.OrderID)
-		}
-		entryRows = append(entryRows, []any{uuid.MustParse(e.MerchantID), uuid.MustParse(e.DropID), id, e.CustomerID, e.JoinedAt,
-			string(e.Status), domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, e.JoinedAt), e.InvitedAt, e.PurchaseDeadline, order, int32(e.Version)})
-	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rebuild_drop_entries"}, []string{"merchant_id", "drop_id", "id", "customer_id", "joined_at",
-		"status", "order_key", "invited_at", "purchase_deadline", "order_id", "version"}, pgx.CopyFromRows(entryRows)); err != nil {
-		return fmt.Errorf("write rebuilt drop entries: %w", err)
-	}
-	return nil
 }
 
 // loadOfOrders is, per merchant, the load its orders in table hold: units
@@ -344,12 +316,27 @@ func numberNotBelow(a, b string) bool {
 // rebuildChunk is how many rows one statement of a rebuild writes.
 const rebuildChunk = 5000
 
+// writeInChunks writes states a chunk per statement, queue adding a
+// chunk's statement to the batch.
+func writeInChunks[T any](ctx context.Context, tx pgx.Tx, what string, states []T, queue func(*pgx.Batch, []T) error) error {
+	for start := 0; start < len(states); start += rebuildChunk {
+		b := &pgx.Batch{}
+		if err := queue(b, states[start:min(start+rebuildChunk, len(states))]); err != nil {
+			return err
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("write %s: %w", what, err)
+		}
+	}
+	return nil
+}
+
 // writeOrderStates writes folded orders into table with the write path's
-// statement, inserted or updated, a chunk at a time.
+// statement, inserted or updated.
 func writeOrderStates(ctx context.Context, tx pgx.Tx, table string, insert bool, orders []domain.Order) error {
-	for start := 0; start < len(orders); start += rebuildChunk {
+	return writeInChunks(ctx, tx, "orders into "+table, orders, func(b *pgx.Batch, chunk []domain.Order) error {
 		var cols orderColumnsOf
-		for _, o := range orders[start:min(start+rebuildChunk, len(orders))] {
+		for _, o := range chunk {
 			id, err := orderID(o)
 			if err != nil {
 				return err
@@ -358,108 +345,190 @@ func writeOrderStates(ctx context.Context, tx pgx.Tx, table string, insert bool,
 				return err
 			}
 		}
-		b := &pgx.Batch{}
 		cols.queue(b, table, insert)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("write orders into %s: %w", table, err)
+		return nil
+	})
+}
+
+// writeMerchantStates is writeOrderStates for merchants; the replay has no
+// webhook secrets, and an update leaves them alone.
+func writeMerchantStates(ctx context.Context, tx pgx.Tx, table string, insert bool, merchants []domain.Merchant) error {
+	return writeInChunks(ctx, tx, "merchants into "+table, merchants, func(b *pgx.Batch, chunk []domain.Merchant) error {
+		var cols merchantColumnsOf
+		for _, m := range chunk {
+			if err := cols.add(m, ""); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		cols.queue(b, table, insert)
+		return nil
+	})
 }
 
 // writeProductStates is writeOrderStates for products.
 func writeProductStates(ctx context.Context, tx pgx.Tx, table string, insert bool, products []domain.Product) error {
-	for start := 0; start < len(products); start += rebuildChunk {
+	return writeInChunks(ctx, tx, "products into "+table, products, func(b *pgx.Batch, chunk []domain.Product) error {
 		var cols productColumnsOf
-		for _, p := range products[start:min(start+rebuildChunk, len(products))] {
+		for _, p := range chunk {
 			if err := cols.add(p); err != nil {
 				return err
 			}
 		}
-		b := &pgx.Batch{}
 		cols.queue(b, table, insert)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("write products into %s: %w", table, err)
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
-// writeBack writes the replayed orders and products that differ from their
-// live rows over them, and the orders missing from the live table into it,
-// through the write path's statements. A product whose row is missing is
-// left to a person, as rows with no stream are: it has no stock buckets.
+// writeDropStates is writeOrderStates for drops.
+func writeDropStates(ctx context.Context, tx pgx.Tx, table string, insert bool, drops []domain.Drop) error {
+	return writeInChunks(ctx, tx, "drops into "+table, drops, func(b *pgx.Batch, chunk []domain.Drop) error {
+		var cols dropColumnsOf
+		for _, d := range chunk {
+			if err := cols.add(d); err != nil {
+				return err
+			}
+		}
+		cols.queue(b, table, insert)
+		return nil
+	})
+}
+
+// writeEntryStates is writeOrderStates for drop entries, each with the
+// order key its drop's draw gives it.
+func writeEntryStates(ctx context.Context, tx pgx.Tx, table string, insert bool, entries []domain.Entry, drops map[uuid.UUID]domain.Drop) error {
+	return writeInChunks(ctx, tx, "drop entries into "+table, entries, func(b *pgx.Batch, chunk []domain.Entry) error {
+		var cols entryColumnsOf
+		for _, e := range chunk {
+			id, err := parseID(e.ID)
+			if err != nil {
+				return err
+			}
+			dropID, err := parseID(e.DropID)
+			if err != nil {
+				return err
+			}
+			d := drops[dropID]
+			if err := cols.add(id, e, domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, e.JoinedAt), true); err != nil {
+				return err
+			}
+		}
+		cols.queue(b, table, insert)
+		return nil
+	})
+}
+
+// writeBack writes the replayed states that differ from their live rows
+// over them, and the orders, drops and entries missing from the live tables
+// into them, through the write path's statements. A merchant or product
+// whose row is missing is left to a person, as rows with no stream are: a
+// merchant's webhook secret is not in the log, nor are a product's stock
+// buckets.
 func writeBack(ctx context.Context, tx pgx.Tx, r *replayedState) error {
-	rows, err := tx.Query(ctx, `SELECT r.id, o.id IS NULL FROM rebuild_orders r LEFT JOIN orders o ON o.id = r.id
+	missing, drifted, err := findDrift(ctx, tx, "orders", `SELECT r.id, o.id IS NULL FROM rebuild_orders r LEFT JOIN orders o ON o.id = r.id
 		WHERE o.id IS NULL OR to_jsonb(o) IS DISTINCT FROM to_jsonb(r)`)
 	if err != nil {
-		return fmt.Errorf("find drifted orders: %w", err)
+		return err
 	}
-	var missing, drifted []domain.Order
+	order := func(id uuid.UUID) domain.Order { return *r.orders[id] }
+	if err := writeOrderStates(ctx, tx, "orders", true, pick(missing, order)); err != nil {
+		return err
+	}
+	if err := writeOrderStates(ctx, tx, "orders", false, pick(drifted, order)); err != nil {
+		return err
+	}
+	_, drifted, err = findDrift(ctx, tx, "merchants", `SELECT r.id, false FROM (SELECT `+merchantFoldColumns+` FROM rebuild_merchants) r
+		JOIN (SELECT `+merchantFoldColumns+` FROM merchants) m ON m.id = r.id WHERE to_jsonb(m) IS DISTINCT FROM to_jsonb(r)`)
+	if err != nil {
+		return err
+	}
+	if err := writeMerchantStates(ctx, tx, "merchants", false, pick(drifted, mapped(r.merchants))); err != nil {
+		return err
+	}
+	_, drifted, err = findDrift(ctx, tx, "products", `SELECT r.id, false FROM rebuild_products r JOIN products p ON p.id = r.id
+		WHERE to_jsonb(p) IS DISTINCT FROM to_jsonb(r)`)
+	if err != nil {
+		return err
+	}
+	if err := writeProductStates(ctx, tx, "products", false, pick(drifted, mapped(r.products))); err != nil {
+		return err
+	}
+	missing, drifted, err = findDrift(ctx, tx, "drops", `SELECT r.id, d.id IS NULL FROM rebuild_drops r
+		LEFT JOIN drops d ON d.merchant_id = r.merchant_id AND d.id = r.id
+		WHERE d.id IS NULL OR to_jsonb(d) IS DISTINCT FROM to_jsonb(r)`)
+	if err != nil {
+		return err
+	}
+	if err := writeDropStates(ctx, tx, "drops", true, pick(missing, mapped(r.drops))); err != nil {
+		return err
+	}
+	if err := writeDropStates(ctx, tx, "drops", false, pick(drifted, mapped(r.drops))); err != nil {
+		return err
+	}
+	missing, drifted, err = findDrift(ctx, tx, "drop entries", `SELECT r.id, e.id IS NULL FROM rebuild_drop_entries r
+		LEFT JOIN drop_entries e ON e.merchant_id = r.merchant_id AND e.drop_id = r.drop_id AND e.id = r.id
+		WHERE e.id IS NULL OR to_jsonb(e) IS DISTINCT FROM to_jsonb(r)`)
+	if err != nil {
+		return err
+	}
+	if err := writeEntryStates(ctx, tx, "drop_entries", true, pick(missing, mapped(r.entries)), r.drops); err != nil {
+		return err
+	}
+	return writeEntryStates(ctx, tx, "drop_entries", false, pick(drifted, mapped(r.entries)), r.drops)
+}
+
+// findDrift runs query, which lists the ids of replayed rows that differ
+// from their live rows and whether the live row is missing.
+func findDrift(ctx context.Context, tx pgx.Tx, what, query string) (missing, drifted []uuid.UUID, err error) {
+	rows, err := tx.Query(ctx, query)
+	if err != nil {
+		return nil, nil, fmt.Errorf("find drifted %s: %w", what, err)
+	}
+	defer rows.Close()
 	for rows.Next() {
 		var id uuid.UUID
 		var isMissing bool
 		if err := rows.Scan(&id, &isMissing); err != nil {
-			rows.Close()
-			return fmt.Errorf("find drifted orders: %w", err)
+			return nil, nil, fmt.Errorf("find drifted %s: %w", what, err)
 		}
 		if isMissing {
-			missing = append(missing, *r.orders[id])
+			missing = append(missing, id)
 		} else {
-			drifted = append(drifted, *r.orders[id])
+			drifted = append(drifted, id)
 		}
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("find drifted orders: %w", err)
+		return nil, nil, fmt.Errorf("find drifted %s: %w", what, err)
 	}
-	if err := writeOrderStates(ctx, tx, "orders", true, missing); err != nil {
-		return err
-	}
-	if err := writeOrderStates(ctx, tx, "orders", false, drifted); err != nil {
-		return err
-	}
-	rows, err = tx.Query(ctx, `SELECT r.id FROM rebuild_products r JOIN products p ON p.id = r.id
-		WHERE to_jsonb(p) IS DISTINCT FROM to_jsonb(r)`)
-	if err != nil {
-		return fmt.Errorf("find drifted products: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return fmt.Errorf("find drifted products: %w", err)
-	}
-	products := make([]domain.Product, len(ids))
-	for i, id := range ids {
-		products[i] = r.products[id]
-	}
-	return writeProductStates(ctx, tx, "products", false, products)
+	return missing, drifted, nil
 }
 
-// swapIn writes the replayed merchants, drops and entries over the live
-// ones, and spreads the stock left over the buckets, after writeBack has
-// put the orders and products right. Rows that exist only live, with no
-// stream behind them, are left for a person to judge: they stay in the
-// report of the next rebuild.
+func mapped[T any](m map[uuid.UUID]T) func(uuid.UUID) T {
+	return func(id uuid.UUID) T { return m[id] }
+}
+
+func pick[T any](ids []uuid.UUID, state func(uuid.UUID) T) []T {
+	states := make([]T, len(ids))
+	for i, id := range ids {
+		states[i] = state(id)
+	}
+	return states
+}
+
+// swapIn writes the merchants' load, which their orders imply, and spreads
+// the stock left over the buckets, after writeBack has put the states
+// right. Rows that exist only live, with no stream behind them, are left
+// for a person to judge: they stay in the report of the next rebuild.
 func swapIn(ctx context.Context, tx pgx.Tx) error {
 	_, err := tx.Exec(ctx, `
-		UPDATE merchants m SET name = r.name, capacity = r.capacity, prep_seconds = r.prep_seconds,
-			max_queue_wait_seconds = r.max_queue_wait_seconds, payment_timeout_seconds = r.payment_timeout_seconds,
-			webhook_url = r.webhook_url, version = r.version, capacity_unit = r.capacity_unit, timezone = r.timezone,
-			pickup_prefix = r.pickup_prefix, pause_mode = r.pause_mode, paused_until = r.paused_until,
-			active = coalesce(l.active, 0), queued = coalesce(l.queued, 0), active_orders = coalesce(l.active_orders, 0),
-			queued_priority = coalesce(l.queued_priority, 0), queued_units = coalesce(l.queued_units, 0),
-			next_seq = greatest(m.next_seq, coalesce(l.last_seq, 0) + 1), updated_at = now()
+		UPDATE merchants m SET active = coalesce(l.active, 0), queued = coalesce(l.queued, 0),
+			active_orders = coalesce(l.active_orders, 0), queued_priority = coalesce(l.queued_priority, 0),
+			queued_units = coalesce(l.queued_units, 0), next_seq = greatest(m.next_seq, coalesce(l.last_seq, 0) + 1),
+			updated_at = now()
 		FROM rebuild_merchants r
 		LEFT JOIN (`+loadOfOrders("orders")+`) l ON l.merchant_id = r.id
-		WHERE m.id = r.id;
-		UPDATE drops d SET state = r.state, seed = r.seed, version = r.version
-		FROM rebuild_drops r WHERE d.merchant_id = r.merchant_id AND d.id = r.id AND (to_jsonb(d) IS DISTINCT FROM to_jsonb(r));
-		UPDATE drop_entries e SET status = r.status, order_key = r.order_key, invited_at = r.invited_at,
-			purchase_deadline = r.purchase_deadline, order_id = r.order_id, version = r.version
-		FROM rebuild_drop_entries r WHERE e.merchant_id = r.merchant_id AND e.drop_id = r.drop_id AND e.id = r.id
-			AND (to_jsonb(e) IS DISTINCT FROM to_jsonb(r));`)
+		WHERE m.id = r.id`)
 	if err != nil {
-		return fmt.Errorf("swap in rebuilt projections: %w", err)
+		return fmt.Errorf("swap in merchants' load: %w", err)
 	}
 	// Spread what is left evenly over a product's buckets. Stock that the
 	// live orders oversell cannot be put right here: the buckets' CHECK

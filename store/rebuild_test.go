@@ -97,3 +97,95 @@ func TestRebuildMatchesLiveProjections(t *testing.T) {
 	require.Equal(t, limited.Name, p.Name)
 	require.Equal(t, 25, *p.StockTotal)
 }
+
+// TestRebuildRepairsMerchantsDropsAndEntries drifts every column the
+// merchant, drop and entry folds know, and rows of entries, behind the
+// log's back: the rebuild reports each, and --apply writes the folds back.
+func TestRebuildRepairsMerchantsDropsAndEntries(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	f := startedDrop(t, st, 1)
+	_, err := st.PauseMerchant(ctx, f.merchant.ID, domain.PauseRequest{Mode: domain.PauseQueue, ForSeconds: intp(600)}, storeMeta())
+	require.NoError(t, err)
+	var invited, waiting []*store.Entry
+	for _, c := range []string{"x", "y", "z"} {
+		e := f.entry(t, c)
+		if e.Status == domain.EntryStatusInvited {
+			invited = append(invited, e)
+		} else {
+			waiting = append(waiting, e)
+		}
+	}
+	require.Len(t, invited, 1)
+	require.Len(t, waiting, 2)
+	before, err := st.GetDrop(ctx, f.drop.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.DropStateSelling, before.State)
+	require.Equal(t, 1, before.Invited)
+	paused, err := st.GetMerchant(ctx, f.merchant.ID)
+	require.NoError(t, err)
+
+	report, err := st.Rebuild(ctx, false)
+	require.NoError(t, err)
+	require.Empty(t, report.Differences, "%+v", report.Differences)
+
+	_, err = b.pool.Exec(ctx, `UPDATE merchants SET capacity = 7, pause_mode = NULL, paused_until = NULL,
+		created_at = created_at - interval '1 day', active = active + 2 WHERE id = $1`, f.merchant.ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `UPDATE drops SET state = 'ended', units = units + 5 WHERE id = $1`, f.drop.ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `UPDATE drop_entries SET status = 'lapsed', joined_at = joined_at - interval '1 hour' WHERE id = $1`, invited[0].ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `UPDATE drop_entries SET status = 'invited', order_key = NULL WHERE id = $1`, waiting[0].ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `DELETE FROM drop_entries WHERE id = $1`, waiting[1].ID)
+	require.NoError(t, err)
+
+	report, err = st.Rebuild(ctx, false)
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, d := range report.Differences {
+		got[d.Table+"."+d.Column+"."+d.ID] = d.Live + " → " + d.Replay
+	}
+	m := f.merchant.ID.String()
+	require.Equal(t, "7 → 100", got["merchants.capacity."+m])
+	require.Equal(t, `null → "queue"`, got["merchants.pause_mode."+m])
+	require.Contains(t, got, "merchants.paused_until."+m)
+	require.Contains(t, got, "merchants.created_at."+m)
+	require.Equal(t, fmt.Sprint(paused.Load.Active+2, " → ", paused.Load.Active), got["merchants.active."+m])
+	require.Equal(t, `"ended" → "selling"`, got["drops.state."+f.drop.ID.String()])
+	require.Equal(t, "6 → 1", got["drops.units."+f.drop.ID.String()])
+	require.Equal(t, `"lapsed" → "invited"`, got["drop_entries.status."+invited[0].ID.String()])
+	require.Contains(t, got, "drop_entries.joined_at."+invited[0].ID.String())
+	require.Equal(t, `"invited" → "waiting"`, got["drop_entries.status."+waiting[0].ID.String()])
+	require.Contains(t, got, "drop_entries.order_key."+waiting[0].ID.String())
+	require.Contains(t, got, "drop_entries.."+waiting[1].ID.String(), "the deleted entry, whole")
+	require.Equal(t, 12, report.DifferenceCount, "%+v", report.Differences)
+
+	report, err = st.Rebuild(ctx, true)
+	require.NoError(t, err)
+	require.True(t, report.Applied)
+	report, err = st.Rebuild(ctx, false)
+	require.NoError(t, err)
+	require.Empty(t, report.Differences, "%+v", report.Differences)
+
+	after, err := st.GetMerchant(ctx, f.merchant.ID)
+	require.NoError(t, err)
+	require.Equal(t, 100, after.Capacity)
+	require.True(t, after.Load.Paused)
+	require.Equal(t, paused.Load.Active, after.Load.Active)
+	require.True(t, after.CreatedAt.Equal(f.merchant.CreatedAt))
+	d, err := st.GetDrop(ctx, f.drop.ID)
+	require.NoError(t, err)
+	require.Equal(t, before.State, d.State)
+	require.Equal(t, before.Units, d.Units)
+	require.Equal(t, before.Invited, d.Invited)
+	require.Equal(t, before.Entries, d.Entries, "the deleted entry is back")
+	for _, e := range append(invited, waiting...) {
+		got := f.entry(t, e.CustomerID)
+		require.Equal(t, e.Status, got.Status)
+		require.True(t, e.JoinedAt.Equal(got.JoinedAt))
+		require.Equal(t, e.Rank, got.Rank)
+	}
+}
