@@ -151,3 +151,42 @@ func TestCapacityBadInputs(t *testing.T) {
 	require.Equal(t, false, r.body["load"].(map[string]any)["paused"])
 	require.EqualValues(t, 1, r.body["version"], "nothing was written")
 }
+
+// TestPickupCodeFromPlacementOverHTTP: the answer of an unpaid placement
+// carries its pickup code, as does a paid one in the priority lane, and
+// reading or paying the order answers the same code.
+func TestPickupCodeFromPlacementOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.do(t, req{method: "POST", path: "/v1/merchants", token: b.admin, body: map[string]any{
+		"name": "Codes", "capacity": 10, "timezone": "Europe/Paris", "pickup_prefix": "PC",
+	}})
+	require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+	mid := r.body["id"].(string)
+	tea := b.createProduct(t, mid, map[string]any{"name": "Milk tea", "price_cents": 500})
+	alice := b.customer(t, "alice")
+	staff := b.token(t, auth.Principal{Subject: "staff", Role: auth.RoleCustomer, Lane: "priority"})
+	place := func(token string, body map[string]any) map[string]any {
+		t.Helper()
+		body["merchant_id"], body["items"] = mid, []map[string]any{{"product_id": tea, "quantity": 1}}
+		r := b.do(t, req{method: "POST", path: "/v1/orders", token: token, header: map[string]string{"Idempotency-Key": uuid.NewString()}, body: body})
+		require.Equal(t, http.StatusCreated, r.status, string(r.raw))
+		return r.body
+	}
+
+	unpaid := place(alice, map[string]any{})
+	require.Equal(t, "awaiting_payment", unpaid["status"])
+	require.Equal(t, "PC001", unpaid["pickup_code"], "an unpaid placement answers its code")
+	vip := place(staff, map[string]any{"payment_ref": "pay-vip"})
+	require.Equal(t, "priority", vip["lane"])
+	require.Equal(t, "PC002", vip["pickup_code"])
+
+	id := unpaid["id"].(string)
+	r = b.do(t, req{method: "GET", path: "/v1/orders/" + id, token: alice})
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.Equal(t, "PC001", r.body["pickup_code"])
+	r = b.do(t, req{method: "POST", path: "/v1/orders/" + id + "/pay", token: alice, body: map[string]any{"payment_ref": "pay-alice"}})
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.Equal(t, "accepted", r.body["status"])
+	require.Equal(t, "PC001", r.body["pickup_code"], "payment keeps the code")
+}

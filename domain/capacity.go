@@ -99,48 +99,23 @@ func LoadTimezone(name string) (*time.Location, error) {
 	return loc, nil
 }
 
-// PickupCounter numbers a merchant's orders within its local day.
-type PickupCounter struct {
-	// Day is the local date the counter belongs to ("2006-01-02"); Issued
-	// is how many codes that day has given out.
-	Day    string
-	Issued int
-}
-
 // LocalDay is the date at now in loc.
 func LocalDay(now time.Time, loc *time.Location) string { return now.In(loc).Format(time.DateOnly) }
 
-// NextPickupCode issues the next code of the merchant's local day at now:
-// the prefix and a number from 1, zero-padded to three digits. A counter of
-// earlier day starts again from 1; a clock behind the counter's day (another
-// process's, a little slow) keeps counting that day, so no code repeats.
-func NextPickupCode(prefix string, loc *time.Location, c PickupCounter, now time.Time) (string, PickupCounter) {
-	if day := LocalDay(now, loc); day > c.Day {
-		c = PickupCounter{Day: day}
-	}
-	c.Issued++
-	return fmt.Sprintf("%s%03d", prefix, c.Issued), c
-}
+// PickupCode is the n-th code of a merchant's local day: the prefix and n,
+// zero-padded to three digits.
+func PickupCode(prefix string, n int) string { return fmt.Sprintf("%s%03d", prefix, n) }
 
-// StampPickupCode records the pickup code issued to a payment in the event
-// that records it: the order.paid of Pay, or the order.placed of
-// PayAtPlacement. A code is issued when the order is paid, under the
-// merchant's lock that the admission decision holds anyway, so numbering
-// takes no lock of its own; an unpaid order has none yet.
+// StampPickupCode records an order's pickup code in the order.placed event
+// that starts its stream, paid or not: the code is the order's from its
+// placement on, and no later event changes it.
 func StampPickupCode(events []Event, code string) []Event {
 	out := append([]Event(nil), events...)
 	for i, e := range out {
-		switch d := e.Data.(type) {
-		case OrderPaid:
+		if d, ok := e.Data.(OrderPlaced); ok {
 			d.PickupCode = code
 			out[i].Data = d
 			return out
-		case OrderPlaced:
-			if d.PaidAt != nil {
-				d.PickupCode = code
-				out[i].Data = d
-				return out
-			}
 		}
 	}
 	return out

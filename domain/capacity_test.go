@@ -377,24 +377,48 @@ func TestPickupCodes(t *testing.T) {
 	require.NoError(t, err)
 	// 15:59:59 UTC is 23:59:59 in Shanghai; a second later a new local day starts.
 	beforeMidnight := time.Date(2030, 3, 1, 15, 59, 59, 0, time.UTC)
-	afterMidnight := beforeMidnight.Add(time.Second)
+	require.Equal(t, "2030-03-01", domain.LocalDay(beforeMidnight, shanghai))
+	require.Equal(t, "2030-03-02", domain.LocalDay(beforeMidnight.Add(time.Second), shanghai), "a new local day")
+	require.Equal(t, "2030-03-01", domain.LocalDay(beforeMidnight.Add(time.Second), time.UTC))
 
-	code, c := domain.NextPickupCode("A", shanghai, domain.PickupCounter{}, beforeMidnight)
-	require.Equal(t, "A001", code)
-	require.Equal(t, domain.PickupCounter{Day: "2030-03-01", Issued: 1}, c)
-	code, c = domain.NextPickupCode("A", shanghai, c, beforeMidnight)
-	require.Equal(t, "A002", code)
-	code, c = domain.NextPickupCode("A", shanghai, c, afterMidnight)
-	require.Equal(t, "A001", code, "a new local day starts from 1")
-	require.Equal(t, "2030-03-02", c.Day)
-	code, c = domain.NextPickupCode("A", shanghai, c, beforeMidnight)
-	require.Equal(t, "A002", code, "a clock behind the counter's day keeps counting that day")
-	require.Equal(t, "2030-03-02", c.Day)
+	require.Equal(t, "A007", domain.PickupCode("A", 7))
+	require.Equal(t, "042", domain.PickupCode("", 42), "no prefix, zero-padded to three digits")
+	require.Equal(t, "ZZ1235", domain.PickupCode("ZZ", 1235), "past 999 the number grows")
+}
 
-	code, _ = domain.NextPickupCode("", time.UTC, domain.PickupCounter{Day: "2030-03-01", Issued: 41}, beforeMidnight)
-	require.Equal(t, "042", code, "no prefix, zero-padded to three digits")
-	code, _ = domain.NextPickupCode("ZZ", time.UTC, domain.PickupCounter{Day: "2030-03-01", Issued: 1234}, beforeMidnight)
-	require.Equal(t, "ZZ1235", code, "past 999 the number grows")
+// An order's pickup code is recorded in its order.placed event, paid at
+// placement or not, and the payment that follows keeps it.
+func TestPickupCodeIsTheOrdersFromPlacement(t *testing.T) {
+	t.Parallel()
+	placed, err := domain.Place(domain.PlaceParams{
+		OrderID: "o", MerchantID: merchantID, CustomerID: "alice",
+		Lines:           []domain.LineRequest{{ProductID: productID, Quantity: 1}},
+		Products:        map[string]domain.ProductRef{productID: {ID: productID, MerchantID: merchantID, PriceCents: 450}},
+		PaymentDeadline: t0.Add(deadline),
+	}, t0)
+	require.NoError(t, err)
+
+	unpaid := domain.StampPickupCode(placed, "A001")
+	require.Empty(t, placed[0].Data.(domain.OrderPlaced).PickupCode, "the events stamped are a copy")
+	o := mustApply(t, domain.Order{}, unpaid...)
+	require.Equal(t, "A001", o.PickupCode)
+	require.Equal(t, domain.StatusAwaitingPayment, o.Status)
+	events, _, err := domain.Pay(o, "ref", weighted(10, 0, 0), maxWait, t0.Add(time.Second))
+	require.NoError(t, err)
+	o = mustApply(t, o, events...)
+	require.Equal(t, domain.StatusAccepted, o.Status)
+	require.Equal(t, "A001", o.PickupCode, "payment keeps the code")
+
+	paid, _, err := domain.PayAtPlacement(placed[0], "ref", weighted(10, 0, 0), maxWait, t0)
+	require.NoError(t, err)
+	paid = domain.StampPickupCode(paid, "A002")
+	require.Equal(t, "A002", paid[0].Data.(domain.OrderPlaced).PickupCode)
+	require.Equal(t, "A002", mustApply(t, domain.Order{}, paid...).PickupCode)
+
+	// Orders paid while codes were issued at payment carry it in order.paid.
+	legacy := mustApply(t, domain.Order{}, placed...)
+	legacy = mustApply(t, legacy, domain.Event{Type: domain.EventOrderPaid, Data: domain.OrderPaid{PaymentRef: "ref", PaidAt: t0, PickupCode: "A003"}})
+	require.Equal(t, "A003", legacy.PickupCode)
 }
 
 func TestWhoMayChangeAMerchant(t *testing.T) {

@@ -130,9 +130,8 @@ type PlaceParams struct {
 	Products        map[string]ProductRef
 	PaymentDeadline time.Time
 	// Unit is the merchant's capacity unit, which fixes the order's load.
-	Unit       CapacityUnit
-	Lane       Lane
-	PickupCode string
+	Unit CapacityUnit
+	Lane Lane
 }
 
 // ValidateLines checks an order's shape before anything is looked up.
@@ -186,7 +185,7 @@ func Place(p PlaceParams, now time.Time) ([]Event, error) {
 	return []Event{{Type: EventOrderPlaced, Data: OrderPlaced{
 		OrderID: p.OrderID, MerchantID: p.MerchantID, CustomerID: p.CustomerID,
 		Items: items, TotalCents: total, PlacedAt: now, PaymentDeadline: p.PaymentDeadline,
-		Load: OrderLoad(p.Unit, items, loadUnits), Lane: lane, PickupCode: p.PickupCode,
+		Load: OrderLoad(p.Unit, items, loadUnits), Lane: lane,
 	}}}, nil
 }
 

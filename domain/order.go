@@ -158,7 +158,9 @@ type OrderPlaced struct {
 type OrderPaid struct {
 	PaymentRef string    `json:"payment_ref"`
 	PaidAt     time.Time `json:"paid_at"`
-	PickupCode string    `json:"pickup_code,omitempty"`
+	// PickupCode is set only in events recorded while codes were issued at
+	// payment; an order is numbered at placement now (StampPickupCode).
+	PickupCode string `json:"pickup_code,omitempty"`
 }
 
 type OrderQueued struct {
@@ -245,7 +247,7 @@ func (o Order) Evolve(e Event) (Order, error) {
 	case OrderPaid:
 		o.PaymentRef = d.PaymentRef
 		o.PaidAt = ptr(d.PaidAt)
-		if d.PickupCode != "" {
+		if o.PickupCode == "" {
 			o.PickupCode = d.PickupCode
 		}
 	case OrderQueued:

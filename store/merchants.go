@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -58,7 +57,6 @@ type merchantRow struct {
 	queuedPriority int
 	stats          domain.CompletionStats
 	pause          domain.Pause
-	pickup         domain.PickupCounter
 	// dirty marks a load changed in memory and not yet saved.
 	dirty bool
 }
@@ -108,26 +106,6 @@ func (m *merchantRow) setLoad(l domain.Load) {
 	m.queuedPriority, m.nextSeq = l.QueuedPriority, l.NextSeq
 }
 
-// zones caches time zones by name: loading one reads the zone database.
-var zones sync.Map
-
-// issuePickupCode stamps the payment in events with the merchant's next
-// pickup code of its local day at now; the caller holds the merchant's lock
-// and saves the counter with the load.
-func (m *merchantRow) issuePickupCode(events []domain.Event, now time.Time) ([]domain.Event, error) {
-	loc, ok := zones.Load(m.Timezone)
-	if !ok {
-		l, err := domain.LoadTimezone(m.Timezone)
-		if err != nil {
-			return nil, fmt.Errorf("merchant %s time zone: %w", m.ID, err)
-		}
-		loc, _ = zones.LoadOrStore(m.Timezone, l)
-	}
-	code, counter := domain.NextPickupCode(m.PickupPrefix, loc.(*time.Location), m.pickup, now)
-	m.pickup = counter
-	return domain.StampPickupCode(events, code), nil
-}
-
 func (m *merchantRow) eta() etaBasis {
 	return etaBasis{capacity: m.Capacity, active: m.Load.Active, prep: m.PrepSeconds, stats: m.stats, lineSeq: m.nextSeq}
 }
@@ -157,7 +135,7 @@ const merchantColumns = `id, name, capacity, prep_seconds, max_queue_wait_second
 	webhook_url, webhook_secret, created_at, version, active, queued, next_seq,
 	completion_interval_s, completion_samples, last_completion_at,
 	capacity_unit, timezone, pickup_prefix, active_orders, queued_priority, queued_units,
-	coalesce(pause_mode, ''), paused_until, completion_units, coalesce(pickup_day::text, ''), pickup_issued`
+	coalesce(pause_mode, ''), paused_until, completion_units`
 
 func scanMerchant(row pgx.Row) (*merchantRow, error) {
 	var m merchantRow
@@ -165,7 +143,7 @@ func scanMerchant(row pgx.Row) (*merchantRow, error) {
 		&m.WebhookURL, &m.secret, &m.CreatedAt, &m.Version, &m.Load.Active, &m.Load.Queued, &m.nextSeq,
 		&m.stats.IntervalSeconds, &m.stats.Samples, &m.stats.LastCompletion,
 		&m.CapacityUnit, &m.Timezone, &m.PickupPrefix, &m.Load.ActiveOrders, &m.queuedPriority, &m.Load.QueuedUnits,
-		&m.pause.Mode, &m.pause.Until, &m.stats.UnitsPerCompletion, &m.pickup.Day, &m.pickup.Issued)
+		&m.pause.Mode, &m.pause.Until, &m.stats.UnitsPerCompletion)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, domain.Errorf(domain.CodeNotFound, "merchant not found")
 	}
@@ -188,12 +166,10 @@ func saveLoad(ctx context.Context, tx pgx.Tx, m *merchantRow) error {
 	_, err := tx.Exec(ctx, `
 		UPDATE merchants SET active = $2, queued = $3, next_seq = $4,
 			completion_interval_s = $5, completion_samples = $6, last_completion_at = $7,
-			active_orders = $8, queued_priority = $9, queued_units = $10, completion_units = $11,
-			pickup_day = $12::text::date, pickup_issued = $13, updated_at = now()
+			active_orders = $8, queued_priority = $9, queued_units = $10, completion_units = $11, updated_at = now()
 		WHERE id = $1`,
 		m.ID, m.Load.Active, m.Load.Queued, m.nextSeq, m.stats.IntervalSeconds, m.stats.Samples, m.stats.LastCompletion,
-		m.Load.ActiveOrders, m.queuedPriority, m.Load.QueuedUnits, m.stats.UnitsPerCompletion,
-		pgtype.Text{String: m.pickup.Day, Valid: m.pickup.Day != ""}, m.pickup.Issued)
+		m.Load.ActiveOrders, m.queuedPriority, m.Load.QueuedUnits, m.stats.UnitsPerCompletion)
 	if err != nil {
 		return fmt.Errorf("save load of merchant %s: %w", m.ID, err)
 	}

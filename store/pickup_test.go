@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
 	"github.com/orderd/orderd/store/storetest"
 )
@@ -43,9 +44,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// pickupPlan is one actor's share of the placements: count paid orders,
-// paced evenly over pickupSpread from start, with a clock offset from the
-// machine's by offset.
+// pickupPlan is one actor's share of the placements: count orders, paced
+// evenly over pickupSpread from start, with a clock offset from the
+// machine's by offset. One in three is placed unpaid, and every other one of
+// those paid right after; one in five is in the priority lane.
 type pickupPlan struct {
 	merchant, product uuid.UUID
 	offset            time.Duration
@@ -58,43 +60,96 @@ const (
 	pickupWorkers = 8
 )
 
-func (p pickupPlan) run(ctx context.Context, st *store.Store) error {
+func (p pickupPlan) run(ctx context.Context, st *store.Store, pool *pgxpool.Pool) error {
 	st.Now = func() time.Time { return time.Now().Add(p.offset) }
 	spacing := pickupSpread / time.Duration(p.count)
 	var next atomic.Int64
+	var answered sync.Map // order id -> the code of its placement's answer
 	errs := make(chan error, pickupWorkers)
 	var wg sync.WaitGroup
 	for range pickupWorkers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= p.count {
-					return
-				}
-				time.Sleep(time.Until(p.start.Add(time.Duration(i) * spacing)))
-				_, err := st.PlaceOrder(ctx, store.PlaceParams{
-					MerchantID: p.merchant, CustomerID: fmt.Sprintf("c-%d-%s", i, uuid.NewString()), PaymentRef: "paid",
-					Lines:          []domain.LineRequest{{ProductID: p.product.String(), Quantity: 1}},
-					IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
+			if err := p.work(ctx, st, &next, spacing, &answered); err != nil {
+				errs <- err
 			}
 		}()
 	}
 	wg.Wait()
 	close(errs)
-	return errors.Join(func() []error {
-		var all []error
-		for err := range errs {
-			all = append(all, err)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	if len(all) > 0 {
+		return errors.Join(all...)
+	}
+	var ids []uuid.UUID
+	answered.Range(func(id, _ any) bool {
+		ids = append(ids, id.(uuid.UUID))
+		return true
+	})
+	if len(ids) != p.count {
+		return fmt.Errorf("%d placements answered, %d placed", len(ids), p.count)
+	}
+	rows, err := pool.Query(ctx, `SELECT id, pickup_code FROM orders WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var code string
+		if err := rows.Scan(&id, &code); err != nil {
+			return err
 		}
-		return all
-	}()...)
+		if want, _ := answered.Load(id); want != code {
+			return fmt.Errorf("order %s: placed with code %v, now %s", id, want, code)
+		}
+	}
+	return rows.Err()
+}
+
+func (p pickupPlan) work(ctx context.Context, st *store.Store, next *atomic.Int64, spacing time.Duration, answered *sync.Map) error {
+	for {
+		i := int(next.Add(1)) - 1
+		if i >= p.count {
+			return nil
+		}
+		time.Sleep(time.Until(p.start.Add(time.Duration(i) * spacing)))
+		customerID := fmt.Sprintf("c-%d-%s", i, uuid.NewString())
+		params := store.PlaceParams{
+			MerchantID: p.merchant, CustomerID: customerID, PaymentRef: "paid",
+			Lines:          []domain.LineRequest{{ProductID: p.product.String(), Quantity: 1}},
+			IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
+		}
+		if i%3 == 0 {
+			params.PaymentRef = ""
+		}
+		if i%5 == 0 {
+			params.Lane = domain.LanePriority
+		}
+		res, err := st.PlaceOrder(ctx, params)
+		if err != nil {
+			return err
+		}
+		o := res.Order
+		if o.PickupCode == nil || (*o.PickupCode)[0] != 'K' {
+			return fmt.Errorf("placement %d (paid %t) answered pickup code %v", i, params.PaymentRef != "", o.PickupCode)
+		}
+		answered.Store(o.ID, *o.PickupCode)
+		if i%6 != 0 {
+			continue
+		}
+		after, err := st.PayOrder(ctx, o.ID, "paid-later", store.Access{Actor: domain.ActorCustomer, Subject: customerID}, "")
+		if err != nil {
+			return err
+		}
+		if after.PickupCode == nil || *after.PickupCode != *o.PickupCode {
+			return fmt.Errorf("order %s placed with code %s, paid with %v", o.ID, *o.PickupCode, after.PickupCode)
+		}
+	}
 }
 
 func smallPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
@@ -133,16 +188,22 @@ func pickupHelper() error {
 		return err
 	}
 	defer pool.Close()
-	return p.run(ctx, store.New(pool, nil))
+	ins, err := jobs.NewInserter(pool)
+	if err != nil {
+		return err
+	}
+	return p.run(ctx, store.New(pool, ins), pool)
 }
 
-// TestPickupCodesUniqueAcrossMidnight places 2,000 paid orders at one
-// merchant from eight goroutines in each of three OS processes (this one and
-// two more), paced over 3 s across the merchant's local midnight: every
-// process's clock runs ahead of the machine's by the same amount, so that
-// midnight in the merchant's time zone falls in the middle of the run. No
-// code repeats within a local day, each day's codes are 001, 002, ... with
-// no gap, and the new day starts again from 001.
+// TestPickupCodesUniqueAcrossMidnight places 2,000 orders (paid and
+// unpaid, in both lanes) at one merchant from eight goroutines in each of
+// three OS processes (this one and two more), paced over 3 s across the
+// merchant's local midnight: every process's clock runs ahead of the
+// machine's by the same amount, so that midnight in the merchant's time zone
+// falls in the middle of the run. Every placement answers its code, a
+// payment after it keeps it, and the order keeps it to the end. No code
+// repeats within a local day of placement, each day's codes are 001, 002,
+// ... with no gap, and the new day starts again from 001.
 func TestPickupCodesUniqueAcrossMidnight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -150,7 +211,9 @@ func TestPickupCodesUniqueAcrossMidnight(t *testing.T) {
 	pool, err := smallPool(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	st := store.New(pool, nil)
+	ins, err := jobs.NewInserter(pool)
+	require.NoError(t, err)
+	st := store.New(pool, ins)
 	const zone = "Asia/Kathmandu" // UTC+05:45: a midnight that is no UTC hour
 	m, err := st.CreateMerchant(ctx, domain.MerchantSettings{Name: "Momo", Capacity: 100_000, PrepSeconds: 60,
 		MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, Timezone: zone, PickupPrefix: "K"}, store.Meta{Actor: domain.ActorAdmin})
@@ -182,7 +245,7 @@ func TestPickupCodesUniqueAcrossMidnight(t *testing.T) {
 			outs[i], errs[i] = cmd.CombinedOutput()
 		}()
 	}
-	errs[helpers] = pickupPlan{merchant: m.ID, product: p.ID, offset: offset, start: start, count: total - helpers*share}.run(ctx, st)
+	errs[helpers] = pickupPlan{merchant: m.ID, product: p.ID, offset: offset, start: start, count: total - helpers*share}.run(ctx, st, pool)
 	wg.Wait()
 	for i, err := range errs {
 		if i < helpers {
@@ -192,7 +255,7 @@ func TestPickupCodesUniqueAcrossMidnight(t *testing.T) {
 		}
 	}
 
-	rows, err := pool.Query(ctx, `SELECT (paid_at AT TIME ZONE $2)::date::text, pickup_code FROM orders WHERE merchant_id = $1`, m.ID, zone)
+	rows, err := pool.Query(ctx, `SELECT (placed_at AT TIME ZONE $2)::date::text, pickup_code FROM orders WHERE merchant_id = $1`, m.ID, zone)
 	require.NoError(t, err)
 	codes := map[string]map[string]bool{}
 	n := 0
@@ -214,4 +277,90 @@ func TestPickupCodesUniqueAcrossMidnight(t *testing.T) {
 			require.True(t, issued[fmt.Sprintf("K%03d", i)], "day %s: K%03d missing among %d codes", day, i, len(issued))
 		}
 	}
+}
+
+// TestEveryPlacementIsNumberedAtPlacement: an order's pickup code is in the
+// answer of its placement, paid or not, in either lane, and for a drop's
+// product; payment keeps it; the order.placed event records it (what
+// rebuild folds); a refused placement takes no number.
+func TestEveryPlacementIsNumberedAtPlacement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, b := setup(t)
+	m, err := st.CreateMerchant(ctx, domain.MerchantSettings{Name: "Codes", Capacity: 1, PrepSeconds: 60,
+		MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, Timezone: "Asia/Kathmandu", PickupPrefix: "Q"}, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	limited := createProduct(t, st, m.ID, &productOpts{Stock: intp(3)})
+	plenty := createProduct(t, st, m.ID, nil)
+
+	placeIn := func(customerID string, product uuid.UUID, quantity int, paymentRef string, lane domain.Lane) (*store.Order, error) {
+		res, err := st.PlaceOrder(ctx, store.PlaceParams{
+			MerchantID: m.ID, CustomerID: customerID, PaymentRef: paymentRef, Lane: lane,
+			Lines:          []domain.LineRequest{{ProductID: product.String(), Quantity: quantity}},
+			IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return res.Order, nil
+	}
+	unpaid, err := placeIn("ann", limited.ID, 1, "", "")
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAwaitingPayment, unpaid.Status)
+	require.NotNil(t, unpaid.PickupCode, "an unpaid placement's answer carries its code")
+	require.Equal(t, "Q001", *unpaid.PickupCode)
+	paid, err := placeIn("bob", limited.ID, 1, "pay-bob", "")
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAccepted, paid.Status)
+	require.Equal(t, "Q002", *paid.PickupCode)
+	priority, err := placeIn("cat", plenty.ID, 1, "", domain.LanePriority)
+	require.NoError(t, err)
+	require.Equal(t, "Q003", *priority.PickupCode)
+	_, err = placeIn("dan", limited.ID, 2, "", "")
+	require.Equal(t, domain.CodeSoldOut, domain.ErrorCode(err))
+	_, err = placeIn("dan", limited.ID, 2, "pay-dan", "")
+	require.Equal(t, domain.CodeSoldOut, domain.ErrorCode(err))
+	queued, err := placeIn("eve", plenty.ID, 1, "pay-eve", domain.LanePriority)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusQueued, queued.Status)
+	require.Equal(t, "Q004", *queued.PickupCode, "refused placements took no number")
+
+	for _, o := range []*store.Order{unpaid, priority} {
+		after, err := st.PayOrder(ctx, o.ID, "pay-"+o.ID.String(), customer(o.CustomerID), "")
+		require.NoError(t, err)
+		require.Equal(t, domain.StatusQueued, after.Status)
+		require.Equal(t, *o.PickupCode, *after.PickupCode, "payment keeps the code")
+	}
+	for _, o := range []*store.Order{unpaid, paid, priority, queued} {
+		read, err := st.GetOrder(ctx, o.ID, admin)
+		require.NoError(t, err)
+		require.Equal(t, *o.PickupCode, *read.PickupCode)
+		var recorded string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT data->>'pickup_code' FROM events WHERE stream_id = $1 AND type = 'order.placed'`,
+			o.ID).Scan(&recorded))
+		require.Equal(t, *o.PickupCode, recorded, "the order.placed event records the code")
+		var inPaid int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE stream_id = $1 AND data ? 'pickup_code' AND type <> 'order.placed'`,
+			o.ID).Scan(&inPaid))
+		require.Zero(t, inPaid, "no later event numbers the order again")
+	}
+
+	// A drop's orders: the three early entries of a started drop are invited.
+	f := startedDrop(t, st, 3)
+	var codes []string
+	for i, c := range []string{"x", "y", "z"} {
+		ref := ""
+		if i == 1 {
+			ref = "pay-" + c
+		}
+		o := mustPlace(t, st, f.merchant.ID, f.product.ID, placeOpts{Customer: c, PaymentRef: ref})
+		require.NotNil(t, o.PickupCode, "drop order of %s", c)
+		codes = append(codes, *o.PickupCode)
+		if ref == "" {
+			after, err := st.PayOrder(ctx, o.ID, "pay-"+c, customer(c), "")
+			require.NoError(t, err)
+			require.Equal(t, *o.PickupCode, *after.PickupCode)
+		}
+	}
+	require.Equal(t, []string{"001", "002", "003"}, codes)
 }

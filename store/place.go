@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
@@ -66,6 +65,16 @@ type placement struct {
 	jobs   []river.InsertManyParams
 	// entries are the drop entries the order claims or purchases.
 	entries []entryChange
+	// answer is what the placement's answer is made of besides the order,
+	// which is complete once the batch has numbered it.
+	answer answerBasis
+}
+
+// answerBasis is the merchant's line as a placement saw it.
+type answerBasis struct {
+	position   *int
+	unitsAhead int
+	eta        etaBasis
 }
 
 // PlaceOrder reserves stock, records the order and, with a payment reference,
@@ -296,7 +305,7 @@ func (s *Store) decideBatch(batch []*placement, waitForMerchants bool) {
 // locks are held.
 func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, waitForMerchants bool) (*pgx.Batch, error) {
 	for _, pl := range batch {
-		pl.err, pl.replayOf, pl.twin, pl.result, pl.events, pl.jobs, pl.retry, pl.entries = nil, uuid.Nil, nil, nil, nil, nil, decided, nil
+		pl.err, pl.replayOf, pl.twin, pl.result, pl.events, pl.jobs, pl.retry, pl.entries, pl.answer = nil, uuid.Nil, nil, nil, nil, nil, decided, nil, answerBasis{}
 	}
 	// One round trip reads or locks everything the decisions need: the
 	// keys, then the merchants, then the products, in the store's lock
@@ -366,6 +375,14 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, wa
 	}
 	if err := s.insertJobs(ctx, tx, jobs); err != nil {
 		return nil, err
+	}
+	// Last, so that the counters' row locks are held only until the commit.
+	if err := numberPlacements(ctx, tx, placed, merchants, now); err != nil {
+		return nil, err
+	}
+	for _, pl := range placed {
+		view := toView(pl.order, pl.answer.position, pl.answer.unitsAhead, pl.answer.eta)
+		pl.result = &PlaceResult{Order: &view}
 	}
 	b = &pgx.Batch{}
 	if err := queuePlacements(tx, b, placed, merchants, now); err != nil {
@@ -638,9 +655,6 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		}
 	}
 	if paid != nil {
-		if paid, err = m.issuePickupCode(paid, now); err != nil {
-			return err
-		}
 		if o, err = (domain.Order{}).Apply(paid...); err != nil {
 			return err
 		}
@@ -684,8 +698,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		}
 		pos = &p
 	}
-	view := toView(o, pos, unitsAhead, m.eta())
-	pl.result = &PlaceResult{Order: &view}
+	pl.answer = answerBasis{position: pos, unitsAhead: unitsAhead, eta: m.eta()}
 	return nil
 }
 
@@ -710,25 +723,21 @@ func queuePlacements(tx pgx.Tx, b *pgx.Batch, placed []*placement, merchants map
 // changed, in one statement.
 func queueLoads(b *pgx.Batch, merchants map[uuid.UUID]*merchantRow) {
 	var ids [][16]byte
-	var active, activeOrders, queued, queuedPriority, queuedUnits, pickupIssued []int32
+	var active, activeOrders, queued, queuedPriority, queuedUnits []int32
 	var next []int64
-	var pickupDay []pgtype.Text
 	for _, m := range merchants {
 		if !m.dirty {
 			continue
 		}
 		ids, active, queued, next = append(ids, [16]byte(m.ID)), append(active, int32(m.Load.Active)), append(queued, int32(m.Load.Queued)), append(next, m.nextSeq)
 		activeOrders, queuedPriority, queuedUnits = append(activeOrders, int32(m.Load.ActiveOrders)), append(queuedPriority, int32(m.queuedPriority)), append(queuedUnits, int32(m.Load.QueuedUnits))
-		pickupDay, pickupIssued = append(pickupDay, pgtype.Text{String: m.pickup.Day, Valid: m.pickup.Day != ""}), append(pickupIssued, int32(m.pickup.Issued))
 	}
 	if len(ids) == 0 {
 		return
 	}
 	b.Queue(`UPDATE merchants m SET active = t.a, queued = t.q, next_seq = t.n,
-			active_orders = t.ao, queued_priority = t.qp, queued_units = t.qu, pickup_day = t.pd::date, pickup_issued = t.pi,
-			updated_at = now()
-		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::int[], $8::text[], $9::int[])
-			AS t(id, a, q, n, ao, qp, qu, pd, pi)
+			active_orders = t.ao, queued_priority = t.qp, queued_units = t.qu, updated_at = now()
+		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::int[]) AS t(id, a, q, n, ao, qp, qu)
 		WHERE m.id = t.id`,
-		ids, active, queued, next, activeOrders, queuedPriority, queuedUnits, pickupDay, pickupIssued)
+		ids, active, queued, next, activeOrders, queuedPriority, queuedUnits)
 }
