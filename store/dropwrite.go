@@ -31,21 +31,13 @@ func writeDrop(ctx context.Context, tx pgx.Tx, c dropChange, now time.Time) erro
 	if err != nil {
 		return err
 	}
-	if err := appendEvents(ctx, tx, AppendParams{
-		StreamID: id, StreamType: StreamDrop, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
-	}); err != nil {
-		return err
-	}
 	var rows dropColumnsOf
 	if err := rows.add(c.after); err != nil {
 		return err
 	}
-	b := &pgx.Batch{}
-	rows.queue(b, "drops", c.before.Version == 0)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("write drop %s: %w", id, err)
-	}
-	return nil
+	return writeStream(ctx, tx, AppendParams{
+		StreamID: id, StreamType: StreamDrop, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
+	}, &rows, "drops", c.before.Version == 0)
 }
 
 // dropFoldColumns are the drop columns its stream folds to.

@@ -292,19 +292,14 @@ func writeMerchant(ctx context.Context, tx pgx.Tx, m *merchantRow, events []doma
 	if err != nil {
 		return err
 	}
-	if err := appendEvents(ctx, tx, AppendParams{
-		StreamID: m.ID, StreamType: StreamMerchant, ExpectedVersion: m.Version, Meta: meta, RecordedAt: now, Events: events,
-	}); err != nil {
-		return err
-	}
 	var cols merchantColumnsOf
 	if err := cols.add(after, ""); err != nil {
 		return err
 	}
-	b := &pgx.Batch{}
-	cols.queue(b, "merchants", false)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("write merchant %s: %w", m.ID, err)
+	if err := writeStream(ctx, tx, AppendParams{
+		StreamID: m.ID, StreamType: StreamMerchant, ExpectedVersion: m.Version, Meta: meta, RecordedAt: now, Events: events,
+	}, &cols, "merchants", false); err != nil {
+		return err
 	}
 	m.setFolded(after)
 	return nil

@@ -41,21 +41,13 @@ func writeProduct(ctx context.Context, tx pgx.Tx, c productChange, now time.Time
 	if err != nil {
 		return err
 	}
-	if err := appendEvents(ctx, tx, AppendParams{
-		StreamID: id, StreamType: StreamProduct, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
-	}); err != nil {
-		return err
-	}
 	var rows productColumnsOf
 	if err := rows.add(c.after); err != nil {
 		return err
 	}
-	b := &pgx.Batch{}
-	rows.queue(b, "products", c.before.Version == 0)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("write product %s: %w", c.after.ProductID, err)
-	}
-	return nil
+	return writeStream(ctx, tx, AppendParams{
+		StreamID: id, StreamType: StreamProduct, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
+	}, &rows, "products", c.before.Version == 0)
 }
 
 // productColumnsOf holds folded products column by column, as unnest takes

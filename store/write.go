@@ -220,3 +220,24 @@ func parseID(s string) ([16]byte, error) {
 }
 
 func orderID(o domain.Order) ([16]byte, error) { return parseID(o.ID) }
+
+// foldedRows queues the statement that writes an aggregate's folded rows
+// into table (its own, or rebuild's copy of it).
+type foldedRows interface {
+	queue(b *pgx.Batch, table string, insert bool)
+}
+
+// writeStream is the one write of a merchant, product or drop: its events,
+// appended after the stream's version, and its folded row, inserted when
+// the stream is new or else updated, in the transaction tx.
+func writeStream(ctx context.Context, tx pgx.Tx, events AppendParams, rows foldedRows, table string, insert bool) error {
+	if err := appendEvents(ctx, tx, events); err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	rows.queue(b, table, insert)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write %s %s: %w", table, events.StreamID, err)
+	}
+	return nil
+}
