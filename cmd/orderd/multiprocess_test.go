@@ -132,38 +132,57 @@ func (c *client) do(method, url, token string, body any, out any) int {
 	return resp.StatusCode
 }
 
-// TestTwoProcessesKeepAdmissionSafe pays 2,000 orders to a capacity-5
-// merchant through two orderd processes on one database while accepted
-// orders are completed at random through both: every recorded decision has
-// active <= capacity, and acceptance follows queue order.
-func TestTwoProcessesKeepAdmissionSafe(t *testing.T) {
-	t.Parallel()
-	dbURL := storetest.URL(t)
-	bases := []string{startServe(t, dbURL), startServe(t, dbURL)}
-	c := &client{t: t, auth: auth.New([]byte(testSecret), nil), http: &http.Client{Timeout: 20 * time.Second}}
-	admin := c.token(auth.Principal{Subject: "admin", Role: auth.RoleAdmin})
+// kitchenOfTwo is a merchant with one product served by two orderd
+// processes on one database: what the tests below share.
+type kitchenOfTwo struct {
+	t          *testing.T
+	c          *client
+	bases      []string
+	merchantID string
+	productID  string
+	merchant   string
+	pool       *pgxpool.Pool
+}
 
+func newKitchenOfTwo(t *testing.T, settings map[string]any) *kitchenOfTwo {
+	dbURL := storetest.URL(t)
+	k := &kitchenOfTwo{t: t, bases: []string{startServe(t, dbURL), startServe(t, dbURL)},
+		c: &client{t: t, auth: auth.New([]byte(testSecret), nil), http: &http.Client{Timeout: 20 * time.Second}}}
+	admin := k.c.token(auth.Principal{Subject: "admin", Role: auth.RoleAdmin})
 	var m, p struct {
 		ID string `json:"id"`
 	}
-	require.Equal(t, 201, c.do("POST", bases[0]+"/v1/merchants", admin, map[string]any{"name": "busy", "capacity": 5}, &m))
-	require.Equal(t, 201, c.do("POST", bases[1]+"/v1/merchants/"+m.ID+"/products", admin, map[string]any{"name": "tea", "price_cents": 100}, &p))
-	merchant := c.token(auth.Principal{Subject: "shop", Role: auth.RoleMerchant, MerchantID: uuid.MustParse(m.ID)})
+	require.Equal(t, 201, k.c.do("POST", k.bases[0]+"/v1/merchants", admin, settings, &m))
+	require.Equal(t, 201, k.c.do("POST", k.bases[1]+"/v1/merchants/"+m.ID+"/products", admin, map[string]any{"name": "tea", "price_cents": 100}, &p))
+	k.merchantID, k.productID = m.ID, p.ID
+	k.merchant = k.c.token(auth.Principal{Subject: "shop", Role: auth.RoleMerchant, MerchantID: uuid.MustParse(m.ID)})
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	k.pool = pool
+	return k
+}
 
-	const total = 2000
+// rush pays total orders through both processes from eight customers, each
+// placement answered 201, while accepted orders are completed at random
+// through both processes; it returns when every order is completed.
+// customer names worker w's principal, quantity the cups of an order.
+func (k *kitchenOfTwo) rush(total int64, customer func(w int) auth.Principal, quantity func() int) {
+	t := k.t
 	var next, completed atomic.Int64
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			token := k.c.token(customer(w))
 			for {
 				i := next.Add(1)
 				if i > total {
 					return
 				}
-				status := c.do("POST", bases[int(i)%2]+"/v1/orders", c.token(auth.Principal{Subject: fmt.Sprintf("c%d", w), Role: auth.RoleCustomer}),
-					map[string]any{"merchant_id": m.ID, "items": []map[string]any{{"product_id": p.ID, "quantity": 1}}, "payment_ref": "pay"}, nil)
+				status := k.c.do("POST", k.bases[int(i)%2]+"/v1/orders", token,
+					map[string]any{"merchant_id": k.merchantID, "items": []map[string]any{{"product_id": k.productID, "quantity": quantity()}}, "payment_ref": "pay"}, nil)
 				if status != 201 {
 					t.Errorf("placement answered %d", status)
 				}
@@ -172,7 +191,7 @@ func TestTwoProcessesKeepAdmissionSafe(t *testing.T) {
 	}
 	done := make(chan struct{})
 	var cg sync.WaitGroup
-	for w := range 2 {
+	for _, base := range k.bases {
 		cg.Add(1)
 		go func() {
 			defer cg.Done()
@@ -187,13 +206,12 @@ func TestTwoProcessesKeepAdmissionSafe(t *testing.T) {
 						ID string `json:"id"`
 					} `json:"orders"`
 				}
-				base := bases[w]
-				if c.do("GET", base+"/v1/merchants/"+m.ID+"/orders?status=accepted&limit=5", merchant, nil, &list) != 200 || len(list.Orders) == 0 {
+				if k.c.do("GET", base+"/v1/merchants/"+k.merchantID+"/orders?status=accepted&limit=5", k.merchant, nil, &list) != 200 || len(list.Orders) == 0 {
 					time.Sleep(2 * time.Millisecond)
 					continue
 				}
 				o := list.Orders[rand.IntN(len(list.Orders))]
-				if c.do("POST", base+"/v1/orders/"+o.ID+"/complete", merchant, nil, nil) == 200 {
+				if k.c.do("POST", base+"/v1/orders/"+o.ID+"/complete", k.merchant, nil, nil) == 200 {
 					completed.Add(1)
 				}
 			}
@@ -207,36 +225,53 @@ func TestTwoProcessesKeepAdmissionSafe(t *testing.T) {
 	close(done)
 	cg.Wait()
 	require.EqualValues(t, total, completed.Load())
+}
 
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	require.NoError(t, err)
-	defer pool.Close()
+// idleAndClean asserts the merchant's load is back to zero and every named
+// audit view is empty.
+func (k *kitchenOfTwo) idleAndClean(views ...string) {
+	ctx := context.Background()
+	var active, queued int
+	require.NoError(k.t, k.pool.QueryRow(ctx, `SELECT active, queued FROM merchants WHERE id = $1`, k.merchantID).Scan(&active, &queued))
+	require.Zero(k.t, active)
+	require.Zero(k.t, queued)
+	for _, view := range views {
+		var n int
+		require.NoError(k.t, k.pool.QueryRow(ctx, `SELECT count(*) FROM audit.`+view).Scan(&n))
+		require.Zero(k.t, n, view)
+	}
+}
+
+// TestTwoProcessesKeepAdmissionSafe pays 2,000 orders to a capacity-5
+// merchant through two orderd processes on one database while accepted
+// orders are completed at random through both: every recorded decision has
+// active <= capacity, and acceptance follows queue order.
+func TestTwoProcessesKeepAdmissionSafe(t *testing.T) {
+	t.Parallel()
+	k := newKitchenOfTwo(t, map[string]any{"name": "busy", "capacity": 5})
+	const total = 2000
+	k.rush(total, func(w int) auth.Principal {
+		return auth.Principal{Subject: fmt.Sprintf("c%d", w), Role: auth.RoleCustomer}
+	}, func() int { return 1 })
+
 	ctx := context.Background()
 	var over, accepted int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE (data->>'active_after')::int > (data->>'capacity')::int), count(*)
+	require.NoError(t, k.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE (data->>'active_after')::int > (data->>'capacity')::int), count(*)
 		FROM events WHERE type = 'order.accepted'`).Scan(&over, &accepted))
 	require.Zero(t, over)
 	require.Equal(t, total, accepted)
 	var outOfOrder int
-	require.NoError(t, pool.QueryRow(ctx, `
+	require.NoError(t, k.pool.QueryRow(ctx, `
 		SELECT count(*) FROM (
 			SELECT (q.data->>'seq')::bigint AS seq, lag((q.data->>'seq')::bigint) OVER (ORDER BY a.global_position) AS prev
 			FROM events a JOIN events q ON q.stream_id = a.stream_id AND q.type = 'order.queued'
 			WHERE a.type = 'order.accepted') x
 		WHERE seq < prev`).Scan(&outOfOrder))
 	require.Zero(t, outOfOrder, "queued orders admitted out of queue order")
-	var active, queued int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT active, queued FROM merchants WHERE id = $1`, m.ID).Scan(&active, &queued))
-	require.Zero(t, active)
-	require.Zero(t, queued)
 	// The two processes' clocks and batches agree: acceptances in admission
 	// order never go back in time, nor does any order's own history, and no
 	// order was admitted past a queued one.
-	for _, view := range []string{"accepted_at_backwards", "order_clock_backwards", "fifo_violations"} {
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM audit.`+view).Scan(&n))
-		require.Zero(t, n, view)
-	}
+	k.idleAndClean("accepted_at_backwards", "order_clock_backwards", "fifo_violations")
 }
 
 // TestTwoProcessesKeepWeightedAdmissionSafe is the test above for a
@@ -247,104 +282,28 @@ func TestTwoProcessesKeepAdmissionSafe(t *testing.T) {
 // zero.
 func TestTwoProcessesKeepWeightedAdmissionSafe(t *testing.T) {
 	t.Parallel()
-	dbURL := storetest.URL(t)
-	bases := []string{startServe(t, dbURL), startServe(t, dbURL)}
-	c := &client{t: t, auth: auth.New([]byte(testSecret), nil), http: &http.Client{Timeout: 20 * time.Second}}
-	admin := c.token(auth.Principal{Subject: "admin", Role: auth.RoleAdmin})
-
-	var m, p struct {
-		ID string `json:"id"`
-	}
-	require.Equal(t, 201, c.do("POST", bases[0]+"/v1/merchants", admin, map[string]any{"name": "cups", "capacity": 10, "capacity_unit": "items"}, &m))
-	require.Equal(t, 201, c.do("POST", bases[1]+"/v1/merchants/"+m.ID+"/products", admin, map[string]any{"name": "tea", "price_cents": 100}, &p))
-	merchant := c.token(auth.Principal{Subject: "shop", Role: auth.RoleMerchant, MerchantID: uuid.MustParse(m.ID)})
-
+	k := newKitchenOfTwo(t, map[string]any{"name": "cups", "capacity": 10, "capacity_unit": "items"})
 	const total = 1000
-	var next, completed atomic.Int64
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			customer := auth.Principal{Subject: fmt.Sprintf("c%d", w), Role: auth.RoleCustomer}
-			if w%5 == 0 {
-				customer.Lane = domain.LanePriority
-			}
-			token := c.token(customer)
-			for {
-				i := next.Add(1)
-				if i > total {
-					return
-				}
-				status := c.do("POST", bases[int(i)%2]+"/v1/orders", token,
-					map[string]any{"merchant_id": m.ID, "items": []map[string]any{{"product_id": p.ID, "quantity": 1 + rand.IntN(6)}}, "payment_ref": "pay"}, nil)
-				if status != 201 {
-					t.Errorf("placement answered %d", status)
-				}
-			}
-		}()
-	}
-	done := make(chan struct{})
-	var cg sync.WaitGroup
-	for w := range 2 {
-		cg.Add(1)
-		go func() {
-			defer cg.Done()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				var list struct {
-					Orders []struct {
-						ID string `json:"id"`
-					} `json:"orders"`
-				}
-				base := bases[w]
-				if c.do("GET", base+"/v1/merchants/"+m.ID+"/orders?status=accepted&limit=5", merchant, nil, &list) != 200 || len(list.Orders) == 0 {
-					time.Sleep(2 * time.Millisecond)
-					continue
-				}
-				o := list.Orders[rand.IntN(len(list.Orders))]
-				if c.do("POST", base+"/v1/orders/"+o.ID+"/complete", merchant, nil, nil) == 200 {
-					completed.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	deadline := time.Now().Add(3 * time.Minute)
-	for completed.Load() < total && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	close(done)
-	cg.Wait()
-	require.EqualValues(t, total, completed.Load())
+	k.rush(total, func(w int) auth.Principal {
+		customer := auth.Principal{Subject: fmt.Sprintf("c%d", w), Role: auth.RoleCustomer}
+		if w%5 == 0 {
+			customer.Lane = domain.LanePriority
+		}
+		return customer
+	}, func() int { return 1 + rand.IntN(6) })
 
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	require.NoError(t, err)
-	defer pool.Close()
 	ctx := context.Background()
 	var over, accepted, priority int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE (data->>'active_after')::int > (data->>'capacity')::int
+	require.NoError(t, k.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE (data->>'active_after')::int > (data->>'capacity')::int
 			AND (data->>'active_after')::int <> coalesce((data->>'load')::int, 1)), count(*)
 		FROM events WHERE type = 'order.accepted'`).Scan(&over, &accepted))
 	require.Zero(t, over, "admissions over capacity with company")
 	require.Equal(t, total, accepted)
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE merchant_id = $1 AND lane = 'priority'`, m.ID).Scan(&priority))
+	require.NoError(t, k.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE merchant_id = $1 AND lane = 'priority'`, k.merchantID).Scan(&priority))
 	require.Positive(t, priority)
 	var queuedEver int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = 'order.queued'`).Scan(&queuedEver))
+	require.NoError(t, k.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = 'order.queued'`).Scan(&queuedEver))
 	require.Greater(t, queuedEver, total/10, "the line was busy: admissions came from the queue")
-	var active, queued int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT active, queued FROM merchants WHERE id = $1`, m.ID).Scan(&active, &queued))
-	require.Zero(t, active)
-	require.Zero(t, queued)
-	for _, view := range []string{"fifo_violations", "merchant_load_drift", "merchant_lane_drift", "decisions_over_capacity",
-		"duplicate_pickup_codes", "accepted_at_backwards", "order_clock_backwards"} {
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM audit.`+view).Scan(&n))
-		require.Zero(t, n, view)
-	}
+	k.idleAndClean("fifo_violations", "merchant_load_drift", "merchant_lane_drift", "decisions_over_capacity",
+		"duplicate_pickup_codes", "accepted_at_backwards", "order_clock_backwards")
 }
