@@ -44,6 +44,9 @@ type placement struct {
 	p       PlaceParams
 	orderID uuid.UUID
 	done    chan struct{}
+	// deadline is the caller's (zero: none). No batch runs past the last
+	// deadline of its requests: nobody waits for its outcome any longer.
+	deadline time.Time
 	// state settles who decides when the caller's deadline and the commit
 	// meet: a caller that gives up first abandons the request, which the
 	// batch then leaves out; a batch about to commit claims it first, and
@@ -84,6 +87,7 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceParams) (*PlaceResult, er
 		return nil, err
 	}
 	pl := &placement{p: p, orderID: newID(), done: make(chan struct{})}
+	pl.deadline, _ = ctx.Deadline()
 	s.placers[laneOf(pl)].Submit(pl)
 	select {
 	case <-pl.done:
@@ -133,6 +137,27 @@ const maxPlacementBatch = 64
 // placeBatchTimeout bounds one batch; the requests in it have their own
 // deadlines and stop waiting when those pass.
 const placeBatchTimeout = 15 * time.Second
+
+// batchDeadline is when a batch gives up: placeBatchTimeout from now, or
+// the last of its callers' deadlines if that comes first. A caller whose
+// request is committing waits for the outcome, so a statement slower than
+// the callers' patience must be cut short, not waited for (and, failing,
+// retried one request at a time with each caller waiting on).
+func batchDeadline(batch []*placement) time.Time {
+	last := time.Time{}
+	for _, pl := range batch {
+		if pl.deadline.IsZero() {
+			return time.Now().Add(placeBatchTimeout)
+		}
+		if pl.deadline.After(last) {
+			last = pl.deadline
+		}
+	}
+	if d := time.Now().Add(placeBatchTimeout); d.Before(last) {
+		return d
+	}
+	return last
+}
 
 const (
 	statePending int32 = iota
@@ -242,7 +267,7 @@ func (s *Store) decideBatch(batch []*placement, waitForMerchants bool) {
 	if len(batch) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), placeBatchTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), batchDeadline(batch))
 	defer cancel()
 	err := s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
 		writes, err := s.placeInTx(ctx, tx, batch, waitForMerchants)
@@ -260,6 +285,13 @@ func (s *Store) decideBatch(batch []*placement, waitForMerchants bool) {
 	if errors.Is(err, errAbandoned) {
 		s.decideBatch(batch, waitForMerchants)
 		return
+	}
+	if err != nil {
+		// Nothing committed: callers may give up again while the requests
+		// are decided anew.
+		for _, pl := range batch {
+			pl.state.CompareAndSwap(stateCommitting, statePending)
+		}
 	}
 	if err != nil && len(batch) > 1 && domain.ErrorCode(err) != domain.CodeUnavailable {
 		// One request's unexpected failure must not fail the others: place
