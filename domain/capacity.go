@@ -108,11 +108,18 @@ func PickupCode(prefix string, n int) string { return fmt.Sprintf("%s%03d", pref
 
 // StampPickupCode records an order's pickup code in the order.placed event
 // that starts its stream, paid or not: the code is the order's from its
-// placement on, and no later event changes it.
+// placement on, and no later event changes it. An order placed before
+// codes were numbered at placement gets its code in its order.paid event
+// (NeedsPickupCodeAtPayment).
 func StampPickupCode(events []Event, code string) []Event {
 	out := append([]Event(nil), events...)
 	for i, e := range out {
-		if d, ok := e.Data.(OrderPlaced); ok {
+		switch d := e.Data.(type) {
+		case OrderPlaced:
+			d.PickupCode = code
+			out[i].Data = d
+			return out
+		case OrderPaid:
 			d.PickupCode = code
 			out[i].Data = d
 			return out
@@ -120,3 +127,9 @@ func StampPickupCode(events []Event, code string) []Event {
 	}
 	return out
 }
+
+// NeedsPickupCodeAtPayment reports an order being paid without a pickup
+// code: one placed unpaid before codes were numbered at placement. Its
+// customer will wait for it to be called like everyone else, so the
+// payment numbers it.
+func (o Order) NeedsPickupCodeAtPayment() bool { return o.PickupCode == "" }

@@ -419,6 +419,17 @@ func TestPickupCodeIsTheOrdersFromPlacement(t *testing.T) {
 	legacy := mustApply(t, domain.Order{}, placed...)
 	legacy = mustApply(t, legacy, domain.Event{Type: domain.EventOrderPaid, Data: domain.OrderPaid{PaymentRef: "ref", PaidAt: t0, PickupCode: "A003"}})
 	require.Equal(t, "A003", legacy.PickupCode)
+
+	// An order placed unpaid before codes were numbered at placement is
+	// numbered by its payment, in order.paid; a numbered one is not again.
+	old := mustApply(t, domain.Order{}, placed...)
+	require.True(t, old.NeedsPickupCodeAtPayment())
+	require.False(t, o.NeedsPickupCodeAtPayment())
+	events, _, err = domain.Pay(old, "ref", weighted(10, 0, 0), maxWait, t0.Add(time.Second))
+	require.NoError(t, err)
+	events = domain.StampPickupCode(events, "A004")
+	require.Equal(t, "A004", events[0].Data.(domain.OrderPaid).PickupCode)
+	require.Equal(t, "A004", mustApply(t, old, events...).PickupCode)
 }
 
 func TestWhoMayChangeAMerchant(t *testing.T) {

@@ -238,6 +238,9 @@ func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef stri
 			if err != nil || len(events) == 0 {
 				return nil, nil, err
 			}
+			if events, err = numberAtPayment(ctx, tx, o, m, events); err != nil {
+				return nil, nil, err
+			}
 			m.setLoad(load)
 			if err := saveLoad(ctx, tx, m); err != nil {
 				return nil, nil, err

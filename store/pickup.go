@@ -59,26 +59,9 @@ func numberPlacements(ctx context.Context, tx pgx.Tx, placed []*placement, merch
 		}
 		days[i], counts[i] = domain.LocalDay(now, loc), int32(len(byMerchant[id]))
 	}
-	rows, err := tx.Query(ctx, `
-		INSERT INTO pickup_counters AS c (merchant_id, day, issued)
-		SELECT m, d::date, n FROM unnest($1::uuid[], $2::text[], $3::int[]) WITH ORDINALITY AS t(m, d, n, i)
-		ORDER BY i
-		ON CONFLICT (merchant_id, day) DO UPDATE SET issued = c.issued + excluded.issued
-		RETURNING merchant_id, issued`, ids, days, counts)
+	last, err := advancePickupCounters(ctx, tx, ids, days, counts)
 	if err != nil {
-		return fmt.Errorf("reserve pickup codes: %w", err)
-	}
-	last := make(map[uuid.UUID]int, len(ids))
-	for rows.Next() {
-		var id uuid.UUID
-		var issued int
-		if err := rows.Scan(&id, &issued); err != nil {
-			return fmt.Errorf("reserve pickup codes: %w", err)
-		}
-		last[id] = issued
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("reserve pickup codes: %w", err)
+		return err
 	}
 	for id, pls := range byMerchant {
 		issued, ok := last[id]
@@ -94,4 +77,55 @@ func numberPlacements(ctx context.Context, tx pgx.Tx, placed []*placement, merch
 		}
 	}
 	return nil
+}
+
+// advancePickupCounters takes counts[i] numbers of merchant ids[i]'s local
+// day days[i], in key order, and returns the last number each merchant
+// took.
+func advancePickupCounters(ctx context.Context, tx pgx.Tx, ids [][16]byte, days []string, counts []int32) (map[uuid.UUID]int, error) {
+	rows, err := tx.Query(ctx, `
+		INSERT INTO pickup_counters AS c (merchant_id, day, issued)
+		SELECT m, d::date, n FROM unnest($1::uuid[], $2::text[], $3::int[]) WITH ORDINALITY AS t(m, d, n, i)
+		ORDER BY i
+		ON CONFLICT (merchant_id, day) DO UPDATE SET issued = c.issued + excluded.issued
+		RETURNING merchant_id, issued`, ids, days, counts)
+	if err != nil {
+		return nil, fmt.Errorf("reserve pickup codes: %w", err)
+	}
+	last := make(map[uuid.UUID]int, len(ids))
+	for rows.Next() {
+		var id uuid.UUID
+		var issued int
+		if err := rows.Scan(&id, &issued); err != nil {
+			return nil, fmt.Errorf("reserve pickup codes: %w", err)
+		}
+		last[id] = issued
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reserve pickup codes: %w", err)
+	}
+	return last, nil
+}
+
+// numberAtPayment gives an order paid without a pickup code (placed before
+// codes were numbered at placement) the next number of its merchant's local
+// day of placement, the day the audit checks its code against, in the
+// order.paid event.
+func numberAtPayment(ctx context.Context, tx pgx.Tx, o domain.Order, m *merchantRow, events []domain.Event) ([]domain.Event, error) {
+	if !o.NeedsPickupCodeAtPayment() {
+		return events, nil
+	}
+	loc, err := m.location()
+	if err != nil {
+		return nil, err
+	}
+	last, err := advancePickupCounters(ctx, tx, [][16]byte{m.ID}, []string{domain.LocalDay(o.PlacedAt, loc)}, []int32{1})
+	if err != nil {
+		return nil, err
+	}
+	issued, ok := last[m.ID]
+	if !ok {
+		return nil, fmt.Errorf("reserve pickup codes: no counter returned for merchant %s", m.ID)
+	}
+	return domain.StampPickupCode(events, domain.PickupCode(m.PickupPrefix, issued)), nil
 }

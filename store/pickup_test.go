@@ -364,3 +364,53 @@ func TestEveryPlacementIsNumberedAtPlacement(t *testing.T) {
 	}
 	require.Equal(t, []string{"001", "002", "003"}, codes)
 }
+
+// TestOrderPlacedBeforeCodesIsNumberedAtPayment: an order placed unpaid
+// before codes were numbered at placement (its row and its order.placed
+// event carry none, as migration 00015 left them) gets the next code of
+// its local day of placement when it is paid, recorded in order.paid (so
+// the rebuild agrees and the audit finds no duplicate); paying it again
+// changes nothing.
+func TestOrderPlacedBeforeCodesIsNumberedAtPayment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, b := setup(t)
+	m, err := st.CreateMerchant(ctx, domain.MerchantSettings{Name: "Old codes", Capacity: 5, PrepSeconds: 60,
+		MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, Timezone: "Asia/Kathmandu", PickupPrefix: "R"}, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	p := createProduct(t, st, m.ID, nil)
+	old := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "old"})
+	require.Equal(t, "R001", *old.PickupCode)
+	exec(t, b.pool, `UPDATE orders SET pickup_code = NULL WHERE id = $1`, old.ID)
+	exec(t, b.pool, `ALTER TABLE events DISABLE TRIGGER USER`)
+	exec(t, b.pool, `UPDATE events SET data = data - 'pickup_code' WHERE stream_id = $1`, old.ID)
+	exec(t, b.pool, `ALTER TABLE events ENABLE TRIGGER USER`)
+	read, err := st.GetOrder(ctx, old.ID, admin)
+	require.NoError(t, err)
+	require.Nil(t, read.PickupCode)
+	fresh := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "fresh", PaymentRef: "pay-fresh"})
+	require.Equal(t, "R002", *fresh.PickupCode)
+
+	paid, err := st.PayOrder(ctx, old.ID, "pay-old", customer("old"), "")
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAccepted, paid.Status)
+	require.NotNil(t, paid.PickupCode, "the payment numbers the order")
+	require.Equal(t, "R003", *paid.PickupCode)
+	var recorded string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT data->>'pickup_code' FROM events WHERE stream_id = $1 AND type = 'order.paid'`,
+		old.ID).Scan(&recorded))
+	require.Equal(t, "R003", recorded)
+
+	again, err := st.PayOrder(ctx, old.ID, "pay-old", customer("old"), "")
+	require.NoError(t, err)
+	require.Equal(t, "R003", *again.PickupCode)
+	next := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "next"})
+	require.Equal(t, "R004", *next.PickupCode, "the payment took its number from the day's counter")
+
+	report, err := st.Rebuild(ctx, false)
+	require.NoError(t, err)
+	require.Empty(t, report.Differences, "%+v", report.Differences)
+	var dups int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM audit.duplicate_pickup_codes`).Scan(&dups))
+	require.Zero(t, dups)
+}
