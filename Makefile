@@ -18,6 +18,10 @@ vet: ## go vet
 lint: vet ## go vet and gofmt
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
+citus-test: ## the Citus suite, on the cluster whose coordinator CITUS_URL names (README: Scaling out)
+	@test -n "$$CITUS_URL" || (echo "CITUS_URL must name a Citus coordinator"; exit 1)
+	go test -tags citus -count=1 -timeout 30m -run Citus ./...
+
 faults: ## the long crash loop: 40 SIGKILLs under mixed load instead of CI's 5
 	ORDERD_LONG_FAULTS=1 go test -count=1 -timeout 60m -run TestCrashesLoseNothing -v ./cmd/orderd
 
@@ -27,4 +31,4 @@ bench: ## every benchmark scenario, with JSON figures and charts
 ci: ## what CI runs
 	bash .ci/run
 
-.PHONY: help run test race vet lint faults bench ci
+.PHONY: help run test race vet lint citus-test faults bench ci

@@ -145,36 +145,49 @@ type StreamRef struct {
 // every transaction that holds an xid, events or not: an autovacuum ANALYZE
 // holding one for five seconds held every live update for five seconds. This
 // reads the difference between two snapshots instead: an event is new when
-// its transaction is visible now and was not at the last read, that is when
-// its tx_id is at or past that snapshot's xmax or was in progress then (its
-// xip list). Each committed transaction is therefore reported exactly once,
-// as soon as it commits, whatever else is still running, and the read is an
-// index range over the log's tail plus a few lookups.
+// its transaction was in progress at the last read (its tx_id at or past
+// that snapshot's xmax, or in its xip list) and is no longer at this one.
+// Each transaction is therefore reported exactly once, as soon as it ends,
+// whatever else is still running, and the read is an index range over the
+// log's tail plus a few lookups.
+//
+// The snapshot is taken by a statement of its own, before the statement
+// that reads the rows. On one PostgreSQL that changes nothing. On Citus it
+// is what makes the scheme hold: tx_id is the coordinator's transaction id
+// (a column default is evaluated there), the snapshot is the coordinator's,
+// and the rows are read on the workers with their own, later, snapshots.
+// A transaction that touches one shard commits on its worker before it
+// commits on the coordinator, so one the coordinator's snapshot sees ended
+// has its rows visible to every later read of a worker. Read in one
+// statement, Citus takes the rows first and the snapshot after, and a
+// transaction ending in between would be skipped. A transaction whose
+// coordinator crashed after its worker committed is reported too: aborted
+// is ended, and its rows are there.
 func (s *Store) ChangedStreams(ctx context.Context, since LogSnapshot) ([]StreamRef, LogSnapshot, error) {
+	var now string
+	if err := s.pool.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&now); err != nil {
+		return nil, since, mapErr(fmt.Errorf("log snapshot: %w", err))
+	}
 	if since == "" {
-		var now string
-		if err := s.pool.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&now); err != nil {
-			return nil, since, mapErr(fmt.Errorf("log snapshot: %w", err))
-		}
 		return nil, LogSnapshot(now), nil
 	}
-	// pg_current_snapshot() is the statement's own snapshot, the one that
-	// decides which rows it sees.
-	var now string
-	var ids []uuid.UUID
-	var types []string
-	err := s.pool.QueryRow(ctx, `
-		SELECT pg_current_snapshot()::text, coalesce(array_agg(stream_id), '{}'), coalesce(array_agg(stream_type), '{}')
-		FROM (SELECT DISTINCT stream_id, stream_type FROM events
-		      WHERE tx_id >= pg_snapshot_xmax($1::pg_snapshot)
-		         OR tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))) AS changed`,
-		string(since)).Scan(&now, &ids, &types)
+	// pg_visible_in_snapshot tells whether a transaction had ended by the
+	// snapshot, committed or not.
+	rows, err := s.pool.Query(ctx, `
+		SELECT DISTINCT stream_id, stream_type FROM events
+		WHERE (tx_id >= pg_snapshot_xmax($1::pg_snapshot) OR tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot))))
+		  AND pg_visible_in_snapshot(tx_id, $2::pg_snapshot)`,
+		string(since), now)
 	if err != nil {
 		return nil, since, mapErr(fmt.Errorf("read log: %w", err))
 	}
-	out := make([]StreamRef, len(ids))
-	for i := range ids {
-		out[i] = StreamRef{Type: types[i], ID: ids[i]}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StreamRef, error) {
+		var r StreamRef
+		err := row.Scan(&r.ID, &r.Type)
+		return r, err
+	})
+	if err != nil {
+		return nil, since, mapErr(fmt.Errorf("read log: %w", err))
 	}
 	return out, LogSnapshot(now), nil
 }

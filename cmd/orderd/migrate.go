@@ -16,14 +16,14 @@ func migrateCommand(ctx context.Context, args []string, stdout io.Writer) error 
 	var url string
 	secretFlag(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: orderd migrate [flags] up|down|status")
+		fmt.Fprintln(fs.Output(), "usage: orderd migrate [flags] up|down|status|citus")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: orderd migrate up|down|status")
+		return errors.New("usage: orderd migrate up|down|status|citus")
 	}
 	if url == "" {
 		return errors.New("DATABASE_URL is required")
@@ -34,6 +34,16 @@ func migrateCommand(ctx context.Context, args []string, stdout io.Writer) error 
 			return err
 		}
 		fmt.Fprintln(stdout, "database is current")
+		return nil
+	case "citus":
+		done, err := migrations.Distribute(ctx, url)
+		if err != nil {
+			return err
+		}
+		for _, d := range done {
+			fmt.Fprintln(stdout, d)
+		}
+		fmt.Fprintln(stdout, "database is current and laid out on citus")
 		return nil
 	case "down":
 		return migrations.Down(ctx, url)
@@ -48,5 +58,5 @@ func migrateCommand(ctx context.Context, args []string, stdout io.Writer) error 
 		}
 		return tw.Flush()
 	}
-	return fmt.Errorf("unknown migrate action %q: use up, down or status", fs.Arg(0))
+	return fmt.Errorf("unknown migrate action %q: use up, down, status or citus", fs.Arg(0))
 }

@@ -1,0 +1,159 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pressly/goose/v3"
+)
+
+// How each of orderd's tables lives on Citus. Every table is named here:
+// Distribute refuses a database holding a table it does not know, since
+// guessing wrong either splits a merchant's transaction across nodes or
+// makes every write to a global table a two-phase commit on all of them.
+var (
+	// perMerchant tables are distributed by merchant_id (merchants by its
+	// id), all co-located with merchants: a merchant's rows sit on one node,
+	// so that a request that touches one merchant is one single-shard
+	// transaction. Listed referenced before referencing, the order in which
+	// Citus accepts the foreign keys between them.
+	perMerchant = []string{
+		"merchants", "products", "stock_buckets", "purchase_claims", "orders", "idempotency_keys",
+		"outbox", "webhook_attempts", "dead_letters", "drops", "drop_seeds", "drop_entries",
+		"pickup_counters", "events",
+	}
+	// global tables are small, keyed by something other than a merchant
+	// and written rarely: a copy on every node.
+	global = []string{"ws_tickets", "sign_in_codes"}
+	// coordinatorOnly tables stay plain tables on the coordinator: River's
+	// queries do not run on distributed tables, and the migration ledgers
+	// are the coordinator's own.
+	coordinatorOnly = []string{"goose_db_version", "river_job", "river_leader", "river_migration", "river_notification", "river_queue"}
+)
+
+// Distribute applies the migrations and then lays the schema out on Citus:
+// per-merchant tables distributed by merchant and co-located, global ones as
+// reference tables, River's left on the coordinator. It returns what it did;
+// on a database already laid out it does nothing and returns nothing.
+func Distribute(ctx context.Context, url string) ([]string, error) {
+	if err := Up(ctx, url); err != nil {
+		return nil, err
+	}
+	var done []string
+	err := withLock(ctx, url, func(pool *pgxpool.Pool, _ *goose.Provider) error {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("connect: %w", err)
+		}
+		defer conn.Release()
+		if err := checkCitus(ctx, conn.Conn()); err != nil {
+			return err
+		}
+		if err := checkClassified(ctx, conn.Conn()); err != nil {
+			return err
+		}
+		// The log's append-only triggers and the merchants' bookkeeping
+		// trigger run on the shards with the rows they guard; Citus
+		// refuses to distribute a table with triggers unless told so.
+		if _, err := conn.Exec(ctx, `SET citus.enable_unsafe_triggers = on`); err != nil {
+			return fmt.Errorf("allow triggers: %w", err)
+		}
+		dbName := conn.Conn().Config().Database
+		if _, err := conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{dbName}.Sanitize()+` SET citus.enable_unsafe_triggers = on`); err != nil {
+			return fmt.Errorf("allow triggers: %w", err)
+		}
+		laid, err := laidOut(ctx, conn.Conn())
+		if err != nil {
+			return err
+		}
+		for _, t := range perMerchant {
+			if _, ok := laid[t]; ok {
+				continue
+			}
+			column, colocate := "merchant_id", "merchants"
+			if t == "merchants" {
+				column, colocate = "id", "default"
+			}
+			if _, err := conn.Exec(ctx, `SELECT create_distributed_table($1, $2, colocate_with => $3)`, t, column, colocate); err != nil {
+				return fmt.Errorf("distribute %s by %s: %w", t, column, err)
+			}
+			done = append(done, fmt.Sprintf("distributed %s by %s", t, column))
+		}
+		for _, t := range global {
+			if _, ok := laid[t]; ok {
+				continue
+			}
+			if _, err := conn.Exec(ctx, `SELECT create_reference_table($1)`, t); err != nil {
+				return fmt.Errorf("replicate %s: %w", t, err)
+			}
+			done = append(done, "replicated "+t+" to every node")
+		}
+		return nil
+	})
+	return done, err
+}
+
+// checkCitus makes sure there is a cluster to distribute to.
+func checkCitus(ctx context.Context, conn *pgx.Conn) error {
+	var installed bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&installed); err != nil {
+		return fmt.Errorf("look for citus: %w", err)
+	}
+	if !installed {
+		return errors.New("the citus extension is not installed in this database: CREATE EXTENSION citus and add the workers first")
+	}
+	var workers int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM citus_get_active_worker_nodes()`).Scan(&workers); err != nil {
+		return fmt.Errorf("list citus workers: %w", err)
+	}
+	if workers == 0 {
+		return errors.New("citus has no active worker: add them with citus_add_node first")
+	}
+	return nil
+}
+
+// checkClassified refuses a table that has no place in the lists above.
+func checkClassified(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, `SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'p') ORDER BY relname`)
+	if err != nil {
+		return fmt.Errorf("list tables: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("list tables: %w", err)
+	}
+	var unknown []string
+	for _, n := range names {
+		if !slices.Contains(perMerchant, n) && !slices.Contains(global, n) && !slices.Contains(coordinatorOnly, n) {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("tables with no place on citus: %s (name them in migrations/citus.go)", strings.Join(unknown, ", "))
+	}
+	return nil
+}
+
+// laidOut returns the tables Citus already manages, with their partition
+// method ('h' distributed, 'n' reference).
+func laidOut(ctx context.Context, conn *pgx.Conn) (map[string]string, error) {
+	rows, err := conn.Query(ctx, `SELECT logicalrelid::regclass::text, partmethod::text FROM pg_dist_partition`)
+	if err != nil {
+		return nil, fmt.Errorf("list citus tables: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var name, method string
+		if err := rows.Scan(&name, &method); err != nil {
+			return nil, fmt.Errorf("list citus tables: %w", err)
+		}
+		out[name] = method
+	}
+	return out, rows.Err()
+}

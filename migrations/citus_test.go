@@ -1,0 +1,83 @@
+//go:build citus
+
+package migrations_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/internal/citustest"
+	"github.com/orderd/orderd/migrations"
+)
+
+// TestCitusDistributeLaysOutEveryTableOnce distributes a fresh database on the
+// cluster, then runs again: every per-merchant table is hash-distributed by
+// merchant and co-located with merchants, the global tables are reference
+// tables, River's stay off Citus, and the second run changes nothing.
+func TestCitusDistributeLaysOutEveryTableOnce(t *testing.T) {
+	ctx := context.Background()
+	url := citustest.Bare(t)
+	done, err := migrations.Distribute(ctx, url)
+	require.NoError(t, err)
+	require.NotEmpty(t, done)
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `
+		SELECT c.relname, coalesce(p.partmethod::text, ''), coalesce(column_to_column_name(p.logicalrelid, p.partkey), ''),
+		       coalesce(p.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'merchants'::regclass), false)
+		FROM pg_class c LEFT JOIN pg_dist_partition p ON p.logicalrelid = c.oid
+		WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r'`)
+	require.NoError(t, err)
+	type layout struct {
+		method, column string
+		colocated      bool
+	}
+	got := map[string]layout{}
+	for rows.Next() {
+		var name string
+		var l layout
+		require.NoError(t, rows.Scan(&name, &l.method, &l.column, &l.colocated))
+		got[name] = l
+	}
+	require.NoError(t, rows.Err())
+	for _, name := range []string{"products", "stock_buckets", "purchase_claims", "orders", "idempotency_keys", "outbox",
+		"webhook_attempts", "dead_letters", "drops", "drop_seeds", "drop_entries", "pickup_counters", "events"} {
+		require.Equal(t, layout{"h", "merchant_id", true}, got[name], name)
+	}
+	require.Equal(t, layout{"h", "id", true}, got["merchants"])
+	for _, name := range []string{"ws_tickets", "sign_in_codes"} {
+		require.Equal(t, "n", got[name].method, name)
+	}
+	for _, name := range []string{"river_job", "river_leader", "river_queue", "river_migration", "goose_db_version"} {
+		require.Equal(t, layout{}, got[name], name)
+	}
+
+	again, err := migrations.Distribute(ctx, url)
+	require.NoError(t, err)
+	require.Empty(t, again, "a second run changes nothing")
+
+	// A table no one placed is refused before anything moves.
+	_, err = conn.Exec(ctx, `CREATE TABLE stray (id int PRIMARY KEY)`)
+	require.NoError(t, err)
+	_, err = migrations.Distribute(ctx, url)
+	require.ErrorContains(t, err, "stray")
+}
+
+// TestCitusDistributeRefusesADatabaseWithoutCitus: without Citus there is nothing to
+// lay out, and saying so beats a half-done layout.
+func TestCitusDistributeRefusesADatabaseWithoutCitus(t *testing.T) {
+	ctx := context.Background()
+	url := citustest.Bare(t)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `DROP EXTENSION citus CASCADE`)
+	require.NoError(t, err)
+	_, err = migrations.Distribute(ctx, url)
+	require.ErrorContains(t, err, "citus extension is not installed")
+}
