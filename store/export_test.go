@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 
 	"github.com/google/uuid"
@@ -51,4 +52,42 @@ func (s *Store) PagePlans(ctx context.Context, lists []OrderList, deadLetters Li
 		plans = append(plans, strings.Join(lines, "\n"))
 	}
 	return plans, nil
+}
+
+// QueueEntriesRead runs the view query of an order (by id) or of a list's
+// page under EXPLAIN ANALYZE and returns how many entries of
+// orders_queue_idx it read, those its filters then dropped included.
+func (s *Store) QueueEntriesRead(ctx context.Context, orderID uuid.UUID, list *OrderList) (int, error) {
+	sql, args := orderByIDQuery, []any{orderID}
+	if list != nil {
+		sql, args = pageQuery(*list)
+	}
+	var out []struct{ Plan planNode }
+	var doc []byte
+	if err := s.pool.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+sql, args...).Scan(&doc); err != nil {
+		return 0, err
+	}
+	if err := json.Unmarshal(doc, &out); err != nil {
+		return 0, err
+	}
+	return out[0].Plan.queueEntries(), nil
+}
+
+type planNode struct {
+	IndexName     string     `json:"Index Name"`
+	ActualRows    float64    `json:"Actual Rows"`
+	ActualLoops   float64    `json:"Actual Loops"`
+	RemovedByFilt float64    `json:"Rows Removed by Filter"`
+	Plans         []planNode `json:"Plans"`
+}
+
+func (n planNode) queueEntries() int {
+	total := 0
+	if n.IndexName == "orders_queue_idx" {
+		total += int((n.ActualRows + n.RemovedByFilt) * n.ActualLoops)
+	}
+	for _, c := range n.Plans {
+		total += c.queueEntries()
+	}
+	return total
 }

@@ -239,3 +239,50 @@ func TestListPagesAreServedByIndexes(t *testing.T) {
 	require.Contains(t, deadLetters, "dead_letters_created_idx", deadLetters)
 	require.NotContains(t, deadLetters, "Sort", deadLetters)
 }
+
+// TestOrderViewsReadOnlyTheLineAhead: an order's view counts the orders
+// ahead of it in its merchant's line without reading the rest of the line,
+// and the view of an order that is not queued, alone or in a list's page,
+// reads none of it.
+func TestOrderViewsReadOnlyTheLineAhead(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1})
+	p := createProduct(t, st, m.ID, nil)
+	accepted := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "first", PaymentRef: "pay-first"})
+	require.Equal(t, domain.StatusAccepted, accepted.Status)
+	var line []*store.Order
+	for i := range 40 {
+		params := store.PlaceParams{
+			MerchantID: m.ID, CustomerID: fmt.Sprintf("c%d", i), PaymentRef: fmt.Sprintf("pay-%d", i),
+			Lines:          []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}},
+			IdempotencyKey: fmt.Sprintf("line-%d", i), RequestHash: []byte{byte(i)},
+		}
+		if i%10 == 9 {
+			params.Lane = domain.LanePriority
+		}
+		res, err := st.PlaceOrder(ctx, params)
+		require.NoError(t, err)
+		require.Equal(t, domain.StatusQueued, res.Order.Status)
+		line = append(line, res.Order)
+	}
+
+	read, err := st.QueueEntriesRead(ctx, accepted.ID, nil)
+	require.NoError(t, err)
+	require.Zero(t, read, "an accepted order's view")
+	read, err = st.QueueEntriesRead(ctx, uuid.Nil, &store.OrderList{MerchantID: m.ID, Status: domain.StatusAccepted, Limit: 20})
+	require.NoError(t, err)
+	require.Zero(t, read, "a page of accepted orders")
+
+	for _, o := range line {
+		view, err := st.GetOrder(ctx, o.ID, admin)
+		require.NoError(t, err)
+		require.NotNil(t, view.QueuePosition)
+		read, err := st.QueueEntriesRead(ctx, o.ID, nil)
+		require.NoError(t, err)
+		// The orders ahead, and at most one more entry per lane read to
+		// find where the range ends.
+		require.LessOrEqual(t, read, *view.QueuePosition-1+2, "order at position %d (%s lane)", *view.QueuePosition, view.Lane)
+	}
+}

@@ -519,9 +519,12 @@ func (s *Store) MerchantsToDrain(ctx context.Context, limit int) ([]uuid.UUID, e
 	return ids, mapErr(err)
 }
 
+// orderByIDQuery reads one order's view.
+const orderByIDQuery = orderViewQuery + ` WHERE o.id = $1`
+
 // readOrder reads an order with its live queue position and ETA.
 func readOrder(ctx context.Context, q querier, id uuid.UUID) (*Order, error) {
-	rows, err := q.Query(ctx, orderViewQuery+` WHERE o.id = $1`, id)
+	rows, err := q.Query(ctx, orderByIDQuery, id)
 	if err != nil {
 		return nil, fmt.Errorf("read order: %w", err)
 	}
@@ -560,16 +563,22 @@ func (b etaBasis) wait(unitsAhead, load int) int {
 	return domain.EstimateWait(domain.UnitsToWaitFor(b.active, b.capacity, unitsAhead, load), b.capacity, b.prep, b.stats)
 }
 
-// queueAhead is, for a queued order o, the orders of its merchant admitted
-// before it: the priority lane ('priority' > 'normal') first, each lane in
-// sequence order.
-const queueAhead = `q.merchant_id = o.merchant_id AND q.status = 'queued'
-	AND (q.lane > o.lane OR (q.lane = o.lane AND q.queue_seq < o.queue_seq))`
+// queueAhead reads, for a queued order o, the loads of the orders of its
+// merchant admitted before it: the priority lane ('priority' > 'normal')
+// first, each lane in sequence order. Each lane is its own range of
+// orders_queue_idx, so the read stops at o instead of filtering the whole
+// line; and an order that is not queued reads none of it (a lateral join's
+// ON is applied only after the subquery ran).
+const queueAhead = `SELECT q.load FROM orders q WHERE o.status = 'queued'
+		AND q.merchant_id = o.merchant_id AND q.status = 'queued' AND q.lane > o.lane
+	UNION ALL
+	SELECT q.load FROM orders q WHERE o.status = 'queued'
+		AND q.merchant_id = o.merchant_id AND q.status = 'queued' AND q.lane = o.lane AND q.queue_seq < o.queue_seq`
 
 const orderViewQuery = `SELECT ` + orderColumns + `, a.n, a.units, ` + etaColumns + `
 	FROM orders o JOIN merchants m ON m.id = o.merchant_id
-	LEFT JOIN LATERAL (SELECT count(*)::int + 1 AS n, coalesce(sum(q.load), 0)::int AS units FROM orders q
-		WHERE ` + queueAhead + `) a ON o.status = 'queued'`
+	LEFT JOIN LATERAL (SELECT count(*)::int + 1 AS n, coalesce(sum(q.load), 0)::int AS units FROM (` + queueAhead + `) q) a
+		ON o.status = 'queued'`
 
 // scanOrderViews reads rows of orderViewQuery. With rankByRow the rows are a
 // stretch of a merchant's queue in order and their position column counts
