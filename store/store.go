@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,6 +53,8 @@ type Store struct {
 	parkMu sync.Mutex
 	parked map[uuid.UUID][]*placement
 	closer *pgkit.Batcher[*closeRequest]
+	// citus is 0 until asked, then 1 on one PostgreSQL and 2 on Citus.
+	citus  atomic.Int32
 	joiner *pgkit.Batcher[*joinRequest]
 	hints  chan struct{}
 }
@@ -181,4 +184,27 @@ func (s *Store) committed(t *txn) {
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	return mapErr(s.pool.Ping(ctx))
+}
+
+// onCitus reports whether the database is laid out on Citus (`orderd
+// migrate citus`), for the few statements that must take another shape
+// there. Asked once; a failed question is asked again next time.
+func (s *Store) onCitus(ctx context.Context) (bool, error) {
+	if v := s.citus.Load(); v != 0 {
+		return v == 2, nil
+	}
+	var distributed bool
+	err := s.pool.QueryRow(ctx, `SELECT to_regclass('pg_dist_partition') IS NOT NULL`).Scan(&distributed)
+	if err == nil && distributed {
+		err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'outbox'::regclass)`).Scan(&distributed)
+	}
+	if err != nil {
+		return false, mapErr(fmt.Errorf("look for citus: %w", err))
+	}
+	v := int32(1)
+	if distributed {
+		v = 2
+	}
+	s.citus.Store(v)
+	return distributed, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,6 +47,13 @@ type ClaimParams struct {
 // of its order is delivered or dead-lettered: deliveries of one order go out
 // in event order.
 func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, error) {
+	distributed, err := s.onCitus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if distributed {
+		return s.claimWebhooksByMerchant(ctx, p)
+	}
 	// Text, for QueryExecModeExec sends its arguments in text format.
 	skip, probing := uuidStrings(p.SkipMerchants), uuidStrings(p.Probing)
 	perMerchant := p.PerMerchant
@@ -307,4 +315,68 @@ func (s *Store) ListWebhookAttempts(ctx context.Context, outboxID, merchantID uu
 		out = []WebhookAttempt{}
 	}
 	return out, mapErr(err)
+}
+
+// claimWebhooksByMerchant is the claim on Citus, where a row lock is only
+// taken by a statement that stays on one shard and a recursive query only
+// with the merchant fixed: one read, without locks, of which merchants have
+// due messages, the oldest waiting first, then a claim of each merchant's
+// share on its own shard, each its own transaction. Every merchant gets an
+// equal share of the claim, not more than PerMerchant (one while probing).
+func (s *Store) claimWebhooksByMerchant(ctx context.Context, p ClaimParams) ([]Delivery, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT merchant_id FROM outbox
+		WHERE status = 'pending' AND next_attempt_at <= now() AND merchant_id <> ALL($1::uuid[])
+		GROUP BY merchant_id ORDER BY min(next_attempt_at) LIMIT $2`, uuidStrings(p.SkipMerchants), p.Limit)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("claim webhooks: merchants due: %w", err))
+	}
+	due, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("claim webhooks: merchants due: %w", err))
+	}
+	if len(due) == 0 {
+		return nil, nil
+	}
+	share := max(1, p.Limit/len(due))
+	if p.PerMerchant > 0 {
+		share = min(share, p.PerMerchant)
+	}
+	var out []Delivery
+	for _, m := range due {
+		n := min(share, p.Limit-len(out))
+		if n <= 0 {
+			break
+		}
+		if slices.Contains(p.Probing, m) {
+			n = 1
+		}
+		rows, err := s.pool.Query(ctx, `
+			UPDATE outbox o SET attempts = o.attempts + 1, next_attempt_at = now() + $3 * interval '1 millisecond'
+			FROM merchants m
+			WHERE o.merchant_id = $1 AND m.id = $1 AND o.id = ANY(ARRAY(
+				SELECT d.id FROM outbox d
+				WHERE d.merchant_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= now()
+				  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.merchant_id = $1 AND e.order_id = d.order_id
+				                  AND e.order_version < d.order_version AND e.status = 'pending')
+				ORDER BY d.next_attempt_at LIMIT $2
+				FOR UPDATE OF d SKIP LOCKED))
+			RETURNING o.id, o.merchant_id, o.order_id, o.event_type, o.payload::text, o.attempts, coalesce(m.webhook_url, ''), m.webhook_secret`,
+			m, n, p.Lease.Milliseconds())
+		if err != nil {
+			return out, mapErr(fmt.Errorf("claim webhooks of merchant %s: %w", m, err))
+		}
+		claimed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
+			var d Delivery
+			var payload string
+			err := row.Scan(&d.ID, &d.MerchantID, &d.OrderID, &d.EventType, &payload, &d.Attempt, &d.URL, &d.Secret)
+			d.Payload = []byte(payload)
+			return d, err
+		})
+		if err != nil {
+			return out, mapErr(fmt.Errorf("claim webhooks of merchant %s: %w", m, err))
+		}
+		out = append(out, claimed...)
+	}
+	return out, nil
 }

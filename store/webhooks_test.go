@@ -43,77 +43,94 @@ func failed(d store.Delivery) store.AttemptResult {
 
 var fastPolicy = store.RetryPolicy{First: time.Millisecond, Max: time.Millisecond, MaxAttempts: 2}
 
+// forEachClaim runs a claim test with the claim of one PostgreSQL and with
+// Citus's claim, merchant by merchant, which any database can run.
+func forEachClaim(t *testing.T, test func(t *testing.T, st *store.Store, b *testBundle)) {
+	for _, byMerchant := range []bool{false, true} {
+		t.Run(fmt.Sprintf("by merchant %v", byMerchant), func(t *testing.T) {
+			t.Parallel()
+			st, b := setup(t)
+			if byMerchant {
+				store.ClaimByMerchant(st)
+			}
+			test(t, st, b)
+		})
+	}
+}
+
 func TestClaimWebhooksKeepsOrderAndLeases(t *testing.T) {
 	t.Parallel()
-	st, b := setup(t)
-	ctx := context.Background()
-	m := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/hook"})
-	ids := addOutbox(t, b, m.ID, uuid.New(), 3)
+	forEachClaim(t, func(t *testing.T, st *store.Store, b *testBundle) {
+		ctx := context.Background()
+		m := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/hook"})
+		ids := addOutbox(t, b, m.ID, uuid.New(), 3)
 
-	claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
-	require.NoError(t, err)
-	require.Equal(t, ids[:1], claimedIDs(claimed), "a later message waits for the earlier one")
-	require.Equal(t, 1, claimed[0].Attempt)
-	require.Equal(t, "http://example.com/hook", claimed[0].URL)
-	require.Equal(t, m.WebhookSecret, claimed[0].Secret)
+		claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, ids[:1], claimedIDs(claimed), "a later message waits for the earlier one")
+		require.Equal(t, 1, claimed[0].Attempt)
+		require.Equal(t, "http://example.com/hook", claimed[0].URL)
+		require.Equal(t, m.WebhookSecret, claimed[0].Secret)
 
-	again, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
-	require.NoError(t, err)
-	require.Empty(t, again, "a leased message is nobody else's, and blocks its order")
+		again, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
+		require.NoError(t, err)
+		require.Empty(t, again, "a leased message is nobody else's, and blocks its order")
 
-	// A failure keeps the order blocked; the retry comes first.
-	require.NoError(t, st.RecordWebhookAttempts(ctx, []store.AttemptResult{failed(claimed[0])}, store.RetryPolicy{First: time.Millisecond, Max: time.Millisecond, MaxAttempts: 5}))
-	time.Sleep(10 * time.Millisecond)
-	retry, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
-	require.NoError(t, err)
-	require.Equal(t, ids[:1], claimedIDs(retry))
-	require.Equal(t, 2, retry[0].Attempt)
+		// A failure keeps the order blocked; the retry comes first.
+		require.NoError(t, st.RecordWebhookAttempts(ctx, []store.AttemptResult{failed(claimed[0])}, store.RetryPolicy{First: time.Millisecond, Max: time.Millisecond, MaxAttempts: 5}))
+		time.Sleep(10 * time.Millisecond)
+		retry, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, ids[:1], claimedIDs(retry))
+		require.Equal(t, 2, retry[0].Attempt)
 
-	require.NoError(t, st.RecordWebhookAttempts(ctx, []store.AttemptResult{{Delivery: retry[0], StartedAt: time.Now(), StatusCode: 200, OK: true}}, fastPolicy))
-	next, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
-	require.NoError(t, err)
-	require.Equal(t, ids[1:2], claimedIDs(next), "delivered: the next one of the order is due")
+		require.NoError(t, st.RecordWebhookAttempts(ctx, []store.AttemptResult{{Delivery: retry[0], StartedAt: time.Now(), StatusCode: 200, OK: true}}, fastPolicy))
+		next, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, ids[1:2], claimedIDs(next), "delivered: the next one of the order is due")
 
-	attempts, err := st.ListWebhookAttempts(ctx, ids[0], uuid.Nil, 10)
-	require.NoError(t, err)
-	require.Len(t, attempts, 2)
-	require.Equal(t, 2, attempts[0].Attempt, "newest first")
-	require.Equal(t, 200, *attempts[0].StatusCode)
-	require.Equal(t, "answered 500", *attempts[1].Error)
+		attempts, err := st.ListWebhookAttempts(ctx, ids[0], uuid.Nil, 10)
+		require.NoError(t, err)
+		require.Len(t, attempts, 2)
+		require.Equal(t, 2, attempts[0].Attempt, "newest first")
+		require.Equal(t, 200, *attempts[0].StatusCode)
+		require.Equal(t, "answered 500", *attempts[1].Error)
+	})
 }
 
 func TestClaimWebhooksIsFairAcrossMerchants(t *testing.T) {
 	t.Parallel()
-	st, b := setup(t)
-	ctx := context.Background()
-	busy := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/busy"})
-	quiet := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/quiet"})
-	for range 50 {
-		addOutbox(t, b, busy.ID, uuid.New(), 1)
-	}
-	quietIDs := addOutbox(t, b, quiet.ID, uuid.New(), 1)
+	forEachClaim(t, func(t *testing.T, st *store.Store, b *testBundle) {
+		ctx := context.Background()
+		busy := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/busy"})
+		quiet := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/quiet"})
+		for range 50 {
+			addOutbox(t, b, busy.ID, uuid.New(), 1)
+		}
+		quietIDs := addOutbox(t, b, quiet.ID, uuid.New(), 1)
 
-	// The busy merchant's 50 messages are older, yet one claim of two
-	// takes one of each merchant: round robin, not oldest first.
-	two, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 2, Lease: time.Minute, PerMerchant: 5})
-	require.NoError(t, err)
-	require.Len(t, two, 2)
-	require.ElementsMatch(t, []uuid.UUID{busy.ID, quiet.ID}, []uuid.UUID{two[0].MerchantID, two[1].MerchantID})
-	_, err = b.pool.Exec(ctx, `UPDATE outbox SET attempts = 0, next_attempt_at = now() - interval '1 second'`)
-	require.NoError(t, err)
+		// The busy merchant's 50 messages are older, yet one claim of two
+		// takes one of each merchant: round robin, not oldest first.
+		two, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 2, Lease: time.Minute, PerMerchant: 5})
+		require.NoError(t, err)
+		require.Len(t, two, 2)
+		require.ElementsMatch(t, []uuid.UUID{busy.ID, quiet.ID}, []uuid.UUID{two[0].MerchantID, two[1].MerchantID})
+		_, err = b.pool.Exec(ctx, `UPDATE outbox SET attempts = 0, next_attempt_at = now() - interval '1 second'`)
+		require.NoError(t, err)
 
-	claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute, PerMerchant: 5})
-	require.NoError(t, err)
-	require.Len(t, claimed, 6, "five of the busy merchant, and the quiet one's")
-	require.Contains(t, claimedIDs(claimed), quietIDs[0])
+		claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute, PerMerchant: 5})
+		require.NoError(t, err)
+		require.Len(t, claimed, 6, "five of the busy merchant, and the quiet one's")
+		require.Contains(t, claimedIDs(claimed), quietIDs[0])
 
-	skipped, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute, PerMerchant: 5, SkipMerchants: []uuid.UUID{busy.ID}})
-	require.NoError(t, err)
-	require.Empty(t, skipped, "a merchant at its limit is skipped")
+		skipped, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute, PerMerchant: 5, SkipMerchants: []uuid.UUID{busy.ID}})
+		require.NoError(t, err)
+		require.Empty(t, skipped, "a merchant at its limit is skipped")
 
-	probed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute, PerMerchant: 5, Probing: []uuid.UUID{busy.ID}})
-	require.NoError(t, err)
-	require.Len(t, probed, 1, "a failing merchant is probed with one message")
+		probed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute, PerMerchant: 5, Probing: []uuid.UUID{busy.ID}})
+		require.NoError(t, err)
+		require.Len(t, probed, 1, "a failing merchant is probed with one message")
+	})
 }
 
 func TestRecordWebhookAttemptsDeadLettersAndRetries(t *testing.T) {
