@@ -91,5 +91,6 @@ func (n planNode) queueEntries() int {
 	}
 	return total
 }
+
 // ClaimByMerchant makes s claim webhooks the way it does on Citus.
 func ClaimByMerchant(s *Store) { s.citus.Store(2) }
