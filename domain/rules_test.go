@@ -530,14 +530,19 @@ func TestEstimateWaitLearnsTheMerchantsPace(t *testing.T) {
 	m.complete(45*time.Minute, false)
 	require.Equal(t, before.Samples, m.stats.Samples)
 	require.Equal(t, before.IntervalSeconds, m.stats.IntervalSeconds)
-	require.Equal(t, m.now, *m.stats.LastCompletion)
-	// Busy again: gaps measured from the last completion, at the old pace.
+	require.Nil(t, m.stats.LastCompletion, "a completion with nobody waiting starts no gap")
+	// Busy again: a gap from the lull's last completion would count its
+	// idle time, so the first busy completion starts the next gap.
 	m.complete(2*time.Second, true)
+	require.Equal(t, before.Samples, m.stats.Samples)
+	m.complete(2*time.Second, true)
+	require.Equal(t, before.Samples+1, m.stats.Samples)
 	require.InDelta(t, 2, m.stats.IntervalSeconds, 1e-9)
 	requireETANear(t, m.stats, 2)
 
-	// The merchant slows down; the estimate follows.
-	for range 30 {
+	// The merchant slows down; the estimate follows, over a few dozen
+	// completions (ewmaAlpha).
+	for range 50 {
 		m.complete(4*time.Second, true)
 	}
 	requireETANear(t, m.stats, 4)
