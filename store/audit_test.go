@@ -77,12 +77,12 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 			exec(t, pool, `UPDATE orders SET items = jsonb_set(items, '{0,quantity}', '3') WHERE id = $1`, f.accepted.ID)
 		}},
 		{"stream_version_gaps", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
-			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data) VALUES ($1, 'order', 9, 'order.completed', '{}')`, f.unpaid.ID)
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data) VALUES ($1, $2, 'order', 9, 'order.completed', '{}')`, f.unpaid.ID, f.merchant.ID)
 		}},
 		{"stream_version_gaps", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// A duplicate, were the unique constraint ever lost.
 			exec(t, pool, `ALTER TABLE events DROP CONSTRAINT events_stream_version_key`)
-			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data) VALUES ($1, 'order', 1, 'order.placed', '{}')`, f.unpaid.ID)
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data) VALUES ($1, $2, 'order', 1, 'order.placed', '{}')`, f.unpaid.ID, f.merchant.ID)
 		}},
 		{"projection_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			exec(t, pool, `UPDATE orders SET status = 'completed' WHERE id = $1`, f.queued.ID)
@@ -103,15 +103,15 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 		{"decisions_over_capacity", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// An order of load 3 alone in a kitchen of 2 may be admitted; with
 			// company it may not.
-			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
-				VALUES ($1, 'order', 1, 'order.accepted', '{"active_after": 3, "capacity": 2, "load": 3}')`, uuid.New())
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data)
+				VALUES ($1, $2, 'order', 1, 'order.accepted', '{"active_after": 3, "capacity": 2, "load": 3}')`, uuid.New(), f.merchant.ID)
 			require.NotContains(t, violations(t, f.st), "decisions_over_capacity", "a lone oversized order")
-			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
-				VALUES ($1, 'order', 1, 'order.accepted', '{"active_after": 4, "capacity": 2, "load": 3}')`, uuid.New())
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data)
+				VALUES ($1, $2, 'order', 1, 'order.accepted', '{"active_after": 4, "capacity": 2, "load": 3}')`, uuid.New(), f.merchant.ID)
 		}},
 		{"decisions_over_capacity", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
-			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
-				VALUES ($1, 'order', 1, 'order.accepted', '{"active_after": 3, "capacity": 2}')`, uuid.New())
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data)
+				VALUES ($1, $2, 'order', 1, 'order.accepted', '{"active_after": 3, "capacity": 2}')`, uuid.New(), f.merchant.ID)
 		}},
 		{"queued_with_free_capacity", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// A unit frees and nothing admits the waiting order.
@@ -149,8 +149,8 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 			id := uuid.New()
 			exec(t, pool, `INSERT INTO orders (id, merchant_id, customer_id, items, total_cents, status, version, placed_at, payment_deadline)
 				VALUES ($1, $2, 'z', '[]', 0, 'accepted', 2, now(), now())`, id, f.merchant.ID)
-			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
-				VALUES ($1, 'order', 1, 'order.placed', '{}'), ($1, 'order', 2, 'order.accepted', '{"from_queue": false, "queued": 0}')`, id)
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data)
+				VALUES ($1, $2, 'order', 1, 'order.placed', '{}'), ($1, $2, 'order', 2, 'order.accepted', '{"from_queue": false, "queued": 0}')`, id, f.merchant.ID)
 		}},
 		{"fifo_violations", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// In the priority lane: an order that joined it behind the waiting
@@ -164,9 +164,9 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 			id := uuid.New()
 			exec(t, pool, `INSERT INTO orders (id, merchant_id, customer_id, items, total_cents, status, version, placed_at, payment_deadline, queue_seq, lane)
 				VALUES ($1, $2, 'z', '[]', 0, 'accepted', 2, now(), now(), $3, 'priority')`, id, f.merchant.ID, seq+1)
-			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
-				VALUES ($1, 'order', 1, 'order.queued', jsonb_build_object('seq', $2::bigint, 'lane', 'priority')),
-				       ($1, 'order', 2, 'order.accepted', '{"from_queue": true}')`, id, seq+1)
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data)
+				VALUES ($1, $3, 'order', 1, 'order.queued', jsonb_build_object('seq', $2::bigint, 'lane', 'priority')),
+				       ($1, $3, 'order', 2, 'order.accepted', '{"from_queue": true}')`, id, seq+1, f.merchant.ID)
 		}},
 		{"duplicate_pickup_codes", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			require.NotNil(t, f.accepted.PickupCode)
@@ -174,32 +174,32 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 		}},
 		{"accepted_at_backwards", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// The queued order admitted, by a clock behind the last admission's.
-			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
-				VALUES ($1, 'order', $2, 'order.accepted', jsonb_build_object('from_queue', true, 'accepted_at', $3::timestamptz - interval '1 second'))`,
-				f.queued.ID, f.queued.Version+1, *f.accepted.AcceptedAt)
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data)
+				VALUES ($1, $4, 'order', $2, 'order.accepted', jsonb_build_object('from_queue', true, 'accepted_at', $3::timestamptz - interval '1 second'))`,
+				f.queued.ID, f.queued.Version+1, *f.accepted.AcceptedAt, f.merchant.ID)
 		}},
 		{"order_clock_backwards", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			exec(t, pool, `UPDATE orders SET accepted_at = paid_at - interval '1 millisecond' WHERE id = $1`, f.accepted.ID)
 		}},
 		{"order_clock_backwards", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
-			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data, recorded_at)
-				VALUES ($1, 'order', 2, 'order.cancelled', '{"by": "admin"}', $2::timestamptz - interval '1 second')`, f.unpaid.ID, f.unpaid.PlacedAt)
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, recorded_at)
+				VALUES ($1, $3, 'order', 2, 'order.cancelled', '{"by": "admin"}', $2::timestamptz - interval '1 second')`, f.unpaid.ID, f.unpaid.PlacedAt, f.merchant.ID)
 		}},
 		{"projection_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// The stream moved on and the row did not.
-			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
-				VALUES ($1, 'order', $2, 'order.cancelled', '{"by": "admin", "from": "queued"}')`, f.queued.ID, f.queued.Version+1)
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data)
+				VALUES ($1, $3, 'order', $2, 'order.cancelled', '{"by": "admin", "from": "queued"}')`, f.queued.ID, f.queued.Version+1, f.merchant.ID)
 		}},
 		{"projection_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// Paid last: judged by the status-setting event before it.
-			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
-				VALUES ($1, 'order', 2, 'order.paid', '{"payment_ref": "r"}')`, f.unpaid.ID)
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data)
+				VALUES ($1, $2, 'order', 2, 'order.paid', '{"payment_ref": "r"}')`, f.unpaid.ID, f.merchant.ID)
 			exec(t, pool, `UPDATE orders SET version = 2, status = 'queued' WHERE id = $1`, f.unpaid.ID)
 		}},
 		{"projection_drift", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// A placed order that never got its row.
-			exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
-				VALUES ($1, 'order', 1, 'order.placed', jsonb_build_object('merchant_id', $2::uuid))`, uuid.New(), f.merchant.ID)
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data)
+				VALUES ($1, $3, 'order', 1, 'order.placed', jsonb_build_object('merchant_id', $2::uuid))`, uuid.New(), f.merchant.ID, f.merchant.ID)
 		}},
 		{"drop_draw_mismatch", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			d := startedDrop(t, f.st, 1)
@@ -266,8 +266,8 @@ func admitQueuedBehind(t *testing.T, pool *pgxpool.Pool, f auditFixture, waiting
 	if admittedRequeued {
 		entered = domain.EventOrderRequeued
 	}
-	exec(t, pool, `INSERT INTO events (stream_id, stream_type, version, type, data)
-		VALUES ($1, 'order', 1, $2, '{}'), ($1, 'order', 2, 'order.accepted', '{"from_queue": true}')`, id, entered)
+	exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data)
+		VALUES ($1, $3, 'order', 1, $2, '{}'), ($1, $3, 'order', 2, 'order.accepted', '{"from_queue": true}')`, id, entered, f.merchant.ID)
 }
 
 // TestAuditCleanOnBusySystem drives one merchant hard from many goroutines
@@ -413,7 +413,7 @@ func seedMerchant(ctx context.Context, pool *pgxpool.Pool, now time.Time, k int)
 	var events, orders [][]any
 	event := func(stream uuid.UUID, streamType string, version int, e domain.Event) error {
 		data, err := json.Marshal(e.Data)
-		events = append(events, []any{stream, streamType, int32(version), e.Type, data, created})
+		events = append(events, []any{stream, mid, streamType, int32(version), e.Type, data, created})
 		return err
 	}
 	settings := domain.MerchantSettings{Name: "m " + mid.String(), Capacity: capacity, PrepSeconds: 60,
@@ -527,7 +527,7 @@ func seedMerchant(ctx context.Context, pool *pgxpool.Pool, now time.Time, k int)
 		"status_reason", "queue_seq", "queued_at", "queue_expires_at"}, pgx.CopyFromRows(orders)); err != nil {
 		return err
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"stream_id", "stream_type", "version", "type", "data", "recorded_at"},
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"stream_id", "merchant_id", "stream_type", "version", "type", "data", "recorded_at"},
 		pgx.CopyFromRows(events)); err != nil {
 		return err
 	}

@@ -11,10 +11,12 @@ import (
 )
 
 type closeRequest struct {
-	orderID uuid.UUID
-	closed  bool
-	err     error
-	done    chan struct{}
+	// merchantID is the order's merchant when the caller knows it.
+	merchantID uuid.UUID
+	orderID    uuid.UUID
+	closed     bool
+	err        error
+	done       chan struct{}
 }
 
 // CloseUnpaid closes an order still unpaid at its deadline and releases its
@@ -55,11 +57,15 @@ func (s *Store) closeBatch(batch []*closeRequest) {
 // past their deadline, and releases what they held, a few statements for
 // the whole batch.
 func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest) error {
-	ids := make([]uuid.UUID, len(batch))
-	for i, req := range batch {
-		ids[i], req.closed = req.orderID, false
+	if err := findMerchants(ctx, tx, batch); err != nil {
+		return err
 	}
-	rows, err := tx.Query(ctx, `SELECT `+orderColumns+` FROM orders o WHERE o.id = ANY($1) ORDER BY o.id FOR UPDATE`, ids)
+	ids, merchants := make([][16]byte, len(batch)), make([][16]byte, len(batch))
+	for i, req := range batch {
+		ids[i], merchants[i], req.closed = req.orderID, req.merchantID, false
+	}
+	rows, err := tx.Query(ctx, `SELECT `+orderColumns+` FROM orders o WHERE o.id = ANY($1) AND o.merchant_id = ANY($2)
+		ORDER BY o.id FOR UPDATE`, ids, merchants)
 	if err != nil {
 		return fmt.Errorf("lock orders: %w", err)
 	}
@@ -80,8 +86,7 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 	now := s.now()
 	closed := map[string]bool{}
 	var changes []change
-	var customers, products []string
-	var quantities []int32
+	var released releasedUnits
 	for _, o := range orders {
 		events := domain.Close(o, now)
 		if len(events) == 0 {
@@ -92,16 +97,14 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 			return err
 		}
 		changes = append(changes, change{before: o, after: after, events: events, meta: Meta{Actor: domain.ActorSystem}})
-		for _, it := range o.Items {
-			customers, products, quantities = append(customers, o.CustomerID), append(products, it.ProductID), append(quantities, int32(it.Quantity))
-		}
+		released.add(o)
 		closed[o.ID] = true
 	}
 	if len(changes) > 0 {
 		if err := s.commitChanges(ctx, tx, changes, nil, now); err != nil {
 			return fmt.Errorf("close orders: %w", err)
 		}
-		if err := releaseUnits(ctx, tx, customers, products, quantities); err != nil {
+		if err := releaseUnits(ctx, tx, released); err != nil {
 			return err
 		}
 	}
@@ -111,11 +114,54 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 	return nil
 }
 
+// findMerchants reads, without a lock, the merchant of the orders whose
+// caller named none, so that the orders' locks name their merchants (an
+// order never changes merchant).
+func findMerchants(ctx context.Context, tx pgx.Tx, batch []*closeRequest) error {
+	var unknown [][16]byte
+	for _, req := range batch {
+		if req.merchantID == uuid.Nil {
+			unknown = append(unknown, req.orderID)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `SELECT id, merchant_id FROM orders WHERE id = ANY($1)`, unknown)
+	if err != nil {
+		return fmt.Errorf("find orders' merchants: %w", err)
+	}
+	found := map[uuid.UUID]uuid.UUID{}
+	for rows.Next() {
+		var id, merchant uuid.UUID
+		if err := rows.Scan(&id, &merchant); err != nil {
+			rows.Close()
+			return fmt.Errorf("find orders' merchants: %w", err)
+		}
+		found[id] = merchant
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("find orders' merchants: %w", err)
+	}
+	for _, req := range batch {
+		if req.merchantID == uuid.Nil {
+			req.merchantID = found[req.orderID]
+		}
+	}
+	return nil
+}
+
 // closeOverdueBatch is the sweep's way in: the same batched close.
-func (s *Store) closeOverdueBatch(ctx context.Context, ids []uuid.UUID) error {
-	reqs := make([]*closeRequest, len(ids))
-	for i, id := range ids {
-		reqs[i] = &closeRequest{orderID: id, done: make(chan struct{})}
+func (s *Store) closeOverdueBatch(ctx context.Context, orders []orderRef) error {
+	reqs := make([]*closeRequest, len(orders))
+	for i, o := range orders {
+		reqs[i] = &closeRequest{merchantID: o.MerchantID, orderID: o.ID, done: make(chan struct{})}
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error { return s.closeInTx(ctx, tx, reqs) })
+}
+
+// orderRef names an order with its merchant.
+type orderRef struct {
+	ID, MerchantID uuid.UUID
 }

@@ -116,10 +116,11 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, id uuid.UUID, note string
 	if len(note) > 2000 {
 		return nil, domain.Errorf(domain.CodeValidation, "note must be at most 2000 characters")
 	}
-	if _, err := s.GetDeadLetter(ctx, id); err != nil {
+	dl, err := s.GetDeadLetter(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error { return closeDeadLetter(ctx, tx, id, "resolved", note) })
+	err = s.inTx(ctx, func(tx pgx.Tx) error { return closeDeadLetter(ctx, tx, dl.MerchantID, id, "resolved", note) })
 	if err != nil {
 		return nil, err
 	}
@@ -128,9 +129,9 @@ func (s *Store) ResolveDeadLetter(ctx context.Context, id uuid.UUID, note string
 
 // closeDeadLetter marks an open dead letter handled, in the caller's
 // transaction so that the retry it records and the retry itself commit together.
-func closeDeadLetter(ctx context.Context, tx pgx.Tx, id uuid.UUID, resolution, note string) error {
+func closeDeadLetter(ctx context.Context, tx pgx.Tx, merchantID, id uuid.UUID, resolution, note string) error {
 	tag, err := tx.Exec(ctx, `UPDATE dead_letters SET resolved_at = now(), resolution = $2, note = nullif($3, '')
-		WHERE id = $1 AND resolved_at IS NULL`, id, resolution, note)
+		WHERE merchant_id = $4 AND id = $1 AND resolved_at IS NULL`, id, resolution, note, merchantID)
 	if err != nil {
 		return fmt.Errorf("close dead letter: %w", err)
 	}
@@ -157,7 +158,7 @@ func (s *Store) RetryDeadLetter(ctx context.Context, id uuid.UUID, access Access
 			return nil, err
 		}
 	case DeadLetterWebhook:
-		if err := s.RetryWebhook(ctx, dl.RefID, id); err != nil {
+		if err := s.RetryWebhook(ctx, dl.MerchantID, dl.RefID, id); err != nil {
 			return nil, err
 		}
 	}

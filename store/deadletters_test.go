@@ -47,7 +47,7 @@ func TestQueueExpiryAndRetry(t *testing.T) {
 	later := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "c2", PaymentRef: "r"})
 
 	queuedAt := func(o *store.Order) time.Time {
-		events, err := st.ReadStream(ctx, o.ID)
+		events, err := st.ReadStream(ctx, o.MerchantID, o.ID)
 		require.NoError(t, err)
 		for i := len(events) - 1; i >= 0; i-- {
 			e, err := domain.DecodeEvent(events[i].Type, events[i].Data)

@@ -122,10 +122,14 @@ func (s *Store) CreateDrop(ctx context.Context, p CreateDropParams) (*Drop, erro
 		var active bool
 		// The product's row lock orders drops of one product; the partial
 		// unique index is what refuses a second active one.
-		err := tx.QueryRow(ctx, `SELECT p.merchant_id, p.stock_total,
-				(SELECT sum(remaining)::int FROM stock_buckets b WHERE b.product_id = p.id),
+		var err error
+		if merchantID, err = productMerchant(ctx, tx, p.ProductID); err != nil {
+			return err
+		}
+		err = tx.QueryRow(ctx, `SELECT p.stock_total,
+				(SELECT sum(remaining)::int FROM stock_buckets b WHERE b.merchant_id = p.merchant_id AND b.product_id = p.id),
 				EXISTS (SELECT 1 FROM drops d WHERE d.merchant_id = p.merchant_id AND d.product_id = p.id AND d.state IN ('scheduled', 'open', 'selling'))
-			FROM products p WHERE p.id = $1 FOR NO KEY UPDATE`, p.ProductID).Scan(&merchantID, &stockTotal, &remaining, &active)
+			FROM products p WHERE p.merchant_id = $1 AND p.id = $2 FOR NO KEY UPDATE`, merchantID, p.ProductID).Scan(&stockTotal, &remaining, &active)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return domain.Errorf(domain.CodeNotFound, "product not found")
 		}

@@ -31,12 +31,16 @@ func writeDrop(ctx context.Context, tx pgx.Tx, c dropChange, now time.Time) erro
 	if err != nil {
 		return err
 	}
+	merchant, err := parseID(c.after.MerchantID)
+	if err != nil {
+		return err
+	}
 	var rows dropColumnsOf
 	if err := rows.add(c.after); err != nil {
 		return err
 	}
 	return writeStream(ctx, tx, AppendParams{
-		StreamID: id, StreamType: StreamDrop, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
+		StreamID: id, StreamType: StreamDrop, MerchantID: merchant, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
 	}, &rows, "drops", c.before.Version == 0)
 }
 
@@ -139,9 +143,9 @@ func writeEntries(ctx context.Context, tx pgx.Tx, changes []entryChange, now tim
 func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted map[uuid.UUID]bool) error {
 	var ins, upd entryColumnsOf
 	var ev struct {
-		stream          [][16]byte
-		version         []int32
-		typ, data, meta []string
+		stream, merchant [][16]byte
+		version          []int32
+		typ, data, meta  []string
 	}
 	var newEv struct {
 		stream          [][16]byte
@@ -159,6 +163,10 @@ func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted m
 		if err != nil {
 			return err
 		}
+		merchant, err := parseID(c.after.MerchantID)
+		if err != nil {
+			return err
+		}
 		for i, e := range c.events {
 			data, err := json.Marshal(e.Data)
 			if err != nil {
@@ -171,7 +179,7 @@ func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted m
 				newEv.stream, newEv.typ, newEv.data, newEv.meta = append(newEv.stream, id), append(newEv.typ, e.Type), append(newEv.data, string(data)), append(newEv.meta, string(meta))
 				continue
 			}
-			ev.stream, ev.version = append(ev.stream, id), append(ev.version, int32(c.before.Version+i+1))
+			ev.stream, ev.merchant, ev.version = append(ev.stream, id), append(ev.merchant, merchant), append(ev.version, int32(c.before.Version+i+1))
 			ev.typ, ev.data, ev.meta = append(ev.typ, e.Type), append(ev.data, string(data)), append(ev.meta, string(meta))
 		}
 		cols := &upd
@@ -187,10 +195,10 @@ func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted m
 	if len(ins.id) > 0 {
 		q := b.Queue(`WITH ins AS (`+entryInsert("drop_entries")+`
 				ON CONFLICT ON CONSTRAINT drop_entries_one_per_customer DO NOTHING
-				RETURNING id
+				RETURNING id, merchant_id
 			)
-			INSERT INTO events (stream_id, stream_type, version, type, data, metadata, recorded_at)
-			SELECT e.s, $12, 1, e.t, e.d::jsonb, e.m::jsonb, $16
+			INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, metadata, recorded_at)
+			SELECT e.s, ins.merchant_id, $12, 1, e.t, e.d::jsonb, e.m::jsonb, $16
 			FROM unnest($13::uuid[], $14::text[], $15::text[], $17::text[]) AS e(s, t, d, m) JOIN ins ON ins.id = e.s
 			RETURNING stream_id`,
 			append(ins.args(), StreamDropEntry, newEv.stream, newEv.typ, newEv.data, now, newEv.meta)...)
@@ -208,9 +216,9 @@ func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted m
 		})
 	}
 	if len(ev.stream) > 0 {
-		b.Queue(`INSERT INTO events (stream_id, stream_type, version, type, data, metadata, recorded_at)
-			SELECT s, $2, v, t, d::jsonb, m::jsonb, $7 FROM unnest($1::uuid[], $3::int[], $4::text[], $5::text[], $6::text[]) AS e(s, v, t, d, m)`,
-			ev.stream, StreamDropEntry, ev.version, ev.typ, ev.data, ev.meta, now)
+		b.Queue(`INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, metadata, recorded_at)
+			SELECT s, mid, $2, v, t, d::jsonb, m::jsonb, $7 FROM unnest($1::uuid[], $8::uuid[], $3::int[], $4::text[], $5::text[], $6::text[]) AS e(s, mid, v, t, d, m)`,
+			ev.stream, StreamDropEntry, ev.version, ev.typ, ev.data, ev.meta, now, ev.merchant)
 	}
 	upd.queue(b, "drop_entries", false)
 	return nil

@@ -26,7 +26,8 @@ var ErrVersionConflict = domain.Errorf(domain.CodeConflict, "the stream was chan
 type AppendParams struct {
 	StreamID        uuid.UUID
 	StreamType      string
-	ExpectedVersion int // version of the stream's last event; 0 for a new stream
+	MerchantID      uuid.UUID // the merchant the stream belongs to (a merchant's own id)
+	ExpectedVersion int       // version of the stream's last event; 0 for a new stream
 	Events          []domain.Event
 	Meta            Meta
 	// RecordedAt is the decision's time, read once its locks are held: every
@@ -62,10 +63,10 @@ func appendEvents(ctx context.Context, tx pgx.Tx, p AppendParams) error {
 	}
 	noteEvents(tx)
 	_, err = tx.Exec(ctx, `
-		INSERT INTO events (stream_id, stream_type, version, type, data, metadata, recorded_at)
-		SELECT $1, $2, v, t, d::jsonb, $6, $7
+		INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, metadata, recorded_at)
+		SELECT $1, $8, $2, v, t, d::jsonb, $6, $7
 		FROM unnest($3::int[], $4::text[], $5::text[]) AS e(v, t, d)`,
-		p.StreamID, p.StreamType, versions, types, datas, meta, p.RecordedAt)
+		p.StreamID, p.StreamType, versions, types, datas, meta, p.RecordedAt, [16]byte(p.MerchantID))
 	if err != nil {
 		return fmt.Errorf("append to %s %s at version %d: %w", p.StreamType, p.StreamID, p.ExpectedVersion, err)
 	}
@@ -116,9 +117,9 @@ func scanEvents(rows pgx.Rows) ([]StoredEvent, error) {
 	return out, nil
 }
 
-// ReadStream returns one stream's events, oldest first.
-func (s *Store) ReadStream(ctx context.Context, streamID uuid.UUID) ([]StoredEvent, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE stream_id = $1 ORDER BY version`, streamID)
+// ReadStream returns one stream of a merchant's events, oldest first.
+func (s *Store) ReadStream(ctx context.Context, merchantID, streamID uuid.UUID) ([]StoredEvent, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE merchant_id = $1 AND stream_id = $2 ORDER BY version`, merchantID, streamID)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("read stream %s: %w", streamID, err))
 	}

@@ -25,12 +25,12 @@ func TestAppendExpectedVersion(t *testing.T) {
 	ctx := context.Background()
 	id := uuid.New()
 
-	require.NoError(t, st.Append(ctx, store.AppendParams{StreamID: id, StreamType: "test", Events: []domain.Event{testEvent(1), testEvent(2)}}))
-	err := st.Append(ctx, store.AppendParams{StreamID: id, StreamType: "test", ExpectedVersion: 1, Events: []domain.Event{testEvent(3)}})
+	require.NoError(t, st.Append(ctx, store.AppendParams{StreamID: id, MerchantID: id, StreamType: "test", Events: []domain.Event{testEvent(1), testEvent(2)}}))
+	err := st.Append(ctx, store.AppendParams{StreamID: id, MerchantID: id, StreamType: "test", ExpectedVersion: 1, Events: []domain.Event{testEvent(3)}})
 	require.ErrorIs(t, err, domain.ErrConflict)
-	require.NoError(t, st.Append(ctx, store.AppendParams{StreamID: id, StreamType: "test", ExpectedVersion: 2, Events: []domain.Event{testEvent(3)}}))
+	require.NoError(t, st.Append(ctx, store.AppendParams{StreamID: id, MerchantID: id, StreamType: "test", ExpectedVersion: 2, Events: []domain.Event{testEvent(3)}}))
 
-	events, err := st.ReadStream(ctx, id)
+	events, err := st.ReadStream(ctx, id, id)
 	require.NoError(t, err)
 	require.Len(t, events, 3)
 	for i, e := range events {
@@ -44,7 +44,7 @@ func TestAppendRaceExactlyOneWins(t *testing.T) {
 	ctx := context.Background()
 	for round := range 20 {
 		id := uuid.New()
-		require.NoError(t, st.Append(ctx, store.AppendParams{StreamID: id, StreamType: "test", Events: []domain.Event{testEvent(round)}}))
+		require.NoError(t, st.Append(ctx, store.AppendParams{StreamID: id, MerchantID: id, StreamType: "test", Events: []domain.Event{testEvent(round)}}))
 		var wins, conflicts atomic.Int32
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -53,7 +53,7 @@ func TestAppendRaceExactlyOneWins(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				err := st.Append(ctx, store.AppendParams{StreamID: id, StreamType: "test", ExpectedVersion: 1, Events: []domain.Event{testEvent(round)}})
+				err := st.Append(ctx, store.AppendParams{StreamID: id, MerchantID: id, StreamType: "test", ExpectedVersion: 1, Events: []domain.Event{testEvent(round)}})
 				switch {
 				case err == nil:
 					wins.Add(1)
@@ -111,7 +111,7 @@ func TestChangedStreamsSeesEveryEventOnce(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				_, err = tx.Exec(ctx, `INSERT INTO events (stream_id, stream_type, version, type, data) VALUES ($1, 'test', 1, 't', '{}')`, uuid.New())
+				_, err = tx.Exec(ctx, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data) VALUES ($1, $1, 'test', 1, 't', '{}')`, uuid.New())
 				if err == nil && (w+i)%3 == 0 {
 					// Hold the transaction open so later positions commit first.
 					time.Sleep(time.Duration((w*7+i)%5) * time.Millisecond)

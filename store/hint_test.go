@@ -78,7 +78,7 @@ func TestChangedStreamsNotHeldBackByOpenTransaction(t *testing.T) {
 		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 	}) uuid.UUID {
 		id := uuid.New()
-		_, err := q.Exec(ctx, `INSERT INTO events (stream_id, stream_type, version, type, data) VALUES ($1, 'test', 1, 't', '{}')`, id)
+		_, err := q.Exec(ctx, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data) VALUES ($1, $1, 'test', 1, 't', '{}')`, id)
 		require.NoError(t, err)
 		return id
 	}

@@ -203,7 +203,7 @@ func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSett
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := appendEvents(ctx, tx, AppendParams{
-			StreamID: id, StreamType: StreamMerchant, Meta: meta, RecordedAt: now, Events: events,
+			StreamID: id, StreamType: StreamMerchant, MerchantID: id, Meta: meta, RecordedAt: now, Events: events,
 		}); err != nil {
 			return err
 		}
@@ -297,7 +297,7 @@ func writeMerchant(ctx context.Context, tx pgx.Tx, m *merchantRow, events []doma
 		return err
 	}
 	if err := writeStream(ctx, tx, AppendParams{
-		StreamID: m.ID, StreamType: StreamMerchant, ExpectedVersion: m.Version, Meta: meta, RecordedAt: now, Events: events,
+		StreamID: m.ID, StreamType: StreamMerchant, MerchantID: m.ID, ExpectedVersion: m.Version, Meta: meta, RecordedAt: now, Events: events,
 	}, &cols, "merchants", false); err != nil {
 		return err
 	}

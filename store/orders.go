@@ -84,9 +84,10 @@ func scanOrderInto(o *domain.Order, dest ...any) []any {
 
 // lockOrder reads the order's projection row under a row lock; every command
 // on an order goes through it, so the version it returns is the stream's.
-func lockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID) (domain.Order, error) {
+func lockOrder(ctx context.Context, tx pgx.Tx, merchantID, id uuid.UUID) (domain.Order, error) {
 	var o domain.Order
-	err := tx.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders o WHERE o.id = $1 FOR UPDATE`, id).Scan(scanOrderInto(&o)...)
+	err := tx.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders o WHERE o.merchant_id = $1 AND o.id = $2 FOR UPDATE`,
+		[16]byte(merchantID), [16]byte(id)).Scan(scanOrderInto(&o)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return o, errOrderNotFound
 	}
@@ -164,18 +165,17 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 	var view *Order
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var m *merchantRow
+		// The merchant's lock comes before the order's, and every lock names
+		// its merchant, so the command finds the order's merchant first,
+		// without a lock (an order never changes merchant).
 		var merchantID uuid.UUID
-		// The merchant's lock comes before the order's, so a command that
-		// needs it finds the merchant first; the system needs no visibility check.
-		if cmd.needMerchant || cmd.access.Actor != domain.ActorSystem {
-			var customerID string
-			err := tx.QueryRow(ctx, `SELECT merchant_id, customer_id FROM orders WHERE id = $1`, cmd.orderID).Scan(&merchantID, &customerID)
-			if errors.Is(err, pgx.ErrNoRows) || (err == nil && !cmd.access.canSee(customerID, merchantID)) {
-				return errOrderNotFound
-			}
-			if err != nil {
-				return fmt.Errorf("find order: %w", err)
-			}
+		var customerID string
+		err := tx.QueryRow(ctx, `SELECT merchant_id, customer_id FROM orders WHERE id = $1`, cmd.orderID).Scan(&merchantID, &customerID)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && cmd.access.Actor != domain.ActorSystem && !cmd.access.canSee(customerID, merchantID)) {
+			return errOrderNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("find order: %w", err)
 		}
 		if cmd.needMerchant {
 			var err error
@@ -183,11 +183,10 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 				return err
 			}
 		}
-		o, err := lockOrder(ctx, tx, cmd.orderID)
+		o, err := lockOrder(ctx, tx, merchantID, cmd.orderID)
 		if err != nil {
 			return err
 		}
-		merchantID = uuid.MustParse(o.MerchantID)
 		// The decision's time, read once its locks are held.
 		now := s.now()
 		events, jobs, err := cmd.decide(tx, o, m, now)
@@ -356,7 +355,7 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 			_, err := tx.Exec(ctx, `
 				INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts, created_at)
 				VALUES ($1, 'order', $2, $3, $4, 1, $5)
-				ON CONFLICT (kind, ref_id) WHERE resolved_at IS NULL DO NOTHING`,
+				ON CONFLICT (kind, ref_id, merchant_id) WHERE resolved_at IS NULL DO NOTHING`,
 				newID(), c.after.ID, m.ID, fmt.Sprintf("waited %s in the queue, over the limit of %ds", waited, m.MaxQueueWaitSeconds), now)
 			if err != nil {
 				return fmt.Errorf("file dead letter: %w", err)
@@ -403,7 +402,7 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 			return events, []river.InsertManyParams{expiryJob(after)}, nil
 		},
 		after: func(tx pgx.Tx, _ change, m *merchantRow, now time.Time) error {
-			if err := closeDeadLetter(ctx, tx, deadLetterID, "retried", ""); err != nil {
+			if err := closeDeadLetter(ctx, tx, m.ID, deadLetterID, "retried", ""); err != nil {
 				return err
 			}
 			return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
@@ -656,10 +655,11 @@ type OrderEvent struct {
 
 // OrderEvents returns an order's full history, oldest first.
 func (s *Store) OrderEvents(ctx context.Context, id uuid.UUID, access Access) ([]OrderEvent, error) {
-	if _, err := s.GetOrder(ctx, id, access); err != nil {
+	o, err := s.GetOrder(ctx, id, access)
+	if err != nil {
 		return nil, err
 	}
-	stored, err := s.ReadStream(ctx, id)
+	stored, err := s.ReadStream(ctx, o.MerchantID, id)
 	if err != nil {
 		return nil, err
 	}

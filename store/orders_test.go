@@ -114,6 +114,60 @@ func TestIdempotentPlacement(t *testing.T) {
 	require.Equal(t, 3, countRows(t, b.pool, "orders"))
 }
 
+// TestIdempotencyKeyPerMerchant: a key is scoped by merchant, customer and
+// key, so the same key sent to two merchants places two orders, each replayed
+// at its own merchant, also when the requests race in the same batches.
+func TestIdempotencyKeyPerMerchant(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m1, m2 := createMerchant(t, st, nil), createMerchant(t, st, nil)
+	p1, p2 := createProduct(t, st, m1.ID, nil), createProduct(t, st, m2.ID, nil)
+
+	first, err := place(ctx, st, m1.ID, p1.ID, placeOpts{Key: "k1", PaymentRef: "r"})
+	require.NoError(t, err)
+	second, err := place(ctx, st, m2.ID, p2.ID, placeOpts{Key: "k1", PaymentRef: "r"})
+	require.NoError(t, err)
+	require.False(t, second.Replayed, "the key at another merchant is a new order")
+	require.NotEqual(t, first.Order.ID, second.Order.ID)
+	require.Equal(t, m2.ID, second.Order.MerchantID)
+	for _, want := range []struct {
+		res               *store.PlaceResult
+		merchant, product uuid.UUID
+	}{{first, m1.ID, p1.ID}, {second, m2.ID, p2.ID}} {
+		again, err := place(ctx, st, want.merchant, want.product, placeOpts{Key: "k1", PaymentRef: "r"})
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.Equal(t, want.res.Order.ID, again.Order.ID)
+	}
+
+	var wg sync.WaitGroup
+	ids := make(chan uuid.UUID, 20)
+	for i := range 20 {
+		m, p := m1.ID, p1.ID
+		if i%2 == 1 {
+			m, p = m2.ID, p2.ID
+		}
+		wg.Go(func() {
+			res, err := place(ctx, st, m, p, placeOpts{Key: "race", Customer: "carol"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids <- res.Order.ID
+		})
+	}
+	wg.Wait()
+	close(ids)
+	distinct := map[uuid.UUID]bool{}
+	for id := range ids {
+		distinct[id] = true
+	}
+	require.Len(t, distinct, 2, "one order per merchant")
+	require.Equal(t, 4, countRows(t, b.pool, "orders"))
+	require.Equal(t, 4, countRows(t, b.pool, "idempotency_keys"))
+}
+
 func TestFailedRequestWritesNothing(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
@@ -250,7 +304,7 @@ func TestCapacityChanges(t *testing.T) {
 	_, err = st.UpdateMerchant(ctx, m.ID, store.MerchantPatch{Capacity: &bad}, store.Meta{})
 	require.ErrorIs(t, err, &domain.Error{Code: domain.CodeValidation})
 
-	events, err := st.ReadStream(ctx, m.ID)
+	events, err := st.ReadStream(ctx, m.ID, m.ID)
 	require.NoError(t, err)
 	require.Len(t, events, 3, "created and two capacity changes, each auditable")
 }

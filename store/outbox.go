@@ -71,16 +71,16 @@ func outboxFor(m *merchantRow, c change, now time.Time) ([]outboxMessage, error)
 
 // RetryWebhook hands a dead-lettered webhook back to the relay with a fresh
 // set of attempts and closes its dead letter, in one transaction.
-func (s *Store) RetryWebhook(ctx context.Context, outboxID, deadLetterID uuid.UUID) error {
+func (s *Store) RetryWebhook(ctx context.Context, merchantID, outboxID, deadLetterID uuid.UUID) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL
-			WHERE id = $1 AND status = 'dead'`, outboxID)
+			WHERE merchant_id = $2 AND id = $1 AND status = 'dead'`, outboxID, merchantID)
 		if err != nil {
 			return fmt.Errorf("retry webhook: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
 			return domain.Errorf(domain.CodeInvalidTransition, "the webhook is not dead-lettered")
 		}
-		return closeDeadLetter(ctx, tx, deadLetterID, "retried", "")
+		return closeDeadLetter(ctx, tx, merchantID, deadLetterID, "retried", "")
 	})
 }

@@ -467,7 +467,11 @@ func batchProductIDs(batch []*placement) []string {
 	return ids
 }
 
-type customerKey struct{ customer, key string }
+// customerKey is an idempotency key's scope: a customer's key at a merchant.
+type customerKey struct {
+	merchant      uuid.UUID
+	customer, key string
+}
 
 // keyClaim is the insert of a batch's idempotency keys, queued in a batch.
 type keyClaim struct {
@@ -483,28 +487,32 @@ func queueIdempotencyKeys(b *pgx.Batch, batch []*placement) *keyClaim {
 	sorted := append([]*placement(nil), batch...)
 	sort.Slice(sorted, func(i, j int) bool {
 		a, b := sorted[i].p, sorted[j].p
+		if c := bytes.Compare(a.MerchantID[:], b.MerchantID[:]); c != 0 {
+			return c < 0
+		}
 		return a.CustomerID < b.CustomerID || (a.CustomerID == b.CustomerID && a.IdempotencyKey < b.IdempotencyKey)
 	})
-	customers, keys, hashes, ids := make([]string, 0, len(sorted)), make([]string, 0, len(sorted)), make([][]byte, 0, len(sorted)), make([][16]byte, 0, len(sorted))
+	merchants, customers, keys := make([][16]byte, 0, len(sorted)), make([]string, 0, len(sorted)), make([]string, 0, len(sorted))
+	hashes, ids := make([][]byte, 0, len(sorted)), make([][16]byte, 0, len(sorted))
 	c := &keyClaim{first: map[customerKey]*placement{}, inserted: map[customerKey]bool{}}
 	for _, pl := range sorted {
-		key := customerKey{pl.p.CustomerID, pl.p.IdempotencyKey}
+		key := keyOf(pl)
 		if _, dup := c.first[key]; dup {
 			continue
 		}
 		c.first[key] = pl
-		customers, keys = append(customers, pl.p.CustomerID), append(keys, pl.p.IdempotencyKey)
+		merchants, customers, keys = append(merchants, pl.p.MerchantID), append(customers, pl.p.CustomerID), append(keys, pl.p.IdempotencyKey)
 		hashes, ids = append(hashes, pl.p.RequestHash), append(ids, [16]byte(pl.orderID))
 	}
 	b.Queue(`
-		INSERT INTO idempotency_keys (customer_id, key, request_hash, order_id)
-		SELECT c, k, h, o FROM unnest($1::text[], $2::text[], $3::bytea[], $4::uuid[]) WITH ORDINALITY AS t(c, k, h, o, n)
+		INSERT INTO idempotency_keys (merchant_id, customer_id, key, request_hash, order_id)
+		SELECT m, c, k, h, o FROM unnest($5::uuid[], $1::text[], $2::text[], $3::bytea[], $4::uuid[]) WITH ORDINALITY AS t(m, c, k, h, o, n)
 		ORDER BY n
 		ON CONFLICT DO NOTHING
-		RETURNING customer_id, key`, customers, keys, hashes, ids).Query(func(rows pgx.Rows) error {
+		RETURNING merchant_id, customer_id, key`, customers, keys, hashes, ids, merchants).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var k customerKey
-			if err := rows.Scan(&k.customer, &k.key); err != nil {
+			if err := rows.Scan(&k.merchant, &k.customer, &k.key); err != nil {
 				return fmt.Errorf("record idempotency keys: %w", err)
 			}
 			c.inserted[k] = true
@@ -517,11 +525,15 @@ func queueIdempotencyKeys(b *pgx.Batch, batch []*placement) *keyClaim {
 	return c
 }
 
+func keyOf(pl *placement) customerKey {
+	return customerKey{pl.p.MerchantID, pl.p.CustomerID, pl.p.IdempotencyKey}
+}
+
 // resolve returns the requests whose keys are new and answers the others.
 func (c *keyClaim) resolve(ctx context.Context, tx pgx.Tx, batch []*placement) ([]*placement, error) {
 	var live []*placement
 	for _, pl := range batch {
-		key := customerKey{pl.p.CustomerID, pl.p.IdempotencyKey}
+		key := keyOf(pl)
 		if c.inserted[key] && c.first[key] == pl {
 			live = append(live, pl)
 			continue
@@ -546,8 +558,8 @@ func resolveReplay(ctx context.Context, tx pgx.Tx, pl, twin *placement) error {
 		pl.twin = twin
 		return nil
 	}
-	err := tx.QueryRow(ctx, `SELECT request_hash, order_id FROM idempotency_keys WHERE customer_id = $1 AND key = $2`,
-		pl.p.CustomerID, pl.p.IdempotencyKey).Scan(&hash, &existing)
+	err := tx.QueryRow(ctx, `SELECT request_hash, order_id FROM idempotency_keys WHERE merchant_id = $1 AND customer_id = $2 AND key = $3`,
+		pl.p.MerchantID, pl.p.CustomerID, pl.p.IdempotencyKey).Scan(&hash, &existing)
 	if err != nil {
 		return fmt.Errorf("read idempotency key: %w", err)
 	}
@@ -564,7 +576,7 @@ func resolveReplay(ctx context.Context, tx pgx.Tx, pl, twin *placement) error {
 // requests left for a later batch, which records them again.
 func forgetUndecidedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) error {
 	var customers, keys []string
-	var ids []uuid.UUID
+	var merchants, ids []uuid.UUID
 	for _, pl := range batch {
 		if pl.replayOf != uuid.Nil || pl.twin != nil {
 			continue
@@ -572,13 +584,14 @@ func forgetUndecidedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) err
 		failed := pl.err != nil && domain.ErrorCode(pl.err) != domain.CodeIdempotencyReused
 		if failed || pl.retry != decided {
 			customers, keys, ids = append(customers, pl.p.CustomerID), append(keys, pl.p.IdempotencyKey), append(ids, pl.orderID)
+			merchants = append(merchants, pl.p.MerchantID)
 		}
 	}
 	if len(customers) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `DELETE FROM idempotency_keys k USING unnest($1::text[], $2::text[], $3::uuid[]) AS t(c, key, o)
-		WHERE k.customer_id = t.c AND k.key = t.key AND k.order_id = t.o`, customers, keys, ids)
+	_, err := tx.Exec(ctx, `DELETE FROM idempotency_keys k USING unnest($4::uuid[], $1::text[], $2::text[], $3::uuid[]) AS t(m, c, key, o)
+		WHERE k.merchant_id = t.m AND k.customer_id = t.c AND k.key = t.key AND k.order_id = t.o`, customers, keys, ids, merchants)
 	if err != nil {
 		return fmt.Errorf("forget failed keys: %w", err)
 	}

@@ -104,14 +104,14 @@ func addStock(ctx context.Context, tx pgx.Tx, productID, merchantID uuid.UUID, q
 	// buyers, who lock at most one bucket each or all of them in the same order.
 	_, err := tx.Exec(ctx, `
 		WITH locked AS (
-			SELECT bucket FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE
+			SELECT bucket FROM stock_buckets WHERE merchant_id = $3 AND product_id = $1 ORDER BY bucket FOR UPDATE
 		), b AS (
 			SELECT bucket, count(*) OVER () AS n, row_number() OVER (ORDER BY bucket) - 1 AS i FROM locked
 		)
 		UPDATE stock_buckets s
 		SET remaining = s.remaining + $2 / b.n + CASE WHEN b.i < $2 % b.n THEN 1 ELSE 0 END
-		FROM b WHERE s.product_id = $1 AND s.bucket = b.bucket`,
-		productID, quantity)
+		FROM b WHERE s.merchant_id = $3 AND s.product_id = $1 AND s.bucket = b.bucket`,
+		productID, quantity, merchantID)
 	if err != nil {
 		return fmt.Errorf("restock buckets: %w", err)
 	}
@@ -124,7 +124,11 @@ func (s *Store) Restock(ctx context.Context, productID uuid.UUID, quantity int, 
 		return nil, err
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		p, err := lockProduct(ctx, tx, productID)
+		merchantID, err := productMerchant(ctx, tx, productID)
+		if err != nil {
+			return err
+		}
+		p, err := lockProduct(ctx, tx, merchantID, productID)
 		if err != nil {
 			return err
 		}
@@ -140,7 +144,7 @@ func (s *Store) Restock(ctx context.Context, productID uuid.UUID, quantity int, 
 		if err := writeProduct(ctx, tx, c, now); err != nil {
 			return err
 		}
-		return addStock(ctx, tx, productID, uuid.MustParse(p.MerchantID), quantity, false)
+		return addStock(ctx, tx, productID, merchantID, quantity, false)
 	})
 	if err != nil {
 		return nil, err
@@ -149,7 +153,7 @@ func (s *Store) Restock(ctx context.Context, productID uuid.UUID, quantity int, 
 }
 
 const productColumns = `p.id, p.merchant_id, p.name, p.price_cents, p.stock_total, p.per_user_limit, p.created_at, p.version,
-	(SELECT sum(remaining)::int FROM stock_buckets b WHERE b.product_id = p.id), p.load_units`
+	(SELECT sum(remaining)::int FROM stock_buckets b WHERE b.merchant_id = p.merchant_id AND b.product_id = p.id), p.load_units`
 
 func scanProduct(row pgx.Row) (*Product, error) {
 	var p Product
@@ -272,7 +276,7 @@ func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[s
 		if !errors.As(err, &de) && !errors.Is(err, errStockHeldElsewhere) {
 			return
 		}
-		if undoErr := undoReservation(ctx, tx, o.CustomerID, claimed, taken, memo); undoErr != nil {
+		if undoErr := undoReservation(ctx, tx, o.MerchantID, o.CustomerID, claimed, taken, memo); undoErr != nil {
 			err = undoErr
 		}
 	}()
@@ -289,7 +293,7 @@ func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[s
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO purchase_claims (product_id, customer_id, merchant_id, quantity, limit_qty)
 			VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (product_id, customer_id) DO UPDATE
+			ON CONFLICT (merchant_id, product_id, customer_id) DO UPDATE
 			SET quantity = purchase_claims.quantity + excluded.quantity, limit_qty = excluded.limit_qty
 			WHERE purchase_claims.quantity + excluded.quantity <= excluded.limit_qty`,
 			it.ProductID, o.CustomerID, o.MerchantID, it.Quantity, *p.perUserLimit)
@@ -305,7 +309,7 @@ func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[s
 		if !products[it.ProductID].limited {
 			continue
 		}
-		t, err := takeUnits(ctx, tx, it.ProductID, it.Quantity, memo)
+		t, err := takeUnits(ctx, tx, o.MerchantID, it.ProductID, it.Quantity, memo)
 		if err != nil {
 			return err
 		}
@@ -316,22 +320,22 @@ func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[s
 
 // takenUnits records where an order's units came from, to put them back.
 type takenUnits struct {
-	productID string
-	buckets   []int32
-	counts    []int32
+	merchantID, productID string
+	buckets               []int32
+	counts                []int32
 }
 
-func undoReservation(ctx context.Context, tx pgx.Tx, customerID string, claimed []domain.Item, taken []takenUnits, memo *stockMemo) error {
+func undoReservation(ctx context.Context, tx pgx.Tx, merchantID, customerID string, claimed []domain.Item, taken []takenUnits, memo *stockMemo) error {
 	for _, it := range claimed {
-		if _, err := tx.Exec(ctx, `UPDATE purchase_claims SET quantity = quantity - $3 WHERE product_id = $1 AND customer_id = $2`,
-			it.ProductID, customerID, it.Quantity); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE purchase_claims SET quantity = quantity - $3 WHERE merchant_id = $4 AND product_id = $1 AND customer_id = $2`,
+			it.ProductID, customerID, it.Quantity, merchantID); err != nil {
 			return fmt.Errorf("undo claim: %w", err)
 		}
 	}
 	for _, t := range taken {
 		if _, err := tx.Exec(ctx, `UPDATE stock_buckets s SET remaining = s.remaining + t.n
-			FROM unnest($2::int[], $3::int[]) AS t(bucket, n) WHERE s.product_id = $1 AND s.bucket = t.bucket`,
-			t.productID, t.buckets, t.counts); err != nil {
+			FROM unnest($2::int[], $3::int[]) AS t(bucket, n) WHERE s.merchant_id = $4 AND s.product_id = $1 AND s.bucket = t.bucket`,
+			t.productID, t.buckets, t.counts, t.merchantID); err != nil {
 			return fmt.Errorf("undo stock: %w", err)
 		}
 		for _, n := range t.counts {
@@ -353,18 +357,18 @@ func undoReservation(ctx context.Context, tx pgx.Tx, customerID string, claimed 
 // that holds a bucket of this product or of a greater one must not wait, or
 // two batches could wait for each other. It answers errStockHeldElsewhere
 // instead, and the request is decided first in a transaction of its own.
-func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, memo *stockMemo) (takenUnits, error) {
-	t := takenUnits{productID: productID}
+func takeUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string, quantity int, memo *stockMemo) (takenUnits, error) {
+	t := takenUnits{merchantID: merchantID, productID: productID}
 	var bucket int32
 	err := tx.QueryRow(ctx, `
 		UPDATE stock_buckets SET remaining = remaining - $2
-		WHERE (product_id, bucket) = (
+		WHERE merchant_id = $3 AND (product_id, bucket) = (
 			SELECT product_id, bucket FROM stock_buckets
-			WHERE product_id = $1 AND remaining >= $2
+			WHERE merchant_id = $3 AND product_id = $1 AND remaining >= $2
 			ORDER BY bucket
 			LIMIT 1 FOR UPDATE SKIP LOCKED)
 		RETURNING bucket`,
-		productID, quantity).Scan(&bucket)
+		productID, quantity, merchantID).Scan(&bucket)
 	if err == nil {
 		t.buckets, t.counts = []int32{bucket}, []int32{int32(quantity)}
 		memo.add(productID, -quantity)
@@ -375,7 +379,8 @@ func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, m
 		return t, fmt.Errorf("take stock: %w", err)
 	}
 	var available int
-	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0) FROM stock_buckets WHERE product_id = $1`, productID).Scan(&available); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0) FROM stock_buckets WHERE merchant_id = $2 AND product_id = $1`,
+		productID, merchantID).Scan(&available); err != nil {
 		return t, fmt.Errorf("sum stock: %w", err)
 	}
 	if available < quantity {
@@ -387,7 +392,8 @@ func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, m
 	if !memo.mayWaitFor(productID) {
 		return t, errStockHeldElsewhere
 	}
-	rows, err := tx.Query(ctx, `SELECT bucket, remaining FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE`, productID)
+	rows, err := tx.Query(ctx, `SELECT bucket, remaining FROM stock_buckets WHERE merchant_id = $2 AND product_id = $1 ORDER BY bucket FOR UPDATE`,
+		productID, merchantID)
 	if err != nil {
 		return t, fmt.Errorf("lock stock: %w", err)
 	}
@@ -423,12 +429,12 @@ func takeUnits(ctx context.Context, tx pgx.Tx, productID string, quantity int, m
 		}
 	}
 	if need > 0 {
-		return takenUnits{productID: productID}, domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
+		return takenUnits{merchantID: merchantID, productID: productID}, domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
 	}
 	if _, err := tx.Exec(ctx, `
 		UPDATE stock_buckets s SET remaining = s.remaining - t.take
 		FROM unnest($2::int[], $3::int[]) AS t(bucket, take)
-		WHERE s.product_id = $1 AND s.bucket = t.bucket`, productID, t.buckets, t.counts); err != nil {
+		WHERE s.merchant_id = $4 AND s.product_id = $1 AND s.bucket = t.bucket`, productID, t.buckets, t.counts, merchantID); err != nil {
 		return t, fmt.Errorf("take stock: %w", err)
 	}
 	memo.add(productID, -quantity)
@@ -472,35 +478,45 @@ func (m *stockMemo) mayWaitFor(product string) bool {
 
 // releaseStock returns an ended order's units and frees the customer's claims.
 func releaseStock(ctx context.Context, tx pgx.Tx, o domain.Order) error {
-	customers := make([]string, len(o.Items))
-	products := make([]string, len(o.Items))
-	quantities := make([]int32, len(o.Items))
-	for i, it := range o.Items {
-		customers[i], products[i], quantities[i] = o.CustomerID, it.ProductID, int32(it.Quantity)
+	var u releasedUnits
+	u.add(o)
+	return releaseUnits(ctx, tx, u)
+}
+
+// releasedUnits are the units of ended orders, line by line.
+type releasedUnits struct {
+	merchants, customers, products []string
+	quantities                     []int32
+}
+
+func (u *releasedUnits) add(o domain.Order) {
+	for _, it := range o.Items {
+		u.merchants, u.customers = append(u.merchants, o.MerchantID), append(u.customers, o.CustomerID)
+		u.products, u.quantities = append(u.products, it.ProductID), append(u.quantities, int32(it.Quantity))
 	}
-	return releaseUnits(ctx, tx, customers, products, quantities)
 }
 
 // releaseUnits returns units of many orders in one statement: each
 // customer's claims, then one bucket per product (the one with the fewest
 // units). It may wait for a bucket a buyer holds; buyers never wait for an
 // order's lock, so the wait cannot close a cycle.
-func releaseUnits(ctx context.Context, tx pgx.Tx, customers, products []string, quantities []int32) error {
+func releaseUnits(ctx context.Context, tx pgx.Tx, u releasedUnits) error {
 	if _, err := tx.Exec(ctx, `
-		WITH items AS (SELECT c, p, q FROM unnest($1::text[], $2::uuid[], $3::int[]) AS t(c, p, q)),
-		per_claim AS (SELECT c, p, sum(q)::int AS q FROM items GROUP BY c, p),
+		WITH items AS (SELECT m, c, p, q FROM unnest($4::uuid[], $1::text[], $2::uuid[], $3::int[]) AS t(m, c, p, q)),
+		per_claim AS (SELECT m, c, p, sum(q)::int AS q FROM items GROUP BY m, c, p),
 		claims AS (
 			UPDATE purchase_claims pc SET quantity = pc.quantity - a.q
-			FROM per_claim a WHERE pc.product_id = a.p AND pc.customer_id = a.c
+			FROM per_claim a WHERE pc.merchant_id = a.m AND pc.product_id = a.p AND pc.customer_id = a.c
 		),
-		per_product AS (SELECT p, sum(q)::int AS q FROM items GROUP BY p),
+		per_product AS (SELECT m, p, sum(q)::int AS q FROM items GROUP BY m, p),
 		target AS (
-			SELECT DISTINCT ON (b.product_id) b.product_id, b.bucket, u.q
-			FROM stock_buckets b JOIN per_product u ON u.p = b.product_id
+			SELECT DISTINCT ON (b.product_id) b.merchant_id, b.product_id, b.bucket, u.q
+			FROM stock_buckets b JOIN per_product u ON u.m = b.merchant_id AND u.p = b.product_id
 			ORDER BY b.product_id, b.remaining, b.bucket
 		)
 		UPDATE stock_buckets s SET remaining = s.remaining + t.q
-		FROM target t WHERE s.product_id = t.product_id AND s.bucket = t.bucket`, customers, products, quantities); err != nil {
+		FROM target t WHERE s.merchant_id = t.merchant_id AND s.product_id = t.product_id AND s.bucket = t.bucket`,
+		u.customers, u.products, u.quantities, u.merchants); err != nil {
 		return fmt.Errorf("release stock: %w", err)
 	}
 	return nil

@@ -31,7 +31,7 @@ func TestProductRowIsTheFoldOfItsStream(t *testing.T) {
 	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err), "past the most stock a product may have")
 
 	for _, p := range []*store.Product{limited, unlimited} {
-		stored, err := st.ReadStream(ctx, p.ID)
+		stored, err := st.ReadStream(ctx, m.ID, p.ID)
 		require.NoError(t, err)
 		var fold domain.Product
 		for _, se := range stored {

@@ -41,12 +41,16 @@ func writeProduct(ctx context.Context, tx pgx.Tx, c productChange, now time.Time
 	if err != nil {
 		return err
 	}
+	merchant, err := parseID(c.after.MerchantID)
+	if err != nil {
+		return err
+	}
 	var rows productColumnsOf
 	if err := rows.add(c.after); err != nil {
 		return err
 	}
 	return writeStream(ctx, tx, AppendParams{
-		StreamID: id, StreamType: StreamProduct, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
+		StreamID: id, StreamType: StreamProduct, MerchantID: merchant, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
 	}, &rows, "products", c.before.Version == 0)
 }
 
@@ -92,11 +96,11 @@ func (c *productColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 			c.id, c.merchant, c.name, c.price, c.total, c.limit, c.createdAt, c.version, c.loadUnits)
 		return
 	}
-	b.Queue(`UPDATE `+t+` p SET merchant_id = r.merchant_id, name = r.name, price_cents = r.price_cents, stock_total = r.stock_total,
+	b.Queue(`UPDATE `+t+` p SET name = r.name, price_cents = r.price_cents, stock_total = r.stock_total,
 			per_user_limit = r.per_user_limit, created_at = r.created_at, version = r.version, load_units = r.load_units
 		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::timestamptz[], $8::int[], $9::int[])
 			AS r(id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units)
-		WHERE p.id = r.id`,
+		WHERE p.id = r.id AND p.merchant_id = r.merchant_id`,
 		c.id, c.merchant, c.name, c.price, c.total, c.limit, c.createdAt, c.version, c.loadUnits)
 }
 
@@ -107,14 +111,28 @@ func int4(v *int) pgtype.Int4 {
 	return pgtype.Int4{Int32: int32(*v), Valid: true}
 }
 
+// productMerchant reads, without a lock, the merchant of a product, which
+// its locks name (a product never changes merchant).
+func productMerchant(ctx context.Context, tx pgx.Tx, id uuid.UUID) (uuid.UUID, error) {
+	var merchant uuid.UUID
+	err := tx.QueryRow(ctx, `SELECT merchant_id FROM products WHERE id = $1`, id).Scan(&merchant)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return merchant, domain.Errorf(domain.CodeNotFound, "product not found")
+	}
+	if err != nil {
+		return merchant, fmt.Errorf("find product: %w", err)
+	}
+	return merchant, nil
+}
+
 // lockProduct reads a product's folded state from its row, under a lock
 // that serializes its changes. The creation's own stock figure is not kept
 // in the row; StockTotal is.
-func lockProduct(ctx context.Context, tx pgx.Tx, id uuid.UUID) (domain.Product, error) {
+func lockProduct(ctx context.Context, tx pgx.Tx, merchantID, id uuid.UUID) (domain.Product, error) {
 	var p domain.Product
 	var pid, merchant uuid.UUID
 	err := tx.QueryRow(ctx, `SELECT id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units
-		FROM products WHERE id = $1 FOR NO KEY UPDATE`, id).
+		FROM products WHERE merchant_id = $1 AND id = $2 FOR NO KEY UPDATE`, merchantID, id).
 		Scan(&pid, &merchant, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version, &p.LoadUnits)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, domain.Errorf(domain.CodeNotFound, "product not found")

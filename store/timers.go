@@ -13,12 +13,12 @@ import (
 // is before cutoff, in one batch, and reports how many it found: the
 // backstop behind the payment timers, which should have closed them already.
 func (s *Store) CloseUnpaidOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM orders WHERE status = 'awaiting_payment' AND payment_deadline < $1
+	rows, err := s.pool.Query(ctx, `SELECT id, merchant_id FROM orders WHERE status = 'awaiting_payment' AND payment_deadline < $1
 		ORDER BY payment_deadline LIMIT $2`, cutoff, limit)
 	if err != nil {
 		return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
 	}
-	unpaid, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	unpaid, err := pgx.CollectRows(rows, pgx.RowToStructByPos[orderRef])
 	if err != nil {
 		return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
 	}

@@ -89,7 +89,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 					SELECT d.id, d.merchant_id, d.next_attempt_at FROM outbox d
 					WHERE (d.merchant_id, d.next_attempt_at) >= (mm.merchant_id, '-infinity'::timestamptz)
 					  AND (d.merchant_id, d.next_attempt_at) <= (mm.merchant_id, now()) AND d.status = 'pending'
-					  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.order_id = d.order_id AND e.order_version < d.order_version AND e.status = 'pending')
+					  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.merchant_id = d.merchant_id AND e.order_id = d.order_id AND e.order_version < d.order_version AND e.status = 'pending')
 					ORDER BY d.merchant_id, d.next_attempt_at LIMIT $4
 					FOR UPDATE OF d SKIP LOCKED
 				) x
@@ -170,6 +170,7 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 	// [16]byte is pgx's native uuid; uuid.UUID goes through its text form,
 	// which costs the relay more than the rest of recording.
 	var delivered, failed, dead [][16]byte
+	var deliveredMerchants, failedMerchants [][16]byte
 	var delays []int64
 	var failedAttempts []int32
 	var errs, deadErrs []string
@@ -188,12 +189,13 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 			int32(r.Latency.Milliseconds()), status, errText})
 		switch {
 		case r.OK:
-			delivered = append(delivered, [16]byte(r.Delivery.ID))
+			delivered, deliveredMerchants = append(delivered, [16]byte(r.Delivery.ID)), append(deliveredMerchants, [16]byte(r.Delivery.MerchantID))
 		case r.Delivery.Attempt >= policy.MaxAttempts:
 			dead, deadErrs = append(dead, [16]byte(r.Delivery.ID)), append(deadErrs, r.Error)
 			deadMerchants, deadAttempts = append(deadMerchants, [16]byte(r.Delivery.MerchantID)), append(deadAttempts, int32(r.Delivery.Attempt))
 		default:
 			failed, errs = append(failed, [16]byte(r.Delivery.ID)), append(errs, r.Error)
+			failedMerchants = append(failedMerchants, [16]byte(r.Delivery.MerchantID))
 			failedAttempts = append(failedAttempts, int32(r.Delivery.Attempt))
 			delays = append(delays, policy.delay(r.Delivery.Attempt).Milliseconds())
 		}
@@ -206,7 +208,7 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 		}
 		if len(delivered) > 0 {
 			if _, err := tx.Exec(ctx, `UPDATE outbox SET status = 'delivered', delivered_at = now(), last_error = NULL
-				WHERE id = ANY($1) AND status = 'pending'`, delivered); err != nil {
+				WHERE id = ANY($1) AND merchant_id = ANY($2) AND status = 'pending'`, delivered, deliveredMerchants); err != nil {
 				return fmt.Errorf("mark delivered: %w", err)
 			}
 		}
@@ -215,9 +217,9 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 			// over (a lease that ran out while this attempt hung): the newer
 			// attempt's lease must not be cut short.
 			if _, err := tx.Exec(ctx, `UPDATE outbox o SET next_attempt_at = now() + t.d * interval '1 millisecond', last_error = t.e
-				FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS t(id, d, e, a)
-				WHERE o.id = t.id AND o.status = 'pending' AND o.attempts = t.a`,
-				failed, delays, errs, failedAttempts); err != nil {
+				FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[], $5::uuid[]) AS t(id, d, e, a, m)
+				WHERE o.id = t.id AND o.merchant_id = t.m AND o.status = 'pending' AND o.attempts = t.a`,
+				failed, delays, errs, failedAttempts, failedMerchants); err != nil {
 				return fmt.Errorf("reschedule: %w", err)
 			}
 		}
@@ -225,15 +227,15 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 			if _, err := tx.Exec(ctx, `
 				WITH d AS (
 					UPDATE outbox o SET status = 'dead', last_error = t.e
-					FROM unnest($1::uuid[], $2::text[], $4::int[]) AS t(id, e, a)
-					WHERE o.id = t.id AND o.status = 'pending' AND o.attempts = t.a
+					FROM unnest($1::uuid[], $2::text[], $4::int[], $3::uuid[]) AS t(id, e, a, m)
+					WHERE o.id = t.id AND o.merchant_id = t.m AND o.status = 'pending' AND o.attempts = t.a
 					RETURNING o.id
 				)
 				INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts)
 				SELECT gen_random_uuid(), 'webhook', t.id, t.m, 'undeliverable after ' || t.a || ' attempts: ' || t.e, t.a
 				FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::int[]) AS t(id, e, m, a)
 				WHERE t.id IN (SELECT id FROM d)
-				ON CONFLICT (kind, ref_id) WHERE resolved_at IS NULL DO NOTHING`,
+				ON CONFLICT (kind, ref_id, merchant_id) WHERE resolved_at IS NULL DO NOTHING`,
 				dead, deadErrs, deadMerchants, deadAttempts); err != nil {
 				return fmt.Errorf("dead-letter: %w", err)
 			}
@@ -252,16 +254,16 @@ type Abandoned struct {
 // ReleaseWebhooks ends the leases of abandoned deliveries, making them due
 // now. A row claimed again since (its lease ran out) is left alone.
 func (s *Store) ReleaseWebhooks(ctx context.Context, abandoned []Abandoned) error {
-	ids := make([][16]byte, len(abandoned))
+	ids, merchants := make([][16]byte, len(abandoned)), make([][16]byte, len(abandoned))
 	attempts := make([]int32, len(abandoned))
 	unsent := make([]bool, len(abandoned))
 	for i, a := range abandoned {
-		ids[i], attempts[i], unsent[i] = a.Delivery.ID, int32(a.Delivery.Attempt), !a.Sent
+		ids[i], merchants[i], attempts[i], unsent[i] = a.Delivery.ID, a.Delivery.MerchantID, int32(a.Delivery.Attempt), !a.Sent
 	}
 	_, err := s.pool.Exec(ctx, `
 		UPDATE outbox o SET next_attempt_at = now(), attempts = o.attempts - CASE WHEN t.unsent THEN 1 ELSE 0 END
-		FROM unnest($1::uuid[], $2::int[], $3::bool[]) AS t(id, a, unsent)
-		WHERE o.id = t.id AND o.status = 'pending' AND o.attempts = t.a`, ids, attempts, unsent)
+		FROM unnest($1::uuid[], $2::int[], $3::bool[], $4::uuid[]) AS t(id, a, unsent, m)
+		WHERE o.id = t.id AND o.merchant_id = t.m AND o.status = 'pending' AND o.attempts = t.a`, ids, attempts, unsent, merchants)
 	if err != nil {
 		return mapErr(fmt.Errorf("release webhooks: %w", err))
 	}
@@ -280,7 +282,7 @@ func (s *Store) RetryMerchantWebhooks(ctx context.Context, merchantID uuid.UUID)
 				RETURNING ref_id
 			), o AS (
 				UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL
-				WHERE id IN (SELECT ref_id FROM dl) AND status = 'dead'
+				WHERE merchant_id = $1 AND id IN (SELECT ref_id FROM dl) AND status = 'dead'
 				RETURNING 1
 			)
 			SELECT count(*) FROM o`, merchantID).Scan(&n)

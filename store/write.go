@@ -45,9 +45,9 @@ type outboxMessage struct {
 // pgtype values, not pointers, for the same reason.
 func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessage, now time.Time) error {
 	var ev struct {
-		stream          [][16]byte
-		version         []int32
-		typ, data, meta []string
+		stream, merchant [][16]byte
+		version          []int32
+		typ, data, meta  []string
 	}
 	var ins, upd orderColumnsOf
 	for _, c := range changes {
@@ -62,12 +62,16 @@ func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMess
 		if err != nil {
 			return err
 		}
+		merchant, err := parseID(c.after.MerchantID)
+		if err != nil {
+			return err
+		}
 		for i, e := range c.events {
 			data, err := json.Marshal(e.Data)
 			if err != nil {
 				return fmt.Errorf("encode event %s: %w", e.Type, err)
 			}
-			ev.stream, ev.version = append(ev.stream, id), append(ev.version, int32(c.before.Version+i+1))
+			ev.stream, ev.merchant, ev.version = append(ev.stream, id), append(ev.merchant, merchant), append(ev.version, int32(c.before.Version+i+1))
 			ev.typ, ev.data, ev.meta = append(ev.typ, e.Type), append(ev.data, string(data)), append(ev.meta, string(meta))
 		}
 		if c.before.Version == 0 {
@@ -87,9 +91,9 @@ func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMess
 		return nil
 	}
 	noteEvents(tx)
-	b.Queue(`INSERT INTO events (stream_id, stream_type, version, type, data, metadata, recorded_at)
-		SELECT s, $2, v, t, d::jsonb, m::jsonb, $7 FROM unnest($1::uuid[], $3::int[], $4::text[], $5::text[], $6::text[]) AS e(s, v, t, d, m)`,
-		ev.stream, StreamOrder, ev.version, ev.typ, ev.data, ev.meta, now)
+	b.Queue(`INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, metadata, recorded_at)
+		SELECT s, mid, $2, v, t, d::jsonb, m::jsonb, $7 FROM unnest($1::uuid[], $8::uuid[], $3::int[], $4::text[], $5::text[], $6::text[]) AS e(s, mid, v, t, d, m)`,
+		ev.stream, StreamOrder, ev.version, ev.typ, ev.data, ev.meta, now, ev.merchant)
 	ins.queue(b, "orders", true)
 	upd.queue(b, "orders", false)
 	if len(outbox) > 0 {
@@ -163,7 +167,7 @@ func (c *orderColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 			SELECT * FROM `+rows, args...)
 		return
 	}
-	b.Queue(`UPDATE `+t+` o SET merchant_id = r.merchant_id, customer_id = r.customer_id, items = r.items,
+	b.Queue(`UPDATE `+t+` o SET customer_id = r.customer_id, items = r.items,
 			total_cents = r.total_cents, placed_at = r.placed_at, payment_deadline = r.payment_deadline,
 			status = r.status, version = r.version, payment_ref = r.payment_ref, paid_at = r.paid_at,
 			accepted_at = r.accepted_at, completed_at = r.completed_at, ended_at = r.ended_at, status_reason = r.status_reason,
@@ -172,7 +176,7 @@ func (c *orderColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 		FROM `+rows+` AS r(id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
 			status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
 			queue_seq, queued_at, queue_expires_at, load, lane, pickup_code)
-		WHERE o.id = r.id`, args...)
+		WHERE o.id = r.id AND o.merchant_id = r.merchant_id`, args...)
 }
 
 func (c *orderColumnsOf) add(id [16]byte, o domain.Order) error {
