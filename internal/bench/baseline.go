@@ -257,7 +257,7 @@ func orderBaselines(ctx context.Context, t *Target, o Options, merchants int) ([
 		return timed(ctx, t.Pool, conns, o.baselineStep(), func(ctx context.Context, pool *pgxpool.Pool, rng *rand.Rand) (bool, bool, error) {
 			m := ids[rng.IntN(len(ids))]
 			var b pgx.Batch
-			b.Queue(`INSERT INTO bench_own_events (stream_id, stream_type, version, type, data) VALUES ($1, 'order', 1, 'order.placed', $2)`, uuid.New(), eventData)
+			b.Queue(`INSERT INTO bench_own_events (stream_id, merchant_id, stream_type, version, type, data) VALUES ($1, $3, 'order', 1, 'order.placed', $2)`, uuid.New(), eventData, m)
 			b.Queue(`UPDATE bench_own_merchants SET active = active + 1, updated_at = now() WHERE id = $1`, m)
 			return true, false, pool.SendBatch(ctx, &b).Close()
 		})
@@ -307,11 +307,12 @@ func stockBaselines(ctx context.Context, t *Target, o Options, units int) ([]Bas
 			if err := copyTable(ctx, t.Pool, "stock_buckets", "bench_own_stock"); err != nil {
 				return 0, 0, err
 			}
-			product := uuid.New()
-			if _, err := t.Pool.Exec(ctx, `INSERT INTO bench_own_stock (product_id, bucket, merchant_id, remaining) VALUES ($1, 0, $2, $3)`, product, uuid.New(), units); err != nil {
+			product, merchant := uuid.New(), uuid.New()
+			if _, err := t.Pool.Exec(ctx, `INSERT INTO bench_own_stock (product_id, bucket, merchant_id, remaining) VALUES ($1, 0, $2, $3)`, product, merchant, units); err != nil {
 				return 0, 0, err
 			}
-			return sellOut(ctx, conns, `UPDATE bench_own_stock SET remaining = remaining - 1 WHERE product_id = $1 AND bucket = 0 AND remaining > 0`, product)
+			return sellOut(ctx, conns, `UPDATE bench_own_stock SET remaining = remaining - 1
+				WHERE merchant_id = $2 AND product_id = $1 AND bucket = 0 AND remaining > 0`, product, merchant)
 		})
 	if err != nil {
 		return nil, err
