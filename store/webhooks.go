@@ -171,7 +171,7 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 	// which costs the relay more than the rest of recording.
 	var delivered, failed, dead [][16]byte
 	var deliveredMerchants, failedMerchants [][16]byte
-	var delays []int64
+	var delays []time.Duration
 	var failedAttempts []int32
 	var errs, deadErrs []string
 	var deadMerchants [][16]byte
@@ -197,7 +197,7 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 			failed, errs = append(failed, [16]byte(r.Delivery.ID)), append(errs, r.Error)
 			failedMerchants = append(failedMerchants, [16]byte(r.Delivery.MerchantID))
 			failedAttempts = append(failedAttempts, int32(r.Delivery.Attempt))
-			delays = append(delays, policy.delay(r.Delivery.Attempt).Milliseconds())
+			delays = append(delays, policy.delay(r.Delivery.Attempt))
 		}
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
@@ -216,10 +216,21 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 			// A failure only reschedules the row if no later claim took it
 			// over (a lease that ran out while this attempt hung): the newer
 			// attempt's lease must not be cut short.
-			if _, err := tx.Exec(ctx, `UPDATE outbox o SET next_attempt_at = now() + t.d * interval '1 millisecond', last_error = t.e
-				FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[], $5::uuid[]) AS t(id, d, e, a, m)
+			// The retry times are computed here from the transaction's
+			// clock, now(): Citus refuses a stable function (now(), or
+			// adding an interval) applied to a column in an UPDATE.
+			var now time.Time
+			if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+				return fmt.Errorf("reschedule: %w", err)
+			}
+			at := make([]time.Time, len(delays))
+			for i, d := range delays {
+				at[i] = now.Add(d)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE outbox o SET next_attempt_at = t.at, last_error = t.e
+				FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::int[], $5::uuid[]) AS t(id, at, e, a, m)
 				WHERE o.id = t.id AND o.merchant_id = t.m AND o.status = 'pending' AND o.attempts = t.a`,
-				failed, delays, errs, failedAttempts, failedMerchants); err != nil {
+				failed, at, errs, failedAttempts, failedMerchants); err != nil {
 				return fmt.Errorf("reschedule: %w", err)
 			}
 		}
