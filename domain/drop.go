@@ -301,6 +301,13 @@ func OrderKey(mode DropMode, startsAt time.Time, seed []byte, entryID [16]byte, 
 	return append(key, entryID[:]...)
 }
 
+// Ranked reports whether the drop's entries have ranks: a fifo drop's from
+// their join, a lottery drop's once the draw at its start has ranked the
+// early ones. An entry's rank is its place in the order of the keys.
+func (d Drop) Ranked() bool {
+	return d.Mode == DropFIFO || d.Seed != nil
+}
+
 // CompareOrderKeys orders two keys; a nil key (not yet drawn) sorts last.
 func CompareOrderKeys(a, b []byte) int {
 	switch {

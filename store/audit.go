@@ -27,6 +27,7 @@ var AuditChecks = []string{
 	"accepted_at_backwards",
 	"order_clock_backwards",
 	"drop_draw_mismatch",
+	"drop_rank_mismatch",
 	"drop_invitation_order",
 	"drop_oversold",
 }

@@ -212,6 +212,12 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 			exec(t, pool, `UPDATE drop_entries e SET order_key = '\x00'::bytea || sha256(d.seed || uuid_send(e.id))
 				FROM drops d WHERE d.id = e.drop_id AND d.id = $1`, d.drop.ID)
 		}},
+		{"drop_rank_mismatch", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// Two entries' ranks swapped: their keys are right, their places not.
+			d := startedDrop(t, f.st, 1)
+			exec(t, pool, `UPDATE drop_entries e SET rank = s.rank FROM drop_entries s
+				WHERE e.drop_id = $1 AND s.drop_id = $1 AND e.rank IN (1, 2) AND s.rank IN (1, 2) AND s.id <> e.id`, d.drop.ID)
+		}},
 		{"drop_invitation_order", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// The invitation went to the second-best entry.
 			d := startedDrop(t, f.st, 1)

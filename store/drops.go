@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -229,12 +230,12 @@ func scanEntryInto(e *domain.Entry, dest ...any) []any {
 }
 
 // entryViewQuery reads entries with their rank (among every entry) and
-// position (among the waiting), both known once the entry's key is.
-const entryViewQuery = `SELECT ` + entryColumns + `,
-	CASE WHEN e.order_key IS NOT NULL THEN (SELECT count(*) FROM drop_entries r
-		WHERE r.merchant_id = e.merchant_id AND r.drop_id = e.drop_id AND r.order_key < e.order_key) + 1 END,
-	CASE WHEN e.order_key IS NOT NULL AND e.status = 'waiting' THEN (SELECT count(*) FROM drop_entries r
-		WHERE r.merchant_id = e.merchant_id AND r.drop_id = e.drop_id AND r.status = 'waiting' AND r.order_key < e.order_key) + 1 END
+// position (among the waiting), both known once the entry is ranked.
+// Invitations go in rank order, so the waiting entries ranked before an
+// entry are those from the best rank still waiting to its own.
+const entryViewQuery = `SELECT ` + entryColumns + `, e.rank,
+	CASE WHEN e.status = 'waiting' THEN e.rank - (SELECT min(w.rank) FROM drop_entries w
+		WHERE w.merchant_id = e.merchant_id AND w.drop_id = e.drop_id AND w.status = 'waiting') + 1 END
 	FROM drop_entries e`
 
 func (s *Store) readEntry(ctx context.Context, q querier, where string, args ...any) (*Entry, error) {
@@ -283,26 +284,12 @@ func (s *Store) GetEntry(ctx context.Context, id uuid.UUID, access Access) (*Ent
 	return e, nil
 }
 
-// EntriesByID reads entries with their rank and position, for live updates:
-// each drop they belong to is ranked once (a sort of its entries), not once
-// per entry.
+// EntriesByID reads entries with their rank and position, for live updates.
 func (s *Store) EntriesByID(ctx context.Context, ids []uuid.UUID) ([]Entry, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	// NULL keys sort last, so a keyed entry's row number counts the keyed
-	// entries before it; among the waiting likewise.
-	rows, err := s.pool.Query(ctx, `WITH drops AS (
-			SELECT DISTINCT merchant_id, drop_id FROM drop_entries WHERE id = ANY($1)
-		), ranked AS (
-			SELECT e.*, row_number() OVER (PARTITION BY e.merchant_id, e.drop_id ORDER BY e.order_key NULLS LAST) AS rank,
-				row_number() OVER (PARTITION BY e.merchant_id, e.drop_id, e.status = 'waiting' ORDER BY e.order_key NULLS LAST) AS pos
-			FROM drop_entries e JOIN drops d ON d.merchant_id = e.merchant_id AND d.drop_id = e.drop_id
-		)
-		SELECT `+entryColumns+`,
-			CASE WHEN e.order_key IS NOT NULL THEN e.rank END,
-			CASE WHEN e.order_key IS NOT NULL AND e.status = 'waiting' THEN e.pos END
-		FROM ranked e WHERE e.id = ANY($1)`, ids)
+	rows, err := s.pool.Query(ctx, entryViewQuery+` WHERE e.id = ANY($1)`, ids)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("read entries: %w", err))
 	}
@@ -347,8 +334,8 @@ func (s *Store) GetDraw(ctx context.Context, dropID uuid.UUID) (*Draw, error) {
 		h := hex.EncodeToString(seed)
 		out.Seed = &h
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, joined_at, order_key IS NOT NULL FROM drop_entries
-		WHERE merchant_id = $1 AND drop_id = $2 ORDER BY order_key NULLS LAST, joined_at, id`, merchantID, dropID)
+	rows, err := s.pool.Query(ctx, `SELECT id, joined_at, rank FROM drop_entries
+		WHERE merchant_id = $1 AND drop_id = $2 ORDER BY rank NULLS LAST, joined_at, id`, merchantID, dropID)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("read draw: %w", err))
 	}
@@ -356,13 +343,8 @@ func (s *Store) GetDraw(ctx context.Context, dropID uuid.UUID) (*Draw, error) {
 	out.Entries = []DrawEntry{}
 	for rows.Next() {
 		var e DrawEntry
-		var ranked bool
-		if err := rows.Scan(&e.EntryID, &e.JoinedAt, &ranked); err != nil {
+		if err := rows.Scan(&e.EntryID, &e.JoinedAt, &e.Rank); err != nil {
 			return nil, mapErr(fmt.Errorf("scan draw: %w", err))
-		}
-		if ranked {
-			r := len(out.Entries) + 1
-			e.Rank = &r
 		}
 		out.Entries = append(out.Entries, e)
 	}
@@ -404,7 +386,7 @@ func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uu
 		return err
 	}
 	if d.State != domain.DropStateSelling && after.State == domain.DropStateSelling && after.Mode == domain.DropLottery {
-		if err := drawEarlyEntries(ctx, tx, after); err != nil {
+		if err := drawEntries(ctx, tx, after); err != nil {
 			return err
 		}
 	}
@@ -446,35 +428,49 @@ func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uu
 	return s.insertJobs(ctx, tx, jobs)
 }
 
-// drawEarlyEntries gives every lottery entry that joined before the start
-// its key from the seed just published.
-func drawEarlyEntries(ctx context.Context, tx pgx.Tx, d domain.Drop) error {
-	rows, err := tx.Query(ctx, `SELECT id, joined_at FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND order_key IS NULL`,
+// drawEntries ranks every entry of a lottery drop at its start: the early
+// ones by the key the seed just published gives them, those that joined
+// since starts_at (the start's timer running late) after them by their
+// own keys.
+func drawEntries(ctx context.Context, tx pgx.Tx, d domain.Drop) error {
+	rows, err := tx.Query(ctx, `SELECT id, joined_at, order_key FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND rank IS NULL`,
 		d.MerchantID, d.DropID)
 	if err != nil {
-		return fmt.Errorf("read early entries: %w", err)
+		return fmt.Errorf("read entries to draw: %w", err)
 	}
-	var ids [][16]byte
-	var keys [][]byte
+	type drawn struct {
+		id  [16]byte
+		key []byte
+	}
+	var all []drawn
 	for rows.Next() {
 		var id uuid.UUID
 		var joined time.Time
-		if err := rows.Scan(&id, &joined); err != nil {
+		var key []byte
+		if err := rows.Scan(&id, &joined, &key); err != nil {
 			rows.Close()
-			return fmt.Errorf("scan early entry: %w", err)
+			return fmt.Errorf("scan entry to draw: %w", err)
 		}
-		ids, keys = append(ids, id), append(keys, domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, joined))
+		if key == nil {
+			key = domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, joined)
+		}
+		all = append(all, drawn{id, key})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read early entries: %w", err)
+		return fmt.Errorf("read entries to draw: %w", err)
 	}
-	if len(ids) == 0 {
+	if len(all) == 0 {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE drop_entries e SET order_key = t.k FROM unnest($3::uuid[], $4::bytea[]) AS t(id, k)
-		WHERE e.merchant_id = $1 AND e.drop_id = $2 AND e.id = t.id`, d.MerchantID, d.DropID, ids, keys); err != nil {
-		return fmt.Errorf("draw early entries: %w", err)
+	sort.Slice(all, func(i, j int) bool { return domain.CompareOrderKeys(all[i].key, all[j].key) < 0 })
+	ids, keys, ranks := make([][16]byte, len(all)), make([][]byte, len(all)), make([]int32, len(all))
+	for i, e := range all {
+		ids[i], keys[i], ranks[i] = e.id, e.key, int32(i+1)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE drop_entries e SET order_key = t.k, rank = t.r FROM unnest($3::uuid[], $4::bytea[], $5::int[]) AS t(id, k, r)
+		WHERE e.merchant_id = $1 AND e.drop_id = $2 AND e.id = t.id`, d.MerchantID, d.DropID, ids, keys, ranks); err != nil {
+		return fmt.Errorf("draw entries: %w", err)
 	}
 	return nil
 }
@@ -520,8 +516,8 @@ func (s *Store) lapseDueWindows(ctx context.Context, tx pgx.Tx, d domain.Drop, n
 // inviteNext invites up to n waiting entries, best ranked first, and
 // returns their purchase deadline.
 func inviteNext(ctx context.Context, tx pgx.Tx, d domain.Drop, n int, now time.Time) (*time.Time, error) {
-	next, err := lockEntries(ctx, tx, `e.merchant_id = $1 AND e.drop_id = $2 AND e.status = 'waiting' AND e.order_key IS NOT NULL
-		ORDER BY e.order_key LIMIT $3 FOR UPDATE`, d.MerchantID, d.DropID, n)
+	next, err := lockEntries(ctx, tx, `e.merchant_id = $1 AND e.drop_id = $2 AND e.status = 'waiting' AND e.rank IS NOT NULL
+		ORDER BY e.rank LIMIT $3 FOR UPDATE`, d.MerchantID, d.DropID, n)
 	if err != nil || len(next) == 0 {
 		return nil, err
 	}

@@ -503,3 +503,113 @@ func TestDropOrderExpiredIsNotRequeued(t *testing.T) {
 	require.ErrorIs(t, err, domain.ErrDropOrderNotRequeued)
 	require.Empty(t, violations(t, st))
 }
+
+// TestDropJoinsAfterStartRankInArrivalOrder: customers join a started
+// lottery drop through two stores at once, one of them with a clock behind
+// the other, while both invite and sell. Every entry gets its own rank,
+// the ranks are the order of the keys (the audit recomputes both), the
+// late ones rank after every early one, and each waiting entry's position
+// is one more than the waiting entries ranked before it.
+func TestDropJoinsAfterStartRankInArrivalOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stores, b := instances(t, 2)
+	clock := newFakeClock(stores...)
+	stores[1].Now = func() time.Time { return clock.Now().Add(-20 * time.Millisecond) }
+	st := stores[0]
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1000})
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(40)})
+	d, err := st.CreateDrop(ctx, store.CreateDropParams{
+		ProductID: p.ID, OpensAt: clock.Now().Add(time.Second), StartsAt: clock.Now().Add(time.Hour),
+		Mode: domain.DropLottery, PurchaseWindowSeconds: intp(30), Units: intp(6), Access: admin,
+	})
+	require.NoError(t, err)
+	clock.Set(d.OpensAt.Add(time.Second))
+	const early, late = 20, 120
+	for i := range early {
+		_, err := stores[i%2].JoinDrop(ctx, d.ID, fmt.Sprintf("e%d", i), "")
+		require.NoError(t, err)
+	}
+	clock.Set(d.StartsAt)
+	require.NoError(t, st.SettleDrop(ctx, m.ID, d.ID))
+
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		// Time passes in small steps while the joins run, so that batches
+		// of both stores share instants and overtake each other's clocks.
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				clock.Advance(7 * time.Millisecond)
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	var joiners sync.WaitGroup
+	for g := range 16 {
+		joiners.Add(1)
+		go func() {
+			defer joiners.Done()
+			s := stores[g%2]
+			for i := g; i < late; i += 16 {
+				c := fmt.Sprintf("l%d", i)
+				res, err := s.JoinDrop(ctx, d.ID, c, "")
+				require.NoError(t, err)
+				require.NotNil(t, res.Entry.Rank, "a join after the draw is ranked at once")
+				require.Greater(t, *res.Entry.Rank, early, "after every early entry")
+				if i%5 == 0 {
+					require.NoError(t, s.SettleDrop(ctx, m.ID, d.ID))
+				}
+				if i%7 == 0 {
+					// Invited customers buy, which frees nothing, and others are refused.
+					for _, buyer := range []string{fmt.Sprintf("e%d", i%early), c} {
+						_, err := place(ctx, s, m.ID, p.ID, placeOpts{Customer: buyer, PaymentRef: "r"})
+						if err != nil {
+							require.Equal(t, domain.CodeNotInvited, domain.ErrorCode(err), "%v", err)
+						}
+					}
+				}
+			}
+		}()
+	}
+	joiners.Wait()
+	close(stop)
+	wg.Wait()
+
+	rows, err := b.pool.Query(ctx, `SELECT customer_id, rank, status FROM drop_entries WHERE drop_id = $1 ORDER BY order_key`, d.ID)
+	require.NoError(t, err)
+	type line struct {
+		customer string
+		rank     int
+		status   domain.EntryStatus
+	}
+	var all []line
+	for rows.Next() {
+		var l line
+		require.NoError(t, rows.Scan(&l.customer, &l.rank, &l.status))
+		all = append(all, l)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, all, early+late)
+	waitingBefore := 0
+	for i, l := range all {
+		require.Equal(t, i+1, l.rank, "ranks follow the keys, without gaps")
+		e, err := st.MyEntry(ctx, d.ID, l.customer)
+		require.NoError(t, err)
+		require.Equal(t, l.rank, *e.Rank)
+		if l.status == domain.EntryStatusWaiting {
+			waitingBefore++
+			require.NotNil(t, e.Position)
+			require.Equal(t, waitingBefore, *e.Position, "entry %s", l.customer)
+		} else {
+			require.Nil(t, e.Position)
+			require.Zero(t, waitingBefore, "an entry left the line while a better one waited")
+		}
+	}
+	require.Empty(t, violations(t, st))
+}

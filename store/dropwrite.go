@@ -101,9 +101,11 @@ func (c *dropColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 type entryChange struct {
 	before domain.Entry // the zero Entry for a new one
 	after  domain.Entry
-	// key is a new entry's order key (nil until the draw for an early
-	// lottery entry); the draw sets the others' (drawEarlyEntries).
+	// key and rank are a new entry's order key and rank (nil until the
+	// draw for an entry of a lottery drop that has not started); the draw
+	// sets the others' (drawEntries).
 	key    []byte
+	rank   *int
 	events []domain.Event
 	meta   Meta
 }
@@ -186,9 +188,10 @@ func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted m
 		if c.before.Version == 0 {
 			cols = &ins
 		}
-		// A new entry's key is known (nil until the draw for an early
-		// lottery entry); a change leaves the key the draw wrote.
-		if err := cols.add(id, c.after, c.key, c.before.Version == 0); err != nil {
+		// A new entry's key and rank are known (nil until the draw for an
+		// entry of a lottery drop not started); a change leaves the ones
+		// the draw wrote.
+		if err := cols.add(id, c.after, c.key, c.rank, c.before.Version == 0); err != nil {
 			return err
 		}
 	}
@@ -198,8 +201,8 @@ func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted m
 				RETURNING id, merchant_id
 			)
 			INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, metadata, recorded_at)
-			SELECT e.s, ins.merchant_id, $12, 1, e.t, e.d::jsonb, e.m::jsonb, $16
-			FROM unnest($13::uuid[], $14::text[], $15::text[], $17::text[]) AS e(s, t, d, m) JOIN ins ON ins.id = e.s
+			SELECT e.s, ins.merchant_id, $13, 1, e.t, e.d::jsonb, e.m::jsonb, $17
+			FROM unnest($14::uuid[], $15::text[], $16::text[], $18::text[]) AS e(s, t, d, m) JOIN ins ON ins.id = e.s
 			RETURNING stream_id`,
 			append(ins.args(), StreamDropEntry, newEv.stream, newEv.typ, newEv.data, now, newEv.meta)...)
 		q.Query(func(rows pgx.Rows) error {
@@ -225,12 +228,12 @@ func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted m
 }
 
 // entryFoldColumns are the entry columns its stream folds to, with the
-// order key its drop's draw gives it.
+// order key and rank its drop's draw gives it.
 const entryFoldColumns = `merchant_id, drop_id, id, customer_id, joined_at, status, order_key, invited_at, purchase_deadline,
-	order_id, version`
+	order_id, version, rank`
 
 const entryRows = `unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::timestamptz[], $6::text[], $7::bytea[],
-	$8::timestamptz[], $9::timestamptz[], $10::uuid[], $11::int[]`
+	$8::timestamptz[], $9::timestamptz[], $10::uuid[], $11::int[], $12::int[]`
 
 // entryInsert is the statement that inserts entryColumnsOf's args into
 // table (drop_entries, or a table like it).
@@ -248,11 +251,12 @@ type entryColumnsOf struct {
 	invitedAt, deadline []pgtype.Timestamptz
 	order               []pgtype.UUID
 	version             []int32
+	rank                []pgtype.Int4
 }
 
-// add adds the entry e with the order key key; keyed says whether key is
-// the entry's (else an update leaves the key the row has).
-func (c *entryColumnsOf) add(id [16]byte, e domain.Entry, key []byte, keyed bool) error {
+// add adds the entry e with the order key key and rank; keyed says whether
+// they are the entry's (else an update leaves the ones the row has).
+func (c *entryColumnsOf) add(id [16]byte, e domain.Entry, key []byte, rank *int, keyed bool) error {
 	merchant, err := parseID(e.MerchantID)
 	if err != nil {
 		return err
@@ -274,16 +278,21 @@ func (c *entryColumnsOf) add(id [16]byte, e domain.Entry, key []byte, keyed bool
 	c.key, c.keyed = append(c.key, key), append(c.keyed, keyed)
 	c.invitedAt, c.deadline = append(c.invitedAt, timestamptz(e.InvitedAt)), append(c.deadline, timestamptz(e.PurchaseDeadline))
 	c.order, c.version = append(c.order, order), append(c.version, int32(e.Version))
+	r := pgtype.Int4{}
+	if rank != nil {
+		r = pgtype.Int4{Int32: int32(*rank), Valid: true}
+	}
+	c.rank = append(c.rank, r)
 	return nil
 }
 
 func (c *entryColumnsOf) args() []any {
-	return []any{c.merchant, c.drop, c.id, c.customer, c.joinedAt, c.status, c.key, c.invitedAt, c.deadline, c.order, c.version}
+	return []any{c.merchant, c.drop, c.id, c.customer, c.joinedAt, c.status, c.key, c.invitedAt, c.deadline, c.order, c.version, c.rank}
 }
 
 // queue adds to b the statement that writes the rows into table
 // (drop_entries, or a table like it): inserted when new, else every column
-// the fold knows updated, and the order key where it is known.
+// the fold knows updated, and the order key and rank where they are known.
 func (c *entryColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 	if len(c.id) == 0 {
 		return
@@ -294,8 +303,9 @@ func (c *entryColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 	}
 	b.Queue(`UPDATE `+pgx.Identifier{table}.Sanitize()+` e SET customer_id = r.customer_id, joined_at = r.joined_at,
 			status = r.status, order_key = CASE WHEN r.keyed THEN r.order_key ELSE e.order_key END, invited_at = r.invited_at,
-			purchase_deadline = r.purchase_deadline, order_id = r.order_id, version = r.version
-		FROM `+entryRows+`, $12::bool[]) AS r(`+entryFoldColumns+`, keyed)
+			purchase_deadline = r.purchase_deadline, order_id = r.order_id, version = r.version,
+			rank = CASE WHEN r.keyed THEN r.rank ELSE e.rank END
+		FROM `+entryRows+`, $13::bool[]) AS r(`+entryFoldColumns+`, keyed)
 		WHERE e.merchant_id = r.merchant_id AND e.drop_id = r.drop_id AND e.id = r.id`,
 		append(c.args(), c.keyed)...)
 }

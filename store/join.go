@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -96,6 +97,14 @@ type dropCustomer struct {
 	customer string
 }
 
+// dropLine is where a drop's line stands when a batch holds its lock: the
+// last ranked entry, and the best rank still waiting.
+type dropLine struct {
+	lastRank     *int
+	lastJoinedAt *time.Time
+	firstWaiting *int
+}
+
 func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, batch []*joinRequest) error {
 	seen := map[uuid.UUID]bool{}
 	var dropIDs []uuid.UUID
@@ -110,17 +119,39 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 	}
 	sort.Slice(dropIDs, func(i, j int) bool { return dropIDs[i].String() < dropIDs[j].String() })
 
-	// The first round trip, with BEGIN.
+	// The first round trip, with BEGIN. Joins of one drop take its row in
+	// no-key-update mode: they wait for each other, so that each numbers its
+	// entries after the last batch's, and for a transition, which holds the
+	// row exclusively; they do not wait for the key-share locks of the
+	// entries' and orders' foreign keys. The statements after the lock read
+	// what the batch before committed.
 	drops := map[uuid.UUID]domain.Drop{}
+	lines := map[uuid.UUID]*dropLine{}
 	existing := map[dropCustomer]bool{}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+dropColumns+` FROM drops d WHERE d.id = ANY($1) ORDER BY d.id FOR KEY SHARE OF d`, dropIDs).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+dropColumns+` FROM drops d WHERE d.id = ANY($1) ORDER BY d.id FOR NO KEY UPDATE OF d`, dropIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			d, err := scanDrop(rows)
 			if err != nil {
 				return err
 			}
 			drops[uuid.MustParse(d.DropID)] = d
+		}
+		return rows.Err()
+	})
+	b.Queue(`SELECT d.id, l.rank, l.joined_at, w.rank FROM drops d
+		LEFT JOIN LATERAL (SELECT e.rank, e.joined_at FROM drop_entries e
+			WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.rank IS NOT NULL ORDER BY e.rank DESC LIMIT 1) l ON true
+		LEFT JOIN LATERAL (SELECT e.rank FROM drop_entries e
+			WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.status = 'waiting' AND e.rank IS NOT NULL ORDER BY e.rank LIMIT 1) w ON true
+		WHERE d.id = ANY($1)`, dropIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id uuid.UUID
+			var l dropLine
+			if err := rows.Scan(&id, &l.lastRank, &l.lastJoinedAt, &l.firstWaiting); err != nil {
+				return err
+			}
+			lines[id] = &l
 		}
 		return rows.Err()
 	})
@@ -144,8 +175,8 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 	meta := Meta{Actor: domain.ActorCustomer}
 	var changes []entryChange
 	made := map[*joinRequest]int{}
-	nudged := map[uuid.UUID]bool{}
 	var jobs []river.InsertManyParams
+	joinedAt := map[uuid.UUID]time.Time{}
 	for _, req := range batch {
 		d, ok := drops[req.dropID]
 		if !ok {
@@ -156,20 +187,18 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 		if existing[k] {
 			continue // answered with the entry it has
 		}
-		existing[k] = true // a twin later in the batch answers this one's entry
-		joinedAt := now
-		if d.State == domain.DropStateSelling && joinedAt.Before(d.StartsAt) {
-			// Another process, whose clock ran ahead, drew already: an entry
-			// joining now ranks after the draw, not in it.
-			joinedAt = d.StartsAt
+		at, ok := joinedAt[req.dropID]
+		if !ok {
+			at = joinAt(d, lines[req.dropID], now)
+			joinedAt[req.dropID] = at
 		}
 		id := newID()
-		events, err := domain.Join(d, id.String(), req.customerID, joinedAt)
+		events, err := domain.Join(d, id.String(), req.customerID, at)
 		if err != nil {
 			req.err = err
-			delete(existing, k)
 			continue
 		}
+		existing[k] = true // a twin later in the batch answers this one's entry
 		e, err := domain.Entry{}.Apply(events...)
 		if err != nil {
 			return err
@@ -177,12 +206,12 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 		m := meta
 		m.Subject, m.RequestID = req.customerID, req.requestID
 		made[req] = len(changes)
-		changes = append(changes, entryChange{after: e, key: domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, joinedAt), events: events, meta: m})
-		if d.State == domain.DropStateSelling && !nudged[req.dropID] {
-			// A unit may be free for it at once.
-			nudged[req.dropID] = true
-			jobs = append(jobs, settleJob(uuid.MustParse(d.MerchantID), req.dropID, now))
-		}
+		changes = append(changes, entryChange{after: e, key: domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, at), events: events, meta: m})
+	}
+	nudges := rankJoins(drops, lines, changes)
+	for dropID := range nudges {
+		// No entry was waiting: a unit may be free for the new ones at once.
+		jobs = append(jobs, settleJob(uuid.MustParse(drops[dropID].MerchantID), dropID, now))
 	}
 	if err := s.insertJobs(ctx, tx, jobs); err != nil {
 		return err
@@ -211,11 +240,68 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 			continue // a concurrent join of the customer made the entry
 		}
 		req.created = true
-		if c.key == nil {
-			// Not ranked before the draw: nothing to count.
-			v := entryView(c.after, nil, nil)
-			req.fresh = &v
+		var pos *int
+		if c.rank != nil {
+			first := *lines[req.dropID].firstWaiting
+			p := *c.rank - first + 1
+			pos = &p
 		}
+		v := entryView(c.after, c.rank, pos)
+		req.fresh = &v
 	}
 	return nil
+}
+
+// joinAt is the joined_at of a batch's new entries of drop d. An entry the
+// join ranks (a fifo drop's, or any once the draw is done) joins after the
+// last ranked one, so that ranks follow joined_at even when another
+// process's clock ran ahead; and one joining a drop that another process
+// already started ranks after the draw, not in it.
+func joinAt(d domain.Drop, l *dropLine, now time.Time) time.Time {
+	at := now
+	if d.State == domain.DropStateSelling && at.Before(d.StartsAt) {
+		at = d.StartsAt
+	}
+	if d.Ranked() && l != nil && l.lastJoinedAt != nil && !at.After(*l.lastJoinedAt) {
+		at = l.lastJoinedAt.Add(time.Microsecond)
+	}
+	return at
+}
+
+// rankJoins numbers the new entries of each drop that ranks at join after
+// its last ranked entry, in the order of their keys (one joined_at per
+// drop and batch, so by id), and sets each line's best waiting rank when
+// none was waiting. It returns the drops that had no entry waiting.
+func rankJoins(drops map[uuid.UUID]domain.Drop, lines map[uuid.UUID]*dropLine, changes []entryChange) map[uuid.UUID]bool {
+	byDrop := map[uuid.UUID][]int{}
+	for i, c := range changes {
+		id := uuid.MustParse(c.after.DropID)
+		if drops[id].Ranked() {
+			byDrop[id] = append(byDrop[id], i)
+		}
+	}
+	nudges := map[uuid.UUID]bool{}
+	for dropID, idx := range byDrop {
+		sort.Slice(idx, func(i, j int) bool {
+			return domain.CompareOrderKeys(changes[idx[i]].key, changes[idx[j]].key) < 0
+		})
+		l := lines[dropID]
+		next := 1
+		if l.lastRank != nil {
+			next = *l.lastRank + 1
+		}
+		if l.firstWaiting == nil {
+			first := next
+			l.firstWaiting = &first
+			if drops[dropID].State == domain.DropStateSelling {
+				nudges[dropID] = true
+			}
+		}
+		for _, i := range idx {
+			r := next
+			changes[i].rank = &r
+			next++
+		}
+	}
+	return nudges
 }

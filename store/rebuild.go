@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -91,6 +92,7 @@ type replayedState struct {
 	products  map[uuid.UUID]domain.Product
 	drops     map[uuid.UUID]domain.Drop
 	entries   map[uuid.UUID]domain.Entry
+	ranks     map[uuid.UUID]int
 }
 
 // replay folds every stream with the domain's folds and writes the states
@@ -170,7 +172,7 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedSta
 		return nil, fmt.Errorf("read events: %w", err)
 	}
 	report.Streams = len(orders) + len(merchants) + len(products) + len(drops) + len(entries)
-	r := &replayedState{orders: orders, merchants: merchants, products: products, drops: drops, entries: entries}
+	r := &replayedState{orders: orders, merchants: merchants, products: products, drops: drops, entries: entries, ranks: rankEntries(drops, entries)}
 	if err := writeMerchantStates(ctx, tx, "rebuild_merchants", true, valuesOf(merchants)); err != nil {
 		return nil, err
 	}
@@ -180,7 +182,7 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedSta
 	if err := writeDropStates(ctx, tx, "rebuild_drops", true, valuesOf(drops)); err != nil {
 		return nil, err
 	}
-	if err := writeEntryStates(ctx, tx, "rebuild_drop_entries", true, valuesOf(entries), drops); err != nil {
+	if err := writeEntryStates(ctx, tx, "rebuild_drop_entries", true, valuesOf(entries), drops, r.ranks); err != nil {
 		return nil, err
 	}
 	orderStates := make([]domain.Order, 0, len(orders))
@@ -393,9 +395,38 @@ func writeDropStates(ctx context.Context, tx pgx.Tx, table string, insert bool, 
 	})
 }
 
+// rankEntries ranks the entries of every ranked drop in the order of their
+// keys.
+func rankEntries(drops map[uuid.UUID]domain.Drop, entries map[uuid.UUID]domain.Entry) map[uuid.UUID]int {
+	type keyed struct {
+		id  uuid.UUID
+		key []byte
+	}
+	byDrop := map[uuid.UUID][]keyed{}
+	for id, e := range entries {
+		dropID, err := uuid.Parse(e.DropID)
+		if err != nil {
+			continue
+		}
+		d := drops[dropID]
+		if !d.Ranked() {
+			continue
+		}
+		byDrop[dropID] = append(byDrop[dropID], keyed{id, domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, e.JoinedAt)})
+	}
+	ranks := map[uuid.UUID]int{}
+	for _, line := range byDrop {
+		sort.Slice(line, func(i, j int) bool { return domain.CompareOrderKeys(line[i].key, line[j].key) < 0 })
+		for i, e := range line {
+			ranks[e.id] = i + 1
+		}
+	}
+	return ranks
+}
+
 // writeEntryStates is writeOrderStates for drop entries, each with the
-// order key its drop's draw gives it.
-func writeEntryStates(ctx context.Context, tx pgx.Tx, table string, insert bool, entries []domain.Entry, drops map[uuid.UUID]domain.Drop) error {
+// order key its drop's draw gives it and its rank.
+func writeEntryStates(ctx context.Context, tx pgx.Tx, table string, insert bool, entries []domain.Entry, drops map[uuid.UUID]domain.Drop, ranks map[uuid.UUID]int) error {
 	return writeInChunks(ctx, tx, "drop entries into "+table, entries, func(b *pgx.Batch, chunk []domain.Entry) error {
 		var cols entryColumnsOf
 		for _, e := range chunk {
@@ -408,7 +439,11 @@ func writeEntryStates(ctx context.Context, tx pgx.Tx, table string, insert bool,
 				return err
 			}
 			d := drops[dropID]
-			if err := cols.add(id, e, domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, e.JoinedAt), true); err != nil {
+			var rank *int
+			if r, ok := ranks[id]; ok {
+				rank = &r
+			}
+			if err := cols.add(id, e, domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, e.JoinedAt), rank, true); err != nil {
 				return err
 			}
 		}
@@ -470,10 +505,10 @@ func writeBack(ctx context.Context, tx pgx.Tx, r *replayedState) error {
 	if err != nil {
 		return err
 	}
-	if err := writeEntryStates(ctx, tx, "drop_entries", true, pick(missing, mapped(r.entries)), r.drops); err != nil {
+	if err := writeEntryStates(ctx, tx, "drop_entries", true, pick(missing, mapped(r.entries)), r.drops, r.ranks); err != nil {
 		return err
 	}
-	return writeEntryStates(ctx, tx, "drop_entries", false, pick(drifted, mapped(r.entries)), r.drops)
+	return writeEntryStates(ctx, tx, "drop_entries", false, pick(drifted, mapped(r.entries)), r.drops, r.ranks)
 }
 
 // findDrift runs query, which lists the ids of replayed rows that differ

@@ -167,7 +167,7 @@ func drop(ctx context.Context, t *Target, o Options) (*Result, error) {
 	if unsettled != 0 {
 		res.Violations = append(res.Violations, fmt.Sprintf("%d entries neither purchased, lapsed nor sold_out", unsettled))
 	}
-	for _, view := range []string{"drop_draw_mismatch", "drop_invitation_order", "drop_oversold"} {
+	for _, view := range []string{"drop_draw_mismatch", "drop_rank_mismatch", "drop_invitation_order", "drop_oversold"} {
 		var n int
 		if err := t.Pool.QueryRow(ctx, `SELECT count(*) FROM audit.`+view).Scan(&n); err != nil {
 			return nil, err
