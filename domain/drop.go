@@ -73,6 +73,7 @@ const (
 	EventDropOpened     = "drop.opened"
 	EventDropStarted    = "drop.started"
 	EventDropSoldOut    = "drop.sold_out"
+	EventDropEnded      = "drop.ended"
 	EventEntryJoined    = "drop_entry.joined"
 	EventEntryInvited   = "drop_entry.invited"
 	EventEntryOrdered   = "drop_entry.ordered"
@@ -111,6 +112,13 @@ type DropSoldOut struct {
 	SoldOutAt time.Time `json:"sold_out_at"`
 }
 
+// DropEnded records that a drop stopped selling with units unsold: its
+// line stayed empty for a purchase window.
+type DropEnded struct {
+	Purchased int       `json:"purchased"`
+	EndedAt   time.Time `json:"ended_at"`
+}
+
 // Drop is a drop as its stream folds.
 type Drop struct {
 	DropCreated
@@ -138,6 +146,8 @@ func (d Drop) Evolve(e Event) (Drop, error) {
 		d.State, d.Seed = DropStateSelling, seed
 	case DropSoldOut:
 		d.State = DropStateSoldOut
+	case DropEnded:
+		d.State = DropStateEnded
 	default:
 		return d, fmt.Errorf("drop evolve: unknown event %q (%T)", e.Type, e.Data)
 	}
@@ -245,6 +255,37 @@ func SellOut(d Drop, purchased int, now time.Time) []Event {
 		return nil
 	}
 	return []Event{{Type: EventDropSoldOut, Data: DropSoldOut{Purchased: purchased, SoldOutAt: now}}}
+}
+
+// DropLine is what a selling drop's end depends on.
+type DropLine struct {
+	Waiting, Outstanding, Purchased int
+	// LastActivity is the latest of the drop's start, its last join and
+	// its last purchase deadline.
+	LastActivity time.Time
+}
+
+// EndsAt is when a selling drop whose line is empty ends: one purchase
+// window after its last activity, so that a customer arriving in that
+// time is still served through the line. It is zero while an entry waits
+// or holds an invitation, or when every unit is bought (the drop sells
+// out instead).
+func EndsAt(d Drop, l DropLine) time.Time {
+	if d.State != DropStateSelling || l.Waiting > 0 || l.Outstanding > 0 || l.Purchased >= d.Units {
+		return time.Time{}
+	}
+	return l.LastActivity.Add(time.Duration(d.PurchaseWindowSeconds) * time.Second)
+}
+
+// End ends a selling drop that no customer is in line for, a purchase
+// window after its last activity: its remaining units sell as the product's
+// other stock does, and it takes no more entries.
+func End(d Drop, l DropLine, now time.Time) []Event {
+	at := EndsAt(d, l)
+	if at.IsZero() || now.Before(at) {
+		return nil
+	}
+	return []Event{{Type: EventDropEnded, Data: DropEnded{Purchased: l.Purchased, EndedAt: now}}}
 }
 
 // InvitationsDue is how many waiting entries may be invited now: invited

@@ -137,6 +137,50 @@ func TestDropLifecycle(t *testing.T) {
 	require.Equal(t, 0, domain.InvitationsDue(d, 0, 0))
 }
 
+func TestDropEndsAWindowAfterItsLineEmptied(t *testing.T) {
+	t.Parallel()
+	d := newTestDrop(t, func(p *domain.NewDropParams) { p.Units = intPtr(2) })
+	events, err := domain.AdvanceDrop(d, testSeed(), d.StartsAt)
+	require.NoError(t, err)
+	d, err = d.Apply(events...)
+	require.NoError(t, err)
+	window := time.Duration(d.PurchaseWindowSeconds) * time.Second
+	last := d.StartsAt.Add(time.Minute)
+	for _, tc := range []struct {
+		name string
+		line domain.DropLine
+		ends bool
+	}{
+		{"an entry waits", domain.DropLine{Waiting: 1, LastActivity: last}, false},
+		{"an invitation is open", domain.DropLine{Outstanding: 1, LastActivity: last}, false},
+		{"every unit bought: it sells out instead", domain.DropLine{Purchased: 2, LastActivity: last}, false},
+		{"nobody in line, a unit left", domain.DropLine{Purchased: 1, LastActivity: last}, true},
+		{"nobody ever joined", domain.DropLine{LastActivity: d.StartsAt}, true},
+	} {
+		at := domain.EndsAt(d, tc.line)
+		require.Equal(t, tc.ends, !at.IsZero(), tc.name)
+		if !tc.ends {
+			require.Empty(t, domain.End(d, tc.line, last.Add(24*time.Hour)), tc.name)
+			continue
+		}
+		require.Equal(t, tc.line.LastActivity.Add(window), at, tc.name)
+		require.Empty(t, domain.End(d, tc.line, at.Add(-time.Microsecond)), "%s: not before a window has passed", tc.name)
+		ended, err := d.Apply(domain.End(d, tc.line, at)...)
+		require.NoError(t, err)
+		require.Equal(t, domain.DropStateEnded, ended.State, tc.name)
+		require.False(t, ended.State.Active(), "an ended drop no longer governs its product")
+		_, err = domain.Join(ended, "e", "c", at)
+		require.Equal(t, domain.CodeDropEnded, domain.ErrorCode(err))
+		require.Zero(t, domain.InvitationsDue(ended, 0, 0))
+		require.Empty(t, domain.End(ended, tc.line, at.Add(time.Hour)), "once")
+	}
+	open, err := domain.AdvanceDrop(newTestDrop(t, nil), testSeed(), d.OpensAt)
+	require.NoError(t, err)
+	o, err := newTestDrop(t, nil).Apply(open...)
+	require.NoError(t, err)
+	require.True(t, domain.EndsAt(o, domain.DropLine{LastActivity: d.OpensAt}).IsZero(), "only a selling drop ends")
+}
+
 func TestJoinRules(t *testing.T) {
 	t.Parallel()
 	d := newTestDrop(t, nil)
@@ -306,7 +350,7 @@ func TestDropEventsRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, typ := range []string{
 		domain.EventDropCreated, domain.EventDropOpened, domain.EventDropStarted, domain.EventDropSoldOut,
-		domain.EventEntryJoined, domain.EventEntryInvited, domain.EventEntryOrdered, domain.EventEntryPurchased,
+		domain.EventDropEnded, domain.EventEntryJoined, domain.EventEntryInvited, domain.EventEntryOrdered, domain.EventEntryPurchased,
 		domain.EventEntryLapsed, domain.EventEntrySoldOut,
 	} {
 		e, err := domain.DecodeEvent(typ, []byte(`{}`))

@@ -339,6 +339,8 @@ func DecodeEvent(typ string, data []byte) (Event, error) {
 		v = &DropStarted{}
 	case EventDropSoldOut:
 		v = &DropSoldOut{}
+	case EventDropEnded:
+		v = &DropEnded{}
 	case EventEntryJoined:
 		v = &EntryJoined{}
 	case EventEntryInvited:
@@ -403,6 +405,8 @@ func deref(v any) any {
 	case *DropStarted:
 		return *p
 	case *DropSoldOut:
+		return *p
+	case *DropEnded:
 		return *p
 	case *EntryJoined:
 		return *p

@@ -401,9 +401,9 @@ func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uu
 			Scan(&outstanding, &purchased); err != nil {
 			return fmt.Errorf("count invitations: %w", err)
 		}
+		var deadline *time.Time
 		if n := domain.InvitationsDue(after, outstanding, purchased); n > 0 {
-			deadline, err := inviteNext(ctx, tx, after, n, now)
-			if err != nil {
+			if deadline, err = inviteNext(ctx, tx, after, n, now); err != nil {
 				return err
 			}
 			if deadline != nil {
@@ -419,6 +419,21 @@ func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uu
 				return err
 			}
 		}
+		if outstanding == 0 && deadline == nil && after.State == domain.DropStateSelling {
+			// Nobody holds an invitation and nobody was left to invite.
+			line, err := readLine(ctx, tx, after, purchased)
+			if err != nil {
+				return err
+			}
+			if ended := domain.End(after, line, now); len(ended) > 0 {
+				if after, err = after.Apply(ended...); err != nil {
+					return err
+				}
+				events = append(events, ended...)
+			} else if at := domain.EndsAt(after, line); !at.IsZero() {
+				jobs = append(jobs, settleJob(merchantID, dropID, at))
+			}
+		}
 	}
 	if len(events) > 0 {
 		if err := writeDrop(ctx, tx, dropChange{before: d, after: after, events: events, meta: Meta{Actor: domain.ActorSystem}}, now); err != nil {
@@ -426,6 +441,30 @@ func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uu
 		}
 	}
 	return s.insertJobs(ctx, tx, jobs)
+}
+
+// readLine reads what a selling drop's end depends on, when no invitation
+// is outstanding.
+func readLine(ctx context.Context, tx pgx.Tx, d domain.Drop, purchased int) (domain.DropLine, error) {
+	l := domain.DropLine{Purchased: purchased, LastActivity: d.StartsAt}
+	var lastJoined, lastDeadline *time.Time
+	var waiting bool
+	if err := tx.QueryRow(ctx, `SELECT
+			EXISTS (SELECT 1 FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND status = 'waiting'),
+			(SELECT joined_at FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND rank IS NOT NULL ORDER BY rank DESC LIMIT 1),
+			(SELECT max(purchase_deadline) FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND status IN ('invited', 'purchased', 'lapsed'))`,
+		d.MerchantID, d.DropID).Scan(&waiting, &lastJoined, &lastDeadline); err != nil {
+		return l, fmt.Errorf("read line: %w", err)
+	}
+	if waiting {
+		l.Waiting = 1
+	}
+	for _, t := range []*time.Time{lastJoined, lastDeadline} {
+		if t != nil && t.After(l.LastActivity) {
+			l.LastActivity = *t
+		}
+	}
+	return l, nil
 }
 
 // drawEntries ranks every entry of a lottery drop at its start: the early
@@ -555,23 +594,31 @@ func sellOutWaiting(ctx context.Context, tx pgx.Tx, d domain.Drop, now time.Time
 }
 
 // DropsToSettle fires, for up to limit drops, what their timers should have
-// done before cutoff: an opening, a start, a window that ended; and what a
-// lost nudge would have: units free while entries wait, every unit bought
-// while the drop still sells. It reports how many drops it settled.
+// done before cutoff: an opening, a start, a window that ended, the end of
+// a drop nobody is in line for; and what a lost nudge would have: units
+// free while entries wait, every unit bought while the drop still sells. It reports how many drops it settled.
 func (s *Store) DropsToSettle(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT d.merchant_id, d.id FROM (SELECT * FROM drops WHERE state IN ('scheduled', 'open', 'selling')) d
 		CROSS JOIN LATERAL (
 			SELECT count(*) FILTER (WHERE e.status = 'purchased') AS purchased,
 				count(*) FILTER (WHERE e.status = 'invited') AS invited,
-				count(*) FILTER (WHERE e.status = 'invited' AND e.purchase_deadline < $1) AS lapsing
-			FROM drop_entries e WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.status IN ('invited', 'purchased')
+				count(*) FILTER (WHERE e.status = 'invited' AND e.purchase_deadline < $1) AS lapsing,
+				max(e.purchase_deadline) AS last_deadline
+			FROM drop_entries e WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.status IN ('invited', 'purchased', 'lapsed')
 		) c
+		CROSS JOIN LATERAL (
+			SELECT EXISTS (SELECT 1 FROM drop_entries w WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting') AS waiting,
+				(SELECT j.joined_at FROM drop_entries j WHERE j.merchant_id = d.merchant_id AND j.drop_id = d.id AND j.rank IS NOT NULL
+					ORDER BY j.rank DESC LIMIT 1) AS last_joined
+		) l
 		WHERE (d.state = 'scheduled' AND d.opens_at < $1)
 		   OR (d.state IN ('scheduled', 'open') AND d.starts_at < $1)
 		   OR (d.state = 'selling' AND (c.lapsing > 0 OR c.purchased >= d.units
 				OR (c.invited + c.purchased < d.units AND EXISTS (SELECT 1 FROM drop_entries w
-					WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting' AND w.joined_at < $1))))
+					WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting' AND w.joined_at < $1))
+				OR (c.invited = 0 AND NOT l.waiting
+					AND greatest(d.starts_at, l.last_joined, c.last_deadline) + make_interval(secs => d.purchase_window_seconds) < $1)))
 		LIMIT $2`, cutoff, limit)
 	if err != nil {
 		return 0, mapErr(fmt.Errorf("drops to settle: %w", err))

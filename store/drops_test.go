@@ -613,3 +613,59 @@ func TestDropJoinsAfterStartRankInArrivalOrder(t *testing.T) {
 	}
 	require.Empty(t, violations(t, st))
 }
+
+// TestDropEndsWhenNobodyIsInLine: a selling drop with units left and nobody
+// waiting or invited ends one purchase window after its last activity (its
+// start, a join, a purchase deadline), through its timer or the backstop;
+// a customer joining in that window is still served through the line.
+// Then it takes no entries and its product sells as any other.
+func TestDropEndsWhenNobodyIsInLine(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, _ := setup(t)
+	f := newDropFixture(t, st, domain.DropLottery, 3, 10)
+	window := time.Duration(f.drop.PurchaseWindowSeconds) * time.Second
+	f.clock.Set(f.drop.OpensAt)
+	f.join(t, "payer")
+	f.join(t, "idler")
+	f.clock.Set(f.drop.StartsAt)
+	require.Equal(t, domain.DropStateSelling, f.settle(t).State)
+	_, err := place(ctx, st, f.merchant.ID, f.product.ID, placeOpts{Customer: "payer", PaymentRef: "r"})
+	require.NoError(t, err)
+
+	// The idler's window lapses; the line is empty, but not for a window yet.
+	deadline := *f.entry(t, "idler").PurchaseDeadline
+	f.clock.Set(deadline)
+	require.Equal(t, domain.DropStateSelling, f.settle(t).State)
+	require.Equal(t, domain.EntryStatusLapsed, f.entry(t, "idler").Status)
+	f.clock.Set(deadline.Add(window / 2))
+	require.Equal(t, domain.DropStateSelling, f.settle(t).State)
+	late := f.join(t, "late")
+	require.Equal(t, domain.EntryStatusWaiting, late.Status)
+	f.settle(t) // the join's nudge
+	require.Equal(t, domain.EntryStatusInvited, f.entry(t, "late").Status, "a customer in the window is served through the line")
+
+	// The late customer never pays either; a window after that, the drop ends.
+	lateDeadline := *f.entry(t, "late").PurchaseDeadline
+	f.clock.Set(lateDeadline)
+	require.Equal(t, domain.DropStateSelling, f.settle(t).State)
+	f.clock.Set(lateDeadline.Add(window - time.Microsecond))
+	n, err := st.DropsToSettle(ctx, f.clock.Now(), 10)
+	require.NoError(t, err)
+	require.Zero(t, n, "not before a window has passed")
+	f.clock.Set(lateDeadline.Add(window + time.Second))
+	n, err = st.DropsToSettle(ctx, lateDeadline.Add(window+time.Millisecond), 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the backstop ends it when its timer did not")
+	d, err := st.GetDrop(ctx, f.drop.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.DropStateEnded, d.State)
+	require.Equal(t, 1, d.Purchased)
+
+	_, err = st.JoinDrop(ctx, f.drop.ID, "too-late", "")
+	require.Equal(t, domain.CodeDropEnded, domain.ErrorCode(err))
+	_, err = place(ctx, st, f.merchant.ID, f.product.ID, placeOpts{Customer: "walk-in", PaymentRef: "r"})
+	require.NoError(t, err, "an ended drop's product sells as any other")
+	require.Equal(t, domain.DropStateEnded, f.settle(t).State, "ended stays ended")
+	require.Empty(t, violations(t, st))
+}
