@@ -362,6 +362,24 @@ func CompareOrderKeys(a, b []byte) int {
 	return bytes.Compare(a, b)
 }
 
+// EntryID is the id of a customer's entry in a drop: derived from the two,
+// so that finding whether a customer is in a drop is a lookup by id, and a
+// second entry for the customer is the same row. It is a version 8 UUID
+// (RFC 9562) of the first bytes of SHA-256("orderd drop entry" ‖ the drop
+// id's 16 bytes ‖ the customer id). Nobody learns a rank from it: the rank
+// is drawn from the seed, published only at the start.
+func EntryID(dropID [16]byte, customerID string) [16]byte {
+	h := sha256.New()
+	h.Write([]byte("orderd drop entry"))
+	h.Write(dropID[:])
+	h.Write([]byte(customerID))
+	var id [16]byte
+	copy(id[:], h.Sum(nil))
+	id[6] = id[6]&0x0f | 0x80
+	id[8] = id[8]&0x3f | 0x80
+	return id
+}
+
 // Entry events.
 
 type EntryJoined struct {

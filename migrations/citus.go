@@ -24,7 +24,7 @@ var (
 	// Citus accepts the foreign keys between them.
 	perMerchant = []string{
 		"merchants", "products", "stock_buckets", "purchase_claims", "orders", "idempotency_keys",
-		"outbox", "webhook_attempts", "dead_letters", "drops", "drop_seeds", "drop_entries",
+		"outbox", "webhook_attempts", "dead_letters", "drops", "drop_seeds", "drop_lines", "drop_entries",
 		"pickup_counters", "events",
 	}
 	// global tables are small, keyed by something other than a merchant

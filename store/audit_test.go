@@ -218,6 +218,11 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 			exec(t, pool, `UPDATE drop_entries e SET rank = s.rank FROM drop_entries s
 				WHERE e.drop_id = $1 AND s.drop_id = $1 AND e.rank IN (1, 2) AND s.rank IN (1, 2) AND s.id <> e.id`, d.drop.ID)
 		}},
+		{"drop_rank_mismatch", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// The line counts an invitation that its entries do not hold.
+			d := startedDrop(t, f.st, 1)
+			exec(t, pool, `UPDATE drop_lines SET invited = invited + 1 WHERE drop_id = $1`, d.drop.ID)
+		}},
 		{"drop_invitation_order", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// The invitation went to the second-best entry.
 			d := startedDrop(t, f.st, 1)

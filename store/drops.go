@@ -163,6 +163,9 @@ func (s *Store) CreateDrop(ctx context.Context, p CreateDropParams) (*Drop, erro
 		if _, err := tx.Exec(ctx, `INSERT INTO drop_seeds (merchant_id, drop_id, seed) VALUES ($1, $2, $3)`, merchantID, id, seed); err != nil {
 			return fmt.Errorf("keep seed: %w", err)
 		}
+		if _, err := tx.Exec(ctx, `INSERT INTO drop_lines (merchant_id, drop_id) VALUES ($1, $2)`, merchantID, id); err != nil {
+			return fmt.Errorf("start line: %w", err)
+		}
 		return s.insertJobs(ctx, tx, []river.InsertManyParams{
 			settleJob(merchantID, id, d.OpensAt), settleJob(merchantID, id, d.StartsAt),
 		})
@@ -232,11 +235,9 @@ func scanEntryInto(e *domain.Entry, dest ...any) []any {
 // entryViewQuery reads entries with their rank (among every entry) and
 // position (among the waiting), both known once the entry is ranked.
 // Invitations go in rank order, so the waiting entries ranked before an
-// entry are those from the best rank still waiting to its own.
-const entryViewQuery = `SELECT ` + entryColumns + `, e.rank,
-	CASE WHEN e.status = 'waiting' THEN e.rank - (SELECT min(w.rank) FROM drop_entries w
-		WHERE w.merchant_id = e.merchant_id AND w.drop_id = e.drop_id AND w.status = 'waiting') + 1 END
-	FROM drop_entries e`
+// entry are those ranked before it less those invited.
+const entryViewQuery = `SELECT ` + entryColumns + `, e.rank, CASE WHEN e.status = 'waiting' THEN e.rank - l.invited END
+	FROM drop_entries e JOIN drop_lines l ON l.merchant_id = e.merchant_id AND l.drop_id = e.drop_id`
 
 func (s *Store) readEntry(ctx context.Context, q querier, where string, args ...any) (*Entry, error) {
 	rows, err := q.Query(ctx, entryViewQuery+` WHERE `+where, args...)
@@ -269,7 +270,8 @@ func entryView(e domain.Entry, rank, pos *int) Entry {
 
 // MyEntry returns the customer's entry in a drop.
 func (s *Store) MyEntry(ctx context.Context, dropID uuid.UUID, customerID string) (*Entry, error) {
-	return s.readEntry(ctx, s.pool, `e.drop_id = $1 AND e.customer_id = $2`, dropID, customerID)
+	return s.readEntry(ctx, s.pool, `e.id = $1 AND e.drop_id = $2 AND e.customer_id = $3`,
+		uuid.UUID(domain.EntryID(dropID, customerID)), dropID, customerID)
 }
 
 // GetEntry returns an entry the caller may see.
@@ -451,7 +453,7 @@ func readLine(ctx context.Context, tx pgx.Tx, d domain.Drop, purchased int) (dom
 	var waiting bool
 	if err := tx.QueryRow(ctx, `SELECT
 			EXISTS (SELECT 1 FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND status = 'waiting'),
-			(SELECT joined_at FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND rank IS NOT NULL ORDER BY rank DESC LIMIT 1),
+			(SELECT last_joined_at FROM drop_lines WHERE merchant_id = $1 AND drop_id = $2),
 			(SELECT max(purchase_deadline) FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND status IN ('invited', 'purchased', 'lapsed'))`,
 		d.MerchantID, d.DropID).Scan(&waiting, &lastJoined, &lastDeadline); err != nil {
 		return l, fmt.Errorf("read line: %w", err)
@@ -478,8 +480,9 @@ func drawEntries(ctx context.Context, tx pgx.Tx, d domain.Drop) error {
 		return fmt.Errorf("read entries to draw: %w", err)
 	}
 	type drawn struct {
-		id  [16]byte
-		key []byte
+		id       [16]byte
+		key      []byte
+		joinedAt time.Time
 	}
 	var all []drawn
 	for rows.Next() {
@@ -493,7 +496,7 @@ func drawEntries(ctx context.Context, tx pgx.Tx, d domain.Drop) error {
 		if key == nil {
 			key = domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, joined)
 		}
-		all = append(all, drawn{id, key})
+		all = append(all, drawn{id, key, joined})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -507,8 +510,12 @@ func drawEntries(ctx context.Context, tx pgx.Tx, d domain.Drop) error {
 	for i, e := range all {
 		ids[i], keys[i], ranks[i] = e.id, e.key, int32(i+1)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE drop_entries e SET order_key = t.k, rank = t.r FROM unnest($3::uuid[], $4::bytea[], $5::int[]) AS t(id, k, r)
-		WHERE e.merchant_id = $1 AND e.drop_id = $2 AND e.id = t.id`, d.MerchantID, d.DropID, ids, keys, ranks); err != nil {
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE drop_entries e SET order_key = t.k, rank = t.r FROM unnest($3::uuid[], $4::bytea[], $5::int[]) AS t(id, k, r)
+		WHERE e.merchant_id = $1 AND e.drop_id = $2 AND e.id = t.id`, d.MerchantID, d.DropID, ids, keys, ranks)
+	b.Queue(`UPDATE drop_lines SET ranked = $3, last_joined_at = greatest(last_joined_at, $4) WHERE merchant_id = $1 AND drop_id = $2`,
+		d.MerchantID, d.DropID, len(all), all[len(all)-1].joinedAt)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("draw entries: %w", err)
 	}
 	return nil
@@ -572,6 +579,10 @@ func inviteNext(ctx context.Context, tx pgx.Tx, d domain.Drop, n int, now time.T
 		}
 		changes = append(changes, c)
 	}
+	if _, err := tx.Exec(ctx, `UPDATE drop_lines SET invited = invited + $3 WHERE merchant_id = $1 AND drop_id = $2`,
+		d.MerchantID, d.DropID, len(changes)); err != nil {
+		return nil, fmt.Errorf("count invitations: %w", err)
+	}
 	deadline := *changes[0].after.PurchaseDeadline
 	return &deadline, writeEntries(ctx, tx, changes, now)
 }
@@ -609,8 +620,7 @@ func (s *Store) DropsToSettle(ctx context.Context, cutoff time.Time, limit int) 
 		) c
 		CROSS JOIN LATERAL (
 			SELECT EXISTS (SELECT 1 FROM drop_entries w WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting') AS waiting,
-				(SELECT j.joined_at FROM drop_entries j WHERE j.merchant_id = d.merchant_id AND j.drop_id = d.id AND j.rank IS NOT NULL
-					ORDER BY j.rank DESC LIMIT 1) AS last_joined
+				(SELECT j.last_joined_at FROM drop_lines j WHERE j.merchant_id = d.merchant_id AND j.drop_id = d.id) AS last_joined
 		) l
 		WHERE (d.state = 'scheduled' AND d.opens_at < $1)
 		   OR (d.state IN ('scheduled', 'open') AND d.starts_at < $1)

@@ -92,44 +92,40 @@ func (s *Store) joinBatch(batch []*joinRequest) {
 	}
 }
 
-type dropCustomer struct {
-	drop     uuid.UUID
-	customer string
-}
-
-// dropLine is where a drop's line stands when a batch holds its lock: the
-// last ranked entry, and the best rank still waiting.
+// dropLine is a ranked drop's line when a batch holds its lock: the
+// entries ranked so far and the last one's joined_at, and the invitations.
 type dropLine struct {
-	lastRank     *int
+	ranked       int
 	lastJoinedAt *time.Time
-	firstWaiting *int
+	invited      int
 }
 
 func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, batch []*joinRequest) error {
 	seen := map[uuid.UUID]bool{}
 	var dropIDs []uuid.UUID
-	pairDrops, pairCustomers := make([]uuid.UUID, 0, len(batch)), make([]string, 0, len(batch))
+	ids := make([]uuid.UUID, 0, len(batch))
 	for _, req := range batch {
 		req.err, req.fresh, req.created = nil, nil, false
 		if !seen[req.dropID] {
 			seen[req.dropID] = true
 			dropIDs = append(dropIDs, req.dropID)
 		}
-		pairDrops, pairCustomers = append(pairDrops, req.dropID), append(pairCustomers, req.customerID)
+		ids = append(ids, uuid.UUID(domain.EntryID(req.dropID, req.customerID)))
 	}
 	sort.Slice(dropIDs, func(i, j int) bool { return dropIDs[i].String() < dropIDs[j].String() })
 
-	// The first round trip, with BEGIN. Joins of one drop take its row in
-	// no-key-update mode: they wait for each other, so that each numbers its
-	// entries after the last batch's, and for a transition, which holds the
-	// row exclusively; they do not wait for the key-share locks of the
-	// entries' and orders' foreign keys. The statements after the lock read
-	// what the batch before committed.
+	// The first round trip, with BEGIN. The drops' key-share locks make the
+	// joins wait for a transition, which holds a drop exclusively. The joins
+	// of a drop that ranks at join (fifo, or lottery once drawn) also take
+	// its line's row, so that each batch numbers its entries after the one
+	// before, whose entries the read of the customers' entries then sees.
+	// That read is by entry id (domain.EntryID), one index whatever the
+	// planner knows of the table.
 	drops := map[uuid.UUID]domain.Drop{}
 	lines := map[uuid.UUID]*dropLine{}
-	existing := map[dropCustomer]bool{}
+	existing := map[uuid.UUID]bool{}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+dropColumns+` FROM drops d WHERE d.id = ANY($1) ORDER BY d.id FOR NO KEY UPDATE OF d`, dropIDs).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+dropColumns+` FROM drops d WHERE d.id = ANY($1) ORDER BY d.id FOR KEY SHARE OF d`, dropIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			d, err := scanDrop(rows)
 			if err != nil {
@@ -139,31 +135,26 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 		}
 		return rows.Err()
 	})
-	b.Queue(`SELECT d.id, l.rank, l.joined_at, w.rank FROM drops d
-		LEFT JOIN LATERAL (SELECT e.rank, e.joined_at FROM drop_entries e
-			WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.rank IS NOT NULL ORDER BY e.rank DESC LIMIT 1) l ON true
-		LEFT JOIN LATERAL (SELECT e.rank FROM drop_entries e
-			WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.status = 'waiting' AND e.rank IS NOT NULL ORDER BY e.rank LIMIT 1) w ON true
-		WHERE d.id = ANY($1)`, dropIDs).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT l.drop_id, l.ranked, l.last_joined_at, l.invited FROM drops d
+		JOIN drop_lines l ON l.merchant_id = d.merchant_id AND l.drop_id = d.id
+		WHERE d.id = ANY($1) AND (d.mode = 'fifo' OR d.seed IS NOT NULL) ORDER BY l.drop_id FOR UPDATE OF l`, dropIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id uuid.UUID
 			var l dropLine
-			if err := rows.Scan(&id, &l.lastRank, &l.lastJoinedAt, &l.firstWaiting); err != nil {
+			if err := rows.Scan(&id, &l.ranked, &l.lastJoinedAt, &l.invited); err != nil {
 				return err
 			}
 			lines[id] = &l
 		}
 		return rows.Err()
 	})
-	b.Queue(`SELECT e.drop_id, e.customer_id FROM unnest($1::uuid[], $2::text[]) AS t(d, c)
-		JOIN drops d ON d.id = t.d
-		JOIN drop_entries e ON e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.customer_id = t.c`, pairDrops, pairCustomers).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT id FROM drop_entries WHERE id = ANY($1)`, ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var k dropCustomer
-			if err := rows.Scan(&k.drop, &k.customer); err != nil {
+			var id uuid.UUID
+			if err := rows.Scan(&id); err != nil {
 				return err
 			}
-			existing[k] = true
+			existing[id] = true
 		}
 		return rows.Err()
 	})
@@ -183,22 +174,24 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 			req.err = errDropNotFound
 			continue
 		}
-		k := dropCustomer{req.dropID, req.customerID}
-		if existing[k] {
+		id := uuid.UUID(domain.EntryID(req.dropID, req.customerID))
+		if existing[id] {
 			continue // answered with the entry it has
+		}
+		if d.Ranked() && lines[req.dropID] == nil {
+			return fmt.Errorf("drop %s has no line", req.dropID)
 		}
 		at, ok := joinedAt[req.dropID]
 		if !ok {
 			at = joinAt(d, lines[req.dropID], now)
 			joinedAt[req.dropID] = at
 		}
-		id := newID()
 		events, err := domain.Join(d, id.String(), req.customerID, at)
 		if err != nil {
 			req.err = err
 			continue
 		}
-		existing[k] = true // a twin later in the batch answers this one's entry
+		existing[id] = true // a twin later in the batch answers this one's entry
 		e, err := domain.Entry{}.Apply(events...)
 		if err != nil {
 			return err
@@ -208,7 +201,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 		made[req] = len(changes)
 		changes = append(changes, entryChange{after: e, key: domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, at), events: events, meta: m})
 	}
-	nudges := rankJoins(drops, lines, changes)
+	nudges, lineArgs := rankJoins(drops, lines, changes)
 	for dropID := range nudges {
 		// No entry was waiting: a unit may be free for the new ones at once.
 		jobs = append(jobs, settleJob(uuid.MustParse(drops[dropID].MerchantID), dropID, now))
@@ -228,6 +221,12 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 	if err := queueEntries(b, ordered, now, inserted); err != nil {
 		return err
 	}
+	if len(lineArgs.drop) > 0 {
+		b.Queue(`UPDATE drop_lines l SET ranked = t.ranked, last_joined_at = t.last FROM drops d,
+				unnest($1::uuid[], $2::int[], $3::timestamptz[]) AS t(drop_id, ranked, last)
+			WHERE d.id = t.drop_id AND l.merchant_id = d.merchant_id AND l.drop_id = d.id`,
+			lineArgs.drop, lineArgs.ranked, lineArgs.last)
+	}
 	if len(changes) > 0 {
 		noteEvents(tx)
 	}
@@ -242,8 +241,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 		req.created = true
 		var pos *int
 		if c.rank != nil {
-			first := *lines[req.dropID].firstWaiting
-			p := *c.rank - first + 1
+			p := *c.rank - lines[req.dropID].invited
 			pos = &p
 		}
 		v := entryView(c.after, c.rank, pos)
@@ -262,17 +260,24 @@ func joinAt(d domain.Drop, l *dropLine, now time.Time) time.Time {
 	if d.State == domain.DropStateSelling && at.Before(d.StartsAt) {
 		at = d.StartsAt
 	}
-	if d.Ranked() && l != nil && l.lastJoinedAt != nil && !at.After(*l.lastJoinedAt) {
+	if l != nil && l.lastJoinedAt != nil && !at.After(*l.lastJoinedAt) {
 		at = l.lastJoinedAt.Add(time.Microsecond)
 	}
 	return at
 }
 
+// lineUpdates are the lines a batch advances, column by column.
+type lineUpdates struct {
+	drop   []uuid.UUID
+	ranked []int32
+	last   []time.Time
+}
+
 // rankJoins numbers the new entries of each drop that ranks at join after
-// its last ranked entry, in the order of their keys (one joined_at per
-// drop and batch, so by id), and sets each line's best waiting rank when
-// none was waiting. It returns the drops that had no entry waiting.
-func rankJoins(drops map[uuid.UUID]domain.Drop, lines map[uuid.UUID]*dropLine, changes []entryChange) map[uuid.UUID]bool {
+// its line's last ranked entry, in the order of their keys (one joined_at
+// per drop and batch, so by id). It returns the drops in which no entry
+// was waiting, and the lines' new counts.
+func rankJoins(drops map[uuid.UUID]domain.Drop, lines map[uuid.UUID]*dropLine, changes []entryChange) (map[uuid.UUID]bool, lineUpdates) {
 	byDrop := map[uuid.UUID][]int{}
 	for i, c := range changes {
 		id := uuid.MustParse(c.after.DropID)
@@ -281,27 +286,23 @@ func rankJoins(drops map[uuid.UUID]domain.Drop, lines map[uuid.UUID]*dropLine, c
 		}
 	}
 	nudges := map[uuid.UUID]bool{}
+	var up lineUpdates
 	for dropID, idx := range byDrop {
 		sort.Slice(idx, func(i, j int) bool {
 			return domain.CompareOrderKeys(changes[idx[i]].key, changes[idx[j]].key) < 0
 		})
 		l := lines[dropID]
-		next := 1
-		if l.lastRank != nil {
-			next = *l.lastRank + 1
-		}
-		if l.firstWaiting == nil {
-			first := next
-			l.firstWaiting = &first
-			if drops[dropID].State == domain.DropStateSelling {
-				nudges[dropID] = true
-			}
+		if l.invited == l.ranked && drops[dropID].State == domain.DropStateSelling {
+			// Nobody waits: a unit may be free for the new entries at once.
+			nudges[dropID] = true
 		}
 		for _, i := range idx {
-			r := next
+			l.ranked++
+			r := l.ranked
 			changes[i].rank = &r
-			next++
 		}
+		up.drop, up.ranked = append(up.drop, dropID), append(up.ranked, int32(l.ranked))
+		up.last = append(up.last, changes[idx[len(idx)-1]].after.JoinedAt)
 	}
-	return nudges
+	return nudges, up
 }
