@@ -13,6 +13,9 @@ CREATE TABLE drop_lines (
     ranked         integer     NOT NULL DEFAULT 0 CHECK (ranked >= 0),
     last_joined_at timestamptz,
     invited        integer     NOT NULL DEFAULT 0 CHECK (invited >= 0),
+    -- The draw at the start writes the ranks its invitations need and
+    -- leaves the rest, from this rank on, to the settle that follows.
+    draw_pending_from integer,
     PRIMARY KEY (merchant_id, drop_id),
     FOREIGN KEY (merchant_id, drop_id) REFERENCES drops (merchant_id, id)
 );
@@ -31,13 +34,16 @@ ALTER TABLE drop_entries DROP CONSTRAINT drop_entries_one_per_rank;
 
 -- A stored rank that is not the entry's place in the order of the keys (a
 -- duplicate or a gap among them), or a line whose counts are not its
--- entries'.
+-- entries'. A drop whose draw is still being written (draw_pending_from,
+-- for the moment between the start and the settle after it) is judged
+-- once it is written.
 CREATE OR REPLACE VIEW audit.drop_rank_mismatch AS
 SELECT merchant_id, drop_id, id AS entry_id, rank AS stored_rank, expected_rank
 FROM (
-    SELECT merchant_id, drop_id, id, rank,
-           CASE WHEN order_key IS NOT NULL THEN row_number() OVER (PARTITION BY merchant_id, drop_id ORDER BY order_key NULLS LAST) END AS expected_rank
-    FROM drop_entries
+    SELECT e.merchant_id, e.drop_id, e.id, e.rank,
+           CASE WHEN e.order_key IS NOT NULL THEN row_number() OVER (PARTITION BY e.merchant_id, e.drop_id ORDER BY e.order_key NULLS LAST) END AS expected_rank
+    FROM drop_entries e
+    JOIN drop_lines l ON l.merchant_id = e.merchant_id AND l.drop_id = e.drop_id AND l.draw_pending_from IS NULL
 ) r
 WHERE rank IS DISTINCT FROM expected_rank
 UNION ALL
@@ -47,10 +53,43 @@ CROSS JOIN LATERAL (
     SELECT count(e.rank)::int AS ranked, count(e.invited_at)::int AS invited
     FROM drop_entries e WHERE e.merchant_id = l.merchant_id AND e.drop_id = l.drop_id
 ) c
-WHERE l.ranked <> c.ranked OR l.invited <> c.invited;
+WHERE l.draw_pending_from IS NULL AND (l.ranked <> c.ranked OR l.invited <> c.invited);
+
+-- The keys recomputed from the published seed, as before, except those
+-- the draw is still writing.
+CREATE OR REPLACE VIEW audit.drop_draw_mismatch AS
+SELECT e.merchant_id, e.drop_id, e.id AS entry_id, encode(e.order_key, 'hex') AS stored_key, encode(x.expected, 'hex') AS expected_key
+FROM drop_entries e
+JOIN drops d ON d.merchant_id = e.merchant_id AND d.id = e.drop_id
+CROSS JOIN LATERAL (SELECT CASE
+    WHEN d.mode = 'lottery' AND e.joined_at < d.starts_at THEN
+        CASE WHEN d.seed IS NULL THEN NULL ELSE '\x00'::bytea || sha256(d.seed || uuid_send(e.id)) END
+    ELSE '\x01'::bytea || int8send((extract(epoch FROM e.joined_at) * 1000000)::bigint) || uuid_send(e.id)
+    END AS expected) x
+WHERE e.order_key IS DISTINCT FROM x.expected
+  AND NOT (e.order_key IS NULL AND EXISTS (SELECT 1 FROM drop_lines l
+      WHERE l.merchant_id = e.merchant_id AND l.drop_id = e.drop_id AND l.draw_pending_from IS NOT NULL))
+UNION ALL
+SELECT d.merchant_id, d.id, NULL, NULL, d.seed_commitment
+FROM drops d
+WHERE d.seed IS NOT NULL AND encode(sha256(d.seed), 'hex') <> d.seed_commitment;
 GRANT SELECT ON drop_lines TO orderd_auditor;
 
 -- +goose Down
+CREATE OR REPLACE VIEW audit.drop_draw_mismatch AS
+SELECT e.merchant_id, e.drop_id, e.id AS entry_id, encode(e.order_key, 'hex') AS stored_key, encode(x.expected, 'hex') AS expected_key
+FROM drop_entries e
+JOIN drops d ON d.merchant_id = e.merchant_id AND d.id = e.drop_id
+CROSS JOIN LATERAL (SELECT CASE
+    WHEN d.mode = 'lottery' AND e.joined_at < d.starts_at THEN
+        CASE WHEN d.seed IS NULL THEN NULL ELSE '\x00'::bytea || sha256(d.seed || uuid_send(e.id)) END
+    ELSE '\x01'::bytea || int8send((extract(epoch FROM e.joined_at) * 1000000)::bigint) || uuid_send(e.id)
+    END AS expected) x
+WHERE e.order_key IS DISTINCT FROM x.expected
+UNION ALL
+SELECT d.merchant_id, d.id, NULL, NULL, d.seed_commitment
+FROM drops d
+WHERE d.seed IS NOT NULL AND encode(sha256(d.seed), 'hex') <> d.seed_commitment;
 CREATE OR REPLACE VIEW audit.drop_rank_mismatch AS
 SELECT merchant_id, drop_id, id AS entry_id, rank AS stored_rank, expected_rank
 FROM (

@@ -387,12 +387,24 @@ func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uu
 	if err != nil {
 		return err
 	}
-	if d.State != domain.DropStateSelling && after.State == domain.DropStateSelling && after.Mode == domain.DropLottery {
-		if err := drawEntries(ctx, tx, after); err != nil {
+	var jobs []river.InsertManyParams
+	switch {
+	case d.State != domain.DropStateSelling && after.State == domain.DropStateSelling && after.Mode == domain.DropLottery:
+		// The draw writes the ranks the start's invitations need now, and
+		// leaves the rest to the settle right after, so that the first
+		// invitations do not wait for every entry's row to be rewritten.
+		pending, err := drawEntries(ctx, tx, after, after.Units)
+		if err != nil {
+			return err
+		}
+		if pending {
+			jobs = append(jobs, settleJob(merchantID, dropID, now))
+		}
+	case d.State == domain.DropStateSelling:
+		if err := finishDraw(ctx, tx, after); err != nil {
 			return err
 		}
 	}
-	var jobs []river.InsertManyParams
 	if after.State == domain.DropStateSelling {
 		if err := s.lapseDueWindows(ctx, tx, after, now); err != nil {
 			return err
@@ -472,53 +484,99 @@ func readLine(ctx context.Context, tx pgx.Tx, d domain.Drop, purchased int) (dom
 // drawEntries ranks every entry of a lottery drop at its start: the early
 // ones by the key the seed just published gives them, those that joined
 // since starts_at (the start's timer running late) after them by their
-// own keys.
-func drawEntries(ctx context.Context, tx pgx.Tx, d domain.Drop) error {
+// own keys. It writes the keys and ranks of the best write of them, which
+// the start's invitations need, and leaves the others' to finishDraw,
+// recording in the line from which rank on they are pending. The line
+// counts every entry ranked, so that joins number theirs after all of them.
+func drawEntries(ctx context.Context, tx pgx.Tx, d domain.Drop, write int) (pending bool, err error) {
+	all, err := readUndrawn(ctx, tx, d)
+	if err != nil || len(all) == 0 {
+		return false, err
+	}
+	n := min(write, len(all))
+	var from any
+	if n < len(all) {
+		from = n + 1
+	}
+	b := &pgx.Batch{}
+	queueRanks(b, d, all[:n], 1)
+	b.Queue(`UPDATE drop_lines SET ranked = $3, last_joined_at = greatest(last_joined_at, $4), draw_pending_from = $5
+		WHERE merchant_id = $1 AND drop_id = $2`, d.MerchantID, d.DropID, len(all), all[len(all)-1].joinedAt, from)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return false, fmt.Errorf("draw entries: %w", err)
+	}
+	return n < len(all), nil
+}
+
+// finishDraw writes the keys and ranks the draw left pending: the entries
+// without a rank are the rest of the draw's order, in the same order.
+func finishDraw(ctx context.Context, tx pgx.Tx, d domain.Drop) error {
+	var from *int
+	if err := tx.QueryRow(ctx, `SELECT draw_pending_from FROM drop_lines WHERE merchant_id = $1 AND drop_id = $2`, d.MerchantID, d.DropID).Scan(&from); err != nil {
+		return fmt.Errorf("read line: %w", err)
+	}
+	if from == nil {
+		return nil
+	}
+	rest, err := readUndrawn(ctx, tx, d)
+	if err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	queueRanks(b, d, rest, *from)
+	b.Queue(`UPDATE drop_lines SET draw_pending_from = NULL WHERE merchant_id = $1 AND drop_id = $2`, d.MerchantID, d.DropID)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("finish draw: %w", err)
+	}
+	return nil
+}
+
+type drawn struct {
+	id       [16]byte
+	key      []byte
+	joinedAt time.Time
+}
+
+// readUndrawn reads the drop's entries without a rank, in the order of
+// their keys.
+func readUndrawn(ctx context.Context, tx pgx.Tx, d domain.Drop) ([]drawn, error) {
 	rows, err := tx.Query(ctx, `SELECT id, joined_at, order_key FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND rank IS NULL`,
 		d.MerchantID, d.DropID)
 	if err != nil {
-		return fmt.Errorf("read entries to draw: %w", err)
+		return nil, fmt.Errorf("read entries to draw: %w", err)
 	}
-	type drawn struct {
-		id       [16]byte
-		key      []byte
-		joinedAt time.Time
-	}
+	defer rows.Close()
 	var all []drawn
 	for rows.Next() {
 		var id uuid.UUID
 		var joined time.Time
 		var key []byte
 		if err := rows.Scan(&id, &joined, &key); err != nil {
-			rows.Close()
-			return fmt.Errorf("scan entry to draw: %w", err)
+			return nil, fmt.Errorf("scan entry to draw: %w", err)
 		}
 		if key == nil {
 			key = domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, joined)
 		}
 		all = append(all, drawn{id, key, joined})
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read entries to draw: %w", err)
-	}
-	if len(all) == 0 {
-		return nil
+		return nil, fmt.Errorf("read entries to draw: %w", err)
 	}
 	sort.Slice(all, func(i, j int) bool { return domain.CompareOrderKeys(all[i].key, all[j].key) < 0 })
-	ids, keys, ranks := make([][16]byte, len(all)), make([][]byte, len(all)), make([]int32, len(all))
-	for i, e := range all {
-		ids[i], keys[i], ranks[i] = e.id, e.key, int32(i+1)
+	return all, nil
+}
+
+// queueRanks adds to b the write of entries' keys and ranks, from first on.
+func queueRanks(b *pgx.Batch, d domain.Drop, entries []drawn, first int) {
+	if len(entries) == 0 {
+		return
 	}
-	b := &pgx.Batch{}
+	ids, keys, ranks := make([][16]byte, len(entries)), make([][]byte, len(entries)), make([]int32, len(entries))
+	for i, e := range entries {
+		ids[i], keys[i], ranks[i] = e.id, e.key, int32(first+i)
+	}
 	b.Queue(`UPDATE drop_entries e SET order_key = t.k, rank = t.r FROM unnest($3::uuid[], $4::bytea[], $5::int[]) AS t(id, k, r)
 		WHERE e.merchant_id = $1 AND e.drop_id = $2 AND e.id = t.id`, d.MerchantID, d.DropID, ids, keys, ranks)
-	b.Queue(`UPDATE drop_lines SET ranked = $3, last_joined_at = greatest(last_joined_at, $4) WHERE merchant_id = $1 AND drop_id = $2`,
-		d.MerchantID, d.DropID, len(all), all[len(all)-1].joinedAt)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("draw entries: %w", err)
-	}
-	return nil
 }
 
 func lockEntries(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]domain.Entry, error) {

@@ -67,6 +67,7 @@ func startedDrop(t *testing.T, st *store.Store, units int) dropFixture {
 	}
 	f.clock.Set(f.drop.StartsAt)
 	f.settle(t)
+	f.settle(t) // the settle after the start, which writes the rest of the draw
 	return f
 }
 
@@ -159,6 +160,14 @@ func TestDropEndToEnd(t *testing.T) {
 	late := f.join(t, "c6")
 	require.Equal(t, 7, *late.Rank, "a late entry ranks after the draw")
 	require.Equal(t, 4, *late.Position)
+	unranked := 0
+	for _, c := range customers[:6] {
+		if f.entry(t, c).Rank == nil {
+			unranked++
+		}
+	}
+	require.Equal(t, 3, unranked, "the start writes the ranks its invitations need")
+	f.settle(t) // the settle after the start writes the rest of the draw
 
 	draw, err = st.GetDraw(ctx, f.drop.ID)
 	require.NoError(t, err)
@@ -518,10 +527,12 @@ func TestDropJoinsAfterStartRankInArrivalOrder(t *testing.T) {
 	stores[1].Now = func() time.Time { return clock.Now().Add(-20 * time.Millisecond) }
 	st := stores[0]
 	m := createMerchant(t, st, &merchantOpts{Capacity: 1000})
+	// More units than the buyers below can buy: the drop never sells out
+	// under the joins.
 	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(40)})
 	d, err := st.CreateDrop(ctx, store.CreateDropParams{
 		ProductID: p.ID, OpensAt: clock.Now().Add(time.Second), StartsAt: clock.Now().Add(time.Hour),
-		Mode: domain.DropLottery, PurchaseWindowSeconds: intp(30), Units: intp(6), Access: admin,
+		Mode: domain.DropLottery, PurchaseWindowSeconds: intp(30), Units: intp(40), Access: admin,
 	})
 	require.NoError(t, err)
 	clock.Set(d.OpensAt.Add(time.Second))

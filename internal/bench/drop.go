@@ -54,6 +54,23 @@ func drop(ctx context.Context, t *Target, o Options) (*Result, error) {
 	}
 	time.Sleep(time.Until(opens))
 
+	// When a customer's app, polling from the start, first sees an
+	// invitation committed, whether or not the joins are still running.
+	var firstSeen time.Time
+	seenDone := make(chan struct{})
+	go func() {
+		defer close(seenDone)
+		time.Sleep(time.Until(starts))
+		for ctx.Err() == nil && time.Since(starts) < time.Minute {
+			var invited bool
+			if err := t.Pool.QueryRow(ctx, `SELECT invited > 0 FROM drop_lines WHERE merchant_id = $1 AND drop_id = $2`, mID, dropID).Scan(&invited); err == nil && invited {
+				firstSeen = time.Now()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+
 	rec := newRecorder()
 	bar := newBar(o, entries, "drop: joining the pre-queue")
 	cpu := t.readCPU()
@@ -97,9 +114,6 @@ func drop(ctx context.Context, t *Target, o Options) (*Result, error) {
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 19))
 	var state string
-	// When the bench, polling as a customer's app would, first sees an
-	// invitation committed.
-	var firstSeen time.Time
 	for runCtx.Err() == nil {
 		if err := t.Pool.QueryRow(runCtx, `SELECT state FROM drops WHERE id = $1`, dropID).Scan(&state); err != nil {
 			break
@@ -107,7 +121,7 @@ func drop(ctx context.Context, t *Target, o Options) (*Result, error) {
 		if state == "sold_out" {
 			break
 		}
-		rows, err := t.Pool.Query(runCtx, `SELECT customer_id FROM drop_entries WHERE drop_id = $1 AND status = 'invited' AND order_id IS NULL`, dropID)
+		rows, err := t.Pool.Query(runCtx, `SELECT customer_id FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND status = 'invited' AND order_id IS NULL`, mID, dropID)
 		if err != nil {
 			break
 		}
@@ -115,9 +129,6 @@ func drop(ctx context.Context, t *Target, o Options) (*Result, error) {
 			var c string
 			if rows.Scan(&c) != nil || seen[c] {
 				continue
-			}
-			if firstSeen.IsZero() {
-				firstSeen = time.Now()
 			}
 			seen[c] = true
 			if rng.IntN(10) == 0 {
@@ -130,6 +141,7 @@ func drop(ctx context.Context, t *Target, o Options) (*Result, error) {
 	}
 	close(buys)
 	wg.Wait()
+	<-seenDone
 	if state != "sold_out" {
 		res.Violations = append(res.Violations, fmt.Sprintf("the drop did not sell out by %s (state %s)", deadline.Format(time.RFC3339), state))
 	}
