@@ -36,7 +36,8 @@ ALTER TABLE drop_entries DROP CONSTRAINT drop_entries_one_per_rank;
 -- duplicate or a gap among them), or a line whose counts are not its
 -- entries'. A drop whose draw is still being written (draw_pending_from,
 -- for the moment between the start and the settle after it) is judged
--- once it is written.
+-- once it is written. Joins name merchant_id on both sides, nothing is
+-- correlated, as every audit view (migration 17).
 CREATE OR REPLACE VIEW audit.drop_rank_mismatch AS
 SELECT merchant_id, drop_id, id AS entry_id, rank AS stored_rank, expected_rank
 FROM (
@@ -47,47 +48,46 @@ FROM (
 ) r
 WHERE rank IS DISTINCT FROM expected_rank
 UNION ALL
-SELECT l.merchant_id, l.drop_id, NULL, l.ranked, c.ranked
+SELECT l.merchant_id, l.drop_id, NULL::uuid, l.ranked, coalesce(c.ranked, 0)
 FROM drop_lines l
-CROSS JOIN LATERAL (
-    SELECT count(e.rank)::int AS ranked, count(e.invited_at)::int AS invited
-    FROM drop_entries e WHERE e.merchant_id = l.merchant_id AND e.drop_id = l.drop_id
-) c
-WHERE l.draw_pending_from IS NULL AND (l.ranked <> c.ranked OR l.invited <> c.invited);
+LEFT JOIN (SELECT merchant_id, drop_id, count(rank)::int AS ranked, count(invited_at)::int AS invited
+           FROM drop_entries GROUP BY merchant_id, drop_id) c ON c.merchant_id = l.merchant_id AND c.drop_id = l.drop_id
+WHERE l.draw_pending_from IS NULL AND (l.ranked <> coalesce(c.ranked, 0) OR l.invited <> coalesce(c.invited, 0));
 
 -- The keys recomputed from the published seed, as before, except those
 -- the draw is still writing.
 CREATE OR REPLACE VIEW audit.drop_draw_mismatch AS
-SELECT e.merchant_id, e.drop_id, e.id AS entry_id, encode(e.order_key, 'hex') AS stored_key, encode(x.expected, 'hex') AS expected_key
-FROM drop_entries e
-JOIN drops d ON d.merchant_id = e.merchant_id AND d.id = e.drop_id
-CROSS JOIN LATERAL (SELECT CASE
-    WHEN d.mode = 'lottery' AND e.joined_at < d.starts_at THEN
-        CASE WHEN d.seed IS NULL THEN NULL ELSE '\x00'::bytea || sha256(d.seed || uuid_send(e.id)) END
-    ELSE '\x01'::bytea || int8send((extract(epoch FROM e.joined_at) * 1000000)::bigint) || uuid_send(e.id)
-    END AS expected) x
-WHERE e.order_key IS DISTINCT FROM x.expected
-  AND NOT (e.order_key IS NULL AND EXISTS (SELECT 1 FROM drop_lines l
-      WHERE l.merchant_id = e.merchant_id AND l.drop_id = e.drop_id AND l.draw_pending_from IS NOT NULL))
+SELECT x.merchant_id, x.drop_id, x.entry_id, encode(x.order_key, 'hex') AS stored_key, encode(x.expected, 'hex') AS expected_key
+FROM (SELECT e.merchant_id, e.drop_id, e.id AS entry_id, e.order_key, l.draw_pending_from IS NOT NULL AS pending,
+             CASE
+                 WHEN d.mode = 'lottery' AND e.joined_at < d.starts_at THEN
+                     CASE WHEN d.seed IS NULL THEN NULL::bytea ELSE '\x00'::bytea || sha256(d.seed || uuid_send(e.id)) END
+                 ELSE '\x01'::bytea || int8send((extract(epoch FROM e.joined_at) * 1000000)::bigint) || uuid_send(e.id)
+             END AS expected
+      FROM drop_entries e
+      JOIN drops d ON d.merchant_id = e.merchant_id AND d.id = e.drop_id
+      JOIN drop_lines l ON l.merchant_id = e.merchant_id AND l.drop_id = e.drop_id) x
+WHERE x.order_key IS DISTINCT FROM x.expected AND NOT (x.order_key IS NULL AND x.pending)
 UNION ALL
-SELECT d.merchant_id, d.id, NULL, NULL, d.seed_commitment
+SELECT d.merchant_id, d.id, NULL::uuid, NULL::text, d.seed_commitment
 FROM drops d
 WHERE d.seed IS NOT NULL AND encode(sha256(d.seed), 'hex') <> d.seed_commitment;
 GRANT SELECT ON drop_lines TO orderd_auditor;
 
 -- +goose Down
 CREATE OR REPLACE VIEW audit.drop_draw_mismatch AS
-SELECT e.merchant_id, e.drop_id, e.id AS entry_id, encode(e.order_key, 'hex') AS stored_key, encode(x.expected, 'hex') AS expected_key
-FROM drop_entries e
-JOIN drops d ON d.merchant_id = e.merchant_id AND d.id = e.drop_id
-CROSS JOIN LATERAL (SELECT CASE
-    WHEN d.mode = 'lottery' AND e.joined_at < d.starts_at THEN
-        CASE WHEN d.seed IS NULL THEN NULL ELSE '\x00'::bytea || sha256(d.seed || uuid_send(e.id)) END
-    ELSE '\x01'::bytea || int8send((extract(epoch FROM e.joined_at) * 1000000)::bigint) || uuid_send(e.id)
-    END AS expected) x
-WHERE e.order_key IS DISTINCT FROM x.expected
+SELECT x.merchant_id, x.drop_id, x.entry_id, encode(x.order_key, 'hex') AS stored_key, encode(x.expected, 'hex') AS expected_key
+FROM (SELECT e.merchant_id, e.drop_id, e.id AS entry_id, e.order_key,
+             CASE
+                 WHEN d.mode = 'lottery' AND e.joined_at < d.starts_at THEN
+                     CASE WHEN d.seed IS NULL THEN NULL::bytea ELSE '\x00'::bytea || sha256(d.seed || uuid_send(e.id)) END
+                 ELSE '\x01'::bytea || int8send((extract(epoch FROM e.joined_at) * 1000000)::bigint) || uuid_send(e.id)
+             END AS expected
+      FROM drop_entries e
+      JOIN drops d ON d.merchant_id = e.merchant_id AND d.id = e.drop_id) x
+WHERE x.order_key IS DISTINCT FROM x.expected
 UNION ALL
-SELECT d.merchant_id, d.id, NULL, NULL, d.seed_commitment
+SELECT d.merchant_id, d.id, NULL::uuid, NULL::text, d.seed_commitment
 FROM drops d
 WHERE d.seed IS NOT NULL AND encode(sha256(d.seed), 'hex') <> d.seed_commitment;
 CREATE OR REPLACE VIEW audit.drop_rank_mismatch AS
