@@ -45,12 +45,8 @@ func startWorkers(t *testing.T, b *bundle) *river.Client[pgx.Tx] {
 
 func startWorkersWith(t *testing.T, b *bundle, cfg jobs.Config) *river.Client[pgx.Tx] {
 	t.Helper()
-	cfg.SweepInterval = time.Second
-	client, err := jobs.NewClient(b.pool, b.store, cfg)
-	require.NoError(t, err)
-	ctx := context.Background()
-	require.NoError(t, client.Start(ctx))
-	backstopCtx, stopBackstop := context.WithCancel(ctx)
+	client := startRiver(t, b, cfg)
+	backstopCtx, stopBackstop := context.WithCancel(context.Background())
 	backstopDone := make(chan struct{})
 	go func() {
 		defer close(backstopDone)
@@ -59,12 +55,34 @@ func startWorkersWith(t *testing.T, b *bundle, cfg jobs.Config) *river.Client[pg
 	t.Cleanup(func() {
 		stopBackstop()
 		<-backstopDone
+	})
+	return client
+}
+
+// startRiver starts River's workers without the backstop, so that a timer
+// fires only if River fires it.
+func startRiver(t *testing.T, b *bundle, cfg jobs.Config) *river.Client[pgx.Tx] {
+	t.Helper()
+	cfg.SweepInterval = time.Second
+	client, err := jobs.NewClient(b.pool, b.store, cfg)
+	require.NoError(t, err)
+	require.NoError(t, client.Start(context.Background()))
+	t.Cleanup(func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, client.Stop(stopCtx))
 	})
 	return client
 }
+
+// timerLateness is how late, after its deadline, River's own fetch may fire
+// a timer in these tests. A timer left to River's leader-only scheduler,
+// which runs every 5 s, is up to 5 s late, and of orders due at random
+// moments most would be more than this late; one that never fires never
+// closes. How late timers fire in normal operation is what `orderd bench
+// timers` measures: on a machine shared with other test suites, a unit test
+// bounding it tightly fails for lack of CPU, not for a broken timer.
+const timerLateness = 2500 * time.Millisecond
 
 func merchantAndProduct(t *testing.T, st *store.Store, capacity, paymentTimeout int) (uuid.UUID, uuid.UUID) {
 	t.Helper()
@@ -192,12 +210,13 @@ func TestPeriodicAuditExportsViolations(t *testing.T) {
 
 // TestShortWindowClosesOnTime places orders with a one-second payment window
 // at random moments over several seconds, so that some fall just after a
-// tick of River's leader-only scheduler (every 5 s): each must still close
-// within 1.5 s of its placement.
+// tick of River's leader-only scheduler (every 5 s): River alone (no
+// backstop) closes each at its deadline, never before, and not as late as
+// that scheduler would (timerLateness).
 func TestShortWindowClosesOnTime(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	startWorkers(t, b)
+	startRiver(t, b, jobs.DefaultConfig())
 	m, p := merchantAndProduct(t, b.store, 5, 1)
 	const orders = 20
 	type placed struct {
@@ -225,10 +244,11 @@ func TestShortWindowClosesOnTime(t *testing.T) {
 		require.NoError(t, r.err)
 		id := r.id
 		waitStatus(t, b.store, id, domain.StatusClosed, 10*time.Second)
-		var open time.Duration
+		var late time.Duration
 		require.NoError(t, b.pool.QueryRow(context.Background(),
-			`SELECT ended_at - placed_at FROM orders WHERE id = $1`, id).Scan(&open))
-		require.LessOrEqual(t, open, 1500*time.Millisecond, "order %s stayed open %s with a 1 s window", id, open)
+			`SELECT ended_at - payment_deadline FROM orders WHERE id = $1`, id).Scan(&late))
+		require.GreaterOrEqual(t, late, time.Duration(0), "order %s closed %s before its deadline", id, -late)
+		require.LessOrEqual(t, late, timerLateness, "order %s closed %s after its deadline", id, late)
 	}
 }
 
@@ -276,12 +296,12 @@ func TestTimerJobsWaitAvailable(t *testing.T) {
 }
 
 // TestQueueExpiryOnTime: queue expiry is a timer of the same kind, so a
-// one-second wait limit expires queued orders placed at random moments
-// within 1.5 s of their queueing.
+// one-second wait limit expires queued orders placed at random moments, by
+// River alone, at their limit and not as late as River's scheduler would.
 func TestQueueExpiryOnTime(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	startWorkers(t, b)
+	startRiver(t, b, jobs.DefaultConfig())
 	ctx := context.Background()
 	m, err := b.store.CreateMerchant(ctx, domain.MerchantSettings{
 		Name: "m", Capacity: 0, PrepSeconds: 60, MaxQueueWaitSeconds: 1, PaymentTimeoutSeconds: 900,
@@ -298,8 +318,9 @@ func TestQueueExpiryOnTime(t *testing.T) {
 	}
 	for _, id := range ids {
 		waitStatus(t, b.store, id, domain.StatusExpired, 10*time.Second)
-		var waited time.Duration
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT ended_at - queued_at FROM orders WHERE id = $1`, id).Scan(&waited))
-		require.LessOrEqual(t, waited, 1500*time.Millisecond, "order %s stayed queued %s with a 1 s limit", id, waited)
+		var late time.Duration
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT ended_at - queue_expires_at FROM orders WHERE id = $1`, id).Scan(&late))
+		require.GreaterOrEqual(t, late, time.Duration(0), "order %s expired %s before its limit", id, -late)
+		require.LessOrEqual(t, late, timerLateness, "order %s expired %s after its limit", id, late)
 	}
 }
