@@ -313,7 +313,11 @@ func TestConcurrentClaimsDeliverEachOrderInVersionOrder(t *testing.T) {
 	}
 
 	var mu sync.Mutex
-	recorded := map[uuid.UUID]int{} // order → last version whose delivery is recorded
+	// order → the last version whose delivery is recorded, or being
+	// recorded: the record commits inside RecordWebhookAttempts, and a
+	// claimer may see the next version from that commit on, before the
+	// call returns.
+	recorded := map[uuid.UUID]int{}
 	deliveries := map[uuid.UUID]int{}
 	policy := store.RetryPolicy{First: time.Millisecond, Max: 5 * time.Millisecond, MaxAttempts: 100}
 	var wg sync.WaitGroup
@@ -352,10 +356,6 @@ func TestConcurrentClaimsDeliverEachOrderInVersionOrder(t *testing.T) {
 						results[i].StatusCode, results[i].Error = 500, "answered 500"
 					}
 				}
-				if err := st.RecordWebhookAttempts(ctx, results, policy); err != nil {
-					errs <- err
-					return
-				}
 				mu.Lock()
 				for _, r := range results {
 					if r.OK {
@@ -365,6 +365,10 @@ func TestConcurrentClaimsDeliverEachOrderInVersionOrder(t *testing.T) {
 					}
 				}
 				mu.Unlock()
+				if err := st.RecordWebhookAttempts(ctx, results, policy); err != nil {
+					errs <- err
+					return
+				}
 			}
 		}()
 	}
