@@ -4,6 +4,7 @@ package migrations_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -45,15 +46,19 @@ func TestCitusDistributeLaysOutEveryTableOnce(t *testing.T) {
 		got[name] = l
 	}
 	require.NoError(t, rows.Err())
-	for _, name := range []string{"products", "stock_buckets", "purchase_claims", "orders", "idempotency_keys", "outbox",
-		"webhook_attempts", "dead_letters", "drops", "drop_seeds", "drop_entries", "pickup_counters", "events"} {
-		require.Equal(t, layout{"h", "merchant_id", true}, got[name], name)
+	global := []string{"ws_tickets", "sign_in_codes"}
+	local := []string{"river_job", "river_leader", "river_queue", "river_migration", "river_notification", "goose_db_version"}
+	for name, l := range got {
+		if name != "merchants" && !slices.Contains(global, name) && !slices.Contains(local, name) {
+			require.Equal(t, layout{"h", "merchant_id", true}, l, name)
+		}
 	}
+	require.Contains(t, got, "events")
 	require.Equal(t, layout{"h", "id", true}, got["merchants"])
-	for _, name := range []string{"ws_tickets", "sign_in_codes"} {
+	for _, name := range global {
 		require.Equal(t, "n", got[name].method, name)
 	}
-	for _, name := range []string{"river_job", "river_leader", "river_queue", "river_migration", "goose_db_version"} {
+	for _, name := range local {
 		require.Equal(t, layout{}, got[name], name)
 	}
 
