@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/orderd/orderd/domain"
@@ -259,11 +261,19 @@ func newStockMemo() *stockMemo {
 // refusal, or stock the transaction may not wait for
 // (errStockHeldElsewhere), undoes what the order had taken, so that a batch
 // shared with other orders goes on.
+//
+// The claims and the first limited product's take of a free bucket travel
+// in one round trip, which is what a flash sale's buyer costs: the take
+// waits for no lock (SKIP LOCKED), so sending it before the claims' answers
+// changes no lock order, and a refused claim puts the units back.
 func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo, memo *stockMemo) (err error) {
 	items := sortedItems(o.Items)
 	for _, it := range items {
 		if left, known := memo.known(it.ProductID); known && left < it.Quantity && products[it.ProductID].limited {
 			return domain.Errorf(domain.CodeSoldOut, "product %s is sold out", it.ProductID)
+		}
+		if limit := products[it.ProductID].perUserLimit; limit != nil && it.Quantity > *limit {
+			return domain.Errorf(domain.CodePurchaseLimit, "at most %d of product %s per customer", *limit, it.ProductID)
 		}
 	}
 	var claimed []domain.Item
@@ -280,36 +290,60 @@ func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[s
 			err = undoErr
 		}
 	}()
+	b := &pgx.Batch{}
+	var refused error
 	for _, it := range items {
 		p := products[it.ProductID]
 		if p.perUserLimit == nil {
 			continue
 		}
-		if it.Quantity > *p.perUserLimit {
-			return domain.Errorf(domain.CodePurchaseLimit, "at most %d of product %s per customer", *p.perUserLimit, it.ProductID)
-		}
 		// The upsert locks the customer's row; the WHERE refuses going over
 		// the limit without an error, so a refusal does not abort a batch.
-		tag, err := tx.Exec(ctx, `
+		b.Queue(`
 			INSERT INTO purchase_claims (product_id, customer_id, merchant_id, quantity, limit_qty)
 			VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (merchant_id, product_id, customer_id) DO UPDATE
 			SET quantity = purchase_claims.quantity + excluded.quantity, limit_qty = excluded.limit_qty
 			WHERE purchase_claims.quantity + excluded.quantity <= excluded.limit_qty`,
-			it.ProductID, o.CustomerID, o.MerchantID, it.Quantity, *p.perUserLimit)
-		if err != nil {
-			return fmt.Errorf("claim product %s: %w", it.ProductID, err)
-		}
-		if tag.RowsAffected() == 0 {
-			return domain.Errorf(domain.CodePurchaseLimit, "the per-customer limit of %d for product %s is reached", *p.perUserLimit, it.ProductID)
-		}
-		claimed = append(claimed, it)
+			it.ProductID, o.CustomerID, o.MerchantID, it.Quantity, *p.perUserLimit).Exec(func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() == 0 {
+				if refused == nil {
+					refused = domain.Errorf(domain.CodePurchaseLimit, "the per-customer limit of %d for product %s is reached", *p.perUserLimit, it.ProductID)
+				}
+				return nil
+			}
+			claimed = append(claimed, it)
+			return nil
+		})
 	}
-	for _, it := range items {
-		if !products[it.ProductID].limited {
+	first := slices.IndexFunc(items, func(it domain.Item) bool { return products[it.ProductID].limited })
+	tookFirst := false
+	if first >= 0 {
+		it := items[first]
+		queueTakeFree(b, o.MerchantID, it.ProductID, it.Quantity, func(t takenUnits) {
+			taken, tookFirst = append(taken, t), true
+			memo.add(it.ProductID, -it.Quantity)
+			memo.hold(it.ProductID)
+		})
+	}
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("reserve stock: %w", err)
+		}
+	}
+	if refused != nil {
+		return refused
+	}
+	for i, it := range items {
+		if !products[it.ProductID].limited || (i == first && tookFirst) {
 			continue
 		}
-		t, err := takeUnits(ctx, tx, o.MerchantID, it.ProductID, it.Quantity, memo)
+		take := takeUnits
+		if i == first {
+			// Its free buckets were tried already.
+			take = takeHeldUnits
+		}
+		t, err := take(ctx, tx, o.MerchantID, it.ProductID, it.Quantity, memo)
 		if err != nil {
 			return err
 		}
@@ -358,9 +392,26 @@ func undoReservation(ctx context.Context, tx pgx.Tx, merchantID, customerID stri
 // two batches could wait for each other. It answers errStockHeldElsewhere
 // instead, and the request is decided first in a transaction of its own.
 func takeUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string, quantity int, memo *stockMemo) (takenUnits, error) {
-	t := takenUnits{merchantID: merchantID, productID: productID}
-	var bucket int32
-	err := tx.QueryRow(ctx, `
+	b := &pgx.Batch{}
+	var took *takenUnits
+	queueTakeFree(b, merchantID, productID, quantity, func(t takenUnits) {
+		took = &t
+		memo.add(productID, -quantity)
+		memo.hold(productID)
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return takenUnits{merchantID: merchantID, productID: productID}, fmt.Errorf("take stock: %w", err)
+	}
+	if took != nil {
+		return *took, nil
+	}
+	return takeHeldUnits(ctx, tx, merchantID, productID, quantity, memo)
+}
+
+// queueTakeFree adds to b the take of quantity units from one bucket no
+// other transaction holds; took is called when it took them.
+func queueTakeFree(b *pgx.Batch, merchantID, productID string, quantity int, took func(takenUnits)) {
+	b.Queue(`
 		UPDATE stock_buckets SET remaining = remaining - $2
 		WHERE merchant_id = $3 AND (product_id, bucket) = (
 			SELECT product_id, bucket FROM stock_buckets
@@ -368,16 +419,23 @@ func takeUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string, qua
 			ORDER BY bucket
 			LIMIT 1 FOR UPDATE SKIP LOCKED)
 		RETURNING bucket`,
-		productID, quantity, merchantID).Scan(&bucket)
-	if err == nil {
-		t.buckets, t.counts = []int32{bucket}, []int32{int32(quantity)}
-		memo.add(productID, -quantity)
-		memo.hold(productID)
-		return t, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return t, fmt.Errorf("take stock: %w", err)
-	}
+		productID, quantity, merchantID).QueryRow(func(row pgx.Row) error {
+		var bucket int32
+		err := row.Scan(&bucket)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		took(takenUnits{merchantID: merchantID, productID: productID, buckets: []int32{bucket}, counts: []int32{int32(quantity)}})
+		return nil
+	})
+}
+
+// takeHeldUnits is takeUnits once no free bucket had the units.
+func takeHeldUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string, quantity int, memo *stockMemo) (takenUnits, error) {
+	t := takenUnits{merchantID: merchantID, productID: productID}
 	var available int
 	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0) FROM stock_buckets WHERE merchant_id = $2 AND product_id = $1`,
 		productID, merchantID).Scan(&available); err != nil {

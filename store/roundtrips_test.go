@@ -1,0 +1,114 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
+	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/store/storetest"
+)
+
+// roundTrips records the statements a pool sends, grouped by the round trip
+// that carried them: one statement alone, or every statement of a batch.
+type roundTrips struct {
+	mu    sync.Mutex
+	trips [][]string
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trips = append(r.trips, []string{d.SQL})
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var trip []string
+	for _, q := range d.Batch.QueuedQueries {
+		trip = append(trip, q.SQL)
+	}
+	r.trips = append(r.trips, trip)
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// reset forgets what was sent so far.
+func (r *roundTrips) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trips = nil
+}
+
+// containing returns the round trips that carried a statement containing s.
+func (r *roundTrips) containing(s string) [][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out [][]string
+	for _, trip := range r.trips {
+		for _, sql := range trip {
+			if strings.Contains(sql, s) {
+				out = append(out, trip)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// tracedStore is a store on a new database whose pool records its round trips.
+func tracedStore(t *testing.T) (*store.Store, *roundTrips) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(storetest.URL(t))
+	require.NoError(t, err)
+	rt := &roundTrips{}
+	cfg.ConnConfig.Tracer = rt
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ins, err := jobs.NewInserter(pool)
+	require.NoError(t, err)
+	return store.New(pool, ins), rt
+}
+
+// TestFlashBuyerClaimsAndTakesInOneRoundTrip: a buyer of a limited product
+// with a per-customer limit sends the claim and the take of a free bucket
+// together; a refused claim still leaves the units for others.
+func TestFlashBuyerClaimsAndTakesInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	st, rt := tracedStore(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, nil)
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(3), PerUserLimit: intp(1)})
+
+	rt.reset()
+	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "first"})
+	claims := rt.containing("INSERT INTO purchase_claims")
+	require.Len(t, claims, 1, "one round trip claims")
+	require.Contains(t, strings.Join(claims[0], "\n"), "UPDATE stock_buckets", "the take travels with the claim")
+
+	// Over the limit: refused, and the unit it took goes back.
+	_, err := place(ctx, st, m.ID, p.ID, placeOpts{Customer: "first"})
+	require.ErrorIs(t, err, &domain.Error{Code: domain.CodePurchaseLimit})
+	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "second"})
+	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "third"})
+	_, err = place(ctx, st, m.ID, p.ID, placeOpts{Customer: "fourth"})
+	require.ErrorIs(t, err, &domain.Error{Code: domain.CodeSoldOut})
+	got, err := st.GetProduct(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 0, *got.StockRemaining)
+}
