@@ -2,12 +2,19 @@ package migrations_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
+	"github.com/orderd/orderd/migrations"
+	"github.com/orderd/orderd/store"
 	"github.com/orderd/orderd/store/storetest"
 )
 
@@ -102,4 +109,58 @@ func TestEveryKeyNamesTheMerchant(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.NotZero(t, foreign)
+}
+
+// TestMerchantKeysKeepData rolls the merchant keys back and forward again
+// over a merchant's data: nothing is lost either way, and going up gives
+// every event and idempotency key the merchant of its stream.
+func TestMerchantKeysKeepData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	ins, err := jobs.NewInserter(pool)
+	require.NoError(t, err)
+	st := store.New(pool, ins)
+	var merchants []uuid.UUID
+	for range 2 {
+		m, err := st.CreateMerchant(ctx, domain.MerchantSettings{Name: "m " + uuid.NewString(), Capacity: 1, PrepSeconds: 60,
+			MaxQueueWaitSeconds: 600, PaymentTimeoutSeconds: 600}, store.Meta{Actor: domain.ActorAdmin})
+		require.NoError(t, err)
+		stock, limit := 10, 5
+		p, err := st.CreateProduct(ctx, store.CreateProductParams{MerchantID: m.ID, Name: "tea", PriceCents: 100, Stock: &stock, PerUserLimit: &limit})
+		require.NoError(t, err)
+		for i, ref := range []string{"paid", "paid", ""} {
+			_, err := st.PlaceOrder(ctx, store.PlaceParams{MerchantID: m.ID, CustomerID: "alice", PaymentRef: ref,
+				Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}}, IdempotencyKey: fmt.Sprint("k", i), RequestHash: []byte{byte(i)}})
+			require.NoError(t, err)
+		}
+		merchants = append(merchants, m.ID)
+	}
+	count := func(sql string) int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, sql).Scan(&n))
+		return n
+	}
+	events, keys := count(`SELECT count(*) FROM events`), count(`SELECT count(*) FROM idempotency_keys`)
+	require.Equal(t, 6, keys)
+
+	hasColumn := `SELECT count(*) FROM information_schema.columns WHERE table_name = 'events' AND column_name = 'merchant_id'`
+	for count(hasColumn) == 1 {
+		require.NoError(t, migrations.Down(ctx, url))
+	}
+	require.Equal(t, events, count(`SELECT count(*) FROM events`))
+	require.Equal(t, 3, count(`SELECT count(*) FROM idempotency_keys`), "one key per customer and key, the first order's")
+
+	require.NoError(t, migrations.Up(ctx, url))
+	require.Equal(t, events, count(`SELECT count(*) FROM events`))
+	require.Zero(t, count(`SELECT count(*) FROM events e WHERE e.merchant_id IS DISTINCT FROM CASE e.stream_type
+		WHEN 'merchant' THEN e.stream_id
+		WHEN 'product' THEN (SELECT merchant_id FROM products WHERE id = e.stream_id)
+		ELSE (SELECT merchant_id FROM orders WHERE id = e.stream_id) END`), "every event names its stream's merchant")
+	require.Zero(t, count(`SELECT count(*) FROM idempotency_keys k JOIN orders o ON o.id = k.order_id WHERE k.merchant_id <> o.merchant_id`))
+	require.Equal(t, 3, count(`SELECT count(*) FROM idempotency_keys`))
+	require.Equal(t, len(merchants), count(`SELECT count(DISTINCT merchant_id) FROM events`))
 }

@@ -38,6 +38,12 @@ func (s *Store) CloseUnpaid(ctx context.Context, orderID uuid.UUID) (bool, error
 func (s *Store) closeBatch(batch []*closeRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), placeBatchTimeout)
 	defer cancel()
+	if groups := s.closeGroups(ctx, batch); len(groups) > 1 {
+		for _, g := range groups {
+			s.closeBatch(g)
+		}
+		return
+	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error { return s.closeInTx(ctx, tx, batch) })
 	if err != nil && len(batch) > 1 && domain.ErrorCode(err) != domain.CodeUnavailable {
 		for _, req := range batch {
@@ -117,7 +123,7 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 // findMerchants reads, without a lock, the merchant of the orders whose
 // caller named none, so that the orders' locks name their merchants (an
 // order never changes merchant).
-func findMerchants(ctx context.Context, tx pgx.Tx, batch []*closeRequest) error {
+func findMerchants(ctx context.Context, tx querier, batch []*closeRequest) error {
 	var unknown [][16]byte
 	for _, req := range batch {
 		if req.merchantID == uuid.Nil {
@@ -158,7 +164,48 @@ func (s *Store) closeOverdueBatch(ctx context.Context, orders []orderRef) error 
 	for i, o := range orders {
 		reqs[i] = &closeRequest{merchantID: o.MerchantID, orderID: o.ID, done: make(chan struct{})}
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error { return s.closeInTx(ctx, tx, reqs) })
+	for _, g := range s.closeGroups(ctx, reqs) {
+		if err := s.inTx(ctx, func(tx pgx.Tx) error { return s.closeInTx(ctx, tx, g) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closeGroups is how a batch of closes is split into transactions: one on
+// one PostgreSQL; one per merchant on Citus, where a transaction that writes
+// several merchants' rows spans shards (see byMerchant).
+func (s *Store) closeGroups(ctx context.Context, batch []*closeRequest) [][]*closeRequest {
+	if citus, err := s.onCitus(ctx); err != nil || !citus {
+		return [][]*closeRequest{batch}
+	}
+	if err := findMerchants(ctx, s.pool, batch); err != nil {
+		// The batch's own transaction meets the same trouble and reports it.
+		return [][]*closeRequest{batch}
+	}
+	return byMerchant(batch, func(r *closeRequest) uuid.UUID { return r.merchantID })
+}
+
+// byMerchant splits items by merchant, keeping their order within each and
+// ordering the groups by their first item. On Citus, a transaction that
+// writes several merchants' rows spans shards and commits in two phases,
+// the coordinator's first, so that the log reader could read past an event
+// before the worker holding it commits; batches of several merchants are
+// therefore decided merchant by merchant there.
+func byMerchant[T any](items []T, merchant func(T) uuid.UUID) [][]T {
+	index := map[uuid.UUID]int{}
+	var groups [][]T
+	for _, it := range items {
+		m := merchant(it)
+		i, ok := index[m]
+		if !ok {
+			i = len(groups)
+			index[m] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], it)
+	}
+	return groups
 }
 
 // orderRef names an order with its merchant.

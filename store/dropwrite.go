@@ -94,7 +94,7 @@ func (c *dropColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 			purchase_window_seconds = r.purchase_window_seconds, units = r.units, state = r.state,
 			seed_commitment = r.seed_commitment, seed = r.seed, created_at = r.created_at, version = r.version
 		FROM `+rows+` AS r(`+dropFoldColumns+`)
-		WHERE d.merchant_id = r.merchant_id AND d.id = r.id`, args...)
+		WHERE d.merchant_id = r.merchant_id AND d.id = r.id AND d.merchant_id = ANY($1::uuid[])`, args...)
 }
 
 // entryChange is one entry's new events and the state they fold to.
@@ -306,6 +306,6 @@ func (c *entryColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 			purchase_deadline = r.purchase_deadline, order_id = r.order_id, version = r.version,
 			rank = CASE WHEN r.keyed THEN r.rank ELSE e.rank END
 		FROM `+entryRows+`, $13::bool[]) AS r(`+entryFoldColumns+`, keyed)
-		WHERE e.merchant_id = r.merchant_id AND e.drop_id = r.drop_id AND e.id = r.id`,
+		WHERE e.merchant_id = r.merchant_id AND e.drop_id = r.drop_id AND e.id = r.id AND e.merchant_id = ANY($1::uuid[])`,
 		append(c.args(), c.keyed)...)
 }

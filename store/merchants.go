@@ -363,7 +363,7 @@ func (c *merchantColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 			timezone = r.timezone, pickup_prefix = r.pickup_prefix, pause_mode = r.pause_mode, paused_until = r.paused_until,
 			updated_at = now()
 		FROM `+rows+`) AS r(`+merchantFoldColumns+`)
-		WHERE m.id = r.id`, args...)
+		WHERE m.id = r.id AND m.id = ANY($1::uuid[])`, args...)
 }
 
 // UpdateMerchant changes settings under the merchant's lock, so a capacity

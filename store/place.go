@@ -191,7 +191,14 @@ var errAbandoned = errors.New("a caller abandoned its placement before the commi
 // that merchant's own waiter (placeParked), in arrival order, while the lane
 // goes on with other merchants.
 func (s *Store) placeBatch(batch []*placement) {
-	s.decideBatch(s.divertToParked(batch), false)
+	batch = s.divertToParked(batch)
+	if citus, err := s.onCitus(context.Background()); err == nil && citus {
+		for _, b := range byMerchant(batch, func(pl *placement) uuid.UUID { return pl.p.MerchantID }) {
+			s.decideBatch(b, false)
+		}
+		return
+	}
+	s.decideBatch(batch, false)
 }
 
 // divertToParked moves to their merchant's parked line the paid requests of
@@ -591,7 +598,8 @@ func forgetUndecidedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) err
 		return nil
 	}
 	_, err := tx.Exec(ctx, `DELETE FROM idempotency_keys k USING unnest($4::uuid[], $1::text[], $2::text[], $3::uuid[]) AS t(m, c, key, o)
-		WHERE k.merchant_id = t.m AND k.customer_id = t.c AND k.key = t.key AND k.order_id = t.o`, customers, keys, ids, merchants)
+		WHERE k.merchant_id = t.m AND k.customer_id = t.c AND k.key = t.key AND k.order_id = t.o AND k.merchant_id = ANY($4::uuid[])`,
+		customers, keys, ids, merchants)
 	if err != nil {
 		return fmt.Errorf("forget failed keys: %w", err)
 	}
@@ -783,6 +791,6 @@ func queueLoads(b *pgx.Batch, merchants map[uuid.UUID]*merchantRow) {
 	b.Queue(`UPDATE merchants m SET active = t.a, queued = t.q, next_seq = t.n,
 			active_orders = t.ao, queued_priority = t.qp, queued_units = t.qu, updated_at = now()
 		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::int[]) AS t(id, a, q, n, ao, qp, qu)
-		WHERE m.id = t.id`,
+		WHERE m.id = t.id AND m.id = ANY($1::uuid[])`,
 		ids, active, queued, next, activeOrders, queuedPriority, queuedUnits)
 }

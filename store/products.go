@@ -564,16 +564,18 @@ func releaseUnits(ctx context.Context, tx pgx.Tx, u releasedUnits) error {
 		per_claim AS (SELECT m, c, p, sum(q)::int AS q FROM items GROUP BY m, c, p),
 		claims AS (
 			UPDATE purchase_claims pc SET quantity = pc.quantity - a.q
-			FROM per_claim a WHERE pc.merchant_id = a.m AND pc.product_id = a.p AND pc.customer_id = a.c
+			FROM per_claim a WHERE pc.merchant_id = a.m AND pc.product_id = a.p AND pc.customer_id = a.c AND pc.merchant_id = ANY($4::uuid[])
 		),
 		per_product AS (SELECT m, p, sum(q)::int AS q FROM items GROUP BY m, p),
 		target AS (
 			SELECT DISTINCT ON (b.product_id) b.merchant_id, b.product_id, b.bucket, u.q
 			FROM stock_buckets b JOIN per_product u ON u.m = b.merchant_id AND u.p = b.product_id
+			WHERE b.merchant_id = ANY($4::uuid[])
 			ORDER BY b.product_id, b.remaining, b.bucket
 		)
 		UPDATE stock_buckets s SET remaining = s.remaining + t.q
-		FROM target t WHERE s.merchant_id = t.merchant_id AND s.product_id = t.product_id AND s.bucket = t.bucket`,
+		FROM target t WHERE s.merchant_id = t.merchant_id AND s.product_id = t.product_id AND s.bucket = t.bucket
+			AND s.merchant_id = ANY($4::uuid[])`,
 		u.customers, u.products, u.quantities, u.merchants); err != nil {
 		return fmt.Errorf("release stock: %w", err)
 	}

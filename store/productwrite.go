@@ -100,7 +100,7 @@ func (c *productColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 			per_user_limit = r.per_user_limit, created_at = r.created_at, version = r.version, load_units = r.load_units
 		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::timestamptz[], $8::int[], $9::int[])
 			AS r(id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units)
-		WHERE p.id = r.id AND p.merchant_id = r.merchant_id`,
+		WHERE p.id = r.id AND p.merchant_id = r.merchant_id AND p.merchant_id = ANY($2::uuid[])`,
 		c.id, c.merchant, c.name, c.price, c.total, c.limit, c.createdAt, c.version, c.loadUnits)
 }
 

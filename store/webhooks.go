@@ -229,7 +229,7 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 			}
 			if _, err := tx.Exec(ctx, `UPDATE outbox o SET next_attempt_at = t.at, last_error = t.e
 				FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::int[], $5::uuid[]) AS t(id, at, e, a, m)
-				WHERE o.id = t.id AND o.merchant_id = t.m AND o.status = 'pending' AND o.attempts = t.a`,
+				WHERE o.id = t.id AND o.merchant_id = t.m AND o.merchant_id = ANY($5::uuid[]) AND o.status = 'pending' AND o.attempts = t.a`,
 				failed, at, errs, failedAttempts, failedMerchants); err != nil {
 				return fmt.Errorf("reschedule: %w", err)
 			}
@@ -239,7 +239,7 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 				WITH d AS (
 					UPDATE outbox o SET status = 'dead', last_error = t.e
 					FROM unnest($1::uuid[], $2::text[], $4::int[], $3::uuid[]) AS t(id, e, a, m)
-					WHERE o.id = t.id AND o.merchant_id = t.m AND o.status = 'pending' AND o.attempts = t.a
+					WHERE o.id = t.id AND o.merchant_id = t.m AND o.merchant_id = ANY($3::uuid[]) AND o.status = 'pending' AND o.attempts = t.a
 					RETURNING o.id
 				)
 				INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts)
@@ -274,7 +274,8 @@ func (s *Store) ReleaseWebhooks(ctx context.Context, abandoned []Abandoned) erro
 	_, err := s.pool.Exec(ctx, `
 		UPDATE outbox o SET next_attempt_at = now(), attempts = o.attempts - CASE WHEN t.unsent THEN 1 ELSE 0 END
 		FROM unnest($1::uuid[], $2::int[], $3::bool[], $4::uuid[]) AS t(id, a, unsent, m)
-		WHERE o.id = t.id AND o.merchant_id = t.m AND o.status = 'pending' AND o.attempts = t.a`, ids, attempts, unsent, merchants)
+		WHERE o.id = t.id AND o.merchant_id = t.m AND o.merchant_id = ANY($4::uuid[]) AND o.status = 'pending' AND o.attempts = t.a`,
+		ids, attempts, unsent, merchants)
 	if err != nil {
 		return mapErr(fmt.Errorf("release webhooks: %w", err))
 	}

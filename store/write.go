@@ -176,7 +176,7 @@ func (c *orderColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
 		FROM `+rows+` AS r(id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
 			status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
 			queue_seq, queued_at, queue_expires_at, load, lane, pickup_code)
-		WHERE o.id = r.id AND o.merchant_id = r.merchant_id`, args...)
+		WHERE o.id = r.id AND o.merchant_id = r.merchant_id AND o.merchant_id = ANY($2::uuid[])`, args...)
 }
 
 func (c *orderColumnsOf) add(id [16]byte, o domain.Order) error {
