@@ -666,6 +666,8 @@ func sellOutWaiting(ctx context.Context, tx pgx.Tx, d domain.Drop, now time.Time
 // done before cutoff: an opening, a start, a window that ended, the end of
 // a drop nobody is in line for; and what a lost nudge would have: units
 // free while entries wait, every unit bought while the drop still sells. It reports how many drops it settled.
+// The drop's line is a join and the wait for entries a condition, not a
+// lateral subquery without FROM, which Citus refuses to correlate.
 func (s *Store) DropsToSettle(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT d.merchant_id, d.id FROM (SELECT * FROM drops WHERE state IN ('scheduled', 'open', 'selling')) d
@@ -676,17 +678,15 @@ func (s *Store) DropsToSettle(ctx context.Context, cutoff time.Time, limit int) 
 				max(e.purchase_deadline) AS last_deadline
 			FROM drop_entries e WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.status IN ('invited', 'purchased', 'lapsed')
 		) c
-		CROSS JOIN LATERAL (
-			SELECT EXISTS (SELECT 1 FROM drop_entries w WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting') AS waiting,
-				(SELECT j.last_joined_at FROM drop_lines j WHERE j.merchant_id = d.merchant_id AND j.drop_id = d.id) AS last_joined
-		) l
+		LEFT JOIN drop_lines l ON l.merchant_id = d.merchant_id AND l.drop_id = d.id
 		WHERE (d.state = 'scheduled' AND d.opens_at < $1)
 		   OR (d.state IN ('scheduled', 'open') AND d.starts_at < $1)
 		   OR (d.state = 'selling' AND (c.lapsing > 0 OR c.purchased >= d.units
 				OR (c.invited + c.purchased < d.units AND EXISTS (SELECT 1 FROM drop_entries w
 					WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting' AND w.joined_at < $1))
-				OR (c.invited = 0 AND NOT l.waiting
-					AND greatest(d.starts_at, l.last_joined, c.last_deadline) + make_interval(secs => d.purchase_window_seconds) < $1)))
+				OR (c.invited = 0
+					AND NOT EXISTS (SELECT 1 FROM drop_entries w WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting')
+					AND greatest(d.starts_at, l.last_joined_at, c.last_deadline) + make_interval(secs => d.purchase_window_seconds) < $1)))
 		LIMIT $2`, cutoff, limit)
 	if err != nil {
 		return 0, mapErr(fmt.Errorf("drops to settle: %w", err))
