@@ -577,9 +577,12 @@ func TestDropJoinsAfterStartRankInArrivalOrder(t *testing.T) {
 					require.NoError(t, s.SettleDrop(ctx, m.ID, d.ID))
 				}
 				if i%7 == 0 {
-					// Invited customers buy, which frees nothing, and others are refused.
+					// Invited customers buy, which frees nothing, and others are
+					// refused. Purchases are decided by the store whose clock is
+					// right: admissions read one clock (API.md), and a store
+					// behind it would record acceptances out of time order.
 					for _, buyer := range []string{fmt.Sprintf("e%d", i%early), c} {
-						_, err := place(ctx, s, m.ID, p.ID, placeOpts{Customer: buyer, PaymentRef: "r"})
+						_, err := place(ctx, st, m.ID, p.ID, placeOpts{Customer: buyer, PaymentRef: "r"})
 						if err != nil {
 							require.Equal(t, domain.CodeNotInvited, domain.ErrorCode(err), "%v", err)
 						}
