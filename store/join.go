@@ -15,12 +15,12 @@ import (
 )
 
 // Joins are group-committed: concurrent joins share a transaction of two
-// round trips (the drops' key-share locks and the customers' entries with
-// BEGIN; the entries, their events and COMMIT), which a pre-queue of tens of
-// thousands of customers needs. Nothing in a join waits for anything but a
-// drop's transition (settleDrop holds the drop exclusively) or a concurrent
-// insert of the same customer's entry, and entries are inserted in
-// (drop, customer) order, so two batches cannot wait for each other.
+// round trips (the drops' locks and the customers' entries with BEGIN; the
+// entries, their events and COMMIT), which a pre-queue of tens of
+// thousands of customers needs. A join waits only for a drop's transition
+// (settleDrop holds the drop exclusively) or the batch before it on the
+// same drop, and batches lock drops in id order, so two batches cannot wait
+// for each other.
 const (
 	joinLanes    = 2
 	maxJoinBatch = 256
@@ -47,8 +47,7 @@ type JoinResult struct {
 }
 
 // JoinDrop records the customer's entry, or answers the one it has. The
-// drop's key-share lock, which the entry's foreign key takes anyway, makes a
-// join wait for a transition in progress: no entry joins a drop that has
+// drop's row lock makes a join wait for a transition in progress: no entry joins a drop that has
 // sold out, and none that joined before the start is missing from the draw.
 // A caller that gives up may still have joined; joining again answers that
 // entry.
@@ -114,18 +113,22 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 	}
 	sort.Slice(dropIDs, func(i, j int) bool { return dropIDs[i].String() < dropIDs[j].String() })
 
-	// The first round trip, with BEGIN. The drops' key-share locks make the
-	// joins wait for a transition, which holds a drop exclusively. The joins
-	// of a drop that ranks at join (fifo, or lottery once drawn) also take
-	// its line's row, so that each batch numbers its entries after the one
-	// before, whose entries the read of the customers' entries then sees.
+	// The first round trip, with BEGIN. Joins take their drops' rows in
+	// no-key-update mode: they wait for a transition, which holds a drop
+	// exclusively, and take turns with each other, so that a settle waiting
+	// for the drop queues behind the batch in progress only (key-share
+	// locks, which do not conflict with each other, let a stream of batches
+	// starve it). The joins of a drop that ranks at join (fifo, or lottery
+	// once drawn) also take its line's row, so that each batch numbers its
+	// entries after the one before, whose entries the read of the
+	// customers' entries then sees.
 	// That read is by entry id (domain.EntryID), one index whatever the
 	// planner knows of the table.
 	drops := map[uuid.UUID]domain.Drop{}
 	lines := map[uuid.UUID]*dropLine{}
 	existing := map[uuid.UUID]bool{}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+dropColumns+` FROM drops d WHERE d.id = ANY($1) ORDER BY d.id FOR KEY SHARE OF d`, dropIDs).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+dropColumns+` FROM drops d WHERE d.id = ANY($1) ORDER BY d.id FOR NO KEY UPDATE OF d`, dropIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			d, err := scanDrop(rows)
 			if err != nil {
