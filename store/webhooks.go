@@ -85,11 +85,14 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 					-- outbox_pending_idx instead, once per merchant. Locking here
 					-- lets a concurrent claim move on to the next rows. The limit
 					-- stays a plain parameter: one that depends on the merchant
-					-- made claims cost twice as much.
+					-- made claims cost twice as much. The probe for an earlier
+					-- pending version names only the order (its messages are all
+					-- its merchant's): naming the merchant too led the planner to
+					-- read the merchant's backlog for every candidate.
 					SELECT d.id, d.merchant_id, d.next_attempt_at FROM outbox d
 					WHERE (d.merchant_id, d.next_attempt_at) >= (mm.merchant_id, '-infinity'::timestamptz)
 					  AND (d.merchant_id, d.next_attempt_at) <= (mm.merchant_id, now()) AND d.status = 'pending'
-					  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.merchant_id = d.merchant_id AND e.order_id = d.order_id AND e.order_version < d.order_version AND e.status = 'pending')
+					  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.order_id = d.order_id AND e.order_version < d.order_version AND e.status = 'pending')
 					ORDER BY d.merchant_id, d.next_attempt_at LIMIT $4
 					FOR UPDATE OF d SKIP LOCKED
 				) x
