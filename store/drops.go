@@ -669,7 +669,8 @@ func sellOutWaiting(ctx context.Context, tx pgx.Tx, d domain.Drop, now time.Time
 // The drop's line is a join and the wait for entries a condition, not a
 // lateral subquery without FROM, which Citus refuses to correlate.
 func (s *Store) DropsToSettle(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	rows, err := s.pool.Query(ctx, `
+	type key struct{ Merchant, Drop uuid.UUID }
+	return sweepOverdue(ctx, s, "drops to settle", `
 		SELECT d.merchant_id, d.id FROM (SELECT * FROM drops WHERE state IN ('scheduled', 'open', 'selling')) d
 		CROSS JOIN LATERAL (
 			SELECT count(*) FILTER (WHERE e.status = 'purchased') AS purchased,
@@ -687,21 +688,9 @@ func (s *Store) DropsToSettle(ctx context.Context, cutoff time.Time, limit int) 
 				OR (c.invited = 0
 					AND NOT EXISTS (SELECT 1 FROM drop_entries w WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting')
 					AND greatest(d.starts_at, l.last_joined_at, c.last_deadline) + make_interval(secs => d.purchase_window_seconds) < $1)))
-		LIMIT $2`, cutoff, limit)
-	if err != nil {
-		return 0, mapErr(fmt.Errorf("drops to settle: %w", err))
-	}
-	type key struct{ Merchant, Drop uuid.UUID }
-	due, err := pgx.CollectRows(rows, pgx.RowToStructByPos[key])
-	if err != nil {
-		return 0, mapErr(fmt.Errorf("drops to settle: %w", err))
-	}
-	for _, k := range due {
-		if err := s.SettleDrop(ctx, k.Merchant, k.Drop); err != nil {
-			return 0, err
-		}
-	}
-	return len(due), nil
+		LIMIT $2`, cutoff, limit, func(k key) error {
+		return s.SettleDrop(ctx, k.Merchant, k.Drop)
+	})
 }
 
 // claimInvitations attaches the order being placed to the customer's

@@ -491,24 +491,15 @@ func (s *Store) ResumeDue(ctx context.Context, id uuid.UUID, until time.Time) (b
 // cutoff and reports how many it found: the backstop behind the pause
 // timers.
 func (s *Store) ResumeOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, paused_until FROM merchants WHERE paused_until < $1 ORDER BY paused_until LIMIT $2`, cutoff, limit)
-	if err != nil {
-		return 0, mapErr(fmt.Errorf("overdue pauses: %w", err))
-	}
 	type pause struct {
 		ID    uuid.UUID
 		Until time.Time
 	}
-	due, err := pgx.CollectRows(rows, pgx.RowToStructByPos[pause])
-	if err != nil {
-		return 0, mapErr(fmt.Errorf("overdue pauses: %w", err))
-	}
-	for _, p := range due {
-		if _, err := s.ResumeDue(ctx, p.ID, p.Until); err != nil {
-			return 0, err
-		}
-	}
-	return len(due), nil
+	return sweepOverdue(ctx, s, "overdue pauses", `SELECT id, paused_until FROM merchants WHERE paused_until < $1 ORDER BY paused_until LIMIT $2`,
+		cutoff, limit, func(p pause) error {
+			_, err := s.ResumeDue(ctx, p.ID, p.Until)
+			return err
+		})
 }
 
 // RotateWebhookSecret replaces the merchant's webhook secret and returns the

@@ -32,23 +32,34 @@ func (s *Store) CloseUnpaidOverdue(ctx context.Context, cutoff time.Time, limit 
 // before cutoff and reports how many it found: the backstop behind the
 // queue expiry timers.
 func (s *Store) ExpireQueuedOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, queued_at FROM orders WHERE status = 'queued' AND queue_expires_at < $1
-		ORDER BY queue_expires_at LIMIT $2`, cutoff, limit)
-	if err != nil {
-		return 0, mapErr(fmt.Errorf("overdue queued: %w", err))
-	}
 	type stay struct {
 		ID       uuid.UUID
 		QueuedAt time.Time
 	}
-	queued, err := pgx.CollectRows(rows, pgx.RowToStructByPos[stay])
+	return sweepOverdue(ctx, s, "overdue queued", `SELECT id, queued_at FROM orders WHERE status = 'queued' AND queue_expires_at < $1
+		ORDER BY queue_expires_at LIMIT $2`, cutoff, limit, func(q stay) error {
+		_, err := s.ExpireQueued(ctx, q.ID, q.QueuedAt)
+		return err
+	})
+}
+
+// sweepOverdue is a backstop's round: it reads up to limit rows that query
+// finds overdue at cutoff, hands each to act in order and reports how many
+// it found. Each act commits on its own, so a round stopped by an error
+// keeps what it did.
+func sweepOverdue[T any](ctx context.Context, s *Store, what, query string, cutoff time.Time, limit int, act func(T) error) (int, error) {
+	rows, err := s.pool.Query(ctx, query, cutoff, limit)
 	if err != nil {
-		return 0, mapErr(fmt.Errorf("overdue queued: %w", err))
+		return 0, mapErr(fmt.Errorf("%s: %w", what, err))
 	}
-	for _, q := range queued {
-		if _, err := s.ExpireQueued(ctx, q.ID, q.QueuedAt); err != nil {
+	due, err := pgx.CollectRows(rows, pgx.RowToStructByPos[T])
+	if err != nil {
+		return 0, mapErr(fmt.Errorf("%s: %w", what, err))
+	}
+	for _, it := range due {
+		if err := act(it); err != nil {
 			return 0, err
 		}
 	}
-	return len(queued), nil
+	return len(due), nil
 }
