@@ -198,17 +198,25 @@ type pauseRequest struct {
 	Reason     string           `json:"reason"`
 }
 
-func (s *Server) pauseMerchant(w http.ResponseWriter, r *http.Request) {
+// pauseTarget is the merchant a pause or resume names, once the caller is
+// known to act for it (admin or the merchant itself) and within its rate;
+// otherwise it has answered, and reports false.
+func (s *Server) pauseTarget(w http.ResponseWriter, r *http.Request) (uuid.UUID, bool) {
 	id, err := pathUUID(r, "id")
 	if err != nil {
 		writeProblem(w, r, err)
-		return
+		return uuid.Nil, false
 	}
 	if !principalOf(r).Party().MayPauseMerchant(id.String()) {
 		writeProblem(w, r, errNotYourShop)
-		return
+		return uuid.Nil, false
 	}
-	if !allowed(w, r, s.limits.merchantOps) {
+	return id, allowed(w, r, s.limits.merchantOps)
+}
+
+func (s *Server) pauseMerchant(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.pauseTarget(w, r)
+	if !ok {
 		return
 	}
 	var req pauseRequest
@@ -227,16 +235,8 @@ func (s *Server) pauseMerchant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resumeMerchant(w http.ResponseWriter, r *http.Request) {
-	id, err := pathUUID(r, "id")
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	if !principalOf(r).Party().MayPauseMerchant(id.String()) {
-		writeProblem(w, r, errNotYourShop)
-		return
-	}
-	if !allowed(w, r, s.limits.merchantOps) {
+	id, ok := s.pauseTarget(w, r)
+	if !ok {
 		return
 	}
 	m, err := s.store.ResumeMerchant(r.Context(), id, metaOf(r))
