@@ -134,7 +134,7 @@ type CloseUnpaidWorker struct {
 }
 
 func (w *CloseUnpaidWorker) Work(ctx context.Context, job *river.Job[store.CloseUnpaidArgs]) error {
-	_, err := w.store.CloseUnpaid(ctx, job.Args.OrderID)
+	_, err := w.store.CloseUnpaid(ctx, job.Args.MerchantID, job.Args.OrderID)
 	return err
 }
 

@@ -23,9 +23,10 @@ type closeRequest struct {
 // stock and claims; it does nothing for any other order, so the timer may
 // fire late, twice, or after payment. It reports whether the order was
 // closed. Concurrent calls share transactions: a burst of deadlines closes
-// as a few batches.
-func (s *Store) CloseUnpaid(ctx context.Context, orderID uuid.UUID) (bool, error) {
-	req := &closeRequest{orderID: orderID, done: make(chan struct{})}
+// as a few batches. merchantID may be uuid.Nil when the caller does not know
+// it; the batch then looks it up.
+func (s *Store) CloseUnpaid(ctx context.Context, merchantID, orderID uuid.UUID) (bool, error) {
+	req := &closeRequest{merchantID: merchantID, orderID: orderID, done: make(chan struct{})}
 	s.closer.Submit(req)
 	select {
 	case <-req.done:

@@ -235,7 +235,7 @@ func TestDropEndToEnd(t *testing.T) {
 	require.Equal(t, domain.EntryStatusInvited, f.entry(t, ranked[4]).Status)
 	_, err = st.PayOrder(ctx, unpaid.ID, "late", customer(ranked[1]), "")
 	require.Equal(t, domain.CodeInvalidTransition, domain.ErrorCode(err))
-	closed, err := st.CloseUnpaid(ctx, unpaid.ID)
+	closed, err := st.CloseUnpaid(ctx, f.merchant.ID, unpaid.ID)
 	require.NoError(t, err)
 	require.True(t, closed)
 

@@ -16,8 +16,11 @@ const (
 )
 
 // CloseUnpaidArgs closes an order still unpaid at its payment deadline.
+// MerchantID lets the close lock the order by its key without first asking
+// which merchant it is (jobs inserted before it was carried have none).
 type CloseUnpaidArgs struct {
-	OrderID uuid.UUID `json:"order_id"`
+	OrderID    uuid.UUID `json:"order_id"`
+	MerchantID uuid.UUID `json:"merchant_id"`
 }
 
 func (CloseUnpaidArgs) Kind() string { return "close_unpaid_order" }

@@ -719,7 +719,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		}
 	} else {
 		pl.jobs = append(pl.jobs, river.InsertManyParams{
-			Args:       CloseUnpaidArgs{OrderID: pl.orderID},
+			Args:       CloseUnpaidArgs{OrderID: pl.orderID, MerchantID: pl.p.MerchantID},
 			InsertOpts: &river.InsertOpts{ScheduledAt: o.PaymentDeadline},
 		})
 	}

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -111,4 +113,35 @@ func TestFlashBuyerClaimsAndTakesInOneRoundTrip(t *testing.T) {
 	got, err := st.GetProduct(ctx, p.ID)
 	require.NoError(t, err)
 	require.Equal(t, 0, *got.StockRemaining)
+}
+
+// TestPaymentTimerCarriesItsMerchant: an unpaid order's timer names the
+// order's merchant, so its close locks the order by key at once; only a
+// close that does not know the merchant (a job from before) asks for it.
+func TestPaymentTimerCarriesItsMerchant(t *testing.T) {
+	t.Parallel()
+	st, rt := tracedStore(t)
+	ctx := context.Background()
+	clock := newFakeClock(st)
+	m := createMerchant(t, st, &merchantOpts{PaymentTimeout: 1})
+	p := createProduct(t, st, m.ID, nil)
+	known := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "known"})
+	unknown := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "unknown"})
+
+	var args store.CloseUnpaidArgs
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT args FROM river_job WHERE kind = $1 AND args->>'order_id' = $2`,
+		args.Kind(), known.ID.String()).Scan(&args))
+	require.Equal(t, m.ID, args.MerchantID)
+
+	clock.Advance(2 * time.Second)
+	rt.reset()
+	closed, err := st.CloseUnpaid(ctx, args.MerchantID, known.ID)
+	require.NoError(t, err)
+	require.True(t, closed)
+	require.Empty(t, rt.containing("SELECT id, merchant_id FROM orders"), "the close asked for a merchant it was given")
+
+	closed, err = st.CloseUnpaid(ctx, uuid.Nil, unknown.ID)
+	require.NoError(t, err)
+	require.True(t, closed)
+	require.Len(t, rt.containing("SELECT id, merchant_id FROM orders"), 1)
 }
