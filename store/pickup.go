@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -68,15 +69,187 @@ func numberPlacements(ctx context.Context, tx pgx.Tx, placed []*placement, merch
 		if !ok {
 			return fmt.Errorf("reserve pickup codes: no counter returned for merchant %s", id)
 		}
-		prefix := merchants[id].PickupPrefix
-		for i, pl := range pls {
-			pl.events = domain.StampPickupCode(pl.events, domain.PickupCode(prefix, issued-len(pls)+1+i))
-			if pl.order, err = (domain.Order{}).Apply(pl.events...); err != nil {
-				return err
-			}
+		if err := stampCodes(pls, merchants[id].PickupPrefix, issued-len(pls)+1); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// stampCodes gives a merchant's placements, in arrival order, the codes
+// numbered from first on.
+func stampCodes(pls []*placement, prefix string, first int) error {
+	for i, pl := range pls {
+		pl.events = domain.StampPickupCode(pl.events, domain.PickupCode(prefix, first+i))
+		var err error
+		if pl.order, err = (domain.Order{}).Apply(pl.events...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errNumberLast sends a batch that reserved its pickup numbers for a local
+// day that is no longer the merchant's at the decisions' time back, to run
+// again numbering last.
+var errNumberLast = errors.New("pickup numbers reserved for another local day")
+
+// mayNumberFirst reports whether a batch may reserve its pickup numbers with
+// its first read, holding the counters from then to its commit: only if it
+// will wait for no other lock after them, so none of its requests may take
+// stock (those numbering last take the counters after their stock). Whether
+// a product takes stock is known once it is read; products seen to take
+// some send the batches that name them straight to numbering last, and a
+// product that starts to take stock is deferred by the batch that finds
+// out. On Citus, which takes row locks only in single-shard statements, a
+// batch numbers last.
+func (s *Store) mayNumberFirst(ctx context.Context, batch []*placement) bool {
+	if citus, err := s.onCitus(ctx); err != nil || citus {
+		return false
+	}
+	for _, pl := range batch {
+		for _, l := range pl.p.Lines {
+			if _, ok := s.stockProducts.Load(l.ProductID); ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// noteStockProducts remembers which of the products read take stock, for
+// mayNumberFirst.
+func (s *Store) noteStockProducts(products map[string]productInfo) {
+	for id, p := range products {
+		if p.takesStock() {
+			s.stockProducts.Store(id, struct{}{})
+		} else {
+			s.stockProducts.Delete(id)
+		}
+	}
+}
+
+// takesStock reports whether placing pl takes stock, a per-customer claim or
+// a drop's entry: a lock another transaction may hold.
+func takesStock(pl *placement, products map[string]productInfo) bool {
+	for _, l := range pl.p.Lines {
+		if products[l.ProductID].takesStock() {
+			return true
+		}
+	}
+	return false
+}
+
+// pickupReservation is the pickup numbers a batch took with its first read:
+// as many per merchant as it has requests of that merchant, for the
+// merchant's local day at the time read before the locks. The batch
+// numbers the placements it makes from them and gives back the rest before
+// it commits, so that no number is skipped.
+type pickupReservation struct {
+	reserved map[uuid.UUID]int
+	// day and last are per merchant the local day reserved and the last
+	// number reserved, as the counter answered.
+	day    map[uuid.UUID]string
+	last   map[uuid.UUID]int
+	unused map[uuid.UUID]int
+}
+
+// reservePickupNumbers adds to b the reservation of a batch's pickup
+// numbers. The merchants are read with a key share lock that skips those
+// another transaction holds wholly (FOR UPDATE), so that the counter of a
+// merchant locked elsewhere makes no batch wait for its foreign key; a
+// merchant held for update by another batch is not skipped, since its
+// counter is held only from that batch's first read to its commit, which
+// waits for nothing else.
+func reservePickupNumbers(b *pgx.Batch, batch []*placement, clock time.Time) *pickupReservation {
+	r := &pickupReservation{reserved: map[uuid.UUID]int{}, day: map[uuid.UUID]string{}, last: map[uuid.UUID]int{}, unused: map[uuid.UUID]int{}}
+	var ids [][16]byte
+	for _, pl := range batch {
+		id := pl.p.MerchantID
+		if _, ok := r.reserved[id]; !ok {
+			ids = append(ids, id)
+		}
+		r.reserved[id]++
+	}
+	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
+	counts := make([]int32, len(ids))
+	for i, id := range ids {
+		counts[i] = int32(r.reserved[id])
+	}
+	b.Queue(`
+		INSERT INTO pickup_counters AS c (merchant_id, day, issued)
+		SELECT m.id, ($2::timestamptz AT TIME ZONE m.timezone)::date, ($3::int[])[array_position($1::uuid[], m.id)]
+		FROM merchants m WHERE m.id = ANY($1::uuid[])
+		ORDER BY m.id
+		FOR KEY SHARE OF m SKIP LOCKED
+		ON CONFLICT (merchant_id, day) DO UPDATE SET issued = c.issued + excluded.issued
+		RETURNING merchant_id, day::text, issued`, ids, clock, counts).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id uuid.UUID
+			var day string
+			var issued int
+			if err := rows.Scan(&id, &day, &issued); err != nil {
+				return fmt.Errorf("reserve pickup numbers: %w", err)
+			}
+			r.day[id], r.last[id] = day, issued
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("reserve pickup numbers: %w", err)
+		}
+		return nil
+	})
+	return r
+}
+
+// check makes sure every merchant the batch decides for has numbers of its
+// local day at now, the decisions' time.
+func (r *pickupReservation) check(merchants map[uuid.UUID]*merchantRow, now time.Time) error {
+	for id, m := range merchants {
+		day, ok := r.day[id]
+		if !ok {
+			return fmt.Errorf("reserve pickup numbers: no counter returned for merchant %s", id)
+		}
+		loc, err := m.location()
+		if err != nil {
+			return err
+		}
+		if domain.LocalDay(now, loc) != day {
+			return errNumberLast
+		}
+	}
+	return nil
+}
+
+// number gives the placements their codes in arrival order and counts what
+// is left of each merchant's reservation.
+func (r *pickupReservation) number(placed []*placement, merchants map[uuid.UUID]*merchantRow) error {
+	byMerchant := map[uuid.UUID][]*placement{}
+	for _, pl := range placed {
+		byMerchant[pl.p.MerchantID] = append(byMerchant[pl.p.MerchantID], pl)
+	}
+	for id, last := range r.last {
+		pls := byMerchant[id]
+		first := last - r.reserved[id] + 1
+		if len(pls) > 0 {
+			if err := stampCodes(pls, merchants[id].PickupPrefix, first); err != nil {
+				return err
+			}
+		}
+		if left := r.reserved[id] - len(pls); left > 0 {
+			r.unused[id] = left
+		}
+	}
+	return nil
+}
+
+// queueUnused adds to b the return of the numbers the batch did not use,
+// which it still holds: a day's counter that has issued none is no row
+// (deleted first, so that the decrement cannot be mistaken for it).
+func (r *pickupReservation) queueUnused(b *pgx.Batch) {
+	for id, n := range r.unused {
+		b.Queue(`DELETE FROM pickup_counters WHERE merchant_id = $1 AND day = $2::date AND issued = $3`, id, r.day[id], n)
+		b.Queue(`UPDATE pickup_counters SET issued = issued - $3 WHERE merchant_id = $1 AND day = $2::date AND issued > $3`, id, r.day[id], n)
+	}
 }
 
 // advancePickupCounters takes counts[i] numbers of merchant ids[i]'s local

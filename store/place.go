@@ -194,11 +194,11 @@ func (s *Store) placeBatch(batch []*placement) {
 	batch = s.divertToParked(batch)
 	if citus, err := s.onCitus(context.Background()); err == nil && citus {
 		for _, b := range byMerchant(batch, func(pl *placement) uuid.UUID { return pl.p.MerchantID }) {
-			s.decideBatch(b, false)
+			s.decideBatch(b, batchMode{})
 		}
 		return
 	}
-	s.decideBatch(batch, false)
+	s.decideBatch(batch, batchMode{})
 }
 
 // divertToParked moves to their merchant's parked line the paid requests of
@@ -252,16 +252,25 @@ func (s *Store) placeParked(merchantID uuid.UUID) {
 		s.parkMu.Unlock()
 		for len(batch) > 0 {
 			n := min(len(batch), maxPlacementBatch)
-			s.decideBatch(batch[:n], true)
+			s.decideBatch(batch[:n], batchMode{waitForMerchants: true})
 			batch = batch[n:]
 		}
 	}
 }
 
-// decideBatch runs one batch; with waitForMerchants its merchant locks are
-// waited for (a parked merchant's line), else a merchant locked elsewhere is
-// parked.
-func (s *Store) decideBatch(batch []*placement, waitForMerchants bool) {
+// batchMode is how a batch takes its locks.
+type batchMode struct {
+	// waitForMerchants: the merchants' locks are waited for (a parked
+	// merchant's line); else a merchant locked elsewhere is parked.
+	waitForMerchants bool
+	// numberLast: the batch takes its pickup numbers once it knows which
+	// requests it places, after their stock (numberPlacements), instead of
+	// with its first read (reservePickupNumbers).
+	numberLast bool
+}
+
+// decideBatch runs one batch.
+func (s *Store) decideBatch(batch []*placement, mode batchMode) {
 	live := batch[:0:0]
 	for _, pl := range batch {
 		if pl.state.Load() == stateAbandoned {
@@ -277,7 +286,7 @@ func (s *Store) decideBatch(batch []*placement, waitForMerchants bool) {
 	ctx, cancel := context.WithDeadline(context.Background(), batchDeadline(batch))
 	defer cancel()
 	err := s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
-		writes, err := s.placeInTx(ctx, tx, batch, waitForMerchants)
+		writes, err := s.placeInTx(ctx, tx, batch, mode)
 		if err != nil {
 			return err
 		}
@@ -290,7 +299,12 @@ func (s *Store) decideBatch(batch []*placement, waitForMerchants bool) {
 		return nil
 	})
 	if errors.Is(err, errAbandoned) {
-		s.decideBatch(batch, waitForMerchants)
+		s.decideBatch(batch, mode)
+		return
+	}
+	if errors.Is(err, errNumberLast) {
+		mode.numberLast = true
+		s.decideBatch(batch, mode)
 		return
 	}
 	if err != nil {
@@ -304,7 +318,7 @@ func (s *Store) decideBatch(batch []*placement, waitForMerchants bool) {
 		// One request's unexpected failure must not fail the others: place
 		// each alone. An unavailable database fails them all at once.
 		for _, pl := range batch {
-			s.decideBatch([]*placement{pl}, waitForMerchants)
+			s.decideBatch([]*placement{pl}, mode)
 		}
 		return
 	}
@@ -332,32 +346,46 @@ func (s *Store) decideBatch(batch []*placement, waitForMerchants bool) {
 		s.park(parked)
 	}
 	if len(deferred) > 0 {
-		// Before the lane's next batch, which holds requests that arrived later.
-		s.decideBatch(deferred, waitForMerchants)
+		// Before the lane's next batch, which holds requests that arrived
+		// later; numbered last, since they take stock.
+		mode.numberLast = true
+		s.decideBatch(deferred, mode)
 	}
 }
 
 // placeInTx decides a batch in arrival order and returns its writes, for
 // the caller to send with the commit. Locks follow the store's order:
-// idempotency keys (sorted), merchants (sorted), then per request its
-// claims and stock buckets. The decisions' time is read once the merchants'
-// locks are held.
-func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, waitForMerchants bool) (*pgx.Batch, error) {
+// idempotency keys (sorted), merchants (sorted), then either the pickup
+// counters (sorted) and nothing more, or per request its claims and stock
+// buckets and the pickup counters last. The decisions' time is read once
+// the merchants' locks are held.
+func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, mode batchMode) (*pgx.Batch, error) {
 	for _, pl := range batch {
 		pl.err, pl.replayOf, pl.twin, pl.result, pl.events, pl.jobs, pl.retry, pl.entries, pl.answer = nil, uuid.Nil, nil, nil, nil, nil, decided, nil, answerBasis{}
 	}
 	// One round trip reads or locks everything the decisions need: the
 	// keys, then the merchants, then the products, in the store's lock
-	// order. Merchants and products are read for every request, even those
-	// the keys turn out to be replays of.
+	// order, and, unless the batch numbers last, its pickup numbers.
+	// Merchants and products are read for every request, even those the
+	// keys turn out to be replays of.
 	b := &pgx.Batch{}
 	keys := queueIdempotencyKeys(b, batch)
-	merchants := queueBatchMerchants(b, batch, waitForMerchants)
+	merchants := queueBatchMerchants(b, batch, mode.waitForMerchants)
 	products := queueProducts(b, batchProductIDs(batch))
+	var numbers *pickupReservation
+	if !mode.numberLast && s.mayNumberFirst(ctx, batch) {
+		numbers = reservePickupNumbers(b, batch, s.now())
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("read for placement: %w", err)
 	}
 	now := s.now()
+	s.noteStockProducts(products)
+	if numbers != nil {
+		if err := numbers.check(merchants, now); err != nil {
+			return nil, err
+		}
+	}
 	live, err := keys.resolve(ctx, tx, batch)
 	if err != nil {
 		return nil, err
@@ -369,7 +397,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, wa
 	behind := map[uuid.UUID]bool{}
 	for _, pl := range live {
 		m := merchants[pl.p.MerchantID]
-		if m == nil && !waitForMerchants {
+		if m == nil && !mode.waitForMerchants {
 			// Locked by another transaction (or missing, which the
 			// merchant's waiter finds out without holding up the lane).
 			pl.retry = lockedElsewhere
@@ -380,7 +408,13 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, wa
 			pl.retry = stockHeldElsewhere
 			continue
 		}
-		err := s.placeOne(ctx, tx, pl, m, products, memo, now)
+		var err error
+		if numbers != nil && takesStock(pl, products) {
+			// Holding pickup counters, the batch may wait for no stock.
+			err = errStockHeldElsewhere
+		} else {
+			err = s.placeOne(ctx, tx, pl, m, products, memo, now)
+		}
 		if errors.Is(err, errStockHeldElsewhere) {
 			pl.retry = stockHeldElsewhere
 			behind[pl.p.MerchantID] = behind[pl.p.MerchantID] || paid
@@ -405,8 +439,15 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, wa
 	if err := forgetUndecidedKeys(ctx, tx, batch); err != nil {
 		return nil, err
 	}
+	b = &pgx.Batch{}
+	if numbers != nil {
+		if err := numbers.number(placed, merchants); err != nil {
+			return nil, err
+		}
+		numbers.queueUnused(b)
+	}
 	if len(placed) == 0 {
-		return nil, nil
+		return b, nil
 	}
 	var jobs []river.InsertManyParams
 	for _, pl := range placed {
@@ -415,15 +456,16 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, wa
 	if err := s.insertJobs(ctx, tx, jobs); err != nil {
 		return nil, err
 	}
-	// Last, so that the counters' row locks are held only until the commit.
-	if err := numberPlacements(ctx, tx, placed, merchants, now); err != nil {
-		return nil, err
+	if numbers == nil {
+		// Last, so that the counters' row locks are held only until the commit.
+		if err := numberPlacements(ctx, tx, placed, merchants, now); err != nil {
+			return nil, err
+		}
 	}
 	for _, pl := range placed {
 		view := toView(pl.order, pl.answer.position, pl.answer.unitsAhead, pl.answer.eta)
 		pl.result = &PlaceResult{Order: &view}
 	}
-	b = &pgx.Batch{}
 	if err := queuePlacements(tx, b, placed, merchants, now); err != nil {
 		return nil, err
 	}

@@ -205,6 +205,13 @@ type productInfo struct {
 	dropID uuid.UUID
 }
 
+// takesStock reports whether placing the product takes a lock another
+// transaction may hold: a stock bucket, a per-customer claim or a drop's
+// entry.
+func (p productInfo) takesStock() bool {
+	return p.limited || p.perUserLimit != nil || p.dropID != uuid.Nil
+}
+
 func loadProducts(ctx context.Context, tx pgx.Tx, ids []string) (map[string]productInfo, error) {
 	b := &pgx.Batch{}
 	out := queueProducts(b, ids)

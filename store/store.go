@@ -57,6 +57,8 @@ type Store struct {
 	citus  atomic.Int32
 	joiner *pgkit.Batcher[*joinRequest]
 	hints  chan struct{}
+	// stockProducts are the products last read taking stock (mayNumberFirst).
+	stockProducts sync.Map
 }
 
 // txn carries what a transaction did, for reporting after it commits.
