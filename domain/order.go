@@ -282,6 +282,31 @@ func (o Order) Evolve(e Event) (Order, error) {
 	return o, nil
 }
 
+// LastDecidedAt is the latest time recorded on the order.
+func (o Order) LastDecidedAt() time.Time {
+	last := o.PlacedAt
+	for _, t := range []*time.Time{o.PaidAt, o.QueuedAt, o.AcceptedAt, o.CompletedAt, o.EndedAt} {
+		if t != nil && t.After(last) {
+			last = *t
+		}
+	}
+	return last
+}
+
+// DecisionTime is the time a decision records: the clock's reading under
+// its locks, unless a decision it follows (the order's last, the merchant's
+// last admission) was recorded later, by a process whose clock runs ahead;
+// then that time. So an order's times and a merchant's admissions never run
+// backwards, whichever process decides.
+func DecisionTime(clock time.Time, follows ...time.Time) time.Time {
+	for _, t := range follows {
+		if t.After(clock) {
+			clock = t
+		}
+	}
+	return clock
+}
+
 // Apply folds events in order.
 func (o Order) Apply(events ...Event) (Order, error) {
 	var err error

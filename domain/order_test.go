@@ -380,3 +380,37 @@ func TestEstimateWait(t *testing.T) {
 	got := domain.EstimateWait(10, 2, 120, stats)
 	require.InDelta(t, 20, got, 5, "10 positions at one completion every 2 s")
 }
+
+func TestDecisionTimeNeverRunsBackwards(t *testing.T) {
+	later, earlier := t0.Add(2*time.Second), t0.Add(-2*time.Second)
+	cases := []struct {
+		name    string
+		clock   time.Time
+		follows []time.Time
+		want    time.Time
+	}{
+		{"nothing to follow", t0, nil, t0},
+		{"the clock is after what it follows", t0, []time.Time{earlier}, t0},
+		{"a decision recorded ahead of the clock", t0, []time.Time{earlier, later}, later},
+		{"a zero time follows nothing", t0, []time.Time{{}}, t0},
+	}
+	for _, c := range cases {
+		if got := domain.DecisionTime(c.clock, c.follows...); !got.Equal(c.want) {
+			t.Errorf("%s: DecisionTime = %s, want %s", c.name, got, c.want)
+		}
+	}
+	paid, accepted := t0.Add(time.Second), t0.Add(3*time.Second)
+	for _, c := range []struct {
+		name  string
+		order domain.Order
+		want  time.Time
+	}{
+		{"placed only", domain.Order{PlacedAt: t0}, t0},
+		{"paid and accepted", domain.Order{PlacedAt: t0, PaidAt: &paid, AcceptedAt: &accepted}, accepted},
+		{"paid by a clock behind the placement's", domain.Order{PlacedAt: t0, PaidAt: &earlier}, t0},
+	} {
+		if got := c.order.LastDecidedAt(); !got.Equal(c.want) {
+			t.Errorf("%s: LastDecidedAt = %s, want %s", c.name, got, c.want)
+		}
+	}
+}

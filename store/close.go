@@ -91,6 +91,9 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 	}
 	// The decisions' time, read once the orders' locks are held.
 	now := s.now()
+	for _, o := range orders {
+		now = domain.DecisionTime(now, o.LastDecidedAt())
+	}
 	closed := map[string]bool{}
 	var changes []change
 	var released releasedUnits

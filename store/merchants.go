@@ -59,6 +59,25 @@ type merchantRow struct {
 	pause          domain.Pause
 	// dirty marks a load changed in memory and not yet saved.
 	dirty bool
+	// decidedAt is the time of the merchant's last decision that saved its
+	// load, with the load.
+	decidedAt *time.Time
+}
+
+// decidedAtOrZero is decidedAt, or the zero time if none was recorded.
+func (m *merchantRow) decidedAtOrZero() time.Time {
+	if m.decidedAt == nil {
+		return time.Time{}
+	}
+	return *m.decidedAt
+}
+
+// decisionTime is the time of a decision taken under the merchant's lock
+// (domain.DecisionTime), which the merchant then records with its load.
+func (m *merchantRow) decisionTime(clock time.Time) time.Time {
+	now := domain.DecisionTime(clock, m.decidedAtOrZero())
+	m.decidedAt = &now
+	return now
 }
 
 func (m *merchantRow) settings() domain.MerchantSettings {
@@ -135,7 +154,7 @@ const merchantColumns = `id, name, capacity, prep_seconds, max_queue_wait_second
 	webhook_url, webhook_secret, created_at, version, active, queued, next_seq,
 	completion_interval_s, completion_samples, last_completion_at,
 	capacity_unit, timezone, pickup_prefix, active_orders, queued_priority, queued_units,
-	coalesce(pause_mode, ''), paused_until, completion_units`
+	coalesce(pause_mode, ''), paused_until, completion_units, decided_at`
 
 func scanMerchant(row pgx.Row) (*merchantRow, error) {
 	var m merchantRow
@@ -143,7 +162,7 @@ func scanMerchant(row pgx.Row) (*merchantRow, error) {
 		&m.WebhookURL, &m.secret, &m.CreatedAt, &m.Version, &m.Load.Active, &m.Load.Queued, &m.nextSeq,
 		&m.stats.IntervalSeconds, &m.stats.Samples, &m.stats.LastCompletion,
 		&m.CapacityUnit, &m.Timezone, &m.PickupPrefix, &m.Load.ActiveOrders, &m.queuedPriority, &m.Load.QueuedUnits,
-		&m.pause.Mode, &m.pause.Until, &m.stats.UnitsPerCompletion)
+		&m.pause.Mode, &m.pause.Until, &m.stats.UnitsPerCompletion, &m.decidedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, domain.Errorf(domain.CodeNotFound, "merchant not found")
 	}
@@ -166,10 +185,10 @@ func saveLoad(ctx context.Context, tx pgx.Tx, m *merchantRow) error {
 	_, err := tx.Exec(ctx, `
 		UPDATE merchants SET active = $2, queued = $3, next_seq = $4,
 			completion_interval_s = $5, completion_samples = $6, last_completion_at = $7,
-			active_orders = $8, queued_priority = $9, queued_units = $10, completion_units = $11, updated_at = now()
+			active_orders = $8, queued_priority = $9, queued_units = $10, completion_units = $11, decided_at = $12, updated_at = now()
 		WHERE id = $1`,
 		m.ID, m.Load.Active, m.Load.Queued, m.nextSeq, m.stats.IntervalSeconds, m.stats.Samples, m.stats.LastCompletion,
-		m.Load.ActiveOrders, m.queuedPriority, m.Load.QueuedUnits, m.stats.UnitsPerCompletion)
+		m.Load.ActiveOrders, m.queuedPriority, m.Load.QueuedUnits, m.stats.UnitsPerCompletion, m.decidedAt)
 	if err != nil {
 		return fmt.Errorf("save load of merchant %s: %w", m.ID, err)
 	}
@@ -389,7 +408,7 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 		if err := domain.CheckSettingsChange(before, after, m.load()); err != nil {
 			return err
 		}
-		now := s.now()
+		now := m.decisionTime(s.now())
 		if err := writeMerchant(ctx, tx, m, []domain.Event{{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{
 			Before: before, After: after, UpdatedAt: now,
 		}}}, meta, now); err != nil {
@@ -414,7 +433,7 @@ func (s *Store) PauseMerchant(ctx context.Context, id uuid.UUID, req domain.Paus
 		if err != nil {
 			return err
 		}
-		now := s.now()
+		now := m.decisionTime(s.now())
 		events, err := domain.PauseMerchant(m.folded(), req, meta.Actor, now)
 		if err != nil {
 			return err
@@ -447,7 +466,7 @@ func (s *Store) ResumeMerchant(ctx context.Context, id uuid.UUID, meta Meta) (*M
 		if err != nil {
 			return err
 		}
-		now := s.now()
+		now := m.decisionTime(s.now())
 		return s.resumeLocked(ctx, tx, m, domain.ResumeMerchant(m.folded(), meta.Actor, now), meta, now)
 	})
 	if err != nil {
@@ -479,7 +498,7 @@ func (s *Store) ResumeDue(ctx context.Context, id uuid.UUID, until time.Time) (b
 		if err != nil {
 			return err
 		}
-		now := s.now()
+		now := m.decisionTime(s.now())
 		events := domain.ResumeDue(m.folded(), until, now)
 		resumed = len(events) > 0
 		return s.resumeLocked(ctx, tx, m, events, Meta{Actor: domain.ActorSystem}, now)
@@ -511,7 +530,7 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, id uuid.UUID, meta Meta
 		if err != nil {
 			return err
 		}
-		now := s.now()
+		now := m.decisionTime(s.now())
 		if err := writeMerchant(ctx, tx, m, []domain.Event{{Type: domain.EventMerchantSecretRotated,
 			Data: domain.MerchantSecretRotated{RotatedAt: now}}}, meta, now); err != nil {
 			return err

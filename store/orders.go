@@ -188,7 +188,10 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 			return err
 		}
 		// The decision's time, read once its locks are held.
-		now := s.now()
+		now := domain.DecisionTime(s.now(), o.LastDecidedAt())
+		if m != nil {
+			now = m.decisionTime(now)
+		}
 		events, jobs, err := cmd.decide(tx, o, m, now)
 		if err != nil {
 			return err
@@ -491,7 +494,7 @@ func (s *Store) DrainMerchant(ctx context.Context, merchantID uuid.UUID) (int, e
 			if m.load().MaxAdmissible() == 0 {
 				return nil
 			}
-			if err := s.drainLocked(ctx, tx, m, s.now(), batch); err != nil {
+			if err := s.drainLocked(ctx, tx, m, m.decisionTime(s.now()), batch); err != nil {
 				return err
 			}
 			admitted = before - m.Load.Queued

@@ -380,6 +380,9 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, mo
 		return nil, fmt.Errorf("read for placement: %w", err)
 	}
 	now := s.now()
+	for _, m := range merchants {
+		now = domain.DecisionTime(now, m.decidedAtOrZero())
+	}
 	s.noteStockProducts(products)
 	if numbers != nil {
 		if err := numbers.check(merchants, now); err != nil {
@@ -476,7 +479,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, mo
 	if err := queueEntries(b, entries, now, nil); err != nil {
 		return nil, err
 	}
-	queueLoads(b, merchants)
+	queueLoads(b, merchants, now)
 	return b, nil
 }
 
@@ -815,8 +818,8 @@ func queuePlacements(tx pgx.Tx, b *pgx.Batch, placed []*placement, merchants map
 }
 
 // queueLoads adds to b the write of the load of every merchant the batch
-// changed, in one statement.
-func queueLoads(b *pgx.Batch, merchants map[uuid.UUID]*merchantRow) {
+// changed, in one statement, with the batch's decision time.
+func queueLoads(b *pgx.Batch, merchants map[uuid.UUID]*merchantRow, now time.Time) {
 	var ids [][16]byte
 	var active, activeOrders, queued, queuedPriority, queuedUnits []int32
 	var next []int64
@@ -831,8 +834,8 @@ func queueLoads(b *pgx.Batch, merchants map[uuid.UUID]*merchantRow) {
 		return
 	}
 	b.Queue(`UPDATE merchants m SET active = t.a, queued = t.q, next_seq = t.n,
-			active_orders = t.ao, queued_priority = t.qp, queued_units = t.qu, updated_at = now()
+			active_orders = t.ao, queued_priority = t.qp, queued_units = t.qu, decided_at = $8, updated_at = now()
 		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::int[]) AS t(id, a, q, n, ao, qp, qu)
 		WHERE m.id = t.id AND m.id = ANY($1::uuid[])`,
-		ids, active, queued, next, activeOrders, queuedPriority, queuedUnits)
+		ids, active, queued, next, activeOrders, queuedPriority, queuedUnits, now)
 }
