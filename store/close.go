@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store/pgkit"
 )
 
 type closeRequest struct {
@@ -39,10 +40,8 @@ func (s *Store) CloseUnpaid(ctx context.Context, merchantID, orderID uuid.UUID) 
 func (s *Store) closeBatch(batch []*closeRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), placeBatchTimeout)
 	defer cancel()
-	if groups := s.closeGroups(ctx, batch); len(groups) > 1 {
-		for _, g := range groups {
-			s.closeBatch(g)
-		}
+	if batch[0].merchantID == uuid.Nil && s.splitByMerchant() {
+		s.closeFindingMerchants(ctx, batch)
 		return
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error { return s.closeInTx(ctx, tx, batch) })
@@ -52,6 +51,29 @@ func (s *Store) closeBatch(batch []*closeRequest) {
 		}
 		return
 	}
+	answerCloses(batch, err)
+}
+
+// closeFindingMerchants closes, on Citus, the requests whose callers named
+// no merchant, which a batch split by merchant hands over together: it
+// reads their merchants, then closes each merchant's in a transaction of
+// its own (jobs from before timers carried their merchant; few).
+func (s *Store) closeFindingMerchants(ctx context.Context, batch []*closeRequest) {
+	if err := findMerchants(ctx, s.pool, batch); err != nil {
+		answerCloses(batch, mapErr(err))
+		return
+	}
+	for _, g := range pgkit.GroupBy(batch, closeMerchant) {
+		if g[0].merchantID == uuid.Nil {
+			answerCloses(g, nil) // no such order: nothing to close
+			continue
+		}
+		s.closeBatch(g)
+	}
+}
+
+// answerCloses answers a batch's callers: with err, as not closed.
+func answerCloses(batch []*closeRequest, err error) {
 	for _, req := range batch {
 		if err != nil {
 			req.closed, req.err = false, err
@@ -59,6 +81,8 @@ func (s *Store) closeBatch(batch []*closeRequest) {
 		close(req.done)
 	}
 }
+
+func closeMerchant(r *closeRequest) uuid.UUID { return r.merchantID }
 
 // closeInTx locks the batch's orders in id order, closes those still unpaid
 // past their deadline, and releases what they held, a few statements for
@@ -162,54 +186,23 @@ func findMerchants(ctx context.Context, tx querier, batch []*closeRequest) error
 	return nil
 }
 
-// closeOverdueBatch is the sweep's way in: the same batched close.
+// closeOverdueBatch is the sweep's way in: the same batched close, one
+// merchant per transaction on Citus (splitByMerchant).
 func (s *Store) closeOverdueBatch(ctx context.Context, orders []orderRef) error {
 	reqs := make([]*closeRequest, len(orders))
 	for i, o := range orders {
 		reqs[i] = &closeRequest{merchantID: o.MerchantID, orderID: o.ID, done: make(chan struct{})}
 	}
-	for _, g := range s.closeGroups(ctx, reqs) {
+	groups := [][]*closeRequest{reqs}
+	if s.splitByMerchant() {
+		groups = pgkit.GroupBy(reqs, closeMerchant)
+	}
+	for _, g := range groups {
 		if err := s.inTx(ctx, func(tx pgx.Tx) error { return s.closeInTx(ctx, tx, g) }); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// closeGroups is how a batch of closes is split into transactions: one on
-// one PostgreSQL; one per merchant on Citus, where a transaction that writes
-// several merchants' rows spans shards (see byMerchant).
-func (s *Store) closeGroups(ctx context.Context, batch []*closeRequest) [][]*closeRequest {
-	if citus, err := s.onCitus(ctx); err != nil || !citus {
-		return [][]*closeRequest{batch}
-	}
-	if err := findMerchants(ctx, s.pool, batch); err != nil {
-		// The batch's own transaction meets the same trouble and reports it.
-		return [][]*closeRequest{batch}
-	}
-	return byMerchant(batch, func(r *closeRequest) uuid.UUID { return r.merchantID })
-}
-
-// byMerchant splits items by merchant, keeping their order within each and
-// ordering the groups by their first item. On Citus, a transaction that
-// writes several merchants' rows spans shards and commits in two phases,
-// the coordinator's first, so that the log reader could read past an event
-// before the worker holding it commits; batches of several merchants are
-// therefore decided merchant by merchant there.
-func byMerchant[T any](items []T, merchant func(T) uuid.UUID) [][]T {
-	index := map[uuid.UUID]int{}
-	var groups [][]T
-	for _, it := range items {
-		m := merchant(it)
-		i, ok := index[m]
-		if !ok {
-			i = len(groups)
-			index[m] = i
-			groups = append(groups, nil)
-		}
-		groups[i] = append(groups[i], it)
-	}
-	return groups
 }
 
 // orderRef names an order with its merchant.

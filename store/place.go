@@ -186,19 +186,13 @@ var errStockHeldElsewhere = errors.New("stock held by another transaction")
 // errAbandoned rolls a batch back when a caller gave up before the commit.
 var errAbandoned = errors.New("a caller abandoned its placement before the commit")
 
-// placeBatch decides a lane's batch. It never waits for a merchant's row:
-// requests of a merchant another transaction holds are parked and decided by
-// that merchant's own waiter (placeParked), in arrival order, while the lane
+// placeBatch decides a lane's batch (on Citus, one merchant's part of it:
+// splitByMerchant). It never waits for a merchant's row: requests of a
+// merchant another transaction holds are parked and decided by that
+// merchant's own waiter (placeParked), in arrival order, while the lane
 // goes on with other merchants.
 func (s *Store) placeBatch(batch []*placement) {
-	batch = s.divertToParked(batch)
-	if citus, err := s.onCitus(context.Background()); err == nil && citus {
-		for _, b := range byMerchant(batch, func(pl *placement) uuid.UUID { return pl.p.MerchantID }) {
-			s.decideBatch(b, batchMode{})
-		}
-		return
-	}
-	s.decideBatch(batch, batchMode{})
+	s.decideBatch(s.divertToParked(batch), batchMode{})
 }
 
 // divertToParked moves to their merchant's parked line the paid requests of

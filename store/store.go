@@ -46,16 +46,16 @@ type Store struct {
 	// merchant's paid orders always take the same lane, so that they are
 	// decided in arrival order and concurrent batches never wait for each
 	// other's merchant locks.
-	placers []*pgkit.Batcher[*placement]
+	placers []*pgkit.Batcher[*placement, uuid.UUID]
 	// parked holds, per merchant whose row another transaction held when a
 	// batch came to it, the requests waiting for that lock in arrival order
 	// (placeParked): a locked merchant holds up its own requests only.
 	parkMu sync.Mutex
 	parked map[uuid.UUID][]*placement
-	closer *pgkit.Batcher[*closeRequest]
+	closer *pgkit.Batcher[*closeRequest, uuid.UUID]
 	// citus is 0 until asked, then 1 on one PostgreSQL and 2 on Citus.
 	citus  atomic.Int32
-	joiner *pgkit.Batcher[*joinRequest]
+	joiner *pgkit.Batcher[*joinRequest, uuid.UUID]
 	hints  chan struct{}
 	// stockProducts are the products last read taking stock (mayNumberFirst).
 	stockProducts sync.Map
@@ -79,13 +79,31 @@ func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
 func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
 	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100, hints: make(chan struct{}, 1),
 		parked: map[uuid.UUID][]*placement{}}
-	s.placers = make([]*pgkit.Batcher[*placement], placementLanes)
+	s.placers = make([]*pgkit.Batcher[*placement, uuid.UUID], placementLanes)
 	for i := range s.placers {
-		s.placers[i] = pgkit.NewBatcher(1, maxPlacementBatch, s.placeBatch)
+		s.placers[i] = pgkit.NewBatcher[*placement, uuid.UUID](1, maxPlacementBatch, s.placeBatch).
+			SplitBy(s.splitByMerchant, func(pl *placement) uuid.UUID { return pl.p.MerchantID }, merchantsAtOnce)
 	}
-	s.closer = pgkit.NewBatcher(2, 200, s.closeBatch)
-	s.joiner = pgkit.NewBatcher(joinLanes, maxJoinBatch, s.joinBatch)
+	s.closer = pgkit.NewBatcher[*closeRequest, uuid.UUID](2, 200, s.closeBatch).
+		SplitBy(s.splitByMerchant, closeMerchant, merchantsAtOnce)
+	s.joiner = pgkit.NewBatcher[*joinRequest, uuid.UUID](joinLanes, maxJoinBatch, s.joinBatch)
 	return s
+}
+
+// merchantsAtOnce bounds how many merchants of a batch split by merchant
+// (splitByMerchant) are decided at once, each in a transaction on a
+// connection of its own.
+const merchantsAtOnce = 4
+
+// splitByMerchant reports whether batches are decided one merchant per
+// transaction: on Citus, where a transaction that writes several merchants'
+// rows spans shards and commits in two phases, the coordinator's first, so
+// that the log reader could read past an event before the worker holding it
+// commits. A failed question keeps the batch whole; its own transaction
+// meets the same trouble and reports it.
+func (s *Store) splitByMerchant() bool {
+	citus, err := s.onCitus(context.Background())
+	return err == nil && citus
 }
 
 // Pool exposes the pool for components that share it (River, the log tailer).
