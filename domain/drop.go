@@ -562,6 +562,17 @@ func SellOutEntry(e Entry, now time.Time) []Event {
 	return []Event{{Type: EventEntrySoldOut, Data: EntrySoldOutEvent{SoldOutAt: now}}}
 }
 
+// StatusIn is the entry's status in a drop in state d. A drop's sell-out
+// writes its waiting entries sold_out in transactions of bounded size, one
+// after another; an entry still recorded as waiting in a sold-out drop is
+// sold out all the same, as every waiting entry is from the sell-out on.
+func (e Entry) StatusIn(d DropState) EntryStatus {
+	if e.Status == EntryStatusWaiting && d == DropStateSoldOut {
+		return EntryStatusSoldOut
+	}
+	return e.Status
+}
+
 // MaySeeEntry reports whether the party may see an entry: its customer, the
 // drop's merchant, admins and the system.
 func (p Party) MaySeeEntry(customerID, merchantID string) bool {

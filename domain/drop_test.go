@@ -346,6 +346,26 @@ func TestEntryLifecycle(t *testing.T) {
 	require.Empty(t, domain.SellOutEntry(e, dropNow), "only waiting entries sell out")
 }
 
+func TestEntryStatusInItsDrop(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		entry domain.EntryStatus
+		drop  domain.DropState
+		want  domain.EntryStatus
+	}{
+		{domain.EntryStatusWaiting, domain.DropStateSelling, domain.EntryStatusWaiting},
+		{domain.EntryStatusWaiting, domain.DropStateOpen, domain.EntryStatusWaiting},
+		// Not written yet by the sell-out's chunks, sold out all the same.
+		{domain.EntryStatusWaiting, domain.DropStateSoldOut, domain.EntryStatusSoldOut},
+		{domain.EntryStatusSoldOut, domain.DropStateSoldOut, domain.EntryStatusSoldOut},
+		{domain.EntryStatusPurchased, domain.DropStateSoldOut, domain.EntryStatusPurchased},
+		{domain.EntryStatusLapsed, domain.DropStateSoldOut, domain.EntryStatusLapsed},
+		{domain.EntryStatusInvited, domain.DropStateSelling, domain.EntryStatusInvited},
+	} {
+		require.Equal(t, tc.want, domain.Entry{Status: tc.entry}.StatusIn(tc.drop), "%s in a %s drop", tc.entry, tc.drop)
+	}
+}
+
 func TestDropEventsRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, typ := range []string{

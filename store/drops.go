@@ -232,12 +232,13 @@ func scanEntryInto(e *domain.Entry, dest ...any) []any {
 		&e.InvitedAt, &e.PurchaseDeadline, &e.OrderID, &e.Version}, dest...)
 }
 
-// entryViewQuery reads entries with their rank (among every entry) and
-// position (among the waiting), both known once the entry is ranked.
-// Invitations go in rank order, so the waiting entries ranked before an
-// entry are those ranked before it less those invited.
-const entryViewQuery = `SELECT ` + entryColumns + `, e.rank, CASE WHEN e.status = 'waiting' THEN e.rank - l.invited END
-	FROM drop_entries e JOIN drop_lines l ON l.merchant_id = e.merchant_id AND l.drop_id = e.drop_id`
+// entryViewQuery reads entries with their rank (among every entry),
+// position (among the waiting), both known once the entry is ranked, and
+// their drop's state. Invitations go in rank order, so the waiting entries
+// ranked before an entry are those ranked before it less those invited.
+const entryViewQuery = `SELECT ` + entryColumns + `, e.rank, CASE WHEN e.status = 'waiting' THEN e.rank - l.invited END, d.state
+	FROM drop_entries e JOIN drop_lines l ON l.merchant_id = e.merchant_id AND l.drop_id = e.drop_id
+	JOIN drops d ON d.merchant_id = e.merchant_id AND d.id = e.drop_id`
 
 func (s *Store) readEntry(ctx context.Context, q querier, where string, args ...any) (*Entry, error) {
 	rows, err := q.Query(ctx, entryViewQuery+` WHERE `+where, args...)
@@ -253,17 +254,24 @@ func (s *Store) readEntry(ctx context.Context, q querier, where string, args ...
 	}
 	var e domain.Entry
 	var rank, pos *int
-	if err := rows.Scan(scanEntryInto(&e, &rank, &pos)...); err != nil {
+	var state domain.DropState
+	if err := rows.Scan(scanEntryInto(&e, &rank, &pos, &state)...); err != nil {
 		return nil, mapErr(fmt.Errorf("scan entry: %w", err))
 	}
-	v := entryView(e, rank, pos)
+	v := entryView(e, rank, pos, state)
 	return &v, nil
 }
 
-func entryView(e domain.Entry, rank, pos *int) Entry {
+// entryView is e in the API's shape, in a drop in state d; pos is its
+// position while it waits.
+func entryView(e domain.Entry, rank, pos *int, d domain.DropState) Entry {
+	status := e.StatusIn(d)
+	if status != domain.EntryStatusWaiting {
+		pos = nil
+	}
 	return Entry{
 		ID: uuid.MustParse(e.ID), DropID: uuid.MustParse(e.DropID), MerchantID: uuid.MustParse(e.MerchantID),
-		CustomerID: e.CustomerID, JoinedAt: e.JoinedAt, Rank: rank, Position: pos, Status: e.Status,
+		CustomerID: e.CustomerID, JoinedAt: e.JoinedAt, Rank: rank, Position: pos, Status: status,
 		InvitedAt: e.InvitedAt, PurchaseDeadline: e.PurchaseDeadline, Version: e.Version,
 	}
 }
@@ -300,10 +308,11 @@ func (s *Store) EntriesByID(ctx context.Context, ids []uuid.UUID) ([]Entry, erro
 	for rows.Next() {
 		var e domain.Entry
 		var rank, pos *int
-		if err := rows.Scan(scanEntryInto(&e, &rank, &pos)...); err != nil {
+		var state domain.DropState
+		if err := rows.Scan(scanEntryInto(&e, &rank, &pos, &state)...); err != nil {
 			return nil, mapErr(fmt.Errorf("scan entry: %w", err))
 		}
-		out = append(out, entryView(e, rank, pos))
+		out = append(out, entryView(e, rank, pos, state))
 	}
 	return out, mapErr(rows.Err())
 }
@@ -359,33 +368,59 @@ func (s *Store) GetDraw(ctx context.Context, dropID uuid.UUID) (*Draw, error) {
 // waiting entries in rank order while units allow, and sells it out when
 // every unit is purchased. It is idempotent: every timer of a drop, and
 // every nudge after a join, a purchase or a lapse, runs it.
+//
+// A sell-out writes the waiting entries sold_out SellOutChunk at a time, a
+// transaction each, until none is left: a line of tens of thousands would
+// otherwise be one transaction long enough to meet the statement timeout
+// under load. Between them the drop is sold_out and its entries still
+// recorded as waiting read as sold_out (domain.Entry.StatusIn). Each
+// transaction that leaves some behind commits a timer for the rest with
+// them, so that a process stopped between two goes on elsewhere, and the
+// backstop (DropsToSettle) finds a sold-out drop with entries waiting.
 func (s *Store) SettleDrop(ctx context.Context, merchantID, dropID uuid.UUID) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error { return s.settleDrop(ctx, tx, merchantID, dropID) })
+	for {
+		var more bool
+		err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+			more, err = s.settleDrop(ctx, tx, merchantID, dropID)
+			return err
+		})
+		if err != nil || !more {
+			return err
+		}
+	}
 }
 
-func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uuid.UUID) error {
+// sellOutResume is when the timer a sell-out's transaction leaves for the
+// waiting entries after it fires: later than the next transactions of the
+// same SettleDrop, which usually leave it nothing to do, and soon enough
+// that a stopped process's sell-out is finished by another within seconds.
+const sellOutResume = 5 * time.Second
+
+// settleDrop is one transaction of SettleDrop; more says that a sell-out
+// left waiting entries for the next.
+func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uuid.UUID) (more bool, err error) {
 	d, err := scanDrop(tx.QueryRow(ctx, `SELECT `+dropColumns+` FROM drops d WHERE d.merchant_id = $1 AND d.id = $2 FOR UPDATE`, merchantID, dropID))
 	if errors.Is(err, errDropNotFound) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	// The decisions' time, read once the drop's lock is held.
 	now := s.now()
 	var seed []byte
 	if d.State.Active() && d.State != domain.DropStateSelling && !now.Before(d.StartsAt) {
 		if err := tx.QueryRow(ctx, `SELECT seed FROM drop_seeds WHERE merchant_id = $1 AND drop_id = $2`, merchantID, dropID).Scan(&seed); err != nil {
-			return fmt.Errorf("read seed: %w", err)
+			return false, fmt.Errorf("read seed: %w", err)
 		}
 	}
 	events, err := domain.AdvanceDrop(d, seed, now)
 	if err != nil {
-		return err
+		return false, err
 	}
 	after, err := d.Apply(events...)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var jobs []river.InsertManyParams
 	switch {
@@ -395,30 +430,30 @@ func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uu
 		// invitations do not wait for every entry's row to be rewritten.
 		pending, err := drawEntries(ctx, tx, after, after.Units)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if pending {
 			jobs = append(jobs, settleJob(merchantID, dropID, now))
 		}
 	case d.State == domain.DropStateSelling:
 		if err := finishDraw(ctx, tx, after); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if after.State == domain.DropStateSelling {
 		if err := s.lapseDueWindows(ctx, tx, after, now); err != nil {
-			return err
+			return false, err
 		}
 		var outstanding, purchased int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'invited'), count(*) FILTER (WHERE status = 'purchased')
 			FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND status IN ('invited', 'purchased')`, merchantID, dropID).
 			Scan(&outstanding, &purchased); err != nil {
-			return fmt.Errorf("count invitations: %w", err)
+			return false, fmt.Errorf("count invitations: %w", err)
 		}
 		var deadline *time.Time
 		if n := domain.InvitationsDue(after, outstanding, purchased); n > 0 {
 			if deadline, err = inviteNext(ctx, tx, after, n, now); err != nil {
-				return err
+				return false, err
 			}
 			if deadline != nil {
 				jobs = append(jobs, settleJob(merchantID, dropID, *deadline))
@@ -426,22 +461,19 @@ func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uu
 		}
 		if sold := domain.SellOut(after, purchased, now); len(sold) > 0 {
 			if after, err = after.Apply(sold...); err != nil {
-				return err
+				return false, err
 			}
 			events = append(events, sold...)
-			if err := sellOutWaiting(ctx, tx, after, now); err != nil {
-				return err
-			}
 		}
 		if outstanding == 0 && deadline == nil && after.State == domain.DropStateSelling {
 			// Nobody holds an invitation and nobody was left to invite.
 			line, err := readLine(ctx, tx, after, purchased)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if ended := domain.End(after, line, now); len(ended) > 0 {
 				if after, err = after.Apply(ended...); err != nil {
-					return err
+					return false, err
 				}
 				events = append(events, ended...)
 			} else if at := domain.EndsAt(after, line); !at.IsZero() {
@@ -449,12 +481,20 @@ func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uu
 			}
 		}
 	}
-	if len(events) > 0 {
-		if err := writeDrop(ctx, tx, dropChange{before: d, after: after, events: events, meta: Meta{Actor: domain.ActorSystem}}, now); err != nil {
-			return err
+	if after.State == domain.DropStateSoldOut {
+		if more, err = sellOutWaiting(ctx, tx, after, max(1, s.SellOutChunk), now); err != nil {
+			return false, err
+		}
+		if more {
+			jobs = append(jobs, settleJob(merchantID, dropID, now.Add(sellOutResume)))
 		}
 	}
-	return s.insertJobs(ctx, tx, jobs)
+	if len(events) > 0 {
+		if err := writeDrop(ctx, tx, dropChange{before: d, after: after, events: events, meta: Meta{Actor: domain.ActorSystem}}, now); err != nil {
+			return false, err
+		}
+	}
+	return more, s.insertJobs(ctx, tx, jobs)
 }
 
 // readLine reads what a selling drop's end depends on, when no invitation
@@ -645,39 +685,45 @@ func inviteNext(ctx context.Context, tx pgx.Tx, d domain.Drop, n int, now time.T
 	return &deadline, writeEntries(ctx, tx, changes, now)
 }
 
-// sellOutWaiting turns every waiting entry of a sold-out drop sold_out.
-func sellOutWaiting(ctx context.Context, tx pgx.Tx, d domain.Drop, now time.Time) error {
-	waiting, err := lockEntries(ctx, tx, `e.merchant_id = $1 AND e.drop_id = $2 AND e.status = 'waiting' FOR UPDATE`, d.MerchantID, d.DropID)
+// sellOutWaiting turns up to limit waiting entries of a sold-out drop
+// sold_out, best ranked first; more says that some may be left.
+func sellOutWaiting(ctx context.Context, tx pgx.Tx, d domain.Drop, limit int, now time.Time) (more bool, err error) {
+	waiting, err := lockEntries(ctx, tx, `e.merchant_id = $1 AND e.drop_id = $2 AND e.status = 'waiting'
+		ORDER BY e.rank, e.id LIMIT $3 FOR UPDATE`, d.MerchantID, d.DropID, limit)
 	if err != nil {
-		return err
+		return false, err
 	}
 	changes := make([]entryChange, 0, len(waiting))
 	for _, e := range waiting {
 		if c, ok, err := newEntryChange(e, domain.SellOutEntry(e, now), Meta{Actor: domain.ActorSystem}); err != nil {
-			return err
+			return false, err
 		} else if ok {
 			changes = append(changes, c)
 		}
 	}
-	return writeEntries(ctx, tx, changes, now)
+	return len(waiting) == limit, writeEntries(ctx, tx, changes, now)
 }
 
 // DropsToSettle fires, for up to limit drops, what their timers should have
 // done before cutoff: an opening, a start, a window that ended, the end of
-// a drop nobody is in line for; and what a lost nudge would have: units
-// free while entries wait, every unit bought while the drop still sells. It reports how many drops it settled.
-// The drop's line is a join and the wait for entries a condition, not a
-// lateral subquery without FROM, which Citus refuses to correlate.
+// a drop nobody is in line for; what a lost nudge would have: units free
+// while entries wait, every unit bought while the drop still sells; and the
+// rest of a sell-out whose process stopped between its transactions. It
+// reports how many drops it settled. The drop's line is a join and the wait
+// for entries a condition, not a lateral subquery without FROM, which Citus
+// refuses to correlate; the counts are of active drops only, so that the
+// entries of drops long sold out are not counted at every round.
 func (s *Store) DropsToSettle(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	type key struct{ Merchant, Drop uuid.UUID }
 	return sweepOverdue(ctx, s, "drops to settle", `
-		SELECT d.merchant_id, d.id FROM (SELECT * FROM drops WHERE state IN ('scheduled', 'open', 'selling')) d
+		SELECT d.merchant_id, d.id FROM (SELECT * FROM drops WHERE state IN ('scheduled', 'open', 'selling', 'sold_out')) d
 		CROSS JOIN LATERAL (
 			SELECT count(*) FILTER (WHERE e.status = 'purchased') AS purchased,
 				count(*) FILTER (WHERE e.status = 'invited') AS invited,
 				count(*) FILTER (WHERE e.status = 'invited' AND e.purchase_deadline < $1) AS lapsing,
 				max(e.purchase_deadline) AS last_deadline
 			FROM drop_entries e WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.status IN ('invited', 'purchased', 'lapsed')
+				AND d.state <> 'sold_out'
 		) c
 		LEFT JOIN drop_lines l ON l.merchant_id = d.merchant_id AND l.drop_id = d.id
 		WHERE (d.state = 'scheduled' AND d.opens_at < $1)
@@ -688,6 +734,8 @@ func (s *Store) DropsToSettle(ctx context.Context, cutoff time.Time, limit int) 
 				OR (c.invited = 0
 					AND NOT EXISTS (SELECT 1 FROM drop_entries w WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting')
 					AND greatest(d.starts_at, l.last_joined_at, c.last_deadline) + make_interval(secs => d.purchase_window_seconds) < $1)))
+		   OR (d.state = 'sold_out' AND EXISTS (SELECT 1 FROM drop_entries w
+				WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting'))
 		LIMIT $2`, cutoff, limit, func(k key) error {
 		return s.SettleDrop(ctx, k.Merchant, k.Drop)
 	})

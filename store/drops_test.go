@@ -683,3 +683,103 @@ func TestDropEndsWhenNobodyIsInLine(t *testing.T) {
 	require.Equal(t, domain.DropStateEnded, f.settle(t).State, "ended stays ended")
 	require.Empty(t, violations(t, st))
 }
+
+// TestDropSellOutInChunks sells out a drop with a long line in transactions
+// of a few entries each, stopped after the first as a process that dies
+// would be: between the two, the drop is sold_out, every waiting entry
+// reads sold_out and nobody joins; a timer for the rest was committed with
+// the first chunk, and the backstop finishes the sell-out, every entry
+// sold out once, no transaction writing more than the chunk.
+func TestDropSellOutInChunks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, b := setup(t)
+	const chunk, line = 7, 40
+	st.SellOutChunk = chunk
+	f := newDropFixture(t, st, domain.DropFIFO, 2, 2)
+	f.clock.Set(f.drop.OpensAt)
+	var customers []string
+	for i := range line {
+		customers = append(customers, fmt.Sprintf("c%02d", i))
+		f.join(t, customers[i])
+		f.clock.Advance(time.Millisecond)
+	}
+	f.clock.Set(f.drop.StartsAt)
+	require.Equal(t, 2, f.settle(t).Invited)
+	for _, c := range customers[:2] {
+		mustPlace(t, st, f.merchant.ID, f.product.ID, placeOpts{Customer: c, PaymentRef: "r"})
+	}
+	waiting := customers[2:]
+	timers := func() int {
+		var n int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'settle_drop' AND args->>'drop_id' = $1`,
+			f.drop.ID.String()).Scan(&n))
+		return n
+	}
+	before := timers()
+
+	more, err := st.SettleDropOnce(ctx, f.merchant.ID, f.drop.ID)
+	require.NoError(t, err)
+	require.True(t, more)
+	d, err := st.GetDrop(ctx, f.drop.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.DropStateSoldOut, d.State)
+	require.Equal(t, 2, d.Purchased)
+	rowsByStatus := func() map[string]int {
+		rows, err := b.pool.Query(ctx, `SELECT status, count(*)::int FROM drop_entries WHERE drop_id = $1 GROUP BY status`, f.drop.ID)
+		require.NoError(t, err)
+		out := map[string]int{}
+		for rows.Next() {
+			var s string
+			var n int
+			require.NoError(t, rows.Scan(&s, &n))
+			out[s] = n
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	require.Equal(t, map[string]int{"purchased": 2, "sold_out": chunk, "waiting": len(waiting) - chunk}, rowsByStatus())
+	var ids []uuid.UUID
+	for _, c := range waiting {
+		e := f.entry(t, c)
+		require.Equal(t, domain.EntryStatusSoldOut, e.Status, "%s reads sold_out whether its row is written yet or not", c)
+		require.Nil(t, e.Position)
+		ids = append(ids, e.ID)
+	}
+	live, err := st.EntriesByID(ctx, ids)
+	require.NoError(t, err)
+	for _, e := range live {
+		require.Equal(t, domain.EntryStatusSoldOut, e.Status)
+	}
+	_, err = st.JoinDrop(ctx, f.drop.ID, "too-late", "")
+	require.Equal(t, domain.CodeSoldOut, domain.ErrorCode(err))
+	again, err := st.JoinDrop(ctx, f.drop.ID, waiting[len(waiting)-1], "")
+	require.NoError(t, err)
+	require.False(t, again.Created)
+	require.Equal(t, domain.EntryStatusSoldOut, again.Entry.Status, "joining again answers the entry as it reads")
+	require.Equal(t, before+1, timers(), "the first chunk commits a timer for the rest")
+
+	// The process is gone; the backstop finds the rest and finishes it.
+	n, err := st.DropsToSettle(ctx, f.clock.Now(), 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, map[string]int{"purchased": 2, "sold_out": len(waiting)}, rowsByStatus())
+	n, err = st.DropsToSettle(ctx, f.clock.Now(), 10)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing is left to sell out")
+
+	var perEntry, txs, biggest int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT max(n), (SELECT count(DISTINCT tx_id) FROM events WHERE type = 'drop_entry.sold_out'),
+			(SELECT max(c) FROM (SELECT count(*) AS c FROM events WHERE type = 'drop_entry.sold_out' GROUP BY tx_id) x)
+		FROM (SELECT count(*) AS n FROM events WHERE type = 'drop_entry.sold_out' GROUP BY stream_id) y`).Scan(&perEntry, &txs, &biggest))
+	require.Equal(t, 1, perEntry, "every entry sold out once")
+	require.Equal(t, (len(waiting)+chunk-1)/chunk, txs)
+	require.Equal(t, chunk, biggest, "no transaction writes more than a chunk")
+	var sold int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = 'drop_entry.sold_out'`).Scan(&sold))
+	require.Equal(t, len(waiting), sold)
+	require.Empty(t, violations(t, st))
+	report, err := st.Rebuild(ctx, false)
+	require.NoError(t, err)
+	require.Zero(t, report.DifferenceCount, "%+v", report.Differences)
+}

@@ -94,3 +94,13 @@ func (n planNode) queueEntries() int {
 
 // ClaimByMerchant makes s claim webhooks the way it does on Citus.
 func ClaimByMerchant(s *Store) { s.citus.Store(2) }
+
+// SettleDropOnce runs one transaction of SettleDrop, as a process stopped
+// right after it commits would, and reports whether it left work behind.
+func (s *Store) SettleDropOnce(ctx context.Context, merchantID, dropID uuid.UUID) (more bool, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		more, err = s.settleDrop(ctx, tx, merchantID, dropID)
+		return err
+	})
+	return more, err
+}

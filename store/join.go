@@ -247,7 +247,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 			p := *c.rank - lines[req.dropID].invited
 			pos = &p
 		}
-		v := entryView(c.after, c.rank, pos)
+		v := entryView(c.after, c.rank, pos, drops[req.dropID].State)
 		req.fresh = &v
 	}
 	return nil

@@ -39,6 +39,9 @@ type Store struct {
 	// or capacity change admits in its own transaction; the rest is left to a
 	// drain job.
 	InlineDrainLimit int
+	// SellOutChunk bounds how many waiting entries one transaction of a
+	// drop's sell-out turns sold_out (see SettleDrop).
+	SellOutChunk int
 	// OnTransition, when set, hears every committed order status change.
 	OnTransition func(from, to domain.OrderStatus)
 
@@ -77,7 +80,7 @@ func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
 // New returns a Store on pool. jobs may be a River client configured with or
 // without workers.
 func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
-	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100, hints: make(chan struct{}, 1),
+	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100, SellOutChunk: 1000, hints: make(chan struct{}, 1),
 		parked: map[uuid.UUID][]*placement{}}
 	s.placers = make([]*pgkit.Batcher[*placement, uuid.UUID], placementLanes)
 	for i := range s.placers {

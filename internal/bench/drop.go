@@ -145,8 +145,21 @@ func drop(ctx context.Context, t *Target, o Options) (*Result, error) {
 	if state != "sold_out" {
 		res.Violations = append(res.Violations, fmt.Sprintf("the drop did not sell out by %s (state %s)", deadline.Format(time.RFC3339), state))
 	}
+	// The sell-out writes the waiting entries sold_out a bounded number per
+	// transaction after the drop's own sold_out (they read sold_out from
+	// it on): wait for the last of them before counting.
+	for settleBy := time.Now().Add(time.Minute); state == "sold_out" && time.Now().Before(settleBy); time.Sleep(50 * time.Millisecond) {
+		var waiting bool
+		if err := t.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND status = 'waiting')`,
+			mID, dropID).Scan(&waiting); err != nil {
+			return nil, err
+		}
+		if !waiting {
+			break
+		}
+	}
 
-	var firstInvite, lastInvite, soldOutAt, lastPaid *time.Time
+	var firstInvite, lastInvite, soldOutAt, lastPaid, lastEntrySoldOut *time.Time
 	var lagP50, lagMax *float64
 	var purchased, total, customersCount, unsettled int
 	if err := t.Pool.QueryRow(ctx, `
@@ -154,9 +167,11 @@ func drop(ctx context.Context, t *Target, o Options) (*Result, error) {
 			(SELECT max(invited_at) FROM drop_entries WHERE drop_id = $1 AND status = 'purchased'),
 			(SELECT recorded_at FROM events WHERE stream_id = $1 AND type = 'drop.sold_out'),
 			(SELECT max(o.paid_at) FROM drop_entries e JOIN orders o ON o.id = e.order_id WHERE e.drop_id = $1 AND e.status = 'purchased'),
+			(SELECT max(v.recorded_at) FROM drop_entries e JOIN events v ON v.stream_id = e.id AND v.merchant_id = e.merchant_id
+				WHERE e.drop_id = $1 AND v.type = 'drop_entry.sold_out'),
 			count(*) FILTER (WHERE status = 'purchased'), count(*), count(DISTINCT customer_id),
 			count(*) FILTER (WHERE status NOT IN ('purchased', 'lapsed', 'sold_out'))
-		FROM drop_entries WHERE drop_id = $1`, dropID).Scan(&firstInvite, &lastInvite, &soldOutAt, &lastPaid,
+		FROM drop_entries WHERE drop_id = $1`, dropID).Scan(&firstInvite, &lastInvite, &soldOutAt, &lastPaid, &lastEntrySoldOut,
 		&purchased, &total, &customersCount, &unsettled); err != nil {
 		return nil, err
 	}
@@ -185,6 +200,9 @@ func drop(ctx context.Context, t *Target, o Options) (*Result, error) {
 		if lastPaid != nil {
 			soldOutLag = soldOutAt.Sub(*lastPaid)
 			res.Extra["last_payment_to_sold_out_ms"] = soldOutLag.Milliseconds()
+		}
+		if lastEntrySoldOut != nil {
+			res.Extra["sold_out_to_last_entry_written_ms"] = lastEntrySoldOut.Sub(*soldOutAt).Milliseconds()
 		}
 	}
 	if lastInvite != nil && lastPaid != nil {
