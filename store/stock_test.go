@@ -165,34 +165,60 @@ func TestStockValidation(t *testing.T) {
 	require.Nil(t, got.StockRemaining)
 }
 
-// TestPayRacesClose pays and closes many orders at their deadline from many
-// goroutines: every order ends either paid or closed, never both, and closed
-// orders hold no stock.
+// TestPayRacesClose pays and closes many orders as their deadline passes,
+// from many goroutines: every order ends either paid or closed, never both,
+// and closed orders hold no stock. The store's clock crosses the deadline
+// once a quarter of the orders are paid, while the other payments and the
+// closes are under way, whatever the machine's speed: a sleep on the wall
+// clock cannot say where the deadline falls when placing the orders alone
+// may take longer than it.
 func TestPayRacesClose(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
 	ctx := context.Background()
+	clock := newFakeClock(st)
 	m := createMerchant(t, st, &merchantOpts{Capacity: 1000, PaymentTimeout: 1})
 	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(1000)})
 
 	const n = 120
 	var ids []string
+	var deadline time.Time
 	for i := range n {
 		o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i)})
 		ids = append(ids, o.ID.String())
+		deadline = o.PaymentDeadline
 	}
 	orders := make([]*orderRef, n)
 	for i, id := range ids {
 		orders[i] = &orderRef{id: id, customer: fmt.Sprintf("c%d", i)}
 	}
-	// Let the deadline arrive while racing: pay and close start together.
-	time.Sleep(900 * time.Millisecond)
+	clock.Set(deadline.Add(-time.Millisecond))
+	var paying sync.WaitGroup
+	paying.Add(n)
+	paysDone := make(chan struct{})
+	go func() {
+		paying.Wait()
+		close(paysDone)
+	}()
 	var wg sync.WaitGroup
 	var paid, closed atomic.Int32
+	crossed := make(chan struct{})
+	go func() {
+		defer close(crossed)
+		defer clock.Set(deadline)
+		for paid.Load() < n/4 {
+			select {
+			case <-paysDone: // too few paid: the assertion below says so
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
 	for _, o := range orders {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
+			defer paying.Done()
 			if _, err := st.PayOrder(ctx, o.uuid(), "r", customer(o.customer), ""); err == nil {
 				paid.Add(1)
 			} else if domain.ErrorCode(err) != domain.CodeInvalidTransition {
@@ -224,7 +250,10 @@ func TestPayRacesClose(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	<-crossed
+	require.GreaterOrEqual(t, paid.Load(), int32(n/4), "payments before the deadline")
 	require.Equal(t, int32(n), paid.Load()+closed.Load())
+	t.Logf("%d paid, %d closed", paid.Load(), closed.Load())
 	var paidRows, closedRows int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE paid_at IS NOT NULL), count(*) FILTER (WHERE status = 'closed') FROM orders`).Scan(&paidRows, &closedRows))
 	require.Equal(t, int(paid.Load()), paidRows)
@@ -237,9 +266,9 @@ func TestPayRacesClose(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1000-paidRows, *got.StockRemaining, "closed orders hold no stock")
 
-	// A payment after the deadline is refused by the payment itself, closed or not.
+	// A payment at the deadline is refused by the payment itself, closed or not.
 	late := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "late"})
-	time.Sleep(1100 * time.Millisecond)
+	clock.Set(late.PaymentDeadline)
 	_, err = st.PayOrder(ctx, late.ID, "r", customer("late"), "")
 	require.ErrorIs(t, err, domain.ErrInvalidTransition)
 	// Without its merchant, as a timer inserted before jobs carried it.
