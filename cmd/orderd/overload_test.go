@@ -155,7 +155,11 @@ func TestPoolExhaustionStaysBounded(t *testing.T) {
 	for _, d := range handled {
 		slowestHandled = max(slowestHandled, d)
 	}
-	require.Less(t, slowestHandled, requestTimeout+time.Second, "a request ran past the request timeout")
+	// A request kept past its own deadline for its batch's bound (15 s) or
+	// for the lock would pass this; what a loaded machine adds to answers
+	// due at their deadlines, a thousand handlers waking at once on two
+	// cores, does not.
+	require.Less(t, slowestHandled, requestTimeout+4*time.Second, "a request ran past the request timeout")
 
 	counts := map[string]int{}
 	var slowest time.Duration
