@@ -77,19 +77,22 @@ func (c *dropColumnsOf) add(d domain.Drop) error {
 // queue adds to b the statement that writes the rows into table (drops, or
 // a table like it): inserted when new, else every column the fold knows
 // updated.
-func (c *dropColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
+func (c *dropColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
 	if len(c.id) == 0 {
 		return
 	}
 	t := pgx.Identifier{table}.Sanitize()
-	const rows = `unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::timestamptz[], $6::text[], $7::int[], $8::int[],
-		$9::text[], $10::text[], $11::bytea[], $12::timestamptz[], $13::int[])`
-	args := []any{c.merchant, c.id, c.product, c.opensAt, c.startsAt, c.mode, c.purchaseWindow, c.units,
-		c.state, c.commitment, c.seed, c.createdAt, c.version}
+	columns := []column{col("uuid", c.merchant), col("uuid", c.id), col("uuid", c.product), col("timestamptz", c.opensAt),
+		col("timestamptz", c.startsAt), col("text", c.mode), col("int", c.purchaseWindow), col("int", c.units),
+		col("text", c.state), col("text", c.commitment), col("bytea", c.seed), col("timestamptz", c.createdAt), col("int", c.version)}
 	if insert {
-		b.Queue(`INSERT INTO `+t+` (`+dropFoldColumns+`) SELECT * FROM `+rows, args...)
+		insertRows{
+			Into:    `INSERT INTO ` + t + ` (` + dropFoldColumns + `)`,
+			Columns: columns,
+		}.queue(tx, b, nil)
 		return
 	}
+	rows, args := unnestOf(0, columns)
 	b.Queue(`UPDATE `+t+` d SET product_id = r.product_id, opens_at = r.opens_at, starts_at = r.starts_at, mode = r.mode,
 			purchase_window_seconds = r.purchase_window_seconds, units = r.units, state = r.state,
 			seed_commitment = r.seed_commitment, seed = r.seed, created_at = r.created_at, version = r.version
@@ -125,7 +128,7 @@ func newEntryChange(e domain.Entry, events []domain.Event, meta Meta) (entryChan
 // writeEntries writes changes of existing entries in one round trip.
 func writeEntries(ctx context.Context, tx pgx.Tx, changes []entryChange, now time.Time) error {
 	b := &pgx.Batch{}
-	if err := queueEntries(b, changes, now, nil); err != nil {
+	if err := queueEntries(tx, b, changes, now, nil); err != nil {
 		return err
 	}
 	if b.Len() == 0 {
@@ -142,13 +145,9 @@ func writeEntries(ctx context.Context, tx pgx.Tx, changes []entryChange, now tim
 // inserted unless their customer has one already, with their events only
 // when inserted (their ids recorded in inserted, when not nil); existing
 // ones updated, with their events, one statement each.
-func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted map[uuid.UUID]bool) error {
+func queueEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time, inserted map[uuid.UUID]bool) error {
 	var ins, upd entryColumnsOf
-	var ev struct {
-		stream, merchant [][16]byte
-		version          []int32
-		typ, data, meta  []string
-	}
+	var ev eventRows
 	var newEv struct {
 		stream          [][16]byte
 		typ, data, meta []string
@@ -170,19 +169,20 @@ func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted m
 			return err
 		}
 		for i, e := range c.events {
-			data, err := json.Marshal(e.Data)
-			if err != nil {
-				return fmt.Errorf("encode event %s: %w", e.Type, err)
-			}
 			if c.before.Version == 0 {
 				if i > 0 {
 					return fmt.Errorf("a new entry starts with one event, not %d", len(c.events))
 				}
+				data, err := json.Marshal(e.Data)
+				if err != nil {
+					return fmt.Errorf("encode event %s: %w", e.Type, err)
+				}
 				newEv.stream, newEv.typ, newEv.data, newEv.meta = append(newEv.stream, id), append(newEv.typ, e.Type), append(newEv.data, string(data)), append(newEv.meta, string(meta))
 				continue
 			}
-			ev.stream, ev.merchant, ev.version = append(ev.stream, id), append(ev.merchant, merchant), append(ev.version, int32(c.before.Version+i+1))
-			ev.typ, ev.data, ev.meta = append(ev.typ, e.Type), append(ev.data, string(data)), append(ev.meta, string(meta))
+			if err := ev.add(id, merchant, c.before.Version+i+1, e, string(meta)); err != nil {
+				return err
+			}
 		}
 		cols := &upd
 		if c.before.Version == 0 {
@@ -219,11 +219,9 @@ func queueEntries(b *pgx.Batch, changes []entryChange, now time.Time, inserted m
 		})
 	}
 	if len(ev.stream) > 0 {
-		b.Queue(`INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, metadata, recorded_at)
-			SELECT s, mid, $2, v, t, d::jsonb, m::jsonb, $7 FROM unnest($1::uuid[], $8::uuid[], $3::int[], $4::text[], $5::text[], $6::text[]) AS e(s, mid, v, t, d, m)`,
-			ev.stream, StreamDropEntry, ev.version, ev.typ, ev.data, ev.meta, now, ev.merchant)
+		ev.insert(StreamDropEntry, now).queue(tx, b, nil)
 	}
-	upd.queue(b, "drop_entries", false)
+	upd.queue(tx, b, "drop_entries", false)
 	return nil
 }
 
@@ -293,7 +291,7 @@ func (c *entryColumnsOf) args() []any {
 // queue adds to b the statement that writes the rows into table
 // (drop_entries, or a table like it): inserted when new, else every column
 // the fold knows updated, and the order key and rank where they are known.
-func (c *entryColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
+func (c *entryColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
 	if len(c.id) == 0 {
 		return
 	}

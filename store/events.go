@@ -49,28 +49,48 @@ func appendEvents(ctx context.Context, tx pgx.Tx, p AppendParams) error {
 	if err != nil {
 		return fmt.Errorf("encode metadata: %w", err)
 	}
-	versions := make([]int32, len(p.Events))
-	types := make([]string, len(p.Events))
-	datas := make([]string, len(p.Events))
+	var rows eventRows
 	for i, e := range p.Events {
-		data, err := json.Marshal(e.Data)
-		if err != nil {
-			return fmt.Errorf("encode event %s: %w", e.Type, err)
+		if err := rows.add(p.StreamID, p.MerchantID, p.ExpectedVersion+i+1, e, string(meta)); err != nil {
+			return err
 		}
-		versions[i] = int32(p.ExpectedVersion + i + 1)
-		types[i] = e.Type
-		datas[i] = string(data)
 	}
 	noteEvents(tx)
-	_, err = tx.Exec(ctx, `
-		INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, metadata, recorded_at)
-		SELECT $1, $8, $2, v, t, d::jsonb, $6, $7
-		FROM unnest($3::int[], $4::text[], $5::text[]) AS e(v, t, d)`,
-		p.StreamID, p.StreamType, versions, types, datas, meta, p.RecordedAt, [16]byte(p.MerchantID))
-	if err != nil {
+	if err := rows.insert(p.StreamType, p.RecordedAt).exec(ctx, tx); err != nil {
 		return fmt.Errorf("append to %s %s at version %d: %w", p.StreamType, p.StreamID, p.ExpectedVersion, err)
 	}
 	return nil
+}
+
+// eventRows holds events of any streams column by column, for their one
+// insert.
+type eventRows struct {
+	stream, merchant [][16]byte
+	version          []int32
+	typ, data, meta  []string
+}
+
+// add adds the event e at version of stream, with the metadata meta.
+func (r *eventRows) add(stream, merchant [16]byte, version int, e domain.Event, meta string) error {
+	data, err := json.Marshal(e.Data)
+	if err != nil {
+		return fmt.Errorf("encode event %s: %w", e.Type, err)
+	}
+	r.stream, r.merchant, r.version = append(r.stream, stream), append(r.merchant, merchant), append(r.version, int32(version))
+	r.typ, r.data, r.meta = append(r.typ, e.Type), append(r.data, string(data)), append(r.meta, meta)
+	return nil
+}
+
+// insert is the insert of the events, of streams of streamType, recorded
+// at now.
+func (r *eventRows) insert(streamType string, now time.Time) insertRows {
+	return insertRows{
+		Into: `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, metadata, recorded_at)`,
+		Row:  `$3, $4, $1, $5, $6, $7::jsonb, $8::jsonb, $2`,
+		Args: []any{streamType, now},
+		Columns: []column{col("uuid", r.stream), col("uuid", r.merchant), col("int", r.version),
+			col("text", r.typ), col("text", r.data), col("text", r.meta)},
+	}
 }
 
 // Append appends events to a stream in a transaction of its own.

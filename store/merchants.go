@@ -231,7 +231,7 @@ func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSett
 			return err
 		}
 		b := &pgx.Batch{}
-		cols.queue(b, "merchants", true)
+		cols.queue(tx, b, "merchants", true)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("insert merchant: %w", err)
 		}
@@ -362,26 +362,29 @@ func (c *merchantColumnsOf) add(m domain.Merchant, secret string) error {
 // queue adds to b the statement that writes the rows into table (merchants,
 // or a table like it): inserted with their secrets when new, else every
 // column the fold knows updated.
-func (c *merchantColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
+func (c *merchantColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
 	if len(c.id) == 0 {
 		return
 	}
 	t := pgx.Identifier{table}.Sanitize()
-	const rows = `unnest($1::uuid[], $2::text[], $3::int[], $4::int[], $5::int[], $6::int[], $7::text[],
-		$8::timestamptz[], $9::int[], $10::text[], $11::text[], $12::text[], $13::text[], $14::timestamptz[]`
-	args := []any{c.id, c.name, c.capacity, c.prep, c.maxQueueWait, c.paymentTimeout, c.webhook,
-		c.createdAt, c.version, c.unit, c.timezone, c.prefix, c.pauseMode, c.pausedUntil}
+	columns := []column{col("uuid", c.id), col("text", c.name), col("int", c.capacity), col("int", c.prep),
+		col("int", c.maxQueueWait), col("int", c.paymentTimeout), col("text", c.webhook), col("timestamptz", c.createdAt),
+		col("int", c.version), col("text", c.unit), col("text", c.timezone), col("text", c.prefix), col("text", c.pauseMode),
+		col("timestamptz", c.pausedUntil)}
 	if insert {
-		b.Queue(`INSERT INTO `+t+` (`+merchantFoldColumns+`, webhook_secret) SELECT * FROM `+rows+`, $15::text[])`,
-			append(args, c.secret)...)
+		insertRows{
+			Into:    `INSERT INTO ` + t + ` (` + merchantFoldColumns + `, webhook_secret)`,
+			Columns: append(columns, col("text", c.secret)),
+		}.queue(tx, b, nil)
 		return
 	}
+	rows, args := unnestOf(0, columns)
 	b.Queue(`UPDATE `+t+` m SET name = r.name, capacity = r.capacity, prep_seconds = r.prep_seconds,
 			max_queue_wait_seconds = r.max_queue_wait_seconds, payment_timeout_seconds = r.payment_timeout_seconds,
 			webhook_url = r.webhook_url, created_at = r.created_at, version = r.version, capacity_unit = r.capacity_unit,
 			timezone = r.timezone, pickup_prefix = r.pickup_prefix, pause_mode = r.pause_mode, paused_until = r.paused_until,
 			updated_at = now()
-		FROM `+rows+`) AS r(`+merchantFoldColumns+`)
+		FROM `+rows+` AS r(`+merchantFoldColumns+`)
 		WHERE m.id = r.id AND m.id = ANY($1::uuid[])`, args...)
 }
 

@@ -256,25 +256,27 @@ func (r *pickupReservation) queueUnused(b *pgx.Batch) {
 // day days[i], in key order, and returns the last number each merchant
 // took.
 func advancePickupCounters(ctx context.Context, tx pgx.Tx, ids [][16]byte, days []string, counts []int32) (map[uuid.UUID]int, error) {
-	rows, err := tx.Query(ctx, `
-		INSERT INTO pickup_counters AS c (merchant_id, day, issued)
-		SELECT m, d::date, n FROM unnest($1::uuid[], $2::text[], $3::int[]) WITH ORDINALITY AS t(m, d, n, i)
-		ORDER BY i
-		ON CONFLICT (merchant_id, day) DO UPDATE SET issued = c.issued + excluded.issued
-		RETURNING merchant_id, issued`, ids, days, counts)
-	if err != nil {
-		return nil, fmt.Errorf("reserve pickup codes: %w", err)
-	}
 	last := make(map[uuid.UUID]int, len(ids))
-	for rows.Next() {
-		var id uuid.UUID
-		var issued int
-		if err := rows.Scan(&id, &issued); err != nil {
-			return nil, fmt.Errorf("reserve pickup codes: %w", err)
+	b := &pgx.Batch{}
+	insertRows{
+		Into:    `INSERT INTO pickup_counters AS c (merchant_id, day, issued)`,
+		Row:     `$1, $2::date, $3`,
+		Columns: []column{col("uuid", ids), col("text", days), col("int", counts)},
+		Ordered: true,
+		Tail: `ON CONFLICT (merchant_id, day) DO UPDATE SET issued = c.issued + excluded.issued
+			RETURNING merchant_id, issued`,
+	}.queue(tx, b, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id uuid.UUID
+			var issued int
+			if err := rows.Scan(&id, &issued); err != nil {
+				return err
+			}
+			last[id] = issued
 		}
-		last[id] = issued
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("reserve pickup codes: %w", err)
 	}
 	return last, nil

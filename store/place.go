@@ -363,7 +363,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, mo
 	// Merchants and products are read for every request, even those the
 	// keys turn out to be replays of.
 	b := &pgx.Batch{}
-	keys := queueIdempotencyKeys(b, batch)
+	keys := queueIdempotencyKeys(tx, b, batch)
 	merchants := queueBatchMerchants(b, batch, mode.waitForMerchants)
 	products := queueProducts(b, batchProductIDs(batch))
 	var numbers *pickupReservation
@@ -470,7 +470,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, mo
 	for _, pl := range placed {
 		entries = append(entries, pl.entries...)
 	}
-	if err := queueEntries(b, entries, now, nil); err != nil {
+	if err := queueEntries(tx, b, entries, now, nil); err != nil {
 		return nil, err
 	}
 	queueLoads(b, merchants, now)
@@ -529,7 +529,7 @@ type keyClaim struct {
 // statement and in key order, to b. A key already there is a replay (same
 // body) or a misuse (another body); a key inserted by a transaction still
 // running makes this one wait for it.
-func queueIdempotencyKeys(b *pgx.Batch, batch []*placement) *keyClaim {
+func queueIdempotencyKeys(tx pgx.Tx, b *pgx.Batch, batch []*placement) *keyClaim {
 	sorted := append([]*placement(nil), batch...)
 	sort.Slice(sorted, func(i, j int) bool {
 		a, b := sorted[i].p, sorted[j].p
@@ -550,12 +550,12 @@ func queueIdempotencyKeys(b *pgx.Batch, batch []*placement) *keyClaim {
 		merchants, customers, keys = append(merchants, pl.p.MerchantID), append(customers, pl.p.CustomerID), append(keys, pl.p.IdempotencyKey)
 		hashes, ids = append(hashes, pl.p.RequestHash), append(ids, [16]byte(pl.orderID))
 	}
-	b.Queue(`
-		INSERT INTO idempotency_keys (merchant_id, customer_id, key, request_hash, order_id)
-		SELECT m, c, k, h, o FROM unnest($5::uuid[], $1::text[], $2::text[], $3::bytea[], $4::uuid[]) WITH ORDINALITY AS t(m, c, k, h, o, n)
-		ORDER BY n
-		ON CONFLICT DO NOTHING
-		RETURNING merchant_id, customer_id, key`, customers, keys, hashes, ids, merchants).Query(func(rows pgx.Rows) error {
+	insertRows{
+		Into:    `INSERT INTO idempotency_keys (merchant_id, customer_id, key, request_hash, order_id)`,
+		Columns: []column{col("uuid", merchants), col("text", customers), col("text", keys), col("bytea", hashes), col("uuid", ids)},
+		Ordered: true,
+		Tail:    `ON CONFLICT DO NOTHING RETURNING merchant_id, customer_id, key`,
+	}.queue(tx, b, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var k customerKey
 			if err := rows.Scan(&k.merchant, &k.customer, &k.key); err != nil {

@@ -92,11 +92,19 @@ func (s *Store) CreateProduct(ctx context.Context, p CreateProductParams) (*Prod
 func addStock(ctx context.Context, tx pgx.Tx, productID, merchantID uuid.UUID, quantity int, create bool) error {
 	if create {
 		n := bucketCount(quantity)
-		_, err := tx.Exec(ctx, `
-			INSERT INTO stock_buckets (product_id, bucket, merchant_id, remaining)
-			SELECT $1, b, $2, $3 / $4 + CASE WHEN b < $3 % $4 THEN 1 ELSE 0 END
-			FROM generate_series(0, $4 - 1) AS b`,
-			productID, merchantID, quantity, n)
+		buckets, remaining := make([]int32, n), make([]int32, n)
+		for b := range n {
+			buckets[b], remaining[b] = int32(b), int32(quantity/n)
+			if b < quantity%n {
+				remaining[b]++
+			}
+		}
+		err := insertRows{
+			Into:    `INSERT INTO stock_buckets (product_id, bucket, merchant_id, remaining)`,
+			Row:     `$1, $3, $2, $4`,
+			Args:    []any{productID, merchantID},
+			Columns: []column{col("int", buckets), col("int", remaining)},
+		}.exec(ctx, tx)
 		if err != nil {
 			return fmt.Errorf("create stock buckets: %w", err)
 		}

@@ -85,23 +85,25 @@ func (c *productColumnsOf) add(p domain.Product) error {
 // queue adds to b the statement that writes the rows into table (products,
 // or a table like it): inserted when new, else every column the fold knows
 // updated.
-func (c *productColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
+func (c *productColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
 	if len(c.id) == 0 {
 		return
 	}
 	t := pgx.Identifier{table}.Sanitize()
+	columns := []column{col("uuid", c.id), col("uuid", c.merchant), col("text", c.name), col("bigint", c.price),
+		col("int", c.total), col("int", c.limit), col("timestamptz", c.createdAt), col("int", c.version), col("int", c.loadUnits)}
 	if insert {
-		b.Queue(`INSERT INTO `+t+` (id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units)
-			SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::timestamptz[], $8::int[], $9::int[])`,
-			c.id, c.merchant, c.name, c.price, c.total, c.limit, c.createdAt, c.version, c.loadUnits)
+		insertRows{
+			Into:    `INSERT INTO ` + t + ` (id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units)`,
+			Columns: columns,
+		}.queue(tx, b, nil)
 		return
 	}
+	rows, args := unnestOf(0, columns)
 	b.Queue(`UPDATE `+t+` p SET name = r.name, price_cents = r.price_cents, stock_total = r.stock_total,
 			per_user_limit = r.per_user_limit, created_at = r.created_at, version = r.version, load_units = r.load_units
-		FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::timestamptz[], $8::int[], $9::int[])
-			AS r(id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units)
-		WHERE p.id = r.id AND p.merchant_id = r.merchant_id AND p.merchant_id = ANY($2::uuid[])`,
-		c.id, c.merchant, c.name, c.price, c.total, c.limit, c.createdAt, c.version, c.loadUnits)
+		FROM `+rows+` AS r(id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units)
+		WHERE p.id = r.id AND p.merchant_id = r.merchant_id AND p.merchant_id = ANY($2::uuid[])`, args...)
 }
 
 func int4(v *int) pgtype.Int4 {

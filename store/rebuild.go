@@ -347,7 +347,7 @@ func writeOrderStates(ctx context.Context, tx pgx.Tx, table string, insert bool,
 				return err
 			}
 		}
-		cols.queue(b, table, insert)
+		cols.queue(tx, b, table, insert)
 		return nil
 	})
 }
@@ -362,7 +362,7 @@ func writeMerchantStates(ctx context.Context, tx pgx.Tx, table string, insert bo
 				return err
 			}
 		}
-		cols.queue(b, table, insert)
+		cols.queue(tx, b, table, insert)
 		return nil
 	})
 }
@@ -376,7 +376,7 @@ func writeProductStates(ctx context.Context, tx pgx.Tx, table string, insert boo
 				return err
 			}
 		}
-		cols.queue(b, table, insert)
+		cols.queue(tx, b, table, insert)
 		return nil
 	})
 }
@@ -390,7 +390,7 @@ func writeDropStates(ctx context.Context, tx pgx.Tx, table string, insert bool, 
 				return err
 			}
 		}
-		cols.queue(b, table, insert)
+		cols.queue(tx, b, table, insert)
 		return nil
 	})
 }
@@ -447,7 +447,7 @@ func writeEntryStates(ctx context.Context, tx pgx.Tx, table string, insert bool,
 				return err
 			}
 		}
-		cols.queue(b, table, insert)
+		cols.queue(tx, b, table, insert)
 		return nil
 	})
 }

@@ -69,6 +69,16 @@ type txn struct {
 	pgx.Tx
 	transitions [][2]domain.OrderStatus
 	wroteEvents bool
+	// citus says the database is laid out on Citus, where some statements
+	// take another shape (insertRows).
+	citus bool
+}
+
+// onCitusTx reports whether tx, one of the store's transactions, runs on
+// Citus; any other transaction (rebuild's) takes PostgreSQL's shapes.
+func onCitusTx(tx pgx.Tx) bool {
+	t, ok := tx.(*txn)
+	return ok && t.citus
 }
 
 func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
@@ -156,12 +166,16 @@ func retryTx(ctx context.Context, try func() error) error {
 }
 
 func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return err
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after commit
-	t := &txn{Tx: tx}
+	t := &txn{Tx: tx, citus: citus}
 	if err := fn(t); err != nil {
 		return err
 	}
@@ -173,6 +187,10 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 }
 
 func (s *Store) tryPipelinedTx(ctx context.Context, fn func(tx *txn, pt *pgkit.PipelinedTx) error) error {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return err
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire: %w", err)
@@ -181,7 +199,7 @@ func (s *Store) tryPipelinedTx(ctx context.Context, fn func(tx *txn, pt *pgkit.P
 	defer conn.Release()
 	pt := pgkit.NewPipelinedTx(conn.Conn())
 	defer pt.Rollback(ctx) //nolint:errcheck // a no-op after commit
-	t := &txn{Tx: pt}
+	t := &txn{Tx: pt, citus: citus}
 	if err := fn(t, pt); err != nil {
 		return err
 	}

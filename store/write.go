@@ -44,11 +44,7 @@ type outboxMessage struct {
 // placement more CPU than any statement it sends. Nullable columns go as
 // pgtype values, not pointers, for the same reason.
 func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessage, now time.Time) error {
-	var ev struct {
-		stream, merchant [][16]byte
-		version          []int32
-		typ, data, meta  []string
-	}
+	var ev eventRows
 	var ins, upd orderColumnsOf
 	for _, c := range changes {
 		if len(c.events) == 0 {
@@ -67,12 +63,9 @@ func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMess
 			return err
 		}
 		for i, e := range c.events {
-			data, err := json.Marshal(e.Data)
-			if err != nil {
-				return fmt.Errorf("encode event %s: %w", e.Type, err)
+			if err := ev.add(id, merchant, c.before.Version+i+1, e, string(meta)); err != nil {
+				return err
 			}
-			ev.stream, ev.merchant, ev.version = append(ev.stream, id), append(ev.merchant, merchant), append(ev.version, int32(c.before.Version+i+1))
-			ev.typ, ev.data, ev.meta = append(ev.typ, e.Type), append(ev.data, string(data)), append(ev.meta, string(meta))
 		}
 		if c.before.Version == 0 {
 			if err := ins.add(id, c.after); err != nil {
@@ -91,11 +84,9 @@ func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMess
 		return nil
 	}
 	noteEvents(tx)
-	b.Queue(`INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, metadata, recorded_at)
-		SELECT s, mid, $2, v, t, d::jsonb, m::jsonb, $7 FROM unnest($1::uuid[], $8::uuid[], $3::int[], $4::text[], $5::text[], $6::text[]) AS e(s, mid, v, t, d, m)`,
-		ev.stream, StreamOrder, ev.version, ev.typ, ev.data, ev.meta, now, ev.merchant)
-	ins.queue(b, "orders", true)
-	upd.queue(b, "orders", false)
+	ev.insert(StreamOrder, now).queue(tx, b, nil)
+	ins.queue(tx, b, "orders", true)
+	upd.queue(tx, b, "orders", false)
 	if len(outbox) > 0 {
 		var ids, merchants, orders [][16]byte
 		var versions []int32
@@ -104,9 +95,13 @@ func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMess
 			ids, merchants, orders = append(ids, m.id), append(merchants, m.merchant), append(orders, m.order)
 			versions, types, payloads = append(versions, int32(m.version)), append(types, m.eventType), append(payloads, string(m.payload))
 		}
-		b.Queue(`INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, created_at, next_attempt_at)
-			SELECT i, m, o, v, t, p::jsonb, $7, $7 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int[], $5::text[], $6::text[]) AS x(i, m, o, v, t, p)`,
-			ids, merchants, orders, versions, types, payloads, now)
+		insertRows{
+			Into: `INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, created_at, next_attempt_at)`,
+			Row:  `$2, $3, $4, $5, $6, $7::jsonb, $1, $1`,
+			Args: []any{now},
+			Columns: []column{col("uuid", ids), col("uuid", merchants), col("uuid", orders), col("int", versions),
+				col("text", types), col("text", payloads)},
+		}.queue(tx, b, nil)
 	}
 	return nil
 }
@@ -147,26 +142,29 @@ type orderColumnsOf struct {
 }
 
 // queue adds to b the statement that writes the rows into table (orders,
-// or a table like it): inserted when new, else every column the fold knows
-// updated.
-func (c *orderColumnsOf) queue(b *pgx.Batch, table string, insert bool) {
+// or a table like it) in tx: inserted when new, else every column the fold
+// knows updated.
+func (c *orderColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
 	if len(c.id) == 0 {
 		return
 	}
 	t := pgx.Identifier{table}.Sanitize()
-	args := []any{c.id, c.merchant, c.customer, c.items, c.total, c.placedAt, c.deadline,
-		c.status, c.version, c.paymentRef, c.paidAt, c.acceptedAt, c.completedAt, c.endedAt, c.reason,
-		c.seq, c.queuedAt, c.expiresAt, c.load, c.lane, c.pickupCode}
-	const rows = `unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::bigint[], $6::timestamptz[], $7::timestamptz[],
-			$8::text[], $9::int[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::text[],
-			$16::bigint[], $17::timestamptz[], $18::timestamptz[], $19::int[], $20::text[], $21::text[])`
+	columns := []column{col("uuid", c.id), col("uuid", c.merchant), col("text", c.customer), col("jsonb", c.items),
+		col("bigint", c.total), col("timestamptz", c.placedAt), col("timestamptz", c.deadline), col("text", c.status),
+		col("int", c.version), col("text", c.paymentRef), col("timestamptz", c.paidAt), col("timestamptz", c.acceptedAt),
+		col("timestamptz", c.completedAt), col("timestamptz", c.endedAt), col("text", c.reason), col("bigint", c.seq),
+		col("timestamptz", c.queuedAt), col("timestamptz", c.expiresAt), col("int", c.load), col("text", c.lane),
+		col("text", c.pickupCode)}
 	if insert {
-		b.Queue(`INSERT INTO `+t+` (id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
+		insertRows{
+			Into: `INSERT INTO ` + t + ` (id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
 				status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
-				queue_seq, queued_at, queue_expires_at, load, lane, pickup_code)
-			SELECT * FROM `+rows, args...)
+				queue_seq, queued_at, queue_expires_at, load, lane, pickup_code)`,
+			Columns: columns,
+		}.queue(tx, b, nil)
 		return
 	}
+	rows, args := unnestOf(0, columns)
 	b.Queue(`UPDATE `+t+` o SET customer_id = r.customer_id, items = r.items,
 			total_cents = r.total_cents, placed_at = r.placed_at, payment_deadline = r.payment_deadline,
 			status = r.status, version = r.version, payment_ref = r.payment_ref, paid_at = r.paid_at,
@@ -228,7 +226,7 @@ func orderID(o domain.Order) ([16]byte, error) { return parseID(o.ID) }
 // foldedRows queues the statement that writes an aggregate's folded rows
 // into table (its own, or rebuild's copy of it).
 type foldedRows interface {
-	queue(b *pgx.Batch, table string, insert bool)
+	queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool)
 }
 
 // writeStream is the one write of a merchant, product or drop: its events,
@@ -239,7 +237,7 @@ func writeStream(ctx context.Context, tx pgx.Tx, events AppendParams, rows folde
 		return err
 	}
 	b := &pgx.Batch{}
-	rows.queue(b, table, insert)
+	rows.queue(tx, b, table, insert)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write %s %s: %w", table, events.StreamID, err)
 	}
