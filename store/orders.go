@@ -395,7 +395,7 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 			if err != nil {
 				return nil, nil, err
 			}
-			products, err := loadProducts(ctx, tx, itemIDs(o.Items))
+			products, err := loadProducts(ctx, tx, m.ID, itemIDs(o.Items))
 			if err != nil {
 				return nil, nil, err
 			}

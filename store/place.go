@@ -365,13 +365,16 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, mo
 	b := &pgx.Batch{}
 	keys := queueIdempotencyKeys(tx, b, batch)
 	merchants := queueBatchMerchants(b, batch, mode.waitForMerchants)
-	products := queueProducts(b, batchProductIDs(batch))
+	products := queueProducts(b, batchMerchantIDs(batch), batchProductIDs(batch))
 	var numbers *pickupReservation
 	if !mode.numberLast && s.mayNumberFirst(ctx, batch) {
 		numbers = reservePickupNumbers(b, batch, s.now())
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("read for placement: %w", err)
+	}
+	if err := readMissingProducts(ctx, tx, batchProductIDs(batch), products); err != nil {
+		return nil, err
 	}
 	now := s.now()
 	for _, m := range merchants {
@@ -508,6 +511,18 @@ func batchProductIDs(batch []*placement) []string {
 				seen[l.ProductID] = true
 				ids = append(ids, l.ProductID)
 			}
+		}
+	}
+	return ids
+}
+
+func batchMerchantIDs(batch []*placement) []uuid.UUID {
+	seen := map[uuid.UUID]bool{}
+	var ids []uuid.UUID
+	for _, pl := range batch {
+		if !seen[pl.p.MerchantID] {
+			seen[pl.p.MerchantID] = true
+			ids = append(ids, pl.p.MerchantID)
 		}
 	}
 	return ids
