@@ -5,12 +5,18 @@ package store_test
 import (
 	"context"
 	"fmt"
+
+	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
@@ -201,4 +207,175 @@ func TestCitusPlacesManyMerchantsAtOnce(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE status = 'queued'`).Scan(&queued))
 	require.Zero(t, queued, "every queue drained")
 	require.Empty(t, violations(t, st))
+}
+
+// shardLog follows the commands a Citus coordinator reports sending
+// to its workers (citus.log_remote_commands): which shards each
+// distributed transaction touched.
+type shardLog struct {
+	mu sync.Mutex
+	// open is the transaction running on each worker connection of each
+	// session with the coordinator.
+	open map[string]string
+	// shards are the shards each transaction's commands named.
+	shards map[string]map[int64]bool
+}
+
+var (
+	beginRe = regexp.MustCompile(`assign_distributed_transaction_id\(\d+, (\d+),`)
+	shardRe = regexp.MustCompile(`public\.[a-z_]+_(\d{6,})\b`)
+)
+
+func (r *shardLog) note(c *pgconn.PgConn, n *pgconn.Notice) {
+	if !strings.HasPrefix(n.Message, "issuing ") {
+		return // run on the coordinator itself
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// The detail names the worker and the session's own number for its
+	// connection there, which other sessions reuse.
+	conn := fmt.Sprintf("%d %s", c.PID(), n.Detail)
+	if m := beginRe.FindStringSubmatch(n.Message); m != nil {
+		r.open[conn] = m[1]
+		return
+	}
+	tx, ok := r.open[conn]
+	if !ok {
+		return // a statement of its own, outside any transaction
+	}
+	if strings.HasPrefix(n.Message, "issuing COMMIT") || strings.HasPrefix(n.Message, "issuing ROLLBACK") ||
+		strings.HasPrefix(n.Message, "issuing PREPARE TRANSACTION") {
+		delete(r.open, conn)
+		return
+	}
+	if r.shards[tx] == nil {
+		r.shards[tx] = map[int64]bool{}
+	}
+	for _, m := range shardRe.FindAllStringSubmatch(n.Message, -1) {
+		id, _ := strconv.ParseInt(m[1], 10, 64)
+		r.shards[tx][id] = true
+	}
+}
+
+// reset forgets the transactions seen so far.
+func (r *shardLog) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.shards = map[string]map[int64]bool{}
+}
+
+// requireOneShardEach fails unless every transaction seen since the last
+// reset touched one merchant's shards (co-located shards share their hash
+// range), and at least one was seen.
+func (r *shardLog) requireOneShardEach(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT shardid, shardminvalue FROM pg_dist_shard WHERE shardminvalue IS NOT NULL`)
+	require.NoError(t, err)
+	ranges := map[int64]string{}
+	for rows.Next() {
+		var id int64
+		var min string
+		require.NoError(t, rows.Scan(&id, &min))
+		ranges[id] = min
+	}
+	require.NoError(t, rows.Err())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.NotEmpty(t, r.shards, "no transaction reached a worker")
+	for tx, shards := range r.shards {
+		groups := map[string]bool{}
+		for id := range shards {
+			groups[ranges[id]] = true
+		}
+		require.LessOrEqual(t, len(groups), 1, "transaction %s touched the shards %v of several merchants", tx, shards)
+	}
+}
+
+// citusStore is a store with a job inserter on a new distributed database,
+// whose connections report every command they send to the workers.
+func citusStore(t *testing.T) (*store.Store, *pgxpool.Pool, *shardLog) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(citustest.URL(t))
+	require.NoError(t, err)
+	rc := &shardLog{open: map[string]string{}, shards: map[string]map[int64]bool{}}
+	cfg.ConnConfig.RuntimeParams["citus.log_remote_commands"] = "on"
+	cfg.ConnConfig.RuntimeParams["client_min_messages"] = "log"
+	cfg.ConnConfig.OnNotice = rc.note
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ins, err := jobs.NewInserter(pool)
+	require.NoError(t, err)
+	return store.New(pool, ins), pool, rc
+}
+
+// merchantsOnEveryWorker creates merchants until there are at least n and
+// every worker holds one.
+func merchantsOnEveryWorker(t *testing.T, st *store.Store, pool *pgxpool.Pool, n int) []*store.Merchant {
+	t.Helper()
+	var workers int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM citus_get_active_worker_nodes()`).Scan(&workers))
+	nodes := map[string]bool{}
+	var out []*store.Merchant
+	for len(out) < n || len(nodes) < workers {
+		require.Less(t, len(out), 64, "no merchant on some worker")
+		m := createMerchant(t, st, &merchantOpts{Capacity: 100})
+		var node string
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT nodename || ':' || nodeport FROM citus_shards
+			WHERE table_name = 'merchants'::regclass AND shardid = get_shard_id_for_distribution_column('merchants', $1::uuid)`, m.ID).Scan(&node))
+		nodes[node] = true
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestCitusDropJoinsStayOnOneShard: concurrent joins of drops of merchants
+// on both workers, which the join batches group, each rank in its drop's
+// line, and every transaction of theirs touches one merchant's shards. A
+// join batch locked its drops by id alone, which Citus refuses (a FOR
+// UPDATE on every shard): no join succeeded there.
+func TestCitusDropJoinsStayOnOneShard(t *testing.T) {
+	ctx := context.Background()
+	st, pool, rc := citusStore(t)
+	clock := newFakeClock(st)
+	var drops []*store.Drop
+	for _, m := range merchantsOnEveryWorker(t, st, pool, 4) {
+		p := createProduct(t, st, m.ID, &productOpts{Stock: intp(5)})
+		d, err := st.CreateDrop(ctx, store.CreateDropParams{
+			ProductID: p.ID, OpensAt: clock.Now().Add(time.Minute), StartsAt: clock.Now().Add(time.Hour),
+			Mode: domain.DropFIFO, PurchaseWindowSeconds: intp(60), Units: intp(5), Access: admin,
+		})
+		require.NoError(t, err)
+		drops = append(drops, d)
+	}
+	clock.Advance(time.Minute)
+	for _, d := range drops {
+		require.NoError(t, st.SettleDrop(ctx, d.MerchantID, d.ID))
+	}
+
+	const perDrop = 30
+	rc.reset()
+	var wg sync.WaitGroup
+	for i := range perDrop * len(drops) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := st.JoinDrop(ctx, drops[i%len(drops)].ID, fmt.Sprintf("c%d", i), "")
+			if !assert.NoError(t, err) {
+				return
+			}
+			assert.True(t, res.Created)
+		}()
+	}
+	wg.Wait()
+	for _, d := range drops {
+		draw, err := st.GetDraw(ctx, d.ID)
+		require.NoError(t, err)
+		require.Len(t, draw.Entries, perDrop)
+		for i, e := range draw.Entries {
+			require.NotNil(t, e.Rank)
+			require.Equal(t, i+1, *e.Rank, "drop %s ranks its line in order", d.ID)
+		}
+	}
+	rc.requireOneShardEach(t, pool)
 }

@@ -122,15 +122,21 @@ func (s *Store) CreateDrop(ctx context.Context, p CreateDropParams) (*Drop, erro
 		var stockTotal, remaining *int
 		var active bool
 		// The product's row lock orders drops of one product; the partial
-		// unique index is what refuses a second active one.
+		// unique index is what refuses a second active one. The lock is a
+		// statement of its own, the product's row alone: Citus takes row
+		// locks only in a statement it can send to one shard whole, which
+		// one with subqueries of other tables is not.
 		var err error
 		if merchantID, err = productMerchant(ctx, tx, p.ProductID); err != nil {
 			return err
 		}
-		err = tx.QueryRow(ctx, `SELECT p.stock_total,
-				(SELECT sum(remaining)::int FROM stock_buckets b WHERE b.merchant_id = p.merchant_id AND b.product_id = p.id),
-				EXISTS (SELECT 1 FROM drops d WHERE d.merchant_id = p.merchant_id AND d.product_id = p.id AND d.state IN ('scheduled', 'open', 'selling'))
-			FROM products p WHERE p.merchant_id = $1 AND p.id = $2 FOR NO KEY UPDATE`, merchantID, p.ProductID).Scan(&stockTotal, &remaining, &active)
+		b := &pgx.Batch{}
+		b.Queue(`SELECT stock_total FROM products WHERE merchant_id = $1 AND id = $2 FOR NO KEY UPDATE`, merchantID, p.ProductID).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&stockTotal) })
+		b.Queue(`SELECT (SELECT sum(remaining)::int FROM stock_buckets WHERE merchant_id = $1 AND product_id = $2),
+				EXISTS (SELECT 1 FROM drops WHERE merchant_id = $1 AND product_id = $2 AND state IN ('scheduled', 'open', 'selling'))`,
+			merchantID, p.ProductID).QueryRow(func(row pgx.Row) error { return row.Scan(&remaining, &active) })
+		err = tx.SendBatch(ctx, b).Close()
 		if errors.Is(err, pgx.ErrNoRows) {
 			return domain.Errorf(domain.CodeNotFound, "product not found")
 		}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -28,6 +29,7 @@ const (
 
 // joinRequest is one join waiting for, or inside, a batch.
 type joinRequest struct {
+	merchantID uuid.UUID // the drop's
 	dropID     uuid.UUID
 	customerID string
 	requestID  string
@@ -52,7 +54,11 @@ type JoinResult struct {
 // A caller that gives up may still have joined; joining again answers that
 // entry.
 func (s *Store) JoinDrop(ctx context.Context, dropID uuid.UUID, customerID, requestID string) (*JoinResult, error) {
-	req := &joinRequest{dropID: dropID, customerID: customerID, requestID: requestID, done: make(chan struct{})}
+	merchantID, err := s.dropMerchant(ctx, dropID)
+	if err != nil {
+		return nil, err
+	}
+	req := &joinRequest{merchantID: merchantID, dropID: dropID, customerID: customerID, requestID: requestID, done: make(chan struct{})}
 	s.joiner.Submit(req)
 	select {
 	case <-req.done:
@@ -65,13 +71,46 @@ func (s *Store) JoinDrop(ctx context.Context, dropID uuid.UUID, customerID, requ
 	if req.fresh != nil {
 		return &JoinResult{Entry: req.fresh, Created: true}, nil
 	}
-	e, err := s.MyEntry(ctx, dropID, customerID)
+	e, err := s.readEntry(ctx, s.pool, `e.merchant_id = $1 AND e.id = $2 AND e.drop_id = $3 AND e.customer_id = $4`,
+		merchantID, uuid.UUID(domain.EntryID(dropID, customerID)), dropID, customerID)
 	if err != nil {
 		return nil, err
 	}
 	return &JoinResult{Entry: e, Created: req.created}, nil
 }
 
+// maxKnownDrops bounds the drops whose merchant a store remembers.
+const maxKnownDrops = 4096
+
+// dropMerchant returns the drop's merchant, read without a lock the first
+// time (a drop never changes merchant), so that the join's locks and
+// writes name it.
+func (s *Store) dropMerchant(ctx context.Context, dropID uuid.UUID) (uuid.UUID, error) {
+	s.dropMu.Lock()
+	m, ok := s.dropMerchants[dropID]
+	s.dropMu.Unlock()
+	if ok {
+		return m, nil
+	}
+	err := s.pool.QueryRow(ctx, `SELECT merchant_id FROM drops WHERE id = $1`, dropID).Scan(&m)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return uuid.Nil, errDropNotFound
+	}
+	if err != nil {
+		return uuid.Nil, mapErr(fmt.Errorf("find drop's merchant: %w", err))
+	}
+	s.dropMu.Lock()
+	if len(s.dropMerchants) >= maxKnownDrops {
+		clear(s.dropMerchants)
+	}
+	s.dropMerchants[dropID] = m
+	s.dropMu.Unlock()
+	return m, nil
+}
+
+// joinBatch decides a batch of joins in one transaction: a batch of
+// several merchants' on one PostgreSQL, of one merchant's on Citus
+// (splitByMerchant).
 func (s *Store) joinBatch(batch []*joinRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), placeBatchTimeout)
 	defer cancel()
@@ -100,14 +139,18 @@ type dropLine struct {
 }
 
 func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, batch []*joinRequest) error {
-	seen := map[uuid.UUID]bool{}
-	var dropIDs []uuid.UUID
+	seen, seenMerchant := map[uuid.UUID]bool{}, map[uuid.UUID]bool{}
+	var dropIDs, merchantIDs []uuid.UUID
 	ids := make([]uuid.UUID, 0, len(batch))
 	for _, req := range batch {
 		req.err, req.fresh, req.created = nil, nil, false
 		if !seen[req.dropID] {
 			seen[req.dropID] = true
 			dropIDs = append(dropIDs, req.dropID)
+		}
+		if !seenMerchant[req.merchantID] {
+			seenMerchant[req.merchantID] = true
+			merchantIDs = append(merchantIDs, req.merchantID)
 		}
 		ids = append(ids, uuid.UUID(domain.EntryID(req.dropID, req.customerID)))
 	}
@@ -123,12 +166,15 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 	// entries after the one before, whose entries the read of the
 	// customers' entries then sees.
 	// That read is by entry id (domain.EntryID), one index whatever the
-	// planner knows of the table.
+	// planner knows of the table. Every statement names the batch's
+	// merchants, so that on Citus, where a batch is one merchant's, each
+	// goes to that merchant's shard.
 	drops := map[uuid.UUID]domain.Drop{}
 	lines := map[uuid.UUID]*dropLine{}
 	existing := map[uuid.UUID]bool{}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+dropColumns+` FROM drops d WHERE d.id = ANY($1) ORDER BY d.id FOR NO KEY UPDATE OF d`, dropIDs).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+dropColumns+` FROM drops d WHERE d.merchant_id = ANY($2) AND d.id = ANY($1) ORDER BY d.id FOR NO KEY UPDATE OF d`,
+		dropIDs, merchantIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			d, err := scanDrop(rows)
 			if err != nil {
@@ -140,7 +186,8 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 	})
 	b.Queue(`SELECT l.drop_id, l.ranked, l.last_joined_at, l.invited FROM drops d
 		JOIN drop_lines l ON l.merchant_id = d.merchant_id AND l.drop_id = d.id
-		WHERE d.id = ANY($1) AND (d.mode = 'fifo' OR d.seed IS NOT NULL) ORDER BY l.drop_id FOR UPDATE OF l`, dropIDs).Query(func(rows pgx.Rows) error {
+		WHERE d.merchant_id = ANY($2) AND l.merchant_id = ANY($2) AND d.id = ANY($1) AND (d.mode = 'fifo' OR d.seed IS NOT NULL) ORDER BY l.drop_id FOR UPDATE OF l`,
+		dropIDs, merchantIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id uuid.UUID
 			var l dropLine
@@ -151,7 +198,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 		}
 		return rows.Err()
 	})
-	b.Queue(`SELECT id FROM drop_entries WHERE id = ANY($1)`, ids).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT id FROM drop_entries WHERE merchant_id = ANY($2) AND id = ANY($1)`, ids, merchantIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id uuid.UUID
 			if err := rows.Scan(&id); err != nil {
@@ -225,10 +272,10 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 		return err
 	}
 	if len(lineArgs.drop) > 0 {
-		b.Queue(`UPDATE drop_lines l SET ranked = t.ranked, last_joined_at = t.last FROM drops d,
-				unnest($1::uuid[], $2::int[], $3::timestamptz[]) AS t(drop_id, ranked, last)
-			WHERE d.id = t.drop_id AND l.merchant_id = d.merchant_id AND l.drop_id = d.id`,
-			lineArgs.drop, lineArgs.ranked, lineArgs.last)
+		b.Queue(`UPDATE drop_lines l SET ranked = t.ranked, last_joined_at = t.last
+			FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::uuid[]) AS t(drop_id, ranked, last, merchant_id)
+			WHERE l.merchant_id = t.merchant_id AND l.drop_id = t.drop_id AND l.merchant_id = ANY($4::uuid[])`,
+			lineArgs.drop, lineArgs.ranked, lineArgs.last, lineArgs.merchant)
 	}
 	if len(changes) > 0 {
 		noteEvents(tx)
@@ -271,9 +318,9 @@ func joinAt(d domain.Drop, l *dropLine, now time.Time) time.Time {
 
 // lineUpdates are the lines a batch advances, column by column.
 type lineUpdates struct {
-	drop   []uuid.UUID
-	ranked []int32
-	last   []time.Time
+	merchant, drop []uuid.UUID
+	ranked         []int32
+	last           []time.Time
 }
 
 // rankJoins numbers the new entries of each drop that ranks at join after
@@ -304,7 +351,8 @@ func rankJoins(drops map[uuid.UUID]domain.Drop, lines map[uuid.UUID]*dropLine, c
 			r := l.ranked
 			changes[i].rank = &r
 		}
-		up.drop, up.ranked = append(up.drop, dropID), append(up.ranked, int32(l.ranked))
+		up.merchant, up.drop = append(up.merchant, uuid.MustParse(drops[dropID].MerchantID)), append(up.drop, dropID)
+		up.ranked = append(up.ranked, int32(l.ranked))
 		up.last = append(up.last, changes[idx[len(idx)-1]].after.JoinedAt)
 	}
 	return nudges, up

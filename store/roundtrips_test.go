@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -144,4 +145,54 @@ func TestPaymentTimerCarriesItsMerchant(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, closed)
 	require.Len(t, rt.containing("SELECT id, merchant_id FROM orders"), 1)
+}
+
+// TestDropJoinBatchNamesItsMerchants: every statement of a join batch that
+// reads, locks or updates a drop's rows names the merchants of the batch, so
+// that on Citus, where a batch is one merchant's, it runs on one shard (a
+// lock of drops by id alone spans every shard, which Citus refuses).
+func TestDropJoinBatchNamesItsMerchants(t *testing.T) {
+	t.Parallel()
+	st, rt := tracedStore(t)
+	ctx := context.Background()
+	clock := newFakeClock(st)
+	var drops []*store.Drop
+	for range 2 {
+		m := createMerchant(t, st, &merchantOpts{Capacity: 100})
+		p := createProduct(t, st, m.ID, &productOpts{Stock: intp(5)})
+		d, err := st.CreateDrop(ctx, store.CreateDropParams{
+			ProductID: p.ID, OpensAt: clock.Now().Add(time.Minute), StartsAt: clock.Now().Add(time.Hour),
+			Mode: domain.DropFIFO, PurchaseWindowSeconds: intp(60), Units: intp(5), Access: admin,
+		})
+		require.NoError(t, err)
+		drops = append(drops, d)
+	}
+	clock.Advance(time.Minute)
+	for _, d := range drops {
+		require.NoError(t, st.SettleDrop(ctx, d.MerchantID, d.ID))
+	}
+
+	rt.reset()
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := st.JoinDrop(ctx, drops[i%2].ID, fmt.Sprintf("c%d", i), "")
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	locks := rt.containing("FOR NO KEY UPDATE OF d")
+	writes := rt.containing("drop_entries_one_per_customer")
+	require.NotEmpty(t, locks)
+	require.NotEmpty(t, writes)
+	for _, trip := range append(locks, writes...) {
+		for _, sql := range trip {
+			if !strings.HasPrefix(strings.TrimSpace(sql), "SELECT") && !strings.HasPrefix(strings.TrimSpace(sql), "UPDATE") {
+				continue // BEGIN, COMMIT, and inserts of rows that carry their merchant
+			}
+			require.Contains(t, sql, "merchant_id = ANY(", "a statement of the join batch names its merchants:\n%s", sql)
+		}
+	}
 }

@@ -62,6 +62,9 @@ type Store struct {
 	hints  chan struct{}
 	// stockProducts are the products last read taking stock (mayNumberFirst).
 	stockProducts sync.Map
+	// dropMerchants are the merchants of drops joined (dropMerchant).
+	dropMu        sync.Mutex
+	dropMerchants map[uuid.UUID]uuid.UUID
 }
 
 // txn carries what a transaction did, for reporting after it commits.
@@ -91,7 +94,7 @@ func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
 // without workers.
 func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
 	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100, SellOutChunk: 1000, hints: make(chan struct{}, 1),
-		parked: map[uuid.UUID][]*placement{}}
+		parked: map[uuid.UUID][]*placement{}, dropMerchants: map[uuid.UUID]uuid.UUID{}}
 	s.placers = make([]*pgkit.Batcher[*placement, uuid.UUID], placementLanes)
 	for i := range s.placers {
 		s.placers[i] = pgkit.NewBatcher[*placement, uuid.UUID](1, maxPlacementBatch, s.placeBatch).
@@ -99,7 +102,8 @@ func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
 	}
 	s.closer = pgkit.NewBatcher[*closeRequest, uuid.UUID](2, 200, s.closeBatch).
 		SplitBy(s.splitByMerchant, closeMerchant, merchantsAtOnce)
-	s.joiner = pgkit.NewBatcher[*joinRequest, uuid.UUID](joinLanes, maxJoinBatch, s.joinBatch)
+	s.joiner = pgkit.NewBatcher[*joinRequest, uuid.UUID](joinLanes, maxJoinBatch, s.joinBatch).
+		SplitBy(s.splitByMerchant, func(r *joinRequest) uuid.UUID { return r.merchantID }, merchantsAtOnce)
 	return s
 }
 
