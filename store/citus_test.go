@@ -379,3 +379,53 @@ func TestCitusDropJoinsStayOnOneShard(t *testing.T) {
 	}
 	rc.requireOneShardEach(t, pool)
 }
+
+// TestCitusWebhookAttemptsStayOnOneShard: one record of outcomes of
+// merchants on both workers (delivered, rescheduled, dead) writes each
+// merchant's rows in a transaction of their shard. It updated every
+// merchant's outbox rows in one statement, a transaction over several
+// shards.
+func TestCitusWebhookAttemptsStayOnOneShard(t *testing.T) {
+	ctx := context.Background()
+	st, pool, rc := citusStore(t)
+	b := &testBundle{pool: pool, store: st}
+	merchants := merchantsOnEveryWorker(t, st, pool, 4)
+	want := map[uuid.UUID]string{}
+	for i, m := range merchants {
+		for _, id := range addOutbox(t, b, m.ID, uuid.New(), 1) {
+			want[id] = []string{"delivered", "pending", "dead"}[i%3]
+			if i%3 == 2 {
+				// On its last attempt.
+				_, err := pool.Exec(ctx, `UPDATE outbox SET attempts = 1 WHERE merchant_id = $1 AND id = $2`, m.ID, id)
+				require.NoError(t, err)
+			}
+		}
+	}
+	claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 100, Lease: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, claimed, len(want))
+	var results []store.AttemptResult
+	for _, d := range claimed {
+		if want[d.ID] == "delivered" {
+			results = append(results, store.AttemptResult{Delivery: d, StartedAt: time.Now(), StatusCode: 200, OK: true})
+		} else {
+			results = append(results, failed(d))
+		}
+	}
+
+	rc.reset()
+	require.NoError(t, st.RecordWebhookAttempts(ctx, results, fastPolicy))
+	rc.requireOneShardEach(t, pool)
+	got := map[uuid.UUID]string{}
+	rows, err := pool.Query(ctx, `SELECT id, status FROM outbox`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id uuid.UUID
+		var s string
+		require.NoError(t, rows.Scan(&id, &s))
+		got[id] = s
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, want, got)
+	require.Equal(t, len(want), countRows(t, pool, "webhook_attempts"))
+}

@@ -196,3 +196,84 @@ func TestDropJoinBatchNamesItsMerchants(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordWebhookAttemptsWriteMerchantByMerchant: one record of outcomes
+// of several merchants (delivered, rescheduled, dead) sends every write in
+// one round trip, each statement naming one merchant: one transaction on
+// one PostgreSQL, one per merchant on Citus, where a statement or
+// transaction over several merchants' rows spans shards.
+func TestRecordWebhookAttemptsWriteMerchantByMerchant(t *testing.T) {
+	t.Parallel()
+	for _, citus := range []bool{false, true} {
+		t.Run(fmt.Sprintf("citus %v", citus), func(t *testing.T) {
+			t.Parallel()
+			st, rt := tracedStore(t)
+			if citus {
+				store.ClaimByMerchant(st)
+			}
+			ctx := context.Background()
+			b := &testBundle{pool: st.Pool(), store: st}
+			var ids []uuid.UUID
+			for range 3 {
+				m := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/hook"})
+				ids = append(ids, addOutbox(t, b, m.ID, uuid.New(), 1)[0], addOutbox(t, b, m.ID, uuid.New(), 1)[0])
+			}
+			// The third merchant's messages are on their last attempt.
+			_, err := b.pool.Exec(ctx, `UPDATE outbox SET attempts = 1 WHERE id = ANY($1)`, ids[4:])
+			require.NoError(t, err)
+			claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 10, Lease: time.Minute})
+			require.NoError(t, err)
+			require.Len(t, claimed, 6)
+			var results []store.AttemptResult
+			for _, d := range claimed {
+				if d.ID == ids[0] || d.ID == ids[1] {
+					results = append(results, store.AttemptResult{Delivery: d, StartedAt: time.Now(), StatusCode: 200, OK: true})
+				} else {
+					results = append(results, failed(d))
+				}
+			}
+
+			rt.reset()
+			require.NoError(t, st.RecordWebhookAttempts(ctx, results, fastPolicy))
+			trips := rt.containing("INSERT INTO webhook_attempts")
+			require.Len(t, trips, 1, "one round trip records every merchant's outcomes")
+			var inserts, begins int
+			for _, sql := range trips[0] {
+				switch {
+				case sql == "begin":
+					begins++
+					continue
+				case sql == "commit":
+					continue
+				case strings.Contains(sql, "INSERT INTO webhook_attempts"):
+					inserts++
+				}
+				require.Contains(t, sql, "$1::uuid", "a statement names its merchant, one:\n%s", sql)
+				require.NotContains(t, sql, "merchant_id = ANY", "a statement writes one merchant's rows:\n%s", sql)
+			}
+			require.Equal(t, 3, inserts, "a statement per merchant")
+			if citus {
+				require.Equal(t, 3, begins, "a transaction per merchant")
+			} else {
+				require.Zero(t, begins, "one transaction")
+			}
+
+			statuses := map[uuid.UUID]string{}
+			rows, err := b.pool.Query(ctx, `SELECT id, status FROM outbox`)
+			require.NoError(t, err)
+			for rows.Next() {
+				var id uuid.UUID
+				var s string
+				require.NoError(t, rows.Scan(&id, &s))
+				statuses[id] = s
+			}
+			require.NoError(t, rows.Err())
+			require.Equal(t, map[uuid.UUID]string{ids[0]: "delivered", ids[1]: "delivered", ids[2]: "pending", ids[3]: "pending",
+				ids[4]: "dead", ids[5]: "dead"}, statuses)
+			require.Equal(t, 6, countRows(t, b.pool, "webhook_attempts"))
+			dls, _, err := st.ListDeadLetters(ctx, store.ListDeadLettersParams{Kind: store.DeadLetterWebhook})
+			require.NoError(t, err)
+			require.Len(t, dls, 2)
+		})
+	}
+}

@@ -9,8 +9,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store/pgkit"
 )
 
 // Delivery is one claimed outbox message with what sending it needs.
@@ -162,100 +164,110 @@ func (p RetryPolicy) delay(attempt int) time.Duration {
 	return d + time.Duration(rand.Int64N(int64(d)/5+1))
 }
 
-// RecordWebhookAttempts stores a batch of outcomes in one transaction: every
-// attempt row; delivered messages; failed ones rescheduled with backoff, or,
-// after the last attempt, dead and given a dead letter with the last error.
+// RecordWebhookAttempts stores a batch of outcomes: every attempt row;
+// delivered messages; failed ones rescheduled with backoff, or, after the
+// last attempt, dead and given a dead letter with the last error. Each
+// statement writes one merchant's rows, and all of them travel in one round
+// trip: on one PostgreSQL they commit together; on Citus each merchant's
+// commit on their own, in a transaction of their shard (one over several
+// shards commits in two phases). A failure there may leave the merchants
+// before it recorded; the others' rows stay leased and are sent again.
 func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResult, policy RetryPolicy) error {
 	if len(results) == 0 {
 		return nil
 	}
-	attempts := make([][]any, 0, len(results))
-	// [16]byte is pgx's native uuid; uuid.UUID goes through its text form,
-	// which costs the relay more than the rest of recording.
-	var delivered, failed, dead [][16]byte
-	var deliveredMerchants, failedMerchants [][16]byte
-	var delays []time.Duration
-	var failedAttempts []int32
-	var errs, deadErrs []string
-	var deadMerchants [][16]byte
-	var deadAttempts []int32
-	for _, r := range results {
-		var status any
-		if r.StatusCode != 0 {
-			status = int32(r.StatusCode)
-		}
-		var errText any
-		if r.Error != "" {
-			errText = r.Error
-		}
-		attempts = append(attempts, []any{[16]byte(r.Delivery.ID), [16]byte(r.Delivery.MerchantID), int32(r.Delivery.Attempt), r.StartedAt,
-			int32(r.Latency.Milliseconds()), status, errText})
-		switch {
-		case r.OK:
-			delivered, deliveredMerchants = append(delivered, [16]byte(r.Delivery.ID)), append(deliveredMerchants, [16]byte(r.Delivery.MerchantID))
-		case r.Delivery.Attempt >= policy.MaxAttempts:
-			dead, deadErrs = append(dead, [16]byte(r.Delivery.ID)), append(deadErrs, r.Error)
-			deadMerchants, deadAttempts = append(deadMerchants, [16]byte(r.Delivery.MerchantID)), append(deadAttempts, int32(r.Delivery.Attempt))
-		default:
-			failed, errs = append(failed, [16]byte(r.Delivery.ID)), append(errs, r.Error)
-			failedMerchants = append(failedMerchants, [16]byte(r.Delivery.MerchantID))
-			failedAttempts = append(failedAttempts, int32(r.Delivery.Attempt))
-			delays = append(delays, policy.delay(r.Delivery.Attempt))
+	distributed, err := s.onCitus(ctx)
+	if err != nil {
+		return err
+	}
+	// The retry times are computed here from the database's clock, now():
+	// Citus refuses a stable function (now(), or adding an interval)
+	// applied to a column in an UPDATE.
+	var now time.Time
+	if slices.ContainsFunc(results, func(r AttemptResult) bool { return !r.OK && r.Delivery.Attempt < policy.MaxAttempts }) {
+		if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return mapErr(fmt.Errorf("reschedule: %w", err))
 		}
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"webhook_attempts"},
-			[]string{"outbox_id", "merchant_id", "attempt", "started_at", "latency_ms", "status_code", "error"},
-			pgx.CopyFromRows(attempts)); err != nil {
-			return fmt.Errorf("record attempts: %w", err)
+	b := &pgx.Batch{}
+	for _, group := range pgkit.GroupBy(results, func(r AttemptResult) uuid.UUID { return r.Delivery.MerchantID }) {
+		if distributed {
+			b.Queue("begin")
 		}
-		if len(delivered) > 0 {
-			if _, err := tx.Exec(ctx, `UPDATE outbox SET status = 'delivered', delivered_at = now(), last_error = NULL
-				WHERE id = ANY($1) AND merchant_id = ANY($2) AND status = 'pending'`, delivered, deliveredMerchants); err != nil {
-				return fmt.Errorf("mark delivered: %w", err)
-			}
+		queueAttempts(b, group, policy, now)
+		if distributed {
+			b.Queue("commit")
 		}
-		if len(failed) > 0 {
-			// A failure only reschedules the row if no later claim took it
-			// over (a lease that ran out while this attempt hung): the newer
-			// attempt's lease must not be cut short.
-			// The retry times are computed here from the transaction's
-			// clock, now(): Citus refuses a stable function (now(), or
-			// adding an interval) applied to a column in an UPDATE.
-			var now time.Time
-			if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-				return fmt.Errorf("reschedule: %w", err)
-			}
-			at := make([]time.Time, len(delays))
-			for i, d := range delays {
-				at[i] = now.Add(d)
-			}
-			if _, err := tx.Exec(ctx, `UPDATE outbox o SET next_attempt_at = t.at, last_error = t.e
-				FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::int[], $5::uuid[]) AS t(id, at, e, a, m)
-				WHERE o.id = t.id AND o.merchant_id = t.m AND o.merchant_id = ANY($5::uuid[]) AND o.status = 'pending' AND o.attempts = t.a`,
-				failed, at, errs, failedAttempts, failedMerchants); err != nil {
-				return fmt.Errorf("reschedule: %w", err)
-			}
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return mapErr(fmt.Errorf("record attempts: %w", err))
+	}
+	return nil
+}
+
+// queueAttempts adds to b the writes of one merchant's outcomes, each
+// statement naming the merchant: failures are rescheduled from now.
+func queueAttempts(b *pgx.Batch, results []AttemptResult, policy RetryPolicy, now time.Time) {
+	merchant := [16]byte(results[0].Delivery.MerchantID)
+	// [16]byte is pgx's native uuid; uuid.UUID goes through its text form,
+	// which costs the relay more than the rest of recording.
+	var outbox [][16]byte
+	var attempt, latency []int32
+	var started []time.Time
+	var status []pgtype.Int4
+	var errText []pgtype.Text
+	var delivered, failed, dead [][16]byte
+	var at []time.Time
+	var failedAttempts, deadAttempts []int32
+	var errs, deadErrs []string
+	for _, r := range results {
+		id := [16]byte(r.Delivery.ID)
+		outbox, attempt, started = append(outbox, id), append(attempt, int32(r.Delivery.Attempt)), append(started, r.StartedAt)
+		latency = append(latency, int32(r.Latency.Milliseconds()))
+		status = append(status, pgtype.Int4{Int32: int32(r.StatusCode), Valid: r.StatusCode != 0})
+		errText = append(errText, pgtype.Text{String: r.Error, Valid: r.Error != ""})
+		switch {
+		case r.OK:
+			delivered = append(delivered, id)
+		case r.Delivery.Attempt >= policy.MaxAttempts:
+			dead, deadErrs, deadAttempts = append(dead, id), append(deadErrs, r.Error), append(deadAttempts, int32(r.Delivery.Attempt))
+		default:
+			failed, errs, failedAttempts = append(failed, id), append(errs, r.Error), append(failedAttempts, int32(r.Delivery.Attempt))
+			at = append(at, now.Add(policy.delay(r.Delivery.Attempt)))
 		}
-		if len(dead) > 0 {
-			if _, err := tx.Exec(ctx, `
-				WITH d AS (
-					UPDATE outbox o SET status = 'dead', last_error = t.e
-					FROM unnest($1::uuid[], $2::text[], $4::int[], $3::uuid[]) AS t(id, e, a, m)
-					WHERE o.id = t.id AND o.merchant_id = t.m AND o.merchant_id = ANY($3::uuid[]) AND o.status = 'pending' AND o.attempts = t.a
-					RETURNING o.id
-				)
-				INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts)
-				SELECT gen_random_uuid(), 'webhook', t.id, t.m, 'undeliverable after ' || t.a || ' attempts: ' || t.e, t.a
-				FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::int[]) AS t(id, e, m, a)
-				WHERE t.id IN (SELECT id FROM d)
-				ON CONFLICT (kind, ref_id, merchant_id) WHERE resolved_at IS NULL DO NOTHING`,
-				dead, deadErrs, deadMerchants, deadAttempts); err != nil {
-				return fmt.Errorf("dead-letter: %w", err)
-			}
-		}
-		return nil
-	})
+	}
+	b.Queue(`INSERT INTO webhook_attempts (outbox_id, merchant_id, attempt, started_at, latency_ms, status_code, error)
+		SELECT t.o, $1::uuid, t.a, t.s, t.l, t.c, t.e
+		FROM unnest($2::uuid[], $3::int[], $4::timestamptz[], $5::int[], $6::int[], $7::text[]) AS t(o, a, s, l, c, e)`,
+		merchant, outbox, attempt, started, latency, status, errText)
+	if len(delivered) > 0 {
+		b.Queue(`UPDATE outbox SET status = 'delivered', delivered_at = now(), last_error = NULL
+			WHERE merchant_id = $1::uuid AND id = ANY($2) AND status = 'pending'`, merchant, delivered)
+	}
+	if len(failed) > 0 {
+		// A failure only reschedules the row if no later claim took it
+		// over (a lease that ran out while this attempt hung): the newer
+		// attempt's lease must not be cut short.
+		b.Queue(`UPDATE outbox o SET next_attempt_at = t.at, last_error = t.e
+			FROM unnest($2::uuid[], $3::timestamptz[], $4::text[], $5::int[]) AS t(id, at, e, a)
+			WHERE o.merchant_id = $1::uuid AND o.id = t.id AND o.status = 'pending' AND o.attempts = t.a`,
+			merchant, failed, at, errs, failedAttempts)
+	}
+	if len(dead) > 0 {
+		b.Queue(`
+			WITH d AS (
+				UPDATE outbox o SET status = 'dead', last_error = t.e
+				FROM unnest($2::uuid[], $3::text[], $4::int[]) AS t(id, e, a)
+				WHERE o.merchant_id = $1::uuid AND o.id = t.id AND o.status = 'pending' AND o.attempts = t.a
+				RETURNING o.id
+			)
+			INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts)
+			SELECT gen_random_uuid(), 'webhook', t.id, $1::uuid, 'undeliverable after ' || t.a || ' attempts: ' || t.e, t.a
+			FROM unnest($2::uuid[], $3::text[], $4::int[]) AS t(id, e, a)
+			WHERE t.id IN (SELECT id FROM d)
+			ON CONFLICT (kind, ref_id, merchant_id) WHERE resolved_at IS NULL DO NOTHING`,
+			merchant, dead, deadErrs, deadAttempts)
+	}
 }
 
 // Abandoned is a claimed delivery that a stopping relay did not finish.
