@@ -34,7 +34,8 @@ type citusOrder struct {
 // payment deadlines closing unpaid orders, queue expiry and its dead letter,
 // an unpaid order whose timer job was lost with the coordinator,
 // flash stock under concurrent buyers on both processes, webhooks delivered
-// and dead-lettered, a websocket watching a queued order through to its
+// and dead-lettered, drops of several merchants joined at once, drawn and
+// bought, a websocket watching a queued order through to its
 // completion, and at the end every audit view, through the API, clean.
 func TestCitusServesEveryPath(t *testing.T) {
 	dbURL := citustest.URL(t)
@@ -236,6 +237,100 @@ func TestCitusServesEveryPath(t *testing.T) {
 				WHERE d.kind = 'webhook' AND d.merchant_id = $1 AND x.order_id = $2`, w.merchantID, o.ID).Scan(&n))
 			return n > 0
 		})
+	})
+
+	// Five merchants' drops at once: joins through both processes, which
+	// the join batches group across merchants, the draw at the start,
+	// invitations and purchases. Merchant 2's capacity is taken by the
+	// webhook test's order, so a purchase there would wait in line.
+	t.Run("drops: joins, the draw, purchases", func(t *testing.T) {
+		const customers = 4
+		type dropRun struct {
+			w       *world
+			product string
+			drop    dropView
+			tokens  []string
+		}
+		var runs []*dropRun
+		// Each request on Citus takes a while: the drops open once all are made.
+		opens := time.Now().Add(10 * time.Second)
+		starts := opens.Add(3 * time.Second)
+		for i, w := range worlds {
+			if i == 2 {
+				continue
+			}
+			r := &dropRun{w: w}
+			a := send(hc, "POST", bases[0]+"/v1/merchants/"+w.merchantID+"/products", w.admin, "", map[string]any{"name": "drop", "price_cents": 900, "stock": 1})
+			require.Equal(t, 201, a.status, string(a.body))
+			var p struct {
+				ID string `json:"id"`
+			}
+			a.decode(t, &p)
+			r.product = p.ID
+			a = send(hc, "POST", bases[1]+"/v1/products/"+p.ID+"/drops", w.admin, "", map[string]any{
+				"opens_at": opens.UTC().Format(time.RFC3339Nano), "starts_at": starts.UTC().Format(time.RFC3339Nano),
+				"mode": "lottery", "units": 1, "purchase_window_seconds": 30,
+			})
+			require.Equal(t, 201, a.status, string(a.body))
+			a.decode(t, &r.drop)
+			for c := range customers {
+				r.tokens = append(r.tokens, w.token(t, auth.Principal{Subject: fmt.Sprintf("drop-%d-%d", i, c), Role: auth.RoleCustomer}))
+			}
+			runs = append(runs, r)
+		}
+		time.Sleep(time.Until(opens) + 200*time.Millisecond)
+		var wg sync.WaitGroup
+		for _, r := range runs {
+			for c, token := range r.tokens {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					a := send(hc, "POST", bases[c%2]+"/v1/drops/"+r.drop.ID+"/entries", token, "", nil)
+					if a.status != 201 {
+						t.Errorf("join answered %d: %s", a.status, a.body)
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		time.Sleep(time.Until(starts))
+		deadline := time.Now().Add(30 * time.Second)
+		for _, r := range runs {
+			for c, token := range r.tokens {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for time.Now().Before(deadline) {
+						a := send(hc, "GET", bases[c%2]+"/v1/drops/"+r.drop.ID+"/entries/me", token, "", nil)
+						var e dropEntryView
+						a.decode(t, &e)
+						switch e.Status {
+						case "invited":
+							body := r.w.placement("pay-drop")
+							body["items"] = []map[string]any{{"product_id": r.product, "quantity": 1}}
+							a := send(hc, "POST", bases[c%2]+"/v1/orders", token, fmt.Sprintf("drop-%s-%d", r.drop.ID, c), body)
+							if a.status != 201 {
+								t.Errorf("invited placement answered %d: %s", a.status, a.body)
+							}
+						case "purchased", "lapsed", "sold_out":
+							return
+						}
+						time.Sleep(100 * time.Millisecond)
+					}
+					t.Errorf("entry of drop %s still not settled", r.drop.ID)
+				}()
+			}
+		}
+		wg.Wait()
+		for _, r := range runs {
+			a := send(hc, "GET", bases[0]+"/v1/drops/"+r.drop.ID, r.w.admin, "", nil)
+			require.Equal(t, 200, a.status, string(a.body))
+			var d dropView
+			a.decode(t, &d)
+			require.Equal(t, "sold_out", d.State)
+			require.Equal(t, 1, d.Purchased)
+			require.Equal(t, customers, d.Entries)
+		}
 	})
 
 	t.Run("every audit view is clean", func(t *testing.T) {
