@@ -166,12 +166,14 @@ func (p RetryPolicy) delay(attempt int) time.Duration {
 
 // RecordWebhookAttempts stores a batch of outcomes: every attempt row;
 // delivered messages; failed ones rescheduled with backoff, or, after the
-// last attempt, dead and given a dead letter with the last error. Each
-// statement writes one merchant's rows, and all of them travel in one round
-// trip: on one PostgreSQL they commit together; on Citus each merchant's
-// commit on their own, in a transaction of their shard (one over several
-// shards commits in two phases). A failure there may leave the merchants
-// before it recorded; the others' rows stay leased and are sent again.
+// last attempt, dead and given a dead letter with the last error. Every
+// statement names the merchants of its rows, and all of them travel in one
+// round trip: on one PostgreSQL one set of statements writes every
+// merchant's rows in one transaction; on Citus each merchant's rows are
+// written and committed on their own, in a transaction of their shard (one
+// over several shards commits in two phases). A failure there may leave the
+// merchants before it recorded; the others' rows stay leased and are sent
+// again.
 func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResult, policy RetryPolicy) error {
 	if len(results) == 0 {
 		return nil
@@ -190,14 +192,14 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 		}
 	}
 	b := &pgx.Batch{}
-	for _, group := range pgkit.GroupBy(results, func(r AttemptResult) uuid.UUID { return r.Delivery.MerchantID }) {
-		if distributed {
+	if distributed {
+		for _, group := range pgkit.GroupBy(results, func(r AttemptResult) uuid.UUID { return r.Delivery.MerchantID }) {
 			b.Queue("begin")
-		}
-		queueAttempts(b, group, policy, now)
-		if distributed {
+			queueAttempts(b, group, policy, now)
 			b.Queue("commit")
 		}
+	} else {
+		queueAttempts(b, results, policy, now)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return mapErr(fmt.Errorf("record attempts: %w", err))
@@ -205,68 +207,69 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 	return nil
 }
 
-// queueAttempts adds to b the writes of one merchant's outcomes, each
-// statement naming the merchant: failures are rescheduled from now.
+// queueAttempts adds to b the writes of outcomes, each statement filtered by
+// the merchants of its rows: failures are rescheduled from now.
 func queueAttempts(b *pgx.Batch, results []AttemptResult, policy RetryPolicy, now time.Time) {
-	merchant := [16]byte(results[0].Delivery.MerchantID)
 	// [16]byte is pgx's native uuid; uuid.UUID goes through its text form,
 	// which costs the relay more than the rest of recording.
-	var outbox [][16]byte
+	var outbox, merchants [][16]byte
 	var attempt, latency []int32
 	var started []time.Time
 	var status []pgtype.Int4
 	var errText []pgtype.Text
-	var delivered, failed, dead [][16]byte
+	var delivered, deliveredMerchants, failed, failedMerchants, dead, deadMerchants [][16]byte
 	var at []time.Time
 	var failedAttempts, deadAttempts []int32
 	var errs, deadErrs []string
 	for _, r := range results {
-		id := [16]byte(r.Delivery.ID)
-		outbox, attempt, started = append(outbox, id), append(attempt, int32(r.Delivery.Attempt)), append(started, r.StartedAt)
+		id, merchant := [16]byte(r.Delivery.ID), [16]byte(r.Delivery.MerchantID)
+		outbox, merchants, attempt, started = append(outbox, id), append(merchants, merchant), append(attempt, int32(r.Delivery.Attempt)), append(started, r.StartedAt)
 		latency = append(latency, int32(r.Latency.Milliseconds()))
 		status = append(status, pgtype.Int4{Int32: int32(r.StatusCode), Valid: r.StatusCode != 0})
 		errText = append(errText, pgtype.Text{String: r.Error, Valid: r.Error != ""})
 		switch {
 		case r.OK:
-			delivered = append(delivered, id)
+			delivered, deliveredMerchants = append(delivered, id), append(deliveredMerchants, merchant)
 		case r.Delivery.Attempt >= policy.MaxAttempts:
-			dead, deadErrs, deadAttempts = append(dead, id), append(deadErrs, r.Error), append(deadAttempts, int32(r.Delivery.Attempt))
+			dead, deadMerchants = append(dead, id), append(deadMerchants, merchant)
+			deadErrs, deadAttempts = append(deadErrs, r.Error), append(deadAttempts, int32(r.Delivery.Attempt))
 		default:
-			failed, errs, failedAttempts = append(failed, id), append(errs, r.Error), append(failedAttempts, int32(r.Delivery.Attempt))
+			failed, failedMerchants = append(failed, id), append(failedMerchants, merchant)
+			errs, failedAttempts = append(errs, r.Error), append(failedAttempts, int32(r.Delivery.Attempt))
 			at = append(at, now.Add(policy.delay(r.Delivery.Attempt)))
 		}
 	}
 	b.Queue(`INSERT INTO webhook_attempts (outbox_id, merchant_id, attempt, started_at, latency_ms, status_code, error)
-		SELECT t.o, $1::uuid, t.a, t.s, t.l, t.c, t.e
-		FROM unnest($2::uuid[], $3::int[], $4::timestamptz[], $5::int[], $6::int[], $7::text[]) AS t(o, a, s, l, c, e)`,
-		merchant, outbox, attempt, started, latency, status, errText)
+		SELECT t.o, t.m, t.a, t.s, t.l, t.c, t.e
+		FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::timestamptz[], $5::int[], $6::int[], $7::text[]) AS t(o, m, a, s, l, c, e)`,
+		outbox, merchants, attempt, started, latency, status, errText)
 	if len(delivered) > 0 {
 		b.Queue(`UPDATE outbox SET status = 'delivered', delivered_at = now(), last_error = NULL
-			WHERE merchant_id = $1::uuid AND id = ANY($2) AND status = 'pending'`, merchant, delivered)
+			WHERE id = ANY($1) AND merchant_id = ANY($2) AND status = 'pending'`, delivered, deliveredMerchants)
 	}
 	if len(failed) > 0 {
 		// A failure only reschedules the row if no later claim took it
 		// over (a lease that ran out while this attempt hung): the newer
 		// attempt's lease must not be cut short.
 		b.Queue(`UPDATE outbox o SET next_attempt_at = t.at, last_error = t.e
-			FROM unnest($2::uuid[], $3::timestamptz[], $4::text[], $5::int[]) AS t(id, at, e, a)
-			WHERE o.merchant_id = $1::uuid AND o.id = t.id AND o.status = 'pending' AND o.attempts = t.a`,
-			merchant, failed, at, errs, failedAttempts)
+			FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::int[], $5::uuid[]) AS t(id, at, e, a, m)
+			WHERE o.id = t.id AND o.merchant_id = t.m AND o.merchant_id = ANY($5::uuid[]) AND o.status = 'pending' AND o.attempts = t.a`,
+			failed, at, errs, failedAttempts, failedMerchants)
 	}
 	if len(dead) > 0 {
 		b.Queue(`
 			WITH d AS (
 				UPDATE outbox o SET status = 'dead', last_error = t.e
-				FROM unnest($2::uuid[], $3::text[], $4::int[]) AS t(id, e, a)
-				WHERE o.merchant_id = $1::uuid AND o.id = t.id AND o.status = 'pending' AND o.attempts = t.a
+				FROM unnest($1::uuid[], $2::text[], $4::int[], $3::uuid[]) AS t(id, e, a, m)
+				WHERE o.id = t.id AND o.merchant_id = t.m AND o.merchant_id = ANY($3::uuid[]) AND o.status = 'pending' AND o.attempts = t.a
 				RETURNING o.id
 			)
 			INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts)
-			SELECT gen_random_uuid(), 'webhook', t.id, $1::uuid, 'undeliverable after ' || t.a || ' attempts: ' || t.e, t.a
-			FROM unnest($2::uuid[], $3::text[], $4::int[]) AS t(id, e, a)
+			SELECT gen_random_uuid(), 'webhook', t.id, t.m, 'undeliverable after ' || t.a || ' attempts: ' || t.e, t.a
+			FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::int[]) AS t(id, e, m, a)
 			WHERE t.id IN (SELECT id FROM d)
 			ON CONFLICT (kind, ref_id, merchant_id) WHERE resolved_at IS NULL DO NOTHING`,
-			merchant, dead, deadErrs, deadAttempts)
+			dead, deadErrs, deadMerchants, deadAttempts)
 	}
 }
 
