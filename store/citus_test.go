@@ -340,18 +340,9 @@ func TestCitusDropJoinsStayOnOneShard(t *testing.T) {
 	clock := newFakeClock(st)
 	var drops []*store.Drop
 	for _, m := range merchantsOnEveryWorker(t, st, pool, 4) {
-		p := createProduct(t, st, m.ID, &productOpts{Stock: intp(5)})
-		d, err := st.CreateDrop(ctx, store.CreateDropParams{
-			ProductID: p.ID, OpensAt: clock.Now().Add(time.Minute), StartsAt: clock.Now().Add(time.Hour),
-			Mode: domain.DropFIFO, PurchaseWindowSeconds: intp(60), Units: intp(5), Access: admin,
-		})
-		require.NoError(t, err)
-		drops = append(drops, d)
+		drops = append(drops, scheduledDrop(t, st, clock, m.ID))
 	}
-	clock.Advance(time.Minute)
-	for _, d := range drops {
-		require.NoError(t, st.SettleDrop(ctx, d.MerchantID, d.ID))
-	}
+	openDrops(t, st, clock, drops)
 
 	const perDrop = 30
 	rc.reset()

@@ -172,3 +172,26 @@ type orderRef struct {
 }
 
 func (o *orderRef) uuid() uuid.UUID { return uuid.MustParse(o.id) }
+
+// scheduledDrop creates a FIFO drop of 5 units of a new limited product of
+// the merchant, opening a minute from the clock's now and starting an hour
+// from it.
+func scheduledDrop(t *testing.T, st *store.Store, clock *fakeClock, merchantID uuid.UUID) *store.Drop {
+	t.Helper()
+	p := createProduct(t, st, merchantID, &productOpts{Stock: intp(5)})
+	d, err := st.CreateDrop(context.Background(), store.CreateDropParams{
+		ProductID: p.ID, OpensAt: clock.Now().Add(time.Minute), StartsAt: clock.Now().Add(time.Hour),
+		Mode: domain.DropFIFO, PurchaseWindowSeconds: intp(60), Units: intp(5), Access: admin,
+	})
+	require.NoError(t, err)
+	return d
+}
+
+// openDrops moves the clock to the drops' opening and settles them open.
+func openDrops(t *testing.T, st *store.Store, clock *fakeClock, drops []*store.Drop) {
+	t.Helper()
+	clock.Advance(time.Minute)
+	for _, d := range drops {
+		require.NoError(t, st.SettleDrop(context.Background(), d.MerchantID, d.ID))
+	}
+}

@@ -121,9 +121,13 @@ func (s *Store) mayNumberFirst(ctx context.Context, batch []*placement) bool {
 // mayNumberFirst.
 func (s *Store) noteStockProducts(products map[string]productInfo) {
 	for id, p := range products {
-		if p.takesStock() {
+		// Loads first: the products of nearly every batch are known
+		// already, and a read of a sync.Map takes no lock.
+		_, known := s.stockProducts.Load(id)
+		switch {
+		case p.takesStock() && !known:
 			s.stockProducts.Store(id, struct{}{})
-		} else {
+		case !p.takesStock() && known:
 			s.stockProducts.Delete(id)
 		}
 	}
