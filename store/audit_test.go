@@ -664,3 +664,32 @@ func TestAuditCleanWithWeightsAndLanes(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, report.Differences, "%+v", report.Differences)
 }
+
+// TestStarvationTrackingReadsTheQueueOnlyWithRoom: every change of a
+// merchant's load fires the trigger that keeps starved_since, under the
+// merchant's lock. A full kitchen cannot take the queue's head (its load is at
+// least 1), so the trigger must not read the queue then: in a burst that
+// read walks every order just admitted and not yet vacuumed, on every batch.
+func TestStarvationTrackingReadsTheQueueOnlyWithRoom(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	f := newAuditFixture(t, st)
+	ctx := context.Background()
+	ordersScanned := func(capacity int) (scans int64, starved bool) {
+		t.Helper()
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+		_, err = tx.Exec(ctx, `UPDATE merchants SET capacity = $2, queued = queued WHERE id = $1`, f.merchant.ID, capacity)
+		require.NoError(t, err)
+		require.NoError(t, tx.QueryRow(ctx, `SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables WHERE relname = 'orders'`).Scan(&scans))
+		require.NoError(t, tx.QueryRow(ctx, `SELECT starved_since IS NOT NULL FROM merchants WHERE id = $1`, f.merchant.ID).Scan(&starved))
+		return scans, starved
+	}
+	scans, starved := ordersScanned(1)
+	require.False(t, starved)
+	require.Zero(t, scans, "a full kitchen's trigger read the queue")
+	scans, starved = ordersScanned(2)
+	require.True(t, starved, "room for the head, and it waits")
+	require.NotZero(t, scans, "the head's load is read when there is room")
+}
