@@ -126,6 +126,16 @@ func TestCitusWritesCommitInOnePhase(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Replayed)
 
+	// A drop: its creation, its opening, two customers' joins (new
+	// entries with their first events) and a join again.
+	clock := newFakeClock(st)
+	drop := scheduledDrop(t, st, clock, m.ID)
+	openDrops(t, st, clock, []*store.Drop{drop})
+	for _, c := range []string{"eve", "fay", "eve"} {
+		_, err := st.JoinDrop(ctx, drop.ID, c, "")
+		require.NoError(t, err)
+	}
+
 	heard.mu.Lock()
 	defer heard.mu.Unlock()
 	require.NotZero(t, heard.commits, "the workers' commits are heard")

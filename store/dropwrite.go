@@ -147,11 +147,8 @@ func writeEntries(ctx context.Context, tx pgx.Tx, changes []entryChange, now tim
 // ones updated, with their events, one statement each.
 func queueEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time, inserted map[uuid.UUID]bool) error {
 	var ins, upd entryColumnsOf
-	var ev eventRows
-	var newEv struct {
-		stream          [][16]byte
-		typ, data, meta []string
-	}
+	// ev holds existing entries' events; first, new entries' first ones.
+	var ev, first eventRows
 	for _, c := range changes {
 		if len(c.events) == 0 {
 			continue
@@ -168,19 +165,15 @@ func queueEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time,
 		if err != nil {
 			return err
 		}
-		for i, e := range c.events {
-			if c.before.Version == 0 {
-				if i > 0 {
-					return fmt.Errorf("a new entry starts with one event, not %d", len(c.events))
-				}
-				data, err := json.Marshal(e.Data)
-				if err != nil {
-					return fmt.Errorf("encode event %s: %w", e.Type, err)
-				}
-				newEv.stream, newEv.typ, newEv.data, newEv.meta = append(newEv.stream, id), append(newEv.typ, e.Type), append(newEv.data, string(data)), append(newEv.meta, string(meta))
-				continue
+		events := &ev
+		if c.before.Version == 0 {
+			if len(c.events) > 1 {
+				return fmt.Errorf("a new entry starts with one event, not %d", len(c.events))
 			}
-			if err := ev.add(id, merchant, c.before.Version+i+1, e, string(meta)); err != nil {
+			events = &first
+		}
+		for i, e := range c.events {
+			if err := events.add(id, merchant, c.before.Version+i+1, e, string(meta)); err != nil {
 				return err
 			}
 		}
@@ -196,16 +189,14 @@ func queueEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time,
 		}
 	}
 	if len(ins.id) > 0 {
-		q := b.Queue(`WITH ins AS (`+entryInsert("drop_entries")+`
-				ON CONFLICT ON CONSTRAINT drop_entries_one_per_customer DO NOTHING
-				RETURNING id, merchant_id
-			)
-			INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, metadata, recorded_at)
-			SELECT e.s, ins.merchant_id, $13, 1, e.t, e.d::jsonb, e.m::jsonb, $17
-			FROM unnest($14::uuid[], $15::text[], $16::text[], $18::text[]) AS e(s, t, d, m) JOIN ins ON ins.id = e.s
-			RETURNING stream_id`,
-			append(ins.args(), StreamDropEntry, newEv.stream, newEv.typ, newEv.data, now, newEv.meta)...)
-		q.Query(func(rows pgx.Rows) error {
+		// Two statements, not one inserting the events of the entries a
+		// data-modifying CTE returns: Citus plans that INSERT … SELECT
+		// through the coordinator and commits it in two phases. An entry
+		// not inserted is its customer's in that drop, whose id is the
+		// same (domain.EntryID) and whose first event is in the log.
+		inserts := ins.insert("drop_entries")
+		inserts.Tail = `ON CONFLICT ON CONSTRAINT drop_entries_one_per_customer DO NOTHING RETURNING id`
+		inserts.queue(tx, b, func(rows pgx.Rows) error {
 			for rows.Next() {
 				var id uuid.UUID
 				if err := rows.Scan(&id); err != nil {
@@ -217,6 +208,9 @@ func queueEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time,
 			}
 			return rows.Err()
 		})
+		firsts := first.insert(StreamDropEntry, now)
+		firsts.Tail = `ON CONFLICT (stream_id, version, merchant_id) DO NOTHING`
+		firsts.queue(tx, b, nil)
 	}
 	if len(ev.stream) > 0 {
 		ev.insert(StreamDropEntry, now).queue(tx, b, nil)
@@ -233,10 +227,15 @@ const entryFoldColumns = `merchant_id, drop_id, id, customer_id, joined_at, stat
 const entryRows = `unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::timestamptz[], $6::text[], $7::bytea[],
 	$8::timestamptz[], $9::timestamptz[], $10::uuid[], $11::int[], $12::int[]`
 
-// entryInsert is the statement that inserts entryColumnsOf's args into
-// table (drop_entries, or a table like it).
-func entryInsert(table string) string {
-	return `INSERT INTO ` + pgx.Identifier{table}.Sanitize() + ` (` + entryFoldColumns + `) SELECT * FROM ` + entryRows + `)`
+// insert is the insert of the rows into table (drop_entries, or a table
+// like it).
+func (c *entryColumnsOf) insert(table string) insertRows {
+	return insertRows{
+		Into: `INSERT INTO ` + pgx.Identifier{table}.Sanitize() + ` (` + entryFoldColumns + `)`,
+		Columns: []column{col("uuid", c.merchant), col("uuid", c.drop), col("uuid", c.id), col("text", c.customer),
+			col("timestamptz", c.joinedAt), col("text", c.status), col("bytea", c.key), col("timestamptz", c.invitedAt),
+			col("timestamptz", c.deadline), col("uuid", c.order), col("int", c.version), col("int", c.rank)},
+	}
 }
 
 // entryColumnsOf holds entry rows column by column, as unnest takes them.
@@ -296,7 +295,7 @@ func (c *entryColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert boo
 		return
 	}
 	if insert {
-		b.Queue(entryInsert(table), c.args()...)
+		c.insert(table).queue(tx, b, nil)
 		return
 	}
 	b.Queue(`UPDATE `+pgx.Identifier{table}.Sanitize()+` e SET customer_id = r.customer_id, joined_at = r.joined_at,
