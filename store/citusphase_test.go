@@ -4,11 +4,13 @@ package store_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -135,6 +137,32 @@ func TestCitusWritesCommitInOnePhase(t *testing.T) {
 		_, err := st.JoinDrop(ctx, drop.ID, c, "")
 		require.NoError(t, err)
 	}
+
+	// Webhook outcomes: one delivered, one rescheduled, one dead with its
+	// dead letter.
+	b := &testBundle{pool: pool, store: st}
+	var outbox []uuid.UUID
+	for range 3 {
+		outbox = append(outbox, addOutbox(t, b, m.ID, uuid.New(), 1)...)
+	}
+	_, err = pool.Exec(ctx, `UPDATE outbox SET attempts = 1 WHERE merchant_id = $1 AND id = $2`, m.ID, outbox[2])
+	require.NoError(t, err)
+	claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: 100, Lease: time.Minute})
+	require.NoError(t, err)
+	var results []store.AttemptResult
+	for _, d := range claimed {
+		if !slices.Contains(outbox, d.ID) {
+			continue
+		}
+		if d.ID == outbox[0] {
+			results = append(results, store.AttemptResult{Delivery: d, StartedAt: time.Now(), StatusCode: 200, OK: true})
+		} else {
+			results = append(results, failed(d))
+		}
+	}
+	require.Len(t, results, len(outbox))
+	require.NoError(t, st.RecordWebhookAttempts(ctx, results, fastPolicy))
+	require.Equal(t, 1, countRows(t, pool, "dead_letters"))
 
 	heard.mu.Lock()
 	defer heard.mu.Unlock()

@@ -195,11 +195,11 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 	if distributed {
 		for _, group := range pgkit.GroupBy(results, func(r AttemptResult) uuid.UUID { return r.Delivery.MerchantID }) {
 			b.Queue("begin")
-			queueAttempts(b, group, policy, now)
+			queueAttempts(b, group, policy, now, true)
 			b.Queue("commit")
 		}
 	} else {
-		queueAttempts(b, results, policy, now)
+		queueAttempts(b, results, policy, now, false)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return mapErr(fmt.Errorf("record attempts: %w", err))
@@ -208,8 +208,9 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 }
 
 // queueAttempts adds to b the writes of outcomes, each statement filtered by
-// the merchants of its rows: failures are rescheduled from now.
-func queueAttempts(b *pgx.Batch, results []AttemptResult, policy RetryPolicy, now time.Time) {
+// the merchants of its rows, rendered for Citus when citus is set: failures
+// are rescheduled from now.
+func queueAttempts(b *pgx.Batch, results []AttemptResult, policy RetryPolicy, now time.Time, citus bool) {
 	// [16]byte is pgx's native uuid; uuid.UUID goes through its text form,
 	// which costs the relay more than the rest of recording.
 	var outbox, merchants [][16]byte
@@ -217,7 +218,7 @@ func queueAttempts(b *pgx.Batch, results []AttemptResult, policy RetryPolicy, no
 	var started []time.Time
 	var status []pgtype.Int4
 	var errText []pgtype.Text
-	var delivered, deliveredMerchants, failed, failedMerchants, dead, deadMerchants [][16]byte
+	var delivered, deliveredMerchants, failed, failedMerchants, dead, deadMerchants, deadLetters [][16]byte
 	var at []time.Time
 	var failedAttempts, deadAttempts []int32
 	var errs, deadErrs []string
@@ -231,7 +232,7 @@ func queueAttempts(b *pgx.Batch, results []AttemptResult, policy RetryPolicy, no
 		case r.OK:
 			delivered, deliveredMerchants = append(delivered, id), append(deliveredMerchants, merchant)
 		case r.Delivery.Attempt >= policy.MaxAttempts:
-			dead, deadMerchants = append(dead, id), append(deadMerchants, merchant)
+			dead, deadMerchants, deadLetters = append(dead, id), append(deadMerchants, merchant), append(deadLetters, uuid.New())
 			deadErrs, deadAttempts = append(deadErrs, r.Error), append(deadAttempts, int32(r.Delivery.Attempt))
 		default:
 			failed, failedMerchants = append(failed, id), append(failedMerchants, merchant)
@@ -239,10 +240,14 @@ func queueAttempts(b *pgx.Batch, results []AttemptResult, policy RetryPolicy, no
 			at = append(at, now.Add(policy.delay(r.Delivery.Attempt)))
 		}
 	}
-	b.Queue(`INSERT INTO webhook_attempts (outbox_id, merchant_id, attempt, started_at, latency_ms, status_code, error)
-		SELECT t.o, t.m, t.a, t.s, t.l, t.c, t.e
-		FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::timestamptz[], $5::int[], $6::int[], $7::text[]) AS t(o, m, a, s, l, c, e)`,
-		outbox, merchants, attempt, started, latency, status, errText)
+	attempts := insertRows{
+		Into: `INSERT INTO webhook_attempts (outbox_id, merchant_id, attempt, started_at, latency_ms, status_code, error)`,
+		Columns: []column{col("uuid", outbox), col("uuid", merchants), col("int", attempt), col("timestamptz", started),
+			col("int", latency), col("int", status), col("text", errText)},
+	}
+	for _, st := range attempts.statements(citus) {
+		b.Queue(st.sql, st.args...)
+	}
 	if len(delivered) > 0 {
 		b.Queue(`UPDATE outbox SET status = 'delivered', delivered_at = now(), last_error = NULL
 			WHERE id = ANY($1) AND merchant_id = ANY($2) AND status = 'pending'`, delivered, deliveredMerchants)
@@ -257,19 +262,25 @@ func queueAttempts(b *pgx.Batch, results []AttemptResult, policy RetryPolicy, no
 			failed, at, errs, failedAttempts, failedMerchants)
 	}
 	if len(dead) > 0 {
-		b.Queue(`
-			WITH d AS (
-				UPDATE outbox o SET status = 'dead', last_error = t.e
-				FROM unnest($1::uuid[], $2::text[], $4::int[], $3::uuid[]) AS t(id, e, a, m)
-				WHERE o.id = t.id AND o.merchant_id = t.m AND o.merchant_id = ANY($3::uuid[]) AND o.status = 'pending' AND o.attempts = t.a
-				RETURNING o.id
-			)
-			INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts)
-			SELECT gen_random_uuid(), 'webhook', t.id, t.m, 'undeliverable after ' || t.a || ' attempts: ' || t.e, t.a
-			FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::int[]) AS t(id, e, m, a)
-			WHERE t.id IN (SELECT id FROM d)
+		b.Queue(`UPDATE outbox o SET status = 'dead', last_error = t.e
+			FROM unnest($1::uuid[], $2::text[], $3::int[], $4::uuid[]) AS t(id, e, a, m)
+			WHERE o.id = t.id AND o.merchant_id = t.m AND o.merchant_id = ANY($4::uuid[]) AND o.status = 'pending' AND o.attempts = t.a`,
+			dead, deadErrs, deadAttempts, deadMerchants)
+		// The dead letters of the rows the update made dead, by a statement
+		// of their own that reads them back: an insert of the rows a
+		// data-modifying CTE returns is an INSERT … SELECT that Citus plans
+		// through the coordinator and commits in two phases, while this one
+		// it sends whole to the merchant's shard. Their ids come from here:
+		// a volatile function in it would send it through the coordinator
+		// too. A row it did not change is dead at that attempt only if the
+		// same outcome was recorded before, whose letter is in the way.
+		b.Queue(`INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts)
+			SELECT t.dl, 'webhook', o.id, o.merchant_id, 'undeliverable after ' || t.a || ' attempts: ' || t.e, t.a
+			FROM outbox o JOIN unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::uuid[]) AS t(id, dl, e, a, m)
+				ON o.id = t.id AND o.merchant_id = t.m
+			WHERE o.merchant_id = ANY($5::uuid[]) AND o.status = 'dead' AND o.attempts = t.a
 			ON CONFLICT (kind, ref_id, merchant_id) WHERE resolved_at IS NULL DO NOTHING`,
-			dead, deadErrs, deadMerchants, deadAttempts)
+			dead, deadLetters, deadErrs, deadAttempts, deadMerchants)
 	}
 }
 
