@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,58 +26,28 @@ import (
 // the test ends.
 func Bare(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv("CITUS_URL")
-	if base == "" {
-		t.Fatal("CITUS_URL must name a Citus coordinator for the citus tests")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg, err := pgx.ParseConfig(base)
-	if err != nil {
-		t.Fatalf("CITUS_URL: %v", err)
-	}
+	base, cfg, workers := cluster(ctx, t)
 	coord, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("connect to the coordinator: %v", err)
 	}
 	defer coord.Close(context.Background())
-	rows, err := coord.Query(ctx, `SELECT node_name, node_port FROM citus_get_active_worker_nodes() ORDER BY 1, 2`)
-	if err != nil {
-		t.Fatalf("list workers: %v", err)
-	}
-	type node struct {
-		host string
-		port int
-	}
-	workers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (node, error) {
-		var n node
-		return n, r.Scan(&n.host, &n.port)
-	})
-	if err != nil || len(workers) == 0 {
-		t.Fatalf("the coordinator has no workers (%v)", err)
-	}
-	name := "orderd_citus_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
-	ident := pgx.Identifier{name}.Sanitize()
-	// Citus creates and drops the database on every node.
+	sweepOnce.Do(func() { sweep(ctx, t, cfg, workers) })
+	name := fmt.Sprintf("%s%d_%s", prefix, time.Now().Unix(), strings.ReplaceAll(uuid.NewString(), "-", "")[:12])
+	// Citus creates the database on every node.
 	if _, err := coord.Exec(ctx, `SET citus.enable_create_database_propagation = on`); err != nil {
 		t.Fatalf("propagate databases: %v", err)
 	}
-	if _, err := coord.Exec(ctx, `CREATE DATABASE `+ident); err != nil {
+	if _, err := coord.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		conn, err := pgx.ConnectConfig(context.Background(), cfg)
-		if err != nil {
-			t.Logf("drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(context.Background(), `SET citus.enable_create_database_propagation = on`); err != nil {
-			t.Logf("drop %s: %v", name, err)
-			return
-		}
-		if _, err := conn.Exec(context.Background(), `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`); err != nil {
-			t.Logf("drop %s: %v", name, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := drop(ctx, cfg, workers, name); err != nil {
+			t.Errorf("the test's database is left behind: %v", err)
 		}
 	})
 	for _, w := range workers {
@@ -104,6 +76,168 @@ func URL(t testing.TB) string {
 		t.Fatalf("migrate citus: %v", err)
 	}
 	return dbURL
+}
+
+// cluster is CITUS_URL, its settings and the coordinator's workers.
+func cluster(ctx context.Context, t testing.TB) (string, *pgx.ConnConfig, []node) {
+	t.Helper()
+	base := os.Getenv("CITUS_URL")
+	if base == "" {
+		t.Fatal("CITUS_URL must name a Citus coordinator for the citus tests")
+	}
+	cfg, err := pgx.ParseConfig(base)
+	if err != nil {
+		t.Fatalf("CITUS_URL: %v", err)
+	}
+	coord, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("connect to the coordinator: %v", err)
+	}
+	defer coord.Close(context.Background())
+	rows, err := coord.Query(ctx, `SELECT node_name, node_port FROM citus_get_active_worker_nodes() ORDER BY 1, 2`)
+	if err != nil {
+		t.Fatalf("list workers: %v", err)
+	}
+	workers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (node, error) {
+		var n node
+		return n, r.Scan(&n.host, &n.port)
+	})
+	if err != nil || len(workers) == 0 {
+		t.Fatalf("the coordinator has no workers (%v)", err)
+	}
+	return base, cfg, workers
+}
+
+// node is a worker of the cluster.
+type node struct {
+	host string
+	port int
+}
+
+// prefix begins the name of every database the tests make, followed by
+// the Unix time of its creation.
+const prefix = "orderd_citus_"
+
+// staleAfter is the age past which a test database is left over from a
+// run that could not drop it (killed, or timed out, which runs no
+// cleanup): longer than the longest run of the suite.
+const staleAfter = 2 * time.Hour
+
+// sweepOnce sweeps once per test binary.
+var sweepOnce sync.Once
+
+// sweep drops the test databases on the cluster that are stale, and those
+// named before names carried their time.
+func sweep(ctx context.Context, t testing.TB, coord *pgx.ConnConfig, workers []node) {
+	t.Helper()
+	stale := map[string]bool{}
+	for _, n := range nodes(coord, workers) {
+		conn, err := pgx.ConnectConfig(ctx, n)
+		if err != nil {
+			t.Fatalf("connect to %s:%d: %v", n.Host, n.Port, err)
+		}
+		rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1`, prefix+"%")
+		var names []string
+		if err == nil {
+			names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		conn.Close(ctx)
+		if err != nil {
+			t.Fatalf("list test databases on %s:%d: %v", n.Host, n.Port, err)
+		}
+		for _, name := range names {
+			created, _, _ := strings.Cut(strings.TrimPrefix(name, prefix), "_")
+			at, err := strconv.ParseInt(created, 10, 64)
+			if err != nil || time.Since(time.Unix(at, 0)) > staleAfter {
+				stale[name] = true
+			}
+		}
+	}
+	for name := range stale {
+		if err := drop(ctx, coord, workers, name); err != nil {
+			t.Fatalf("drop a stale test database: %v", err)
+		}
+	}
+}
+
+// drop drops the database name on every node: first the transactions it
+// left prepared on any (which a DROP DATABASE waits for in vain, when the
+// coordinator that would resolve them is gone with it), then on the
+// coordinator, which Citus propagates to the workers, then on each worker
+// in case it was not (a database created there alone, or a propagation cut
+// short).
+func drop(ctx context.Context, coord *pgx.ConnConfig, workers []node, name string) error {
+	ident := pgx.Identifier{name}.Sanitize()
+	all := nodes(coord, workers)
+	for _, n := range all {
+		if err := rollbackPrepared(ctx, n, name); err != nil {
+			return fmt.Errorf("%s on %s:%d: %w", name, n.Host, n.Port, err)
+		}
+	}
+	for i, n := range all {
+		conn, err := pgx.ConnectConfig(ctx, n)
+		if err != nil {
+			return fmt.Errorf("drop %s: %w", name, err)
+		}
+		if i == 0 {
+			_, err = conn.Exec(ctx, `SET citus.enable_create_database_propagation = on`)
+		}
+		if err == nil {
+			_, err = conn.Exec(ctx, `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`)
+		}
+		conn.Close(ctx)
+		if err != nil {
+			return fmt.Errorf("drop %s on %s:%d: %w", name, n.Host, n.Port, err)
+		}
+	}
+	return nil
+}
+
+// rollbackPrepared rolls back the transactions prepared in the database
+// name on node n; a prepared transaction is ended only from its own
+// database.
+func rollbackPrepared(ctx context.Context, n *pgx.ConnConfig, name string) error {
+	conn, err := pgx.ConnectConfig(ctx, n)
+	if err != nil {
+		return err
+	}
+	rows, err := conn.Query(ctx, `SELECT gid FROM pg_prepared_xacts WHERE database = $1`, name)
+	var gids []string
+	if err == nil {
+		gids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	conn.Close(ctx)
+	if err != nil || len(gids) == 0 {
+		return err
+	}
+	db := n.Copy()
+	db.Database = name
+	conn, err = pgx.ConnectConfig(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for _, gid := range gids {
+		if _, err := conn.Exec(ctx, `ROLLBACK PREPARED `+quote(gid)); err != nil {
+			return fmt.Errorf("roll back %s: %w", gid, err)
+		}
+	}
+	return nil
+}
+
+// quote is s as an SQL string literal.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// nodes is the coordinator's connection settings followed by each
+// worker's, all in the coordinator's database.
+func nodes(coord *pgx.ConnConfig, workers []node) []*pgx.ConnConfig {
+	out := []*pgx.ConnConfig{coord}
+	for _, w := range workers {
+		c := coord.Copy()
+		c.Host, c.Port = w.host, uint16(w.port)
+		out = append(out, c)
+	}
+	return out
 }
 
 func exec(ctx context.Context, t testing.TB, cfg *pgx.ConnConfig, stmts ...string) {
