@@ -72,14 +72,6 @@ func (m *merchantRow) decidedAtOrZero() time.Time {
 	return *m.decidedAt
 }
 
-// decisionTime is the time of a decision taken under the merchant's lock
-// (domain.DecisionTime), which the merchant then records with its load.
-func (m *merchantRow) decisionTime(clock time.Time) time.Time {
-	now := domain.DecisionTime(clock, m.decidedAtOrZero())
-	m.decidedAt = &now
-	return now
-}
-
 func (m *merchantRow) settings() domain.MerchantSettings {
 	s := domain.MerchantSettings{
 		Name: m.Name, Capacity: m.Capacity, PrepSeconds: m.PrepSeconds,
@@ -173,11 +165,97 @@ func scanMerchant(row pgx.Row) (*merchantRow, error) {
 	return &m, nil
 }
 
+// merchantLock names what lockMerchant locks.
+type merchantLock struct {
+	id uuid.UUID
+	// skipLocked finds no merchant when another transaction holds its lock.
+	skipLocked bool
+	// order, when set, is the order orderID, locked after the merchant in
+	// the same round trip; the decision is about it, so its last time
+	// floors the decision's.
+	order   *domain.Order
+	orderID uuid.UUID
+}
+
 // lockMerchant takes the merchant's row lock, which serializes every decision
-// about its load. NO KEY UPDATE does not conflict with the key-share locks
-// that foreign keys from new orders take.
-func lockMerchant(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*merchantRow, error) {
-	return scanMerchant(tx.QueryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE id = $1 FOR NO KEY UPDATE`, id))
+// about its load, and returns the row with the time of the decision taken
+// under it (merchantLocks.held). NO KEY UPDATE does not conflict with the
+// key-share locks that foreign keys from new orders take.
+func (s *Store) lockMerchant(ctx context.Context, tx pgx.Tx, l merchantLock) (*merchantRow, time.Time, error) {
+	b := &pgx.Batch{}
+	var locks merchantLocks
+	sql := `SELECT ` + merchantColumns + ` FROM merchants WHERE id = $1 FOR NO KEY UPDATE`
+	if l.skipLocked {
+		sql += ` SKIP LOCKED`
+	}
+	locks.queue(b, sql, l.id)
+	if l.order != nil {
+		queueOrderLock(b, l.id, l.orderID, l.order)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, time.Time{}, fmt.Errorf("lock merchant %s: %w", l.id, err)
+	}
+	var follows []time.Time
+	if l.order != nil {
+		follows = append(follows, l.order.LastDecidedAt())
+	}
+	rows, now := locks.held(s.now, follows...)
+	m := rows[l.id]
+	if m == nil {
+		return nil, now, errMerchantNotFound
+	}
+	return m, now, nil
+}
+
+var errMerchantNotFound = domain.Errorf(domain.CodeNotFound, "merchant not found")
+
+// merchantLocks are merchants' rows read in a round trip that locks them,
+// perhaps with other rows after them. They are handed out only with the
+// time of the decisions taken under those locks (held), so that no decision
+// holding a merchant's lock reads the clock before its locks are held or
+// records a time before the merchant's last decision: every read of
+// merchants under a lock goes through it.
+type merchantLocks struct {
+	rows map[uuid.UUID]*merchantRow
+}
+
+// queue adds to b the statement sql, which selects merchantColumns from
+// merchants under a lock.
+func (l *merchantLocks) queue(b *pgx.Batch, sql string, args ...any) {
+	if l.rows == nil {
+		l.rows = map[uuid.UUID]*merchantRow{}
+	}
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			m, err := scanMerchant(rows)
+			if err != nil {
+				return err
+			}
+			l.rows[m.ID] = m
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("lock merchants: %w", err)
+		}
+		return nil
+	})
+}
+
+// held returns the rows read, once the round trip that locked them is
+// done, and the time of the decisions taken under their locks: the clock
+// read now, unless a merchant's last decision or a time in follows (the last
+// time of another row the decisions change) is later (domain.DecisionTime).
+// Every row takes that time as its last decision, which its load is saved
+// with, so a merchant's later decisions, from whichever process, are not
+// recorded before it.
+func (l *merchantLocks) held(clock func() time.Time, follows ...time.Time) (map[uuid.UUID]*merchantRow, time.Time) {
+	now := domain.DecisionTime(clock(), follows...)
+	for _, m := range l.rows {
+		now = domain.DecisionTime(now, m.decidedAtOrZero())
+	}
+	for _, m := range l.rows {
+		m.decidedAt = &now
+	}
+	return l.rows, now
 }
 
 // saveLoad writes the merchant's load counters and completion stats.
@@ -395,7 +473,7 @@ func (c *merchantColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert 
 // changes only while nothing is accepted or queued.
 func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatch, meta Meta) (*Merchant, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		m, err := lockMerchant(ctx, tx, id)
+		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if err != nil {
 			return err
 		}
@@ -411,7 +489,6 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 		if err := domain.CheckSettingsChange(before, after, m.load()); err != nil {
 			return err
 		}
-		now := m.decisionTime(s.now())
 		if err := writeMerchant(ctx, tx, m, []domain.Event{{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{
 			Before: before, After: after, UpdatedAt: now,
 		}}}, meta, now); err != nil {
@@ -432,11 +509,10 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 // placements); with an end, a timer resumes it then.
 func (s *Store) PauseMerchant(ctx context.Context, id uuid.UUID, req domain.PauseRequest, meta Meta) (*Merchant, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		m, err := lockMerchant(ctx, tx, id)
+		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if err != nil {
 			return err
 		}
-		now := m.decisionTime(s.now())
 		events, err := domain.PauseMerchant(m.folded(), req, meta.Actor, now)
 		if err != nil {
 			return err
@@ -465,11 +541,10 @@ func (s *Store) PauseMerchant(ctx context.Context, id uuid.UUID, req domain.Paus
 // once; an unpaused merchant is left alone.
 func (s *Store) ResumeMerchant(ctx context.Context, id uuid.UUID, meta Meta) (*Merchant, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		m, err := lockMerchant(ctx, tx, id)
+		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if err != nil {
 			return err
 		}
-		now := m.decisionTime(s.now())
 		return s.resumeLocked(ctx, tx, m, domain.ResumeMerchant(m.folded(), meta.Actor, now), meta, now)
 	})
 	if err != nil {
@@ -494,14 +569,13 @@ func (s *Store) resumeLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, eve
 func (s *Store) ResumeDue(ctx context.Context, id uuid.UUID, until time.Time) (bool, error) {
 	resumed := false
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		m, err := lockMerchant(ctx, tx, id)
+		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if errors.Is(err, domain.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		now := m.decisionTime(s.now())
 		events := domain.ResumeDue(m.folded(), until, now)
 		resumed = len(events) > 0
 		return s.resumeLocked(ctx, tx, m, events, Meta{Actor: domain.ActorSystem}, now)
@@ -529,11 +603,10 @@ func (s *Store) ResumeOverdue(ctx context.Context, cutoff time.Time, limit int) 
 func (s *Store) RotateWebhookSecret(ctx context.Context, id uuid.UUID, meta Meta) (*Merchant, error) {
 	secret := newSecret()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		m, err := lockMerchant(ctx, tx, id)
+		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if err != nil {
 			return err
 		}
-		now := m.decisionTime(s.now())
 		if err := writeMerchant(ctx, tx, m, []domain.Event{{Type: domain.EventMerchantSecretRotated,
 			Data: domain.MerchantSecretRotated{RotatedAt: now}}}, meta, now); err != nil {
 			return err

@@ -82,19 +82,21 @@ func scanOrderInto(o *domain.Order, dest ...any) []any {
 		&o.Load, &o.Lane, pgkit.NullString{Dst: &o.PickupCode}}, dest...)
 }
 
-// lockOrder reads the order's projection row under a row lock; every command
-// on an order goes through it, so the version it returns is the stream's.
-func lockOrder(ctx context.Context, tx pgx.Tx, merchantID, id uuid.UUID) (domain.Order, error) {
-	var o domain.Order
-	err := tx.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders o WHERE o.merchant_id = $1 AND o.id = $2 FOR UPDATE`,
-		[16]byte(merchantID), [16]byte(id)).Scan(scanOrderInto(&o)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return o, errOrderNotFound
-	}
-	if err != nil {
-		return o, fmt.Errorf("lock order %s: %w", id, err)
-	}
-	return o, nil
+// queueOrderLock adds to b the read of the order's projection row into o
+// under a row lock; every command on an order goes through it, so the
+// version it reads is the stream's.
+func queueOrderLock(b *pgx.Batch, merchantID, id uuid.UUID, o *domain.Order) {
+	b.Queue(`SELECT `+orderColumns+` FROM orders o WHERE o.merchant_id = $1 AND o.id = $2 FOR UPDATE`,
+		[16]byte(merchantID), [16]byte(id)).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(scanOrderInto(o)...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errOrderNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("lock order %s: %w", id, err)
+		}
+		return nil
+	})
 }
 
 func nullable(s string) *string {
@@ -146,12 +148,11 @@ func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, jobs []river.InsertMa
 }
 
 // orderCommand runs one command on one order under the store's lock order:
-// merchant (when the command touches load), then order.
+// merchant, then order.
 type orderCommand struct {
-	orderID      uuid.UUID
-	access       Access
-	requestID    string
-	needMerchant bool
+	orderID   uuid.UUID
+	access    Access
+	requestID string
 	// decide returns the order's new events; it may change m's load and add
 	// jobs. It runs with both locks held.
 	decide func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error)
@@ -164,7 +165,6 @@ type orderCommand struct {
 func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, error) {
 	var view *Order
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var m *merchantRow
 		// The merchant's lock comes before the order's, and every lock names
 		// its merchant, so the command finds the order's merchant first,
 		// without a lock (an order never changes merchant).
@@ -177,20 +177,10 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 		if err != nil {
 			return fmt.Errorf("find order: %w", err)
 		}
-		if cmd.needMerchant {
-			var err error
-			if m, err = lockMerchant(ctx, tx, merchantID); err != nil {
-				return err
-			}
-		}
-		o, err := lockOrder(ctx, tx, merchantID, cmd.orderID)
+		var o domain.Order
+		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: merchantID, order: &o, orderID: cmd.orderID})
 		if err != nil {
 			return err
-		}
-		// The decision's time, read once its locks are held.
-		now := domain.DecisionTime(s.now(), o.LastDecidedAt())
-		if m != nil {
-			now = m.decisionTime(now)
 		}
 		events, jobs, err := cmd.decide(tx, o, m, now)
 		if err != nil {
@@ -202,11 +192,6 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 				return err
 			}
 			c := change{before: o, after: after, events: events, meta: cmd.access.meta(cmd.requestID)}
-			if m == nil && isWebhookEvent(events) {
-				if m, err = scanMerchant(tx.QueryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE id = $1`, merchantID)); err != nil {
-					return err
-				}
-			}
 			if err := s.record(ctx, tx, m, c, now); err != nil {
 				return err
 			}
@@ -234,7 +219,7 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 // timer has run.
 func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef string, access Access, requestID string) (*Order, error) {
 	return s.runOrderCommand(ctx, orderCommand{
-		orderID: orderID, access: access, requestID: requestID, needMerchant: true,
+		orderID: orderID, access: access, requestID: requestID,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
 			events, load, err := domain.Pay(o, paymentRef, m.load(), m.maxQueueWait(), now)
 			if err != nil || len(events) == 0 {
@@ -263,7 +248,7 @@ func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef stri
 // released, and a freed unit goes to the head of the queue at once.
 func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*Order, error) {
 	return s.runOrderCommand(ctx, orderCommand{
-		orderID: orderID, access: access, requestID: requestID, needMerchant: true,
+		orderID: orderID, access: access, requestID: requestID,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
 			events, load, err := domain.Cancel(o, access.Actor, reason, m.load(), now)
 			if err != nil {
@@ -290,7 +275,7 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 // queue in the same transaction.
 func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
 	return s.runOrderCommand(ctx, orderCommand{
-		orderID: orderID, access: access, requestID: requestID, needMerchant: true,
+		orderID: orderID, access: access, requestID: requestID,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
 			events, load, err := domain.Complete(o, m.load(), now)
 			if err != nil {
@@ -312,7 +297,7 @@ var errNotYourOrders = domain.Errorf(domain.CodeForbidden, "only the order's mer
 // if the priority head can be admitted now, it is, in the same transaction.
 func (s *Store) PrioritizeOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*Order, error) {
 	return s.runOrderCommand(ctx, orderCommand{
-		orderID: orderID, access: access, requestID: requestID, needMerchant: true,
+		orderID: orderID, access: access, requestID: requestID,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
 			if !access.party().MayPrioritize(o.MerchantID) {
 				return nil, nil, errNotYourOrders
@@ -336,7 +321,7 @@ func (s *Store) PrioritizeOrder(ctx context.Context, orderID uuid.UUID, reason s
 func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt time.Time) (bool, error) {
 	expired := false
 	_, err := s.runOrderCommand(ctx, orderCommand{
-		orderID: orderID, access: Access{Actor: domain.ActorSystem}, needMerchant: true, noView: true,
+		orderID: orderID, access: Access{Actor: domain.ActorSystem}, noView: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
 			if o.QueuedAt == nil || !o.QueuedAt.Equal(queuedAt) {
 				return nil, nil, nil
@@ -376,7 +361,7 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 // original place; used by the dead-letter retry.
 func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUID, access Access, requestID string) (*Order, error) {
 	return s.runOrderCommand(ctx, orderCommand{
-		orderID: orderID, access: access, requestID: requestID, needMerchant: true,
+		orderID: orderID, access: access, requestID: requestID,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
 			var dropOrder bool
 			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM drop_entries WHERE merchant_id = $1 AND order_id = $2)`, m.ID, o.ID).
@@ -483,7 +468,7 @@ func (s *Store) DrainMerchant(ctx context.Context, merchantID uuid.UUID) (int, e
 	for {
 		admitted := 0
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
-			m, err := scanMerchant(tx.QueryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE id = $1 FOR NO KEY UPDATE SKIP LOCKED`, merchantID))
+			m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: merchantID, skipLocked: true})
 			if errors.Is(err, domain.ErrNotFound) {
 				return nil
 			}
@@ -494,7 +479,7 @@ func (s *Store) DrainMerchant(ctx context.Context, merchantID uuid.UUID) (int, e
 			if m.load().MaxAdmissible() == 0 {
 				return nil
 			}
-			if err := s.drainLocked(ctx, tx, m, m.decisionTime(s.now()), batch); err != nil {
+			if err := s.drainLocked(ctx, tx, m, now, batch); err != nil {
 				return err
 			}
 			admitted = before - m.Load.Queued

@@ -364,7 +364,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, mo
 	// keys turn out to be replays of.
 	b := &pgx.Batch{}
 	keys := queueIdempotencyKeys(tx, b, batch)
-	merchants := queueBatchMerchants(b, batch, mode.waitForMerchants)
+	locked := queueBatchMerchants(b, batch, mode.waitForMerchants)
 	products := queueProducts(b, batchMerchantIDs(batch), batchProductIDs(batch))
 	var numbers *pickupReservation
 	if !mode.numberLast && s.mayNumberFirst(ctx, batch) {
@@ -376,10 +376,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, mo
 	if err := readMissingProducts(ctx, tx, batchProductIDs(batch), products); err != nil {
 		return nil, err
 	}
-	now := s.now()
-	for _, m := range merchants {
-		now = domain.DecisionTime(now, m.decidedAtOrZero())
-	}
+	merchants, now := locked.held(s.now)
 	s.noteStockProducts(products)
 	if numbers != nil {
 		if err := numbers.check(merchants, now); err != nil {
@@ -663,8 +660,8 @@ func forgetUndecidedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) err
 // queueBatchMerchants adds the read of the batch's merchants to b, locking
 // in id order those that will make admission decisions and sharing the key
 // lock of the others (as the orders' foreign key would). Unless told to wait,
-// a merchant whose row another transaction holds is left out of the map.
-func queueBatchMerchants(b *pgx.Batch, batch []*placement, wait bool) map[uuid.UUID]*merchantRow {
+// a merchant whose row another transaction holds is left out of the rows.
+func queueBatchMerchants(b *pgx.Batch, batch []*placement, wait bool) *merchantLocks {
 	var lock, share [][16]byte
 	seen := map[uuid.UUID]bool{}
 	for _, pl := range batch {
@@ -683,7 +680,7 @@ func queueBatchMerchants(b *pgx.Batch, batch []*placement, wait bool) map[uuid.U
 	if wait {
 		skip = ``
 	}
-	out := map[uuid.UUID]*merchantRow{}
+	var locks merchantLocks
 	for _, q := range []struct {
 		ids [][16]byte
 		sql string
@@ -691,24 +688,11 @@ func queueBatchMerchants(b *pgx.Batch, batch []*placement, wait bool) map[uuid.U
 		{lock, `SELECT ` + merchantColumns + ` FROM merchants WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE` + skip},
 		{share, `SELECT ` + merchantColumns + ` FROM merchants WHERE id = ANY($1) ORDER BY id FOR KEY SHARE` + skip},
 	} {
-		if len(q.ids) == 0 {
-			continue
+		if len(q.ids) > 0 {
+			locks.queue(b, q.sql, q.ids)
 		}
-		b.Queue(q.sql, q.ids).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				m, err := scanMerchant(rows)
-				if err != nil {
-					return err
-				}
-				out[m.ID] = m
-			}
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("load merchants: %w", err)
-			}
-			return nil
-		})
 	}
-	return out
+	return &locks
 }
 
 // placeOne decides one request and reserves its stock; a refused request
