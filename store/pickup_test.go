@@ -23,7 +23,8 @@ import (
 )
 
 // The pickup test runs this test binary again as a second and third OS
-// process placing orders; these variables tell such a process what to do.
+// process placing orders (and the skew test as processes of its own,
+// skewHelperDB); these variables tell such a process what to do.
 const (
 	pickupHelperDB       = "ORDERD_PICKUP_HELPER_DB"
 	pickupHelperMerchant = "ORDERD_PICKUP_HELPER_MERCHANT"
@@ -34,9 +35,12 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(pickupHelperDB) != "" {
-		if err := pickupHelper(); err != nil {
-			fmt.Fprintln(os.Stderr, "pickup helper:", err)
+	for env, helper := range map[string]func() error{pickupHelperDB: pickupHelper, skewHelperDB: skewHelper} {
+		if os.Getenv(env) == "" {
+			continue
+		}
+		if err := helper(); err != nil {
+			fmt.Fprintln(os.Stderr, "helper process:", err)
 			os.Exit(1)
 		}
 		os.Exit(0)

@@ -2,15 +2,24 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	osexec "os/exec"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/store/storetest"
 )
 
 // TestSkewedClocksNeverRunBackwards: two processes (stores) decide for one
@@ -96,4 +105,200 @@ func TestSkewedClocksNeverRunBackwards(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE merchant_id = $1 AND accepted_at IS NOT NULL`, m.ID).Scan(&admissions))
 	require.Greater(t, admissions, 20, "orders were admitted by both stores")
 	require.Empty(t, violations(t, fast))
+}
+
+// TestSkewedClocksNeverRunBackwards runs in one process; this variant runs
+// the test binary again as OS processes whose clocks differ, so that each
+// has its own pool, lanes, batches and parked lines.
+const (
+	skewHelperDB       = "ORDERD_SKEW_HELPER_DB"
+	skewHelperMerchant = "ORDERD_SKEW_HELPER_MERCHANT"
+	skewHelperProduct  = "ORDERD_SKEW_HELPER_PRODUCT"
+	skewHelperOffset   = "ORDERD_SKEW_HELPER_OFFSET_NS"
+	skewHelperName     = "ORDERD_SKEW_HELPER_NAME"
+)
+
+// skewPlan is one process's part: skewWorkers goroutines, each skewRounds
+// times placing an unpaid order, paying an unpaid order of any process,
+// placing a paid order and completing an accepted order of any process,
+// all for one merchant, with a clock offset from the machine's by offset.
+type skewPlan struct {
+	merchant, product uuid.UUID
+	offset            time.Duration
+	name              string
+}
+
+const (
+	skewWorkers = 3
+	skewRounds  = 8
+)
+
+func (p skewPlan) run(ctx context.Context, st *store.Store, pool *pgxpool.Pool) error {
+	st.Now = func() time.Time { return time.Now().Add(p.offset) }
+	errs := make(chan error, skewWorkers)
+	var wg sync.WaitGroup
+	for w := range skewWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.work(ctx, st, pool, w); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func (p skewPlan) work(ctx context.Context, st *store.Store, pool *pgxpool.Pool, w int) error {
+	// Another process may have paid, completed or closed the order first.
+	raced := func(err error) error {
+		if domain.ErrorCode(err) == domain.CodeInvalidTransition {
+			return nil
+		}
+		return err
+	}
+	for i := range skewRounds {
+		c := fmt.Sprintf("%s-w%d-%d", p.name, w, i)
+		if _, err := place(ctx, st, p.merchant, p.product, placeOpts{Customer: c}); err != nil {
+			return fmt.Errorf("place unpaid: %w", err)
+		}
+		var unpaid uuid.UUID
+		var payer string
+		err := pool.QueryRow(ctx, `SELECT id, customer_id FROM orders WHERE merchant_id = $1 AND status = 'awaiting_payment'
+			ORDER BY random() LIMIT 1`, p.merchant).Scan(&unpaid, &payer)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows): // the others paid them all
+		case err != nil:
+			return fmt.Errorf("find an unpaid order: %w", err)
+		default:
+			if _, err := st.PayOrder(ctx, unpaid, "r", customer(payer), ""); raced(err) != nil {
+				return fmt.Errorf("pay: %w", err)
+			}
+		}
+		if _, err := place(ctx, st, p.merchant, p.product, placeOpts{Customer: c + "-paid", PaymentRef: "r"}); err != nil {
+			return fmt.Errorf("place paid: %w", err)
+		}
+		accepted, err := st.ListMerchantOrders(ctx, p.merchant, domain.StatusAccepted, 5)
+		if err != nil {
+			return err
+		}
+		if len(accepted) > 0 {
+			if _, err := st.CompleteOrder(ctx, accepted[(w+i)%len(accepted)].ID, admin, ""); raced(err) != nil {
+				return fmt.Errorf("complete: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+func skewHelper() error {
+	ctx := context.Background()
+	p := skewPlan{name: os.Getenv(skewHelperName)}
+	var err error
+	if p.merchant, err = uuid.Parse(os.Getenv(skewHelperMerchant)); err != nil {
+		return err
+	}
+	if p.product, err = uuid.Parse(os.Getenv(skewHelperProduct)); err != nil {
+		return err
+	}
+	offset, err := strconv.ParseInt(os.Getenv(skewHelperOffset), 10, 64)
+	if err != nil {
+		return err
+	}
+	p.offset = time.Duration(offset)
+	cfg, err := pgxpool.ParseConfig(os.Getenv(skewHelperDB))
+	if err != nil {
+		return err
+	}
+	// The workers, the merchant's parked line and a lane may all wait for
+	// the merchant's lock at once.
+	cfg.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	ins, err := jobs.NewInserter(pool)
+	if err != nil {
+		return err
+	}
+	return p.run(ctx, store.New(pool, ins), pool)
+}
+
+// TestSkewedClocksNeverRunBackwardsAcrossProcesses: three OS processes
+// whose clocks run 2 s behind, 1 s ahead of and 3 s ahead of the machine's
+// place, pay and complete at one merchant of capacity 2, each paying and
+// completing the others' orders too, while this process takes the
+// merchant's row lock on a connection of its own for 200 ms at a time, so
+// that every process's requests wait for it (paid placements in parked
+// lines, payments and completions on the lock) and then race for it. For
+// the merchant, accepted_at never decreases in admission order and no
+// order's times run backwards (audit.accepted_at_backwards,
+// audit.order_clock_backwards).
+func TestSkewedClocksNeverRunBackwardsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := storetest.URL(t)
+	pool, err := smallPool(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st := store.New(pool, nil)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
+	p := createProduct(t, st, m.ID, nil)
+
+	offsets := []time.Duration{-2 * time.Second, time.Second, 3 * time.Second}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	outs := make([][]byte, len(offsets))
+	errs := make([]error, len(offsets))
+	for i, offset := range offsets {
+		cmd := osexec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), skewHelperDB+"="+url, skewHelperMerchant+"="+m.ID.String(), skewHelperProduct+"="+p.ID.String(),
+			skewHelperOffset+"="+strconv.FormatInt(int64(offset), 10), skewHelperName+"="+fmt.Sprintf("p%d", i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = cmd.CombinedOutput()
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+
+	holds := 0
+	for running := true; running; {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SELECT 1 FROM merchants WHERE id = $1 FOR NO KEY UPDATE`, m.ID)
+		require.NoError(t, err)
+		time.Sleep(200 * time.Millisecond)
+		require.NoError(t, tx.Commit(ctx))
+		holds++
+		select {
+		case <-done:
+			running = false
+		case <-time.After(150 * time.Millisecond):
+		}
+	}
+	for i, err := range errs {
+		require.NoError(t, err, "helper process %d: %s", i, outs[i])
+	}
+	require.Greater(t, holds, 2, "the merchant's lock was held while the processes decided")
+
+	var placed, admitted, queued int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(accepted_at),
+			(SELECT count(*) FROM events e WHERE e.merchant_id = $1 AND e.type = 'order.queued')
+		FROM orders WHERE merchant_id = $1`, m.ID).Scan(&placed, &admitted, &queued))
+	require.Equal(t, 2*len(offsets)*skewWorkers*skewRounds, placed)
+	require.Greater(t, admitted, 20, "orders were admitted by the processes")
+	require.Positive(t, queued, "paid orders waited in the queue")
+	for _, view := range []string{"accepted_at_backwards", "order_clock_backwards"} {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM audit.`+view+` WHERE merchant_id = $1`, m.ID).Scan(&n))
+		require.Zero(t, n, view)
+	}
+	require.Empty(t, violations(t, st))
 }
