@@ -60,20 +60,65 @@ func numberPlacements(ctx context.Context, tx pgx.Tx, placed []*placement, merch
 		}
 		days[i], counts[i] = domain.LocalDay(now, loc), int32(len(byMerchant[id]))
 	}
-	last, err := advancePickupCounters(ctx, tx, ids, days, counts)
+	counters, err := advancePickupCounters(ctx, tx, ids, days, counts)
 	if err != nil {
 		return err
 	}
 	for id, pls := range byMerchant {
-		issued, ok := last[id]
-		if !ok {
-			return fmt.Errorf("reserve pickup codes: no counter returned for merchant %s", id)
+		issued, err := counters.lastOf(id)
+		if err != nil {
+			return err
 		}
 		if err := stampCodes(pls, merchants[id].PickupPrefix, issued-len(pls)+1); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// pickupCounters is what a statement advancing pickup counters answers:
+// per merchant, the local day it counted and the last number taken. Every
+// such statement is pickupCountersInto, its rows (merchant_id, day, issued)
+// and pickupCountersTail, and is read by scan, so that a day's counter
+// advances one way whichever path numbers.
+type pickupCounters struct {
+	day  map[uuid.UUID]string
+	last map[uuid.UUID]int
+}
+
+const (
+	pickupCountersInto = `INSERT INTO pickup_counters AS c (merchant_id, day, issued)`
+	pickupCountersTail = `ON CONFLICT (merchant_id, day) DO UPDATE SET issued = c.issued + excluded.issued
+		RETURNING merchant_id, day::text, issued`
+)
+
+func newPickupCounters() pickupCounters {
+	return pickupCounters{day: map[uuid.UUID]string{}, last: map[uuid.UUID]int{}}
+}
+
+func (c pickupCounters) scan(rows pgx.Rows) error {
+	for rows.Next() {
+		var id uuid.UUID
+		var day string
+		var issued int
+		if err := rows.Scan(&id, &day, &issued); err != nil {
+			return fmt.Errorf("pickup counters: %w", err)
+		}
+		c.day[id], c.last[id] = day, issued
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pickup counters: %w", err)
+	}
+	return nil
+}
+
+// lastOf is the last number the merchant took.
+func (c pickupCounters) lastOf(id uuid.UUID) (int, error) {
+	issued, ok := c.last[id]
+	if !ok {
+		return 0, fmt.Errorf("pickup counters: no counter returned for merchant %s", id)
+	}
+	return issued, nil
 }
 
 // stampCodes gives a merchant's placements, in arrival order, the codes
@@ -151,11 +196,10 @@ func takesStock(pl *placement, products map[string]productInfo) bool {
 // it commits, so that no number is skipped.
 type pickupReservation struct {
 	reserved map[uuid.UUID]int
-	// day and last are per merchant the local day reserved and the last
-	// number reserved, as the counter answered.
-	day    map[uuid.UUID]string
-	last   map[uuid.UUID]int
-	unused map[uuid.UUID]int
+	// counters are per merchant the local day reserved and the last number
+	// reserved, as the counter answered.
+	counters pickupCounters
+	unused   map[uuid.UUID]int
 }
 
 // reservePickupNumbers adds to b the reservation of a batch's pickup
@@ -166,7 +210,7 @@ type pickupReservation struct {
 // counter is held only from that batch's first read to its commit, which
 // waits for nothing else.
 func reservePickupNumbers(b *pgx.Batch, batch []*placement, clock time.Time) *pickupReservation {
-	r := &pickupReservation{reserved: map[uuid.UUID]int{}, day: map[uuid.UUID]string{}, last: map[uuid.UUID]int{}, unused: map[uuid.UUID]int{}}
+	r := &pickupReservation{reserved: map[uuid.UUID]int{}, counters: newPickupCounters(), unused: map[uuid.UUID]int{}}
 	var ids [][16]byte
 	for _, pl := range batch {
 		id := pl.p.MerchantID
@@ -180,28 +224,12 @@ func reservePickupNumbers(b *pgx.Batch, batch []*placement, clock time.Time) *pi
 	for i, id := range ids {
 		counts[i] = int32(r.reserved[id])
 	}
-	b.Queue(`
-		INSERT INTO pickup_counters AS c (merchant_id, day, issued)
+	b.Queue(pickupCountersInto+`
 		SELECT m.id, ($2::timestamptz AT TIME ZONE m.timezone)::date, ($3::int[])[array_position($1::uuid[], m.id)]
 		FROM merchants m WHERE m.id = ANY($1::uuid[])
 		ORDER BY m.id
 		FOR KEY SHARE OF m SKIP LOCKED
-		ON CONFLICT (merchant_id, day) DO UPDATE SET issued = c.issued + excluded.issued
-		RETURNING merchant_id, day::text, issued`, ids, clock, counts).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id uuid.UUID
-			var day string
-			var issued int
-			if err := rows.Scan(&id, &day, &issued); err != nil {
-				return fmt.Errorf("reserve pickup numbers: %w", err)
-			}
-			r.day[id], r.last[id] = day, issued
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("reserve pickup numbers: %w", err)
-		}
-		return nil
-	})
+		`+pickupCountersTail, ids, clock, counts).Query(r.counters.scan)
 	return r
 }
 
@@ -209,15 +237,14 @@ func reservePickupNumbers(b *pgx.Batch, batch []*placement, clock time.Time) *pi
 // local day at now, the decisions' time.
 func (r *pickupReservation) check(merchants map[uuid.UUID]*merchantRow, now time.Time) error {
 	for id, m := range merchants {
-		day, ok := r.day[id]
-		if !ok {
-			return fmt.Errorf("reserve pickup numbers: no counter returned for merchant %s", id)
+		if _, err := r.counters.lastOf(id); err != nil {
+			return err
 		}
 		loc, err := m.location()
 		if err != nil {
 			return err
 		}
-		if domain.LocalDay(now, loc) != day {
+		if domain.LocalDay(now, loc) != r.counters.day[id] {
 			return errNumberLast
 		}
 	}
@@ -231,7 +258,7 @@ func (r *pickupReservation) number(placed []*placement, merchants map[uuid.UUID]
 	for _, pl := range placed {
 		byMerchant[pl.p.MerchantID] = append(byMerchant[pl.p.MerchantID], pl)
 	}
-	for id, last := range r.last {
+	for id, last := range r.counters.last {
 		pls := byMerchant[id]
 		first := last - r.reserved[id] + 1
 		if len(pls) > 0 {
@@ -251,39 +278,28 @@ func (r *pickupReservation) number(placed []*placement, merchants map[uuid.UUID]
 // (deleted first, so that the decrement cannot be mistaken for it).
 func (r *pickupReservation) queueUnused(b *pgx.Batch) {
 	for id, n := range r.unused {
-		b.Queue(`DELETE FROM pickup_counters WHERE merchant_id = $1 AND day = $2::date AND issued = $3`, id, r.day[id], n)
-		b.Queue(`UPDATE pickup_counters SET issued = issued - $3 WHERE merchant_id = $1 AND day = $2::date AND issued > $3`, id, r.day[id], n)
+		day := r.counters.day[id]
+		b.Queue(`DELETE FROM pickup_counters WHERE merchant_id = $1 AND day = $2::date AND issued = $3`, id, day, n)
+		b.Queue(`UPDATE pickup_counters SET issued = issued - $3 WHERE merchant_id = $1 AND day = $2::date AND issued > $3`, id, day, n)
 	}
 }
 
 // advancePickupCounters takes counts[i] numbers of merchant ids[i]'s local
-// day days[i], in key order, and returns the last number each merchant
-// took.
-func advancePickupCounters(ctx context.Context, tx pgx.Tx, ids [][16]byte, days []string, counts []int32) (map[uuid.UUID]int, error) {
-	last := make(map[uuid.UUID]int, len(ids))
+// day days[i], in key order, in a round trip of its own.
+func advancePickupCounters(ctx context.Context, tx pgx.Tx, ids [][16]byte, days []string, counts []int32) (pickupCounters, error) {
+	counters := newPickupCounters()
 	b := &pgx.Batch{}
 	insertRows{
-		Into:    `INSERT INTO pickup_counters AS c (merchant_id, day, issued)`,
+		Into:    pickupCountersInto,
 		Row:     `$1, $2::date, $3`,
 		Columns: []column{col("uuid", ids), col("text", days), col("int", counts)},
 		Ordered: true,
-		Tail: `ON CONFLICT (merchant_id, day) DO UPDATE SET issued = c.issued + excluded.issued
-			RETURNING merchant_id, issued`,
-	}.queue(tx, b, func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id uuid.UUID
-			var issued int
-			if err := rows.Scan(&id, &issued); err != nil {
-				return err
-			}
-			last[id] = issued
-		}
-		return rows.Err()
-	})
+		Tail:    pickupCountersTail,
+	}.queue(tx, b, counters.scan)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("reserve pickup codes: %w", err)
+		return counters, fmt.Errorf("advance pickup counters: %w", err)
 	}
-	return last, nil
+	return counters, nil
 }
 
 // numberAtPayment gives an order paid without a pickup code (placed before
@@ -298,13 +314,13 @@ func numberAtPayment(ctx context.Context, tx pgx.Tx, o domain.Order, m *merchant
 	if err != nil {
 		return nil, err
 	}
-	last, err := advancePickupCounters(ctx, tx, [][16]byte{m.ID}, []string{domain.LocalDay(o.PlacedAt, loc)}, []int32{1})
+	counters, err := advancePickupCounters(ctx, tx, [][16]byte{m.ID}, []string{domain.LocalDay(o.PlacedAt, loc)}, []int32{1})
 	if err != nil {
 		return nil, err
 	}
-	issued, ok := last[m.ID]
-	if !ok {
-		return nil, fmt.Errorf("reserve pickup codes: no counter returned for merchant %s", m.ID)
+	issued, err := counters.lastOf(m.ID)
+	if err != nil {
+		return nil, err
 	}
 	return domain.StampPickupCode(events, domain.PickupCode(m.PickupPrefix, issued)), nil
 }
