@@ -47,6 +47,18 @@ func (s OrderStatus) Terminal() bool {
 	return false
 }
 
+// Final reports whether no command changes an order in status s: completed,
+// closed and cancelled (an expired order may still be requeued). An order
+// read in a final status without a lock is still in it, so a command on it
+// is answered without holding its merchant's lock.
+func (s OrderStatus) Final() bool {
+	switch s {
+	case StatusCompleted, StatusClosed, StatusCancelled:
+		return true
+	}
+	return false
+}
+
 // HoldsStock reports whether an order in status s keeps its reserved stock.
 func (s OrderStatus) HoldsStock() bool {
 	switch s {
