@@ -168,14 +168,35 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 		// The merchant's lock comes before the order's, and every lock names
 		// its merchant, so the command finds the order's merchant first,
 		// without a lock (an order never changes merchant).
-		var merchantID uuid.UUID
-		var customerID string
-		err := tx.QueryRow(ctx, `SELECT merchant_id, customer_id FROM orders WHERE id = $1`, cmd.orderID).Scan(&merchantID, &customerID)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && cmd.access.Actor != domain.ActorSystem && !cmd.access.canSee(customerID, merchantID)) {
+		var seen domain.Order
+		err := tx.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders o WHERE o.id = $1`, cmd.orderID).Scan(scanOrderInto(&seen)...)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && cmd.access.Actor != domain.ActorSystem && !cmd.access.canSee(seen.CustomerID, uuid.MustParse(seen.MerchantID))) {
 			return errOrderNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("find order: %w", err)
+		}
+		merchantID := uuid.MustParse(seen.MerchantID)
+		if seen.Status.Final() {
+			// Its answer needs no lock, and a repeated tap on a finished
+			// order must not queue behind, or hold up, the merchant's
+			// decisions.
+			m, err := scanMerchant(tx.QueryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE id = $1`, merchantID))
+			if err != nil {
+				return err
+			}
+			events, _, err := cmd.decide(tx, seen, m, domain.DecisionTime(s.now(), seen.LastDecidedAt()))
+			if err != nil {
+				return err
+			}
+			if len(events) > 0 {
+				return fmt.Errorf("order %s: a command changed an order that is %s", seen.ID, seen.Status)
+			}
+			if cmd.noView {
+				return nil
+			}
+			view, err = readOrder(ctx, tx, cmd.orderID)
+			return err
 		}
 		var o domain.Order
 		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: merchantID, order: &o, orderID: cmd.orderID})

@@ -281,3 +281,30 @@ func TestDecisionTimeIsReadUnderTheLock(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT max(recorded_at) FROM events WHERE stream_id = $1`, r.res.Order.ID).Scan(&recorded))
 	require.Equal(t, decided, recorded.UTC(), "events carry the decision's time")
 }
+
+// TestCommandsOnFinishedOrdersTakeNoMerchantLock: a second tap on Complete,
+// a repeated payment or a late cancel of an order that has finished is
+// answered while the merchant's row is locked elsewhere (a long drain, a
+// placement batch), and never holds that lock itself.
+func TestCommandsOnFinishedOrdersTakeNoMerchantLock(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
+	p := createProduct(t, st, m.ID, nil)
+	merchant := store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}
+	done := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "a", PaymentRef: "r"})
+	_, err := st.CompleteOrder(ctx, done.ID, merchant, "")
+	require.NoError(t, err)
+	release := holdLock(t, b.pool, `SELECT 1 FROM merchants WHERE id = $1 FOR NO KEY UPDATE`, m.ID)
+	defer release()
+	answered, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err = st.CompleteOrder(answered, done.ID, merchant, "")
+	require.Equal(t, domain.CodeInvalidTransition, domain.ErrorCode(err), "completed again: %v", err)
+	_, err = st.CancelOrder(answered, done.ID, "late", merchant, "")
+	require.Equal(t, domain.CodeInvalidTransition, domain.ErrorCode(err), "cancelled after completion: %v", err)
+	again, err := st.PayOrder(answered, done.ID, "r", store.Access{Actor: domain.ActorCustomer, Subject: "a"}, "")
+	require.NoError(t, err, "the same payment again is answered with the order")
+	require.Equal(t, domain.StatusCompleted, again.Status)
+}
