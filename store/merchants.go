@@ -260,17 +260,23 @@ func (l *merchantLocks) held(clock func() time.Time, follows ...time.Time) (map[
 
 // saveLoad writes the merchant's load counters and completion stats.
 func saveLoad(ctx context.Context, tx pgx.Tx, m *merchantRow) error {
-	_, err := tx.Exec(ctx, `
+	b := &pgx.Batch{}
+	queueSaveLoad(b, m)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("save load of merchant %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// queueSaveLoad adds saveLoad's statement to b, to travel with other writes.
+func queueSaveLoad(b *pgx.Batch, m *merchantRow) {
+	b.Queue(`
 		UPDATE merchants SET active = $2, queued = $3, next_seq = $4,
 			completion_interval_s = $5, completion_samples = $6, last_completion_at = $7,
 			active_orders = $8, queued_priority = $9, queued_units = $10, completion_units = $11, decided_at = $12, updated_at = now()
 		WHERE id = $1`,
 		m.ID, m.Load.Active, m.Load.Queued, m.nextSeq, m.stats.IntervalSeconds, m.stats.Samples, m.stats.LastCompletion,
 		m.Load.ActiveOrders, m.queuedPriority, m.Load.QueuedUnits, m.stats.UnitsPerCompletion, m.decidedAt)
-	if err != nil {
-		return fmt.Errorf("save load of merchant %s: %w", m.ID, err)
-	}
-	return nil
 }
 
 func newSecret() string {

@@ -432,6 +432,8 @@ func itemIDs(items []domain.Item) []string {
 // always saves the load. When more could be admitted than limit allows, it
 // leaves a drain job.
 func (s *Store) drainLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.Time, limit int) error {
+	var admitted []change
+	var outbox []outboxMessage
 	if n := min(m.load().MaxAdmissible(), limit); n > 0 {
 		rows, err := tx.Query(ctx, `SELECT `+orderColumns+` FROM orders o
 			WHERE o.merchant_id = $1 AND o.status = 'queued' ORDER BY o.lane DESC, o.queue_seq LIMIT $2 FOR UPDATE`, m.ID, n)
@@ -465,12 +467,16 @@ func (s *Store) drainLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, now 
 				return err
 			}
 			m.setLoad(load)
-			if err := s.record(ctx, tx, m, change{before: o, after: after, events: []domain.Event{e}, meta: Meta{Actor: domain.ActorSystem}}, now); err != nil {
+			c := change{before: o, after: after, events: []domain.Event{e}, meta: Meta{Actor: domain.ActorSystem}}
+			messages, err := outboxFor(m, c, now)
+			if err != nil {
 				return err
 			}
+			admitted, outbox = append(admitted, c), append(outbox, messages...)
 		}
 	}
-	if err := saveLoad(ctx, tx, m); err != nil {
+	// The admissions and the load they leave, in one round trip.
+	if err := s.commitChanges(ctx, tx, admitted, outbox, now, m); err != nil {
 		return err
 	}
 	if limit < m.load().MaxAdmissible() {

@@ -106,15 +106,19 @@ func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMess
 	return nil
 }
 
-// commitChanges writes changes in the transaction tx, in one round trip,
-// after what they do to drop entries (dropEffects).
-func (s *Store) commitChanges(ctx context.Context, tx pgx.Tx, changes []change, outbox []outboxMessage, now time.Time) error {
+// commitChanges writes changes in the transaction tx, with the loads of the
+// merchants they changed (locked by tx), in one round trip, after what they
+// do to drop entries (dropEffects).
+func (s *Store) commitChanges(ctx context.Context, tx pgx.Tx, changes []change, outbox []outboxMessage, now time.Time, loads ...*merchantRow) error {
 	if err := s.dropEffects(ctx, tx, changes, now); err != nil {
 		return err
 	}
 	b := &pgx.Batch{}
 	if err := queueChanges(tx, b, changes, outbox, now); err != nil {
 		return err
+	}
+	for _, m := range loads {
+		queueSaveLoad(b, m)
 	}
 	if b.Len() == 0 {
 		return nil
