@@ -135,7 +135,7 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		closed[o.ID] = true
 	}
 	if len(changes) > 0 {
-		if err := s.commitChanges(ctx, tx, changes, nil, now); err != nil {
+		if err := s.commit(ctx, tx, writeSet{changes: changes}, now); err != nil {
 			return fmt.Errorf("close orders: %w", err)
 		}
 		if err := releaseUnits(ctx, tx, released); err != nil {

@@ -113,19 +113,6 @@ func seqOrNil(seq int64) *int64 {
 	return &seq
 }
 
-// record commits one order's change with its webhook messages (m may be
-// nil when the merchant has none to hear of it).
-func (s *Store) record(ctx context.Context, tx pgx.Tx, m *merchantRow, c change, now time.Time) error {
-	if len(c.events) == 0 {
-		return nil
-	}
-	outbox, err := outboxFor(m, c, now)
-	if err != nil {
-		return err
-	}
-	return s.commitChanges(ctx, tx, []change{c}, outbox, now)
-}
-
 func expiryJob(o domain.Order) river.InsertManyParams {
 	id := uuid.MustParse(o.ID)
 	return river.InsertManyParams{
@@ -156,8 +143,11 @@ type orderCommand struct {
 	// decide returns the order's new events; it may change m's load and add
 	// jobs. It runs with both locks held.
 	decide func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error)
-	// after runs once the order's change is recorded, still in the transaction.
-	after func(tx pgx.Tx, c change, m *merchantRow, now time.Time) error
+	// after runs once the order's change c is decided, still in the
+	// transaction, with w: c's write and the merchant's load, not yet sent.
+	// It returns what is left to write, which the command sends with its
+	// answer (it may send w itself first, as drain does).
+	after func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error)
 	// noView skips reading the order back, for timers nobody waits on.
 	noView bool
 }
@@ -213,17 +203,27 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 				return err
 			}
 			c := change{before: o, after: after, events: events, meta: cmd.access.meta(cmd.requestID)}
-			if err := s.record(ctx, tx, m, c, now); err != nil {
+			w := writeSet{loads: []*merchantRow{m}}
+			if err := w.add(m, c, now); err != nil {
 				return err
 			}
 			if cmd.after != nil {
-				if err := cmd.after(tx, c, m, now); err != nil {
+				if w, err = cmd.after(tx, w, c, m, now); err != nil {
 					return err
 				}
 			}
-			if err := s.insertJobs(ctx, tx, jobs); err != nil {
+			if !cmd.noView {
+				w.readBack = func(b *pgx.Batch) {
+					b.Queue(orderByIDQuery, cmd.orderID).Query(func(rows pgx.Rows) (err error) {
+						view, err = scanOrderView(rows)
+						return err
+					})
+				}
+			}
+			if err := s.commit(ctx, tx, w, now); err != nil {
 				return err
 			}
+			return s.insertJobs(ctx, tx, jobs)
 		}
 		if cmd.noView {
 			return nil
@@ -250,9 +250,6 @@ func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef stri
 				return nil, nil, err
 			}
 			m.setLoad(load)
-			if err := saveLoad(ctx, tx, m); err != nil {
-				return nil, nil, err
-			}
 			after, err := o.Apply(events...)
 			if err != nil {
 				return nil, nil, err
@@ -278,16 +275,16 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 			m.setLoad(load)
 			return events, nil, nil
 		},
-		after: func(tx pgx.Tx, c change, m *merchantRow, now time.Time) error {
+		after: func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error) {
 			if err := releaseStock(ctx, tx, c.after); err != nil {
-				return err
+				return w, err
 			}
 			// A freed unit, or a queued order leaving (the head, say, whose
 			// load did not fit), may let the head in.
 			if c.before.Status == domain.StatusAccepted || c.before.Status == domain.StatusQueued {
-				return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+				return s.drain(ctx, tx, m, now, s.InlineDrainLimit, w)
 			}
-			return saveLoad(ctx, tx, m)
+			return w, nil
 		},
 	})
 }
@@ -306,8 +303,8 @@ func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Acc
 			m.setLoad(load)
 			return events, nil, nil
 		},
-		after: func(tx pgx.Tx, c change, m *merchantRow, now time.Time) error {
-			return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+		after: func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error) {
+			return s.drain(ctx, tx, m, now, s.InlineDrainLimit, w)
 		},
 	})
 }
@@ -330,8 +327,8 @@ func (s *Store) PrioritizeOrder(ctx context.Context, orderID uuid.UUID, reason s
 			m.setLoad(load)
 			return events, nil, nil
 		},
-		after: func(tx pgx.Tx, _ change, m *merchantRow, now time.Time) error {
-			return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+		after: func(tx pgx.Tx, w writeSet, _ change, m *merchantRow, now time.Time) (writeSet, error) {
+			return s.drain(ctx, tx, m, now, s.InlineDrainLimit, w)
 		},
 	})
 }
@@ -352,13 +349,9 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 			m.setLoad(load)
 			return events, nil, nil
 		},
-		after: func(tx pgx.Tx, c change, m *merchantRow, now time.Time) error {
-			// The head leaving may let the next one in.
-			if err := s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit); err != nil {
-				return err
-			}
+		after: func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error) {
 			if err := releaseStock(ctx, tx, c.after); err != nil {
-				return err
+				return w, err
 			}
 			waited := now.Sub(*c.before.QueuedAt).Round(time.Second)
 			_, err := tx.Exec(ctx, `
@@ -367,9 +360,10 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 				ON CONFLICT (kind, ref_id, merchant_id) WHERE resolved_at IS NULL DO NOTHING`,
 				newID(), c.after.ID, m.ID, fmt.Sprintf("waited %s in the queue, over the limit of %ds", waited, m.MaxQueueWaitSeconds), now)
 			if err != nil {
-				return fmt.Errorf("file dead letter: %w", err)
+				return w, fmt.Errorf("file dead letter: %w", err)
 			}
-			return nil
+			// The head leaving may let the next one in.
+			return s.drain(ctx, tx, m, now, s.InlineDrainLimit, w)
 		},
 	})
 	if errors.Is(err, domain.ErrNotFound) {
@@ -410,11 +404,11 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 			}
 			return events, []river.InsertManyParams{expiryJob(after)}, nil
 		},
-		after: func(tx pgx.Tx, _ change, m *merchantRow, now time.Time) error {
+		after: func(tx pgx.Tx, w writeSet, _ change, m *merchantRow, now time.Time) (writeSet, error) {
 			if err := closeDeadLetter(ctx, tx, m.ID, deadLetterID, "retried", ""); err != nil {
-				return err
+				return w, err
 			}
-			return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+			return s.drain(ctx, tx, m, now, s.InlineDrainLimit, w)
 		},
 	})
 }
@@ -432,57 +426,68 @@ func itemIDs(items []domain.Item) []string {
 // always saves the load. When more could be admitted than limit allows, it
 // leaves a drain job.
 func (s *Store) drainLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.Time, limit int) error {
-	var admitted []change
-	var outbox []outboxMessage
-	if n := min(m.load().MaxAdmissible(), limit); n > 0 {
-		rows, err := tx.Query(ctx, `SELECT `+orderColumns+` FROM orders o
-			WHERE o.merchant_id = $1 AND o.status = 'queued' ORDER BY o.lane DESC, o.queue_seq LIMIT $2 FOR UPDATE`, m.ID, n)
-		if err != nil {
-			return fmt.Errorf("read queue head: %w", err)
-		}
-		var head []domain.Order
-		for rows.Next() {
-			var o domain.Order
-			if err := rows.Scan(scanOrderInto(&o)...); err != nil {
-				rows.Close()
-				return fmt.Errorf("scan queue head: %w", err)
-			}
-			head = append(head, o)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read queue head: %w", err)
-		}
-		for _, o := range head {
-			// Nothing behind a head that does not fit overtakes it.
-			if !m.load().CanDrain(o.Load) {
-				break
-			}
-			e, load, err := domain.AdmitQueued(o, m.load(), now)
-			if err != nil {
-				return err
-			}
-			after, err := o.Apply(e)
-			if err != nil {
-				return err
-			}
-			m.setLoad(load)
-			c := change{before: o, after: after, events: []domain.Event{e}, meta: Meta{Actor: domain.ActorSystem}}
-			messages, err := outboxFor(m, c, now)
-			if err != nil {
-				return err
-			}
-			admitted, outbox = append(admitted, c), append(outbox, messages...)
-		}
-	}
-	// The admissions and the load they leave, in one round trip.
-	if err := s.commitChanges(ctx, tx, admitted, outbox, now, m); err != nil {
+	w, err := s.drain(ctx, tx, m, now, limit, writeSet{loads: []*merchantRow{m}})
+	if err != nil {
 		return err
 	}
-	if limit < m.load().MaxAdmissible() {
-		return s.insertJobs(ctx, tx, []river.InsertManyParams{{Args: DrainMerchantArgs{MerchantID: m.ID}}})
+	return s.commit(ctx, tx, w, now)
+}
+
+// drain is drainLocked for a caller with writes of its own, w (changes that
+// may move the queue, and m's load): when the merchant has room it sends w
+// with its read of the queue's head, and returns the admissions and m's
+// load, for the caller to send with its answer; else it returns w.
+func (s *Store) drain(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.Time, limit int, w writeSet) (writeSet, error) {
+	n := min(m.load().MaxAdmissible(), limit)
+	if n == 0 {
+		return w, nil
 	}
-	return nil
+	var head []domain.Order
+	// The load is saved once, with the admissions.
+	w.loads = nil
+	w.readBack = func(b *pgx.Batch) {
+		b.Queue(`SELECT `+orderColumns+` FROM orders o
+			WHERE o.merchant_id = $1 AND o.status = 'queued' ORDER BY o.lane DESC, o.queue_seq LIMIT $2 FOR UPDATE`, m.ID, n).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var o domain.Order
+					if err := rows.Scan(scanOrderInto(&o)...); err != nil {
+						return fmt.Errorf("scan queue head: %w", err)
+					}
+					head = append(head, o)
+				}
+				if err := rows.Err(); err != nil {
+					return fmt.Errorf("read queue head: %w", err)
+				}
+				return nil
+			})
+	}
+	if err := s.commit(ctx, tx, w, now); err != nil {
+		return w, err
+	}
+	next := writeSet{loads: []*merchantRow{m}}
+	for _, o := range head {
+		// Nothing behind a head that does not fit overtakes it.
+		if !m.load().CanDrain(o.Load) {
+			break
+		}
+		e, load, err := domain.AdmitQueued(o, m.load(), now)
+		if err != nil {
+			return next, err
+		}
+		after, err := o.Apply(e)
+		if err != nil {
+			return next, err
+		}
+		m.setLoad(load)
+		if err := next.add(m, change{before: o, after: after, events: []domain.Event{e}, meta: Meta{Actor: domain.ActorSystem}}, now); err != nil {
+			return next, err
+		}
+	}
+	if limit < m.load().MaxAdmissible() {
+		return next, s.insertJobs(ctx, tx, []river.InsertManyParams{{Args: DrainMerchantArgs{MerchantID: m.ID}}})
+	}
+	return next, nil
 }
 
 // DrainMerchant admits a merchant's queued orders while units are free. It
@@ -542,6 +547,11 @@ func readOrder(ctx context.Context, q querier, id uuid.UUID) (*Order, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read order: %w", err)
 	}
+	return scanOrderView(rows)
+}
+
+// scanOrderView reads the one row of orderByIDQuery.
+func scanOrderView(rows pgx.Rows) (*Order, error) {
 	views, err := scanOrderViews(rows, false)
 	if err != nil {
 		return nil, err

@@ -269,3 +269,46 @@ func TestRecordWebhookAttemptsWriteMerchantByMerchant(t *testing.T) {
 		})
 	}
 }
+
+// tripsFrom returns the round trips sent from the first that carried a
+// statement containing s on.
+func (r *roundTrips) tripsFrom(s string) [][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, trip := range r.trips {
+		for _, sql := range trip {
+			if strings.Contains(sql, s) {
+				return r.trips[i:]
+			}
+		}
+	}
+	return nil
+}
+
+// TestCompletionHoldsItsMerchantFourRoundTrips: a completion that admits the
+// next order holds the merchant's lock, which every placement of the
+// merchant waits for, over four round trips: the locks; the completion's
+// write with the read of the queue's head; the admission, the load and the
+// answer's view; the commit.
+func TestCompletionHoldsItsMerchantFourRoundTrips(t *testing.T) {
+	t.Parallel()
+	st, rt := tracedStore(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1})
+	p := createProduct(t, st, m.ID, nil)
+	accepted := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "a", PaymentRef: "r"})
+	queued := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "b", PaymentRef: "r"})
+	require.Equal(t, domain.StatusQueued, queued.Status)
+
+	rt.reset()
+	done, err := st.CompleteOrder(ctx, accepted.ID, store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}, "")
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusCompleted, done.Status)
+	held := rt.tripsFrom("FROM merchants WHERE id = $1 FOR NO KEY UPDATE")
+	require.Len(t, held, 4, "from the merchant's lock to the commit: %q", held)
+	require.Equal(t, []string{"commit"}, held[3])
+	got, err := st.GetOrder(ctx, queued.ID, store.Access{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAccepted, got.Status, "the unit went to the head of the queue")
+	require.Empty(t, violations(t, st))
+}

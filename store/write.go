@@ -106,19 +106,44 @@ func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMess
 	return nil
 }
 
-// commitChanges writes changes in the transaction tx, with the loads of the
-// merchants they changed (locked by tx), in one round trip, after what they
-// do to drop entries (dropEffects).
-func (s *Store) commitChanges(ctx context.Context, tx pgx.Tx, changes []change, outbox []outboxMessage, now time.Time, loads ...*merchantRow) error {
-	if err := s.dropEffects(ctx, tx, changes, now); err != nil {
+// writeSet is what one round trip of a transaction writes: order changes
+// with their webhook messages, and the loads of the merchants they changed
+// (locked by the transaction).
+type writeSet struct {
+	changes []change
+	outbox  []outboxMessage
+	loads   []*merchantRow
+	// readBack, when set, adds reads that see the writes to the same round
+	// trip: what the request answers with.
+	readBack func(b *pgx.Batch)
+}
+
+// add adds one order's change and the webhook messages m's endpoint is owed
+// for it.
+func (w *writeSet) add(m *merchantRow, c change, now time.Time) error {
+	messages, err := outboxFor(m, c, now)
+	if err != nil {
+		return err
+	}
+	w.changes, w.outbox = append(w.changes, c), append(w.outbox, messages...)
+	return nil
+}
+
+// commit writes w in the transaction tx, in one round trip, after what its
+// changes do to drop entries (dropEffects).
+func (s *Store) commit(ctx context.Context, tx pgx.Tx, w writeSet, now time.Time) error {
+	if err := s.dropEffects(ctx, tx, w.changes, now); err != nil {
 		return err
 	}
 	b := &pgx.Batch{}
-	if err := queueChanges(tx, b, changes, outbox, now); err != nil {
+	if err := queueChanges(tx, b, w.changes, w.outbox, now); err != nil {
 		return err
 	}
-	for _, m := range loads {
+	for _, m := range w.loads {
 		queueSaveLoad(b, m)
+	}
+	if w.readBack != nil {
+		w.readBack(b)
 	}
 	if b.Len() == 0 {
 		return nil
