@@ -160,12 +160,15 @@ func sweep(ctx context.Context, t testing.TB, coord *pgx.ConnConfig, workers []n
 	}
 }
 
-// drop drops the database name on every node: first the transactions it
-// left prepared on any (which a DROP DATABASE waits for in vain, when the
-// coordinator that would resolve them is gone with it), then on the
-// coordinator, which Citus propagates to the workers, then on each worker
-// in case it was not (a database created there alone, or a propagation cut
-// short).
+// drop drops the database name on every node. First the transactions it
+// left prepared on any are rolled back (a DROP DATABASE fails while there
+// are, and the coordinator that would resolve them is gone with it), and
+// every node stops taking connections to it: Citus's maintenance daemons
+// connect to each other's copy of the database, and one connecting while
+// the DROP waits for the others to end made it fail. Then it is dropped
+// on the coordinator, which Citus propagates to the workers, and on each
+// worker in case it was not (a database made there alone, or a
+// propagation cut short).
 func drop(ctx context.Context, coord *pgx.ConnConfig, workers []node, name string) error {
 	ident := pgx.Identifier{name}.Sanitize()
 	all := nodes(coord, workers)
@@ -173,56 +176,78 @@ func drop(ctx context.Context, coord *pgx.ConnConfig, workers []node, name strin
 		if err := rollbackPrepared(ctx, n, name); err != nil {
 			return fmt.Errorf("%s on %s:%d: %w", name, n.Host, n.Port, err)
 		}
+		if err := onNode(ctx, n, func(conn *pgx.Conn) error {
+			var exists bool
+			err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&exists)
+			if err != nil || !exists {
+				return err
+			}
+			_, err = conn.Exec(ctx, `SET citus.enable_ddl_propagation = off`)
+			if err == nil {
+				_, err = conn.Exec(ctx, `ALTER DATABASE `+ident+` ALLOW_CONNECTIONS false`)
+			}
+			return err
+		}); err != nil {
+			return fmt.Errorf("close %s on %s:%d: %w", name, n.Host, n.Port, err)
+		}
 	}
 	for i, n := range all {
-		conn, err := pgx.ConnectConfig(ctx, n)
-		if err != nil {
-			return fmt.Errorf("drop %s: %w", name, err)
-		}
-		if i == 0 {
-			_, err = conn.Exec(ctx, `SET citus.enable_create_database_propagation = on`)
-		}
-		if err == nil {
-			_, err = conn.Exec(ctx, `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`)
-		}
-		conn.Close(ctx)
-		if err != nil {
+		if err := onNode(ctx, n, func(conn *pgx.Conn) error {
+			if i == 0 {
+				if _, err := conn.Exec(ctx, `SET citus.enable_create_database_propagation = on`); err != nil {
+					return err
+				}
+			}
+			_, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`)
+			return err
+		}); err != nil {
 			return fmt.Errorf("drop %s on %s:%d: %w", name, n.Host, n.Port, err)
 		}
 	}
 	return nil
 }
 
-// rollbackPrepared rolls back the transactions prepared in the database
-// name on node n; a prepared transaction is ended only from its own
-// database.
-func rollbackPrepared(ctx context.Context, n *pgx.ConnConfig, name string) error {
+// onNode runs f on a connection of its own to n.
+func onNode(ctx context.Context, n *pgx.ConnConfig, f func(*pgx.Conn) error) error {
 	conn, err := pgx.ConnectConfig(ctx, n)
 	if err != nil {
 		return err
 	}
-	rows, err := conn.Query(ctx, `SELECT gid FROM pg_prepared_xacts WHERE database = $1`, name)
+	defer conn.Close(context.Background())
+	return f(conn)
+}
+
+// rollbackPrepared rolls back the transactions prepared in the database
+// name on node n; a prepared transaction is ended only from its own
+// database, which a drop cut short may have closed to connections.
+func rollbackPrepared(ctx context.Context, n *pgx.ConnConfig, name string) error {
 	var gids []string
-	if err == nil {
-		gids, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	}
-	conn.Close(ctx)
-	if err != nil || len(gids) == 0 {
+	if err := onNode(ctx, n, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, `SELECT gid FROM pg_prepared_xacts WHERE database = $1`, name)
+		if err == nil {
+			gids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil || len(gids) == 0 {
+			return err
+		}
+		_, err = conn.Exec(ctx, `SET citus.enable_ddl_propagation = off`)
+		if err == nil {
+			_, err = conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` ALLOW_CONNECTIONS true`)
+		}
+		return err
+	}); err != nil || len(gids) == 0 {
 		return err
 	}
 	db := n.Copy()
 	db.Database = name
-	conn, err = pgx.ConnectConfig(ctx, db)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	for _, gid := range gids {
-		if _, err := conn.Exec(ctx, `ROLLBACK PREPARED `+quote(gid)); err != nil {
-			return fmt.Errorf("roll back %s: %w", gid, err)
+	return onNode(ctx, db, func(conn *pgx.Conn) error {
+		for _, gid := range gids {
+			if _, err := conn.Exec(ctx, `ROLLBACK PREPARED `+quote(gid)); err != nil {
+				return fmt.Errorf("roll back %s: %w", gid, err)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // quote is s as an SQL string literal.
