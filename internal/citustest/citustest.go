@@ -6,6 +6,7 @@ package citustest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -16,7 +17,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/orderd/orderd/migrations"
 )
@@ -165,10 +168,11 @@ func sweep(ctx context.Context, t testing.TB, coord *pgx.ConnConfig, workers []n
 // are, and the coordinator that would resolve them is gone with it), and
 // every node stops taking connections to it: Citus's maintenance daemons
 // connect to each other's copy of the database, and one connecting while
-// the DROP waits for the others to end made it fail. Then it is dropped
-// on the coordinator, which Citus propagates to the workers, and on each
-// worker in case it was not (a database made there alone, or a
-// propagation cut short).
+// the DROP waits for the others to end made it fail (as does a daemon slow
+// to end, so the DROP is tried again). Then it is dropped on the
+// coordinator, which Citus propagates to the workers, and on each worker
+// in case it was not (a database made there alone, or a propagation cut
+// short).
 func drop(ctx context.Context, coord *pgx.ConnConfig, workers []node, name string) error {
 	ident := pgx.Identifier{name}.Sanitize()
 	all := nodes(coord, workers)
@@ -192,16 +196,27 @@ func drop(ctx context.Context, coord *pgx.ConnConfig, workers []node, name strin
 		}
 	}
 	for i, n := range all {
-		if err := onNode(ctx, n, func(conn *pgx.Conn) error {
-			if i == 0 {
-				if _, err := conn.Exec(ctx, `SET citus.enable_create_database_propagation = on`); err != nil {
-					return err
+		for {
+			err := onNode(ctx, n, func(conn *pgx.Conn) error {
+				if i == 0 {
+					if _, err := conn.Exec(ctx, `SET citus.enable_create_database_propagation = on`); err != nil {
+						return err
+					}
 				}
+				_, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`)
+				return err
+			})
+			// A maintenance daemon of the database that takes longer to end
+			// than the DROP waits for it (5 s) is gone by the next try.
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ObjectInUse && ctx.Err() == nil {
+				time.Sleep(time.Second)
+				continue
 			}
-			_, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`)
-			return err
-		}); err != nil {
-			return fmt.Errorf("drop %s on %s:%d: %w", name, n.Host, n.Port, err)
+			if err != nil {
+				return fmt.Errorf("drop %s on %s:%d: %w", name, n.Host, n.Port, err)
+			}
+			break
 		}
 	}
 	return nil
