@@ -77,7 +77,9 @@ func numberPlacements(ctx context.Context, tx pgx.Tx, placed []*placement, merch
 }
 
 // pickupCounters is what a statement advancing pickup counters answers:
-// per merchant, the local day it counted and the last number taken. Every
+// per merchant, the local day it counted and the last number taken (the
+// day as a date: Citus refuses the cast to text, which is not immutable, in
+// a RETURNING clause). Every
 // such statement is pickupCountersInto, its rows (merchant_id, day, issued)
 // and pickupCountersTail, and is read by scan, so that a day's counter
 // advances one way whichever path numbers.
@@ -89,7 +91,7 @@ type pickupCounters struct {
 const (
 	pickupCountersInto = `INSERT INTO pickup_counters AS c (merchant_id, day, issued)`
 	pickupCountersTail = `ON CONFLICT (merchant_id, day) DO UPDATE SET issued = c.issued + excluded.issued
-		RETURNING merchant_id, day::text, issued`
+		RETURNING merchant_id, day, issued`
 )
 
 func newPickupCounters() pickupCounters {
@@ -99,12 +101,12 @@ func newPickupCounters() pickupCounters {
 func (c pickupCounters) scan(rows pgx.Rows) error {
 	for rows.Next() {
 		var id uuid.UUID
-		var day string
+		var day time.Time
 		var issued int
 		if err := rows.Scan(&id, &day, &issued); err != nil {
 			return fmt.Errorf("pickup counters: %w", err)
 		}
-		c.day[id], c.last[id] = day, issued
+		c.day[id], c.last[id] = day.Format(time.DateOnly), issued
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("pickup counters: %w", err)
