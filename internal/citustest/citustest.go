@@ -166,13 +166,13 @@ func sweep(ctx context.Context, t testing.TB, coord *pgx.ConnConfig, workers []n
 // drop drops the database name on every node. First the transactions it
 // left prepared on any are rolled back (a DROP DATABASE fails while there
 // are, and the coordinator that would resolve them is gone with it), and
-// every node stops taking connections to it: Citus's maintenance daemons
-// connect to each other's copy of the database, and one connecting while
-// the DROP waits for the others to end made it fail (as does a daemon slow
-// to end, so the DROP is tried again). Then it is dropped on the
-// coordinator, which Citus propagates to the workers, and on each worker
-// in case it was not (a database made there alone, or a propagation cut
-// short).
+// every node stops taking connections to it and ends the ones it has,
+// waiting for them: Citus's maintenance daemons connect to each other's
+// copy of the database, and one connecting while the DROP waited for the
+// others to end, or ending later than the 5 s it waits, made it fail.
+// Then it is dropped on the coordinator, which Citus propagates to the
+// workers, and on each worker in case it was not (a database made there
+// alone, or a propagation cut short).
 func drop(ctx context.Context, coord *pgx.ConnConfig, workers []node, name string) error {
 	ident := pgx.Identifier{name}.Sanitize()
 	all := nodes(coord, workers)
@@ -190,6 +190,9 @@ func drop(ctx context.Context, coord *pgx.ConnConfig, workers []node, name strin
 			if err == nil {
 				_, err = conn.Exec(ctx, `ALTER DATABASE `+ident+` ALLOW_CONNECTIONS false`)
 			}
+			if err == nil {
+				_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid, 30000) FROM pg_stat_activity WHERE datname = $1`, name)
+			}
 			return err
 		}); err != nil {
 			return fmt.Errorf("close %s on %s:%d: %w", name, n.Host, n.Port, err)
@@ -206,17 +209,45 @@ func drop(ctx context.Context, coord *pgx.ConnConfig, workers []node, name strin
 				_, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+ident+` WITH (FORCE)`)
 				return err
 			})
-			// A maintenance daemon of the database that takes longer to end
-			// than the DROP waits for it (5 s) is gone by the next try.
 			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ObjectInUse && ctx.Err() == nil {
-				time.Sleep(time.Second)
-				continue
+			if !errors.As(err, &pgErr) || ctx.Err() != nil {
+				if err != nil {
+					return fmt.Errorf("drop %s on %s:%d: %w", name, n.Host, n.Port, err)
+				}
+				break
 			}
-			if err != nil {
+			switch {
+			case pgErr.Code == pgerrcode.ObjectInUse:
+				// Something still ends; the next try finds it gone.
+				time.Sleep(time.Second)
+			case pgErr.Code == pgerrcode.InvalidCatalogName && i == 0:
+				// A try cut short dropped it on some workers, and Citus
+				// refuses to propagate the DROP to a worker without it:
+				// those get an empty one again.
+				if err := recreate(ctx, coord, workers, name); err != nil {
+					return err
+				}
+			default:
 				return fmt.Errorf("drop %s on %s:%d: %w", name, n.Host, n.Port, err)
 			}
-			break
+		}
+	}
+	return nil
+}
+
+// recreate makes the database name, empty, on the workers without it.
+func recreate(ctx context.Context, coord *pgx.ConnConfig, workers []node, name string) error {
+	for _, n := range nodes(coord, workers)[1:] {
+		if err := onNode(ctx, n, func(conn *pgx.Conn) error {
+			var exists bool
+			err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&exists)
+			if err != nil || exists {
+				return err
+			}
+			_, err = conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()+` ALLOW_CONNECTIONS false`)
+			return err
+		}); err != nil {
+			return fmt.Errorf("make %s again on %s:%d: %w", name, n.Host, n.Port, err)
 		}
 	}
 	return nil

@@ -17,8 +17,9 @@ import (
 // TestCitusDropsItsDatabasesOnEveryNode: a test's database is gone from
 // every node after the test, even with a transaction left prepared on a
 // worker (a two-phase commit cut short), which made the DROP DATABASE
-// fail there; and the sweep drops what runs killed before their cleanup
-// left, keeping databases of runs that may still be going.
+// fail there, or after a drop cut short left it on some nodes only; and
+// the sweep drops what runs killed before their cleanup left, keeping
+// databases of runs that may still be going.
 func TestCitusDropsItsDatabasesOnEveryNode(t *testing.T) {
 	ctx := context.Background()
 	_, coord, workers := cluster(ctx, t)
@@ -51,6 +52,15 @@ func TestCitusDropsItsDatabasesOnEveryNode(t *testing.T) {
 		exec(ctx, t, onWorker(name), `BEGIN`, `CREATE TABLE left_over (id int)`, `PREPARE TRANSACTION 'orderd_left_over'`)
 	})
 	require.Empty(t, exists(name), "the test's database is dropped on every node")
+
+	// A drop cut short: the database is gone from one worker alone, and
+	// Citus refuses to propagate a DROP to a worker without it.
+	cut := fmt.Sprintf("%s%d_cut", prefix, time.Now().Unix())
+	exec(ctx, t, coord, `SET citus.enable_create_database_propagation = on`, `CREATE DATABASE `+cut)
+	exec(ctx, t, onWorker(coord.Database), `DROP DATABASE `+cut)
+	require.Len(t, exists(cut), len(workers))
+	require.NoError(t, drop(ctx, coord, workers, cut))
+	require.Empty(t, exists(cut), "a database a drop cut short is dropped on every node")
 
 	// A database of a run killed long ago, made on one worker alone, and
 	// one of a run that may be going.
