@@ -311,7 +311,7 @@ func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSett
 			return err
 		}
 		var cols merchantColumnsOf
-		if err := cols.add(created, secret); err != nil {
+		if err := cols.add(created, secret, &now); err != nil {
 			return err
 		}
 		b := &pgx.Batch{}
@@ -386,7 +386,9 @@ func (p MerchantPatch) apply(s domain.MerchantSettings) domain.MerchantSettings 
 // writeMerchant is the one write of a merchant's change: its events,
 // appended after the version m was read at and recorded at now, and the
 // state they fold to, in one statement each. m holds the merchant's lock
-// and takes the new state.
+// and takes the new state. The state carries m's last decision, so that a
+// change that saves no load still floors the merchant's later decisions,
+// from whichever process, at the time its events were recorded.
 func writeMerchant(ctx context.Context, tx pgx.Tx, m *merchantRow, events []domain.Event, meta Meta, now time.Time) error {
 	if len(events) == 0 {
 		return nil
@@ -396,7 +398,7 @@ func writeMerchant(ctx context.Context, tx pgx.Tx, m *merchantRow, events []doma
 		return err
 	}
 	var cols merchantColumnsOf
-	if err := cols.add(after, ""); err != nil {
+	if err := cols.add(after, "", m.decidedAt); err != nil {
 		return err
 	}
 	if err := writeStream(ctx, tx, AppendParams{
@@ -415,17 +417,18 @@ const merchantFoldColumns = `id, name, capacity, prep_seconds, max_queue_wait_se
 
 // merchantColumnsOf holds folded merchants column by column, as unnest
 // takes them, with the webhook secret a new row is inserted with (the log
-// never holds it).
+// never holds it), and the time of the decision that wrote them, which
+// only a write under the merchant's lock knows.
 type merchantColumnsOf struct {
 	id                                                    [][16]byte
 	name, unit, timezone, prefix, secret                  []string
 	capacity, prep, maxQueueWait, paymentTimeout, version []int32
 	webhook, pauseMode                                    []pgtype.Text
 	createdAt                                             []time.Time
-	pausedUntil                                           []pgtype.Timestamptz
+	pausedUntil, decidedAt                                []pgtype.Timestamptz
 }
 
-func (c *merchantColumnsOf) add(m domain.Merchant, secret string) error {
+func (c *merchantColumnsOf) add(m domain.Merchant, secret string, decidedAt *time.Time) error {
 	id, err := parseID(m.ID)
 	if err != nil {
 		return err
@@ -440,12 +443,14 @@ func (c *merchantColumnsOf) add(m domain.Merchant, secret string) error {
 	c.webhook = append(c.webhook, pgtype.Text{String: s.WebhookURL, Valid: s.WebhookURL != ""})
 	c.pauseMode = append(c.pauseMode, pgtype.Text{String: string(m.Pause.Mode), Valid: m.Pause.Paused()})
 	c.pausedUntil = append(c.pausedUntil, timestamptz(m.Pause.Until))
+	c.decidedAt = append(c.decidedAt, timestamptz(decidedAt))
 	return nil
 }
 
 // queue adds to b the statement that writes the rows into table (merchants,
 // or a table like it): inserted with their secrets when new, else every
-// column the fold knows updated.
+// column the fold knows updated, and decided_at where a decision time is
+// given (a replay has none, and leaves it alone).
 func (c *merchantColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
 	if len(c.id) == 0 {
 		return
@@ -457,18 +462,18 @@ func (c *merchantColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert 
 		col("timestamptz", c.pausedUntil)}
 	if insert {
 		insertRows{
-			Into:    `INSERT INTO ` + t + ` (` + merchantFoldColumns + `, webhook_secret)`,
-			Columns: append(columns, col("text", c.secret)),
+			Into:    `INSERT INTO ` + t + ` (` + merchantFoldColumns + `, webhook_secret, decided_at)`,
+			Columns: append(columns, col("text", c.secret), col("timestamptz", c.decidedAt)),
 		}.queue(tx, b, nil)
 		return
 	}
-	rows, args := unnestOf(0, columns)
+	rows, args := unnestOf(0, append(columns, col("timestamptz", c.decidedAt)))
 	b.Queue(`UPDATE `+t+` m SET name = r.name, capacity = r.capacity, prep_seconds = r.prep_seconds,
 			max_queue_wait_seconds = r.max_queue_wait_seconds, payment_timeout_seconds = r.payment_timeout_seconds,
 			webhook_url = r.webhook_url, created_at = r.created_at, version = r.version, capacity_unit = r.capacity_unit,
 			timezone = r.timezone, pickup_prefix = r.pickup_prefix, pause_mode = r.pause_mode, paused_until = r.paused_until,
-			updated_at = now()
-		FROM `+rows+` AS r(`+merchantFoldColumns+`)
+			decided_at = coalesce(r.decided_at, m.decided_at), updated_at = now()
+		FROM `+rows+` AS r(`+merchantFoldColumns+`, decided_at)
 		WHERE m.id = r.id AND m.id = ANY($1::uuid[])`, args...)
 }
 

@@ -104,7 +104,7 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedSta
 	if _, err := tx.Exec(ctx, `
 		CREATE TEMP TABLE rebuild_orders (LIKE orders) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_merchants ON COMMIT DROP AS
-			SELECT `+merchantFoldColumns+`, webhook_secret, updated_at FROM merchants WITH NO DATA;
+			SELECT `+merchantFoldColumns+`, webhook_secret, decided_at, updated_at FROM merchants WITH NO DATA;
 		CREATE TEMP TABLE rebuild_products (LIKE products) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_drops (LIKE drops) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_drop_entries (LIKE drop_entries) ON COMMIT DROP;`); err != nil {
@@ -358,7 +358,7 @@ func writeMerchantStates(ctx context.Context, tx pgx.Tx, table string, insert bo
 	return writeInChunks(ctx, tx, "merchants into "+table, merchants, func(b *pgx.Batch, chunk []domain.Merchant) error {
 		var cols merchantColumnsOf
 		for _, m := range chunk {
-			if err := cols.add(m, ""); err != nil {
+			if err := cols.add(m, "", nil); err != nil {
 				return err
 			}
 		}

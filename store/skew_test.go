@@ -302,3 +302,48 @@ func TestSkewedClocksNeverRunBackwardsAcrossProcesses(t *testing.T) {
 	}
 	require.Empty(t, violations(t, st))
 }
+
+// TestSkewedClocksMerchantChangesFloorLaterDecisions: a merchant's changes
+// that save no load (creation, secret rotation, a settings change that
+// drains nothing) still floor its later decisions, so the process whose
+// clock is behind records neither a merchant event nor an admission before
+// them.
+func TestSkewedClocksMerchantChangesFloorLaterDecisions(t *testing.T) {
+	t.Parallel()
+	fast, b := setup(t)
+	slow := store.New(b.pool, fast.Jobs)
+	fast.Now = func() time.Time { return time.Now().Add(3 * time.Second) }
+	ctx := context.Background()
+	m := createMerchant(t, fast, &merchantOpts{Capacity: 1})
+	p := createProduct(t, fast, m.ID, nil)
+
+	_, err := fast.RotateWebhookSecret(ctx, m.ID, storeMeta())
+	require.NoError(t, err)
+	name := "renamed"
+	_, err = fast.UpdateMerchant(ctx, m.ID, store.MerchantPatch{Name: &name}, storeMeta())
+	require.NoError(t, err)
+	_, err = slow.PauseMerchant(ctx, m.ID, domain.PauseRequest{Mode: domain.PauseQueue}, storeMeta())
+	require.NoError(t, err)
+	_, err = slow.ResumeMerchant(ctx, m.ID, storeMeta())
+	require.NoError(t, err)
+	o := mustPlace(t, slow, m.ID, p.ID, placeOpts{Customer: "c", PaymentRef: "r"})
+	require.Equal(t, domain.StatusAccepted, o.Status)
+
+	rows, err := b.pool.Query(ctx, `SELECT version, type, recorded_at FROM events WHERE stream_id = $1 ORDER BY version`, m.ID)
+	require.NoError(t, err)
+	type event struct {
+		Version    int
+		Type       string
+		RecordedAt time.Time
+	}
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[event])
+	require.NoError(t, err)
+	require.Len(t, events, 5)
+	for i := 1; i < len(events); i++ {
+		require.False(t, events[i].RecordedAt.Before(events[i-1].RecordedAt),
+			"%s (version %d) recorded at %s, before %s (version %d) at %s", events[i].Type, events[i].Version,
+			events[i].RecordedAt, events[i-1].Type, events[i-1].Version, events[i-1].RecordedAt)
+	}
+	last := events[len(events)-1]
+	require.False(t, o.AcceptedAt.Before(last.RecordedAt), "accepted at %s, before %s at %s", o.AcceptedAt, last.Type, last.RecordedAt)
+}
