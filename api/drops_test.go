@@ -22,7 +22,8 @@ func TestDropsOverHTTP(t *testing.T) {
 	b := setup(t)
 	// The same store behind a server whose drop entries are limited to
 	// one per second per customer (bursts of two).
-	limited := httptest.NewServer(api.New(api.Config{Store: b.store, Auth: b.auth, RequestTimeout: 5 * time.Second, RateDropEntries: 1}))
+	limited := httptest.NewServer(api.New(api.Config{Store: b.store, Auth: b.auth, RequestTimeout: 5 * time.Second, RateDropEntries: 1,
+		Now: stoppedClock()}))
 	t.Cleanup(limited.Close)
 	merchant := b.createMerchant(t, 10)
 	product := b.createProduct(t, merchant, map[string]any{"name": "Cup", "price_cents": 500, "stock": 10})

@@ -34,7 +34,7 @@ func serveWith(tb testing.TB, configure func(*api.Config)) *testBundle {
 	require.NoError(tb, err)
 	st.Jobs = ins
 	a := auth.New(secret, nil)
-	cfg := api.Config{Store: st, Auth: a, RequestTimeout: 5 * time.Second}
+	cfg := api.Config{Store: st, Auth: a, RequestTimeout: 5 * time.Second, Now: stoppedClock()}
 	if configure != nil {
 		configure(&cfg)
 	}
@@ -43,6 +43,14 @@ func serveWith(tb testing.TB, configure func(*api.Config)) *testBundle {
 	tok, err := a.Issue(auth.Principal{Subject: "root", Role: auth.RoleAdmin}, time.Hour)
 	require.NoError(tb, err)
 	return &testBundle{srv: srv, client: openapitest.Client(tb), pool: pool, store: st, auth: a, admin: tok}
+}
+
+// stoppedClock is the rate limits' clock in tests: it stands still, so that
+// requests a test means as one burst are one even when a loaded machine
+// serves them more slowly than the buckets refill.
+func stoppedClock() func() time.Time {
+	stopped := time.Now()
+	return func() time.Time { return stopped }
 }
 
 // FuzzPlaceOrderDecoding sends arbitrary bodies to POST /v1/orders through the

@@ -42,12 +42,9 @@ type bucket struct {
 	seen    time.Time
 }
 
-// NewRateLimiter allows perSecond events per key, in bursts of up to twice
-// that. It returns nil, which allows everything, when perSecond is 0.
-func NewRateLimiter(perSecond float64) *RateLimiter {
-	return newRateLimiter(perSecond, time.Now)
-}
-
+// newRateLimiter allows perSecond events per key, in bursts of up to twice
+// that, by the clock now. It returns nil, which allows everything, when
+// perSecond is 0.
 func newRateLimiter(perSecond float64, now func() time.Time) *RateLimiter {
 	if !(perSecond > 0) {
 		return nil

@@ -70,7 +70,7 @@ func TestRateLimiterBurstIsTwiceTheRate(t *testing.T) {
 
 func TestRateLimiterZeroDisables(t *testing.T) {
 	t.Parallel()
-	l := NewRateLimiter(0)
+	l := newRateLimiter(0, time.Now)
 	require.Nil(t, l)
 	for range 1000 {
 		ok, _ := l.Allow("alice")

@@ -41,6 +41,10 @@ type Config struct {
 	// RateSignIn limits sign-in code exchanges per client address per
 	// second; 0 turns it off.
 	RateSignIn float64
+	// Now is the clock the rate limits refill by; nil is time.Now. A test
+	// stops it, so that requests it means as one burst stay one however
+	// slowly they are served.
+	Now func() time.Time
 	// Extra handlers mounted as they are, such as the websocket endpoint and
 	// the demo page.
 	Mount map[string]http.Handler
@@ -72,18 +76,22 @@ func New(cfg Config) *Server {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	limiter := func(perSecond float64) *RateLimiter { return newRateLimiter(perSecond, cfg.Now) }
 	s := &Server{
 		cfg: cfg, store: cfg.Store, auth: cfg.Auth, log: cfg.Logger,
 		metrics:     NewMetrics(cfg.Registry),
 		cursors:     newCursors(cfg.CursorKey),
-		signInLimit: NewRateLimiter(cfg.RateSignIn),
+		signInLimit: limiter(cfg.RateSignIn),
 		limits: customerLimits{
-			place:       NewRateLimiter(cfg.RatePerCustomer),
-			pay:         NewRateLimiter(cfg.RatePerCustomer),
-			cancel:      NewRateLimiter(cfg.RatePerCustomer),
-			tickets:     NewRateLimiter(cfg.RatePerCustomer),
-			dropEntries: NewRateLimiter(cfg.RateDropEntries),
-			merchantOps: NewRateLimiter(cfg.RatePerCustomer),
+			place:       limiter(cfg.RatePerCustomer),
+			pay:         limiter(cfg.RatePerCustomer),
+			cancel:      limiter(cfg.RatePerCustomer),
+			tickets:     limiter(cfg.RatePerCustomer),
+			dropEntries: limiter(cfg.RateDropEntries),
+			merchantOps: limiter(cfg.RatePerCustomer),
 		},
 	}
 	s.handler = s.buildRoutes()
@@ -154,7 +162,7 @@ func (s *Server) buildRoutes() http.Handler {
 
 	var h http.Handler = mux
 	h = s.metrics.Middleware(h)
-	h = perIPLimit(NewRateLimiter(s.cfg.RatePerIP), h)
+	h = perIPLimit(newRateLimiter(s.cfg.RatePerIP, s.cfg.Now), h)
 	h = withTimeout(s.cfg.RequestTimeout, h)
 	h = recoverPanics(s.log, h)
 	h = accessLog(s.log, h)
