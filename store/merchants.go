@@ -244,9 +244,9 @@ func (l *merchantLocks) queue(b *pgx.Batch, sql string, args ...any) {
 // done, and the time of the decisions taken under their locks: the clock
 // read now, unless a merchant's last decision or a time in follows (the last
 // time of another row the decisions change) is later (domain.DecisionTime).
-// Every row takes that time as its last decision, which its load is saved
-// with, so a merchant's later decisions, from whichever process, are not
-// recorded before it.
+// Every row takes that time as its last decision, which its load or its
+// state is saved with, so a merchant's later decisions, from whichever
+// process, are not recorded before it.
 func (l *merchantLocks) held(clock func() time.Time, follows ...time.Time) (map[uuid.UUID]*merchantRow, time.Time) {
 	now := domain.DecisionTime(clock(), follows...)
 	for _, m := range l.rows {
@@ -258,17 +258,8 @@ func (l *merchantLocks) held(clock func() time.Time, follows ...time.Time) (map[
 	return l.rows, now
 }
 
-// saveLoad writes the merchant's load counters and completion stats.
-func saveLoad(ctx context.Context, tx pgx.Tx, m *merchantRow) error {
-	b := &pgx.Batch{}
-	queueSaveLoad(b, m)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("save load of merchant %s: %w", m.ID, err)
-	}
-	return nil
-}
-
-// queueSaveLoad adds saveLoad's statement to b, to travel with other writes.
+// queueSaveLoad adds to b the statement that writes the merchant's load
+// counters and completion stats, to travel with other writes.
 func queueSaveLoad(b *pgx.Batch, m *merchantRow) {
 	b.Queue(`
 		UPDATE merchants SET active = $2, queued = $3, next_seq = $4,
@@ -529,9 +520,6 @@ func (s *Store) PauseMerchant(ctx context.Context, id uuid.UUID, req domain.Paus
 			return err
 		}
 		if err := writeMerchant(ctx, tx, m, events, meta, now); err != nil {
-			return err
-		}
-		if err := saveLoad(ctx, tx, m); err != nil {
 			return err
 		}
 		if m.pause.Until == nil {

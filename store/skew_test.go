@@ -305,7 +305,7 @@ func TestSkewedClocksNeverRunBackwardsAcrossProcesses(t *testing.T) {
 
 // TestSkewedClocksMerchantChangesFloorLaterDecisions: a merchant's changes
 // that save no load (creation, secret rotation, a settings change that
-// drains nothing) still floor its later decisions, so the process whose
+// drains nothing, a pause) still floor its later decisions, so the process whose
 // clock is behind records neither a merchant event nor an admission before
 // them.
 func TestSkewedClocksMerchantChangesFloorLaterDecisions(t *testing.T) {
@@ -326,6 +326,10 @@ func TestSkewedClocksMerchantChangesFloorLaterDecisions(t *testing.T) {
 	require.NoError(t, err)
 	_, err = slow.ResumeMerchant(ctx, m.ID, storeMeta())
 	require.NoError(t, err)
+	_, err = fast.PauseMerchant(ctx, m.ID, domain.PauseRequest{Mode: domain.PauseQueue}, storeMeta())
+	require.NoError(t, err)
+	_, err = slow.ResumeMerchant(ctx, m.ID, storeMeta())
+	require.NoError(t, err)
 	o := mustPlace(t, slow, m.ID, p.ID, placeOpts{Customer: "c", PaymentRef: "r"})
 	require.Equal(t, domain.StatusAccepted, o.Status)
 
@@ -338,7 +342,7 @@ func TestSkewedClocksMerchantChangesFloorLaterDecisions(t *testing.T) {
 	}
 	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[event])
 	require.NoError(t, err)
-	require.Len(t, events, 5)
+	require.Len(t, events, 7)
 	for i := 1; i < len(events); i++ {
 		require.False(t, events[i].RecordedAt.Before(events[i-1].RecordedAt),
 			"%s (version %d) recorded at %s, before %s (version %d) at %s", events[i].Type, events[i].Version,
