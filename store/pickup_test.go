@@ -53,10 +53,9 @@ func TestMain(m *testing.M) {
 // machine's by offset. One in three is placed unpaid, and every other one of
 // those paid right after; one in five is in the priority lane.
 type pickupPlan struct {
-	merchant, product uuid.UUID
-	offset            time.Duration
-	start             time.Time
-	count             int
+	helperTarget
+	start time.Time
+	count int
 }
 
 const (
@@ -157,26 +156,58 @@ func (p pickupPlan) work(ctx context.Context, st *store.Store, next *atomic.Int6
 }
 
 func smallPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	return poolOf(ctx, url, 4)
+}
+
+func poolOf(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
-	cfg.MaxConns = 4
+	cfg.MaxConns = maxConns
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// helperTarget is what a helper process works on: a merchant and its
+// product, with its clock offset from the machine's.
+type helperTarget struct {
+	merchant, product uuid.UUID
+	offset            time.Duration
+}
+
+// readEnv reads the target from the environment variables named.
+func (h *helperTarget) readEnv(merchantVar, productVar, offsetVar string) error {
+	var err error
+	if h.merchant, err = uuid.Parse(os.Getenv(merchantVar)); err != nil {
+		return err
+	}
+	if h.product, err = uuid.Parse(os.Getenv(productVar)); err != nil {
+		return err
+	}
+	offset, err := strconv.ParseInt(os.Getenv(offsetVar), 10, 64)
+	h.offset = time.Duration(offset)
+	return err
+}
+
+// runInHelperProcess runs a helper process's part of a test: run, with a
+// store of its own (pool of maxConns, jobs) on the test's database url.
+func runInHelperProcess(ctx context.Context, url string, maxConns int32, run func(ctx context.Context, st *store.Store, pool *pgxpool.Pool) error) error {
+	pool, err := poolOf(ctx, url, maxConns)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	ins, err := jobs.NewInserter(pool)
+	if err != nil {
+		return err
+	}
+	return run(ctx, store.New(pool, ins), pool)
 }
 
 func pickupHelper() error {
 	ctx := context.Background()
 	var p pickupPlan
-	var err error
-	if p.merchant, err = uuid.Parse(os.Getenv(pickupHelperMerchant)); err != nil {
-		return err
-	}
-	if p.product, err = uuid.Parse(os.Getenv(pickupHelperProduct)); err != nil {
-		return err
-	}
-	offset, err := strconv.ParseInt(os.Getenv(pickupHelperOffset), 10, 64)
-	if err != nil {
+	if err := p.readEnv(pickupHelperMerchant, pickupHelperProduct, pickupHelperOffset); err != nil {
 		return err
 	}
 	start, err := strconv.ParseInt(os.Getenv(pickupHelperStart), 10, 64)
@@ -186,17 +217,8 @@ func pickupHelper() error {
 	if p.count, err = strconv.Atoi(os.Getenv(pickupHelperCount)); err != nil {
 		return err
 	}
-	p.offset, p.start = time.Duration(offset), time.Unix(0, start)
-	pool, err := smallPool(ctx, os.Getenv(pickupHelperDB))
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	ins, err := jobs.NewInserter(pool)
-	if err != nil {
-		return err
-	}
-	return p.run(ctx, store.New(pool, ins), pool)
+	p.start = time.Unix(0, start)
+	return runInHelperProcess(ctx, os.Getenv(pickupHelperDB), 4, p.run)
 }
 
 // TestPickupCodesUniqueAcrossMidnight places 2,000 orders (paid and
@@ -249,7 +271,7 @@ func TestPickupCodesUniqueAcrossMidnight(t *testing.T) {
 			outs[i], errs[i] = cmd.CombinedOutput()
 		}()
 	}
-	errs[helpers] = pickupPlan{merchant: m.ID, product: p.ID, offset: offset, start: start, count: total - helpers*share}.run(ctx, st, pool)
+	errs[helpers] = pickupPlan{helperTarget: helperTarget{merchant: m.ID, product: p.ID, offset: offset}, start: start, count: total - helpers*share}.run(ctx, st, pool)
 	wg.Wait()
 	for i, err := range errs {
 		if i < helpers {

@@ -17,10 +17,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
-	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
 	"github.com/orderd/orderd/store/storetest"
 )
+
+// skewedStores returns two stores on one new database, as two processes
+// would have, the first with a clock 3 s ahead of the second's.
+func skewedStores(t *testing.T) (fast, slow *store.Store, b *testBundle) {
+	t.Helper()
+	fast, b = setup(t)
+	slow = store.New(b.pool, fast.Jobs)
+	fast.Now = func() time.Time { return time.Now().Add(3 * time.Second) }
+	return fast, slow, b
+}
 
 // TestSkewedClocksNeverRunBackwards: two processes (stores) decide for one
 // merchant, one with a clock 3 s ahead of the other's. An order the fast
@@ -31,9 +40,7 @@ import (
 // order whose times run backwards.
 func TestSkewedClocksNeverRunBackwards(t *testing.T) {
 	t.Parallel()
-	fast, b := setup(t)
-	slow := store.New(b.pool, fast.Jobs)
-	fast.Now = func() time.Time { return time.Now().Add(3 * time.Second) }
+	fast, slow, b := skewedStores(t)
 	ctx := context.Background()
 	m := createMerchant(t, fast, &merchantOpts{Capacity: 1})
 	p := createProduct(t, fast, m.ID, nil)
@@ -123,9 +130,8 @@ const (
 // placing a paid order and completing an accepted order of any process,
 // all for one merchant, with a clock offset from the machine's by offset.
 type skewPlan struct {
-	merchant, product uuid.UUID
-	offset            time.Duration
-	name              string
+	helperTarget
+	name string
 }
 
 const (
@@ -196,35 +202,12 @@ func (p skewPlan) work(ctx context.Context, st *store.Store, pool *pgxpool.Pool,
 func skewHelper() error {
 	ctx := context.Background()
 	p := skewPlan{name: os.Getenv(skewHelperName)}
-	var err error
-	if p.merchant, err = uuid.Parse(os.Getenv(skewHelperMerchant)); err != nil {
-		return err
-	}
-	if p.product, err = uuid.Parse(os.Getenv(skewHelperProduct)); err != nil {
-		return err
-	}
-	offset, err := strconv.ParseInt(os.Getenv(skewHelperOffset), 10, 64)
-	if err != nil {
-		return err
-	}
-	p.offset = time.Duration(offset)
-	cfg, err := pgxpool.ParseConfig(os.Getenv(skewHelperDB))
-	if err != nil {
+	if err := p.readEnv(skewHelperMerchant, skewHelperProduct, skewHelperOffset); err != nil {
 		return err
 	}
 	// The workers, the merchant's parked line and a lane may all wait for
 	// the merchant's lock at once.
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	ins, err := jobs.NewInserter(pool)
-	if err != nil {
-		return err
-	}
-	return p.run(ctx, store.New(pool, ins), pool)
+	return runInHelperProcess(ctx, os.Getenv(skewHelperDB), 8, p.run)
 }
 
 // TestSkewedClocksNeverRunBackwardsAcrossProcesses: three OS processes
@@ -310,9 +293,7 @@ func TestSkewedClocksNeverRunBackwardsAcrossProcesses(t *testing.T) {
 // them.
 func TestSkewedClocksMerchantChangesFloorLaterDecisions(t *testing.T) {
 	t.Parallel()
-	fast, b := setup(t)
-	slow := store.New(b.pool, fast.Jobs)
-	fast.Now = func() time.Time { return time.Now().Add(3 * time.Second) }
+	fast, slow, b := skewedStores(t)
 	ctx := context.Background()
 	m := createMerchant(t, fast, &merchantOpts{Capacity: 1})
 	p := createProduct(t, fast, m.ID, nil)
