@@ -100,17 +100,8 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 	if err != nil {
 		return fmt.Errorf("lock orders: %w", err)
 	}
-	var orders []domain.Order
-	for rows.Next() {
-		var o domain.Order
-		if err := rows.Scan(scanOrderInto(&o)...); err != nil {
-			rows.Close()
-			return fmt.Errorf("scan order: %w", err)
-		}
-		orders = append(orders, o)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	orders, err := scanOrders(rows)
+	if err != nil {
 		return fmt.Errorf("lock orders: %w", err)
 	}
 	// The decisions' time, read once the orders' locks are held.

@@ -99,6 +99,15 @@ func queueOrderLock(b *pgx.Batch, merchantID, id uuid.UUID, o *domain.Order) {
 	})
 }
 
+// scanOrders reads rows of orderColumns.
+func scanOrders(rows pgx.Rows) ([]domain.Order, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Order, error) {
+		var o domain.Order
+		err := row.Scan(scanOrderInto(&o)...)
+		return o, err
+	})
+}
+
 func nullable(s string) *string {
 	if s == "" {
 		return nil
@@ -167,6 +176,17 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 			return fmt.Errorf("find order: %w", err)
 		}
 		merchantID := uuid.MustParse(seen.MerchantID)
+		// The answer, the order's view, is read with the command's last
+		// writes.
+		var answer writeSet
+		if !cmd.noView {
+			answer.readBack = func(b *pgx.Batch) {
+				b.Queue(orderByIDQuery, cmd.orderID).Query(func(rows pgx.Rows) (err error) {
+					view, err = scanOrderView(rows)
+					return err
+				})
+			}
+		}
 		if seen.Status.Final() {
 			// Its answer needs no lock, and a repeated tap on a finished
 			// order must not queue behind, or hold up, the merchant's
@@ -175,18 +195,15 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 			if err != nil {
 				return err
 			}
-			events, _, err := cmd.decide(tx, seen, m, domain.DecisionTime(s.now(), seen.LastDecidedAt()))
+			now := domain.DecisionTime(s.now(), seen.LastDecidedAt())
+			events, _, err := cmd.decide(tx, seen, m, now)
 			if err != nil {
 				return err
 			}
 			if len(events) > 0 {
 				return fmt.Errorf("order %s: a command changed an order that is %s", seen.ID, seen.Status)
 			}
-			if cmd.noView {
-				return nil
-			}
-			view, err = readOrder(ctx, tx, cmd.orderID)
-			return err
+			return s.commit(ctx, tx, answer, now)
 		}
 		var o domain.Order
 		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: merchantID, order: &o, orderID: cmd.orderID})
@@ -197,39 +214,28 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 		if err != nil {
 			return err
 		}
-		if len(events) > 0 {
-			after, err := o.Apply(events...)
-			if err != nil {
-				return err
-			}
-			c := change{before: o, after: after, events: events, meta: cmd.access.meta(cmd.requestID)}
-			w := writeSet{loads: []*merchantRow{m}}
-			if err := w.add(m, c, now); err != nil {
-				return err
-			}
-			if cmd.after != nil {
-				if w, err = cmd.after(tx, w, c, m, now); err != nil {
-					return err
-				}
-			}
-			if !cmd.noView {
-				w.readBack = func(b *pgx.Batch) {
-					b.Queue(orderByIDQuery, cmd.orderID).Query(func(rows pgx.Rows) (err error) {
-						view, err = scanOrderView(rows)
-						return err
-					})
-				}
-			}
-			if err := s.commit(ctx, tx, w, now); err != nil {
-				return err
-			}
-			return s.insertJobs(ctx, tx, jobs)
+		if len(events) == 0 {
+			return s.commit(ctx, tx, answer, now)
 		}
-		if cmd.noView {
-			return nil
+		after, err := o.Apply(events...)
+		if err != nil {
+			return err
 		}
-		view, err = readOrder(ctx, tx, cmd.orderID)
-		return err
+		c := change{before: o, after: after, events: events, meta: cmd.access.meta(cmd.requestID)}
+		w := writeSet{loads: []*merchantRow{m}}
+		if err := w.add(m, c, now); err != nil {
+			return err
+		}
+		if cmd.after != nil {
+			if w, err = cmd.after(tx, w, c, m, now); err != nil {
+				return err
+			}
+		}
+		w.readBack = answer.readBack
+		if err := s.commit(ctx, tx, w, now); err != nil {
+			return err
+		}
+		return s.insertJobs(ctx, tx, jobs)
 	})
 	return view, err
 }
@@ -448,15 +454,8 @@ func (s *Store) drain(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.T
 	w.readBack = func(b *pgx.Batch) {
 		b.Queue(`SELECT `+orderColumns+` FROM orders o
 			WHERE o.merchant_id = $1 AND o.status = 'queued' ORDER BY o.lane DESC, o.queue_seq LIMIT $2 FOR UPDATE`, m.ID, n).
-			Query(func(rows pgx.Rows) error {
-				for rows.Next() {
-					var o domain.Order
-					if err := rows.Scan(scanOrderInto(&o)...); err != nil {
-						return fmt.Errorf("scan queue head: %w", err)
-					}
-					head = append(head, o)
-				}
-				if err := rows.Err(); err != nil {
+			Query(func(rows pgx.Rows) (err error) {
+				if head, err = scanOrders(rows); err != nil {
 					return fmt.Errorf("read queue head: %w", err)
 				}
 				return nil
