@@ -175,6 +175,9 @@ type merchantLock struct {
 	// floors the decision's.
 	order   *domain.Order
 	orderID uuid.UUID
+	// head, when set, is filled with the queue's head, read after the
+	// locks in the same round trip.
+	head *queueHead
 }
 
 // lockMerchant takes the merchant's row lock, which serializes every decision
@@ -191,6 +194,9 @@ func (s *Store) lockMerchant(ctx context.Context, tx pgx.Tx, l merchantLock) (*m
 	locks.queue(b, sql, l.id)
 	if l.order != nil {
 		queueOrderLock(b, l.id, l.orderID, l.order)
+	}
+	if l.head != nil {
+		queueHeadRead(b, l.id, l.head.limit, &l.head.orders)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, time.Time{}, fmt.Errorf("lock merchant %s: %w", l.id, err)

@@ -159,16 +159,23 @@ type orderCommand struct {
 	after func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error)
 	// noView skips reading the order back, for timers nobody waits on.
 	noView bool
+	// drains: the command usually lets the queue's head in (after drains),
+	// so the head is read with the locks (queueHead).
+	drains bool
 }
 
 func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, error) {
 	var view *Order
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
 		// The merchant's lock comes before the order's, and every lock names
 		// its merchant, so the command finds the order's merchant first,
 		// without a lock (an order never changes merchant).
 		var seen domain.Order
-		err := tx.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders o WHERE o.id = $1`, cmd.orderID).Scan(scanOrderInto(&seen)...)
+		b := &pgx.Batch{}
+		b.Queue(`SELECT `+orderColumns+` FROM orders o WHERE o.id = $1`, cmd.orderID).QueryRow(func(row pgx.Row) error {
+			return row.Scan(scanOrderInto(&seen)...)
+		})
+		err := tx.SendBatch(ctx, b).Close()
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && cmd.access.Actor != domain.ActorSystem && !cmd.access.canSee(seen.CustomerID, uuid.MustParse(seen.MerchantID))) {
 			return errOrderNotFound
 		}
@@ -203,10 +210,14 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 			if len(events) > 0 {
 				return fmt.Errorf("order %s: a command changed an order that is %s", seen.ID, seen.Status)
 			}
-			return s.commit(ctx, tx, answer, now)
+			return s.commitAndEnd(ctx, tx, pt, answer, now)
 		}
 		var o domain.Order
-		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: merchantID, order: &o, orderID: cmd.orderID})
+		lock := merchantLock{id: merchantID, order: &o, orderID: cmd.orderID}
+		if cmd.drains {
+			lock.head = newQueueHead(seen)
+		}
+		m, now, err := s.lockMerchant(ctx, tx, lock)
 		if err != nil {
 			return err
 		}
@@ -215,14 +226,17 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 			return err
 		}
 		if len(events) == 0 {
-			return s.commit(ctx, tx, answer, now)
+			return s.commitAndEnd(ctx, tx, pt, answer, now)
+		}
+		if err := s.insertJobs(ctx, tx, jobs); err != nil {
+			return err
 		}
 		after, err := o.Apply(events...)
 		if err != nil {
 			return err
 		}
 		c := change{before: o, after: after, events: events, meta: cmd.access.meta(cmd.requestID)}
-		w := writeSet{loads: []*merchantRow{m}}
+		w := writeSet{loads: []*merchantRow{m}, head: lock.head}
 		if err := w.add(m, c, now); err != nil {
 			return err
 		}
@@ -232,10 +246,7 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 			}
 		}
 		w.readBack = answer.readBack
-		if err := s.commit(ctx, tx, w, now); err != nil {
-			return err
-		}
-		return s.insertJobs(ctx, tx, jobs)
+		return s.commitAndEnd(ctx, tx, pt, w, now)
 	})
 	return view, err
 }
@@ -272,7 +283,7 @@ func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef stri
 // released, and a freed unit goes to the head of the queue at once.
 func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*Order, error) {
 	return s.runOrderCommand(ctx, orderCommand{
-		orderID: orderID, access: access, requestID: requestID,
+		orderID: orderID, access: access, requestID: requestID, drains: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
 			events, load, err := domain.Cancel(o, access.Actor, reason, m.load(), now)
 			if err != nil {
@@ -299,7 +310,7 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 // queue in the same transaction.
 func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
 	return s.runOrderCommand(ctx, orderCommand{
-		orderID: orderID, access: access, requestID: requestID,
+		orderID: orderID, access: access, requestID: requestID, drains: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
 			events, load, err := domain.Complete(o, m.load(), now)
 			if err != nil {
@@ -440,31 +451,33 @@ func (s *Store) drainLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, now 
 }
 
 // drain is drainLocked for a caller with writes of its own, w (changes that
-// may move the queue, and m's load): when the merchant has room it sends w
-// with its read of the queue's head, and returns the admissions and m's
-// load, for the caller to send with its answer; else it returns w.
+// may move the queue, and m's load): when the merchant has room it admits
+// from the head w brought (queueHead) if that covers it, else sends w with
+// its read of the queue's head; it returns the admissions and m's load, for
+// the caller to send with its answer (else w).
 func (s *Store) drain(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.Time, limit int, w writeSet) (writeSet, error) {
 	n := min(m.load().MaxAdmissible(), limit)
 	if n == 0 {
 		return w, nil
 	}
+	if head, ok := w.head.covering(n, w.changes); ok {
+		return s.admitHead(ctx, tx, m, now, limit, w, head)
+	}
 	var head []domain.Order
 	// The load is saved once, with the admissions.
 	w.loads = nil
 	w.readBack = func(b *pgx.Batch) {
-		b.Queue(`SELECT `+orderColumns+` FROM orders o
-			WHERE o.merchant_id = $1 AND o.status = 'queued' ORDER BY o.lane DESC, o.queue_seq LIMIT $2 FOR UPDATE`, m.ID, n).
-			Query(func(rows pgx.Rows) (err error) {
-				if head, err = scanOrders(rows); err != nil {
-					return fmt.Errorf("read queue head: %w", err)
-				}
-				return nil
-			})
+		queueHeadRead(b, m.ID, n, &head)
 	}
 	if err := s.commit(ctx, tx, w, now); err != nil {
 		return w, err
 	}
-	next := writeSet{loads: []*merchantRow{m}}
+	return s.admitHead(ctx, tx, m, now, limit, writeSet{loads: []*merchantRow{m}}, head)
+}
+
+// admitHead adds to w the admission of head's orders, in order, while they
+// fit, and returns it.
+func (s *Store) admitHead(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.Time, limit int, w writeSet, head []domain.Order) (writeSet, error) {
 	for _, o := range head {
 		// Nothing behind a head that does not fit overtakes it.
 		if !m.load().CanDrain(o.Load) {
@@ -472,21 +485,82 @@ func (s *Store) drain(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.T
 		}
 		e, load, err := domain.AdmitQueued(o, m.load(), now)
 		if err != nil {
-			return next, err
+			return w, err
 		}
 		after, err := o.Apply(e)
 		if err != nil {
-			return next, err
+			return w, err
 		}
 		m.setLoad(load)
-		if err := next.add(m, change{before: o, after: after, events: []domain.Event{e}, meta: Meta{Actor: domain.ActorSystem}}, now); err != nil {
-			return next, err
+		if err := w.add(m, change{before: o, after: after, events: []domain.Event{e}, meta: Meta{Actor: domain.ActorSystem}}, now); err != nil {
+			return w, err
 		}
 	}
 	if limit < m.load().MaxAdmissible() {
-		return next, s.insertJobs(ctx, tx, []river.InsertManyParams{{Args: DrainMerchantArgs{MerchantID: m.ID}}})
+		return w, s.insertJobs(ctx, tx, []river.InsertManyParams{{Args: DrainMerchantArgs{MerchantID: m.ID}}})
 	}
-	return next, nil
+	return w, nil
+}
+
+// queueHeadRead adds to b the read of the first n queued orders of the
+// merchant, the priority lane's first, locked, into head. The read is
+// planned for each execution: a connection caches a generic plan made from
+// the statistics of the moment, and one made while orders looked empty (a
+// new database before its first ANALYZE) sorts every queued order of every
+// merchant on each read, for the rest of the connection's life.
+func queueHeadRead(b *pgx.Batch, merchantID uuid.UUID, n int, head *[]domain.Order) {
+	b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
+	b.Queue(`SELECT `+orderColumns+` FROM orders o
+		WHERE o.merchant_id = $1 AND o.status = 'queued' ORDER BY o.lane DESC, o.queue_seq LIMIT $2 FOR UPDATE`, [16]byte(merchantID), n).
+		Query(func(rows pgx.Rows) (err error) {
+			if *head, err = scanOrders(rows); err != nil {
+				return fmt.Errorf("read queue head: %w", err)
+			}
+			return nil
+		})
+	b.Queue(`SET LOCAL plan_cache_mode TO DEFAULT`)
+}
+
+// queueHead is the head of a merchant's queue read in the round trip that
+// takes the merchant's lock, before the command decides: as many orders as
+// the command's order would let in by leaving (its load), and one more when
+// it is queued itself, so that the command's admissions need no round trip
+// of their own. The rows read are locked, and the merchant's lock keeps the
+// queue as it was read.
+type queueHead struct {
+	limit  int
+	orders []domain.Order
+}
+
+func newQueueHead(o domain.Order) *queueHead {
+	limit := max(o.Load, 1)
+	if o.Status == domain.StatusQueued {
+		limit++
+	}
+	return &queueHead{limit: limit}
+}
+
+// covering returns the head's first n orders, leaving out those changed
+// (they left the queue), if the head read holds them all: n of them, or
+// the whole queue.
+func (h *queueHead) covering(n int, changed []change) ([]domain.Order, bool) {
+	if h == nil {
+		return nil, false
+	}
+	left := map[string]bool{}
+	for _, c := range changed {
+		left[c.after.ID] = true
+	}
+	var head []domain.Order
+	for _, o := range h.orders {
+		if !left[o.ID] {
+			head = append(head, o)
+		}
+	}
+	if len(head) >= n {
+		return head[:n], true
+	}
+	return head, len(h.orders) < h.limit
 }
 
 // DrainMerchant admits a merchant's queued orders while units are free. It

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store/pgkit"
 )
 
 // change is one order's new events, the state they fold to and who caused
@@ -116,6 +117,9 @@ type writeSet struct {
 	// readBack, when set, adds reads that see the writes to the same round
 	// trip: what the request answers with.
 	readBack func(b *pgx.Batch)
+	// head is the queue's head as the merchant's lock found it, when it was
+	// read with the lock; drain admits from it.
+	head *queueHead
 }
 
 // add adds one order's change and the webhook messages m's endpoint is owed
@@ -132,12 +136,39 @@ func (w *writeSet) add(m *merchantRow, c change, now time.Time) error {
 // commit writes w in the transaction tx, in one round trip, after what its
 // changes do to drop entries (dropEffects).
 func (s *Store) commit(ctx context.Context, tx pgx.Tx, w writeSet, now time.Time) error {
-	if err := s.dropEffects(ctx, tx, w.changes, now); err != nil {
+	b, err := s.queueWrite(ctx, tx, w, now)
+	if err != nil || b.Len() == 0 {
 		return err
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write order changes: %w", err)
+	}
+	return nil
+}
+
+// commitAndEnd is commit for a transaction's last write: w travels with the
+// COMMIT of pt, tx's pipelined transaction, so that the locks are let go a
+// round trip sooner.
+func (s *Store) commitAndEnd(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, w writeSet, now time.Time) error {
+	b, err := s.queueWrite(ctx, tx, w, now)
+	if err != nil {
+		return err
+	}
+	if err := pt.CommitWith(ctx, b); err != nil {
+		return fmt.Errorf("write order changes: %w", err)
+	}
+	return nil
+}
+
+// queueWrite returns the batch that writes w, once what its changes do to
+// drop entries is done (dropEffects).
+func (s *Store) queueWrite(ctx context.Context, tx pgx.Tx, w writeSet, now time.Time) (*pgx.Batch, error) {
+	if err := s.dropEffects(ctx, tx, w.changes, now); err != nil {
+		return nil, err
 	}
 	b := &pgx.Batch{}
 	if err := queueChanges(tx, b, w.changes, w.outbox, now); err != nil {
-		return err
+		return nil, err
 	}
 	for _, m := range w.loads {
 		queueSaveLoad(b, m)
@@ -145,13 +176,7 @@ func (s *Store) commit(ctx context.Context, tx pgx.Tx, w writeSet, now time.Time
 	if w.readBack != nil {
 		w.readBack(b)
 	}
-	if b.Len() == 0 {
-		return nil
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("write order changes: %w", err)
-	}
-	return nil
+	return b, nil
 }
 
 // orderColumnsOf holds order rows column by column, as unnest takes them.
