@@ -280,7 +280,7 @@ func (s *Store) decideBatch(batch []*placement, mode batchMode) {
 	ctx, cancel := context.WithDeadline(context.Background(), batchDeadline(batch))
 	defer cancel()
 	err := s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
-		writes, err := s.placeInTx(ctx, tx, batch, mode)
+		writes, err := s.placeInTx(ctx, tx, pt, batch, mode)
 		if err != nil {
 			return err
 		}
@@ -353,7 +353,7 @@ func (s *Store) decideBatch(batch []*placement, mode batchMode) {
 // counters (sorted) and nothing more, or per request its claims and stock
 // buckets and the pickup counters last. The decisions' time is read once
 // the merchants' locks are held.
-func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, mode batchMode) (*pgx.Batch, error) {
+func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx, batch []*placement, mode batchMode) (*pgx.Batch, error) {
 	for _, pl := range batch {
 		pl.err, pl.replayOf, pl.twin, pl.result, pl.events, pl.jobs, pl.retry, pl.entries, pl.answer = nil, uuid.Nil, nil, nil, nil, nil, decided, nil, answerBasis{}
 	}
@@ -450,7 +450,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, batch []*placement, mo
 	for _, pl := range placed {
 		jobs = append(jobs, pl.jobs...)
 	}
-	if err := s.insertJobs(ctx, tx, jobs); err != nil {
+	if err := s.insertJobsWithCommit(ctx, tx, pt, jobs); err != nil {
 		return nil, err
 	}
 	if numbers == nil {

@@ -25,6 +25,7 @@ import (
 // in the same transaction as the events that call for them.
 type JobInserter interface {
 	InsertManyTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
+	InsertManyFastTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) (int, error)
 }
 
 // Store is safe for concurrent use.
