@@ -51,6 +51,15 @@ func copyRows(ctx context.Context, tx pgx.Tx, rows ...[]any) (int64, error) {
 	return tx.CopyFrom(ctx, pgx.Identifier{"copied"}, []string{"id", "tags", "note"}, pgx.CopyFromRows(rows))
 }
 
+// deferredCopy copies rows while pt defers.
+func deferredCopy(t *testing.T, pt *pgkit.PipelinedTx, rows ...[]any) {
+	t.Helper()
+	require.NoError(t, pt.Deferring(func() error {
+		_, err := copyRows(context.Background(), pt, rows...)
+		return err
+	}))
+}
+
 func count(t *testing.T, conn *pgx.Conn) int {
 	t.Helper()
 	var n int
@@ -96,17 +105,11 @@ func TestDeferredCopyIsSeenByTheNextRead(t *testing.T) {
 	ctx := context.Background()
 	conn, _ := connect(t)
 	pt := pgkit.NewPipelinedTx(conn)
-	require.NoError(t, pt.Deferring(func() error {
-		_, err := copyRows(ctx, pt, []any{1, []string{"a"}, "one"})
-		return err
-	}))
+	deferredCopy(t, pt, []any{1, []string{"a"}, "one"})
 	var n int
 	require.NoError(t, pt.QueryRow(ctx, `SELECT count(*) FROM copied`).Scan(&n))
 	require.Equal(t, 1, n)
-	require.NoError(t, pt.Deferring(func() error {
-		_, err := copyRows(ctx, pt, []any{2, []string{"b"}, "two"})
-		return err
-	}))
+	deferredCopy(t, pt, []any{2, []string{"b"}, "two"})
 	require.NoError(t, pt.Rollback(ctx))
 	require.Equal(t, 0, count(t, conn))
 }
@@ -117,10 +120,7 @@ func TestDeferredCopyFailsWithItsBatch(t *testing.T) {
 	ctx := context.Background()
 	conn, _ := connect(t)
 	pt := pgkit.NewPipelinedTx(conn)
-	require.NoError(t, pt.Deferring(func() error {
-		_, err := copyRows(ctx, pt, []any{1, nil, "one"}, []any{1, nil, "again"})
-		return err
-	}))
+	deferredCopy(t, pt, []any{1, nil, "one"}, []any{1, nil, "again"})
 	require.Error(t, pt.CommitWith(ctx, nil))
 	require.NoError(t, pt.Rollback(ctx))
 	require.Equal(t, 0, count(t, conn))
