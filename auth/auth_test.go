@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -183,6 +184,22 @@ func TestRememberedTokensStillExpire(t *testing.T) {
 	at = now.Add(time.Minute + 6*time.Second) // past the expiry and its 5 s leeway
 	_, err = a.Parse(tok)
 	require.ErrorContains(t, err, "expired")
+}
+
+// The tokens of a burst's customers stay remembered until they come again:
+// twenty thousand customers ordering a few times each verify each token
+// once.
+func TestTokensOfABurstStayRemembered(t *testing.T) {
+	t.Parallel()
+	a := auth.New(secret, clock)
+	const customers = 20000
+	for i := range customers {
+		tok, err := a.Issue(auth.Principal{Subject: fmt.Sprintf("c%d", i), Role: auth.RoleCustomer}, time.Hour)
+		require.NoError(t, err)
+		_, err = a.Parse(tok)
+		require.NoError(t, err)
+	}
+	require.Equal(t, customers, auth.Remembered(a))
 }
 
 func TestFromRequest(t *testing.T) {
