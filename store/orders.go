@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -208,8 +209,13 @@ type orderCommand struct {
 }
 
 func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, error) {
+	done, err := s.turns.take(ctx, cmd.orderID)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer done()
 	var view *Order
-	err := s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
+	err = s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
 		// The merchant's lock comes before the order's, and every lock names
 		// its merchant, so the command finds the order's merchant first,
 		// without a lock (an order never changes merchant).
@@ -292,6 +298,46 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 		return s.commitAndEnd(ctx, tx, pt, w, now)
 	})
 	return view, err
+}
+
+// orderTurns let one command at a time of this process act on an order.
+// Two commands on one order (a double tap on Complete, two staff finishing
+// the same ticket) would otherwise both read it unfinished, and the second
+// would wait for the merchant's lock, which every placement of the merchant
+// waits for too, only to find the order finished and roll back; waiting for
+// the first here instead, it reads the order finished and takes no lock.
+// Commands in other processes are kept apart by the rows' locks, as before.
+type orderTurns struct {
+	mu   sync.Mutex
+	busy map[uuid.UUID]chan struct{}
+}
+
+// take waits for the order's turn, until ctx ends, and returns its release.
+func (t *orderTurns) take(ctx context.Context, id uuid.UUID) (func(), error) {
+	for {
+		t.mu.Lock()
+		if t.busy == nil {
+			t.busy = map[uuid.UUID]chan struct{}{}
+		}
+		running, ok := t.busy[id]
+		if !ok {
+			mine := make(chan struct{})
+			t.busy[id] = mine
+			t.mu.Unlock()
+			return func() {
+				t.mu.Lock()
+				delete(t.busy, id)
+				t.mu.Unlock()
+				close(mine)
+			}, nil
+		}
+		t.mu.Unlock()
+		select {
+		case <-running:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // PayOrder pays an unpaid order and admits or queues it. Paying again with the

@@ -341,3 +341,39 @@ func TestQueuedPlacementInsertsItsTimerWithItsCommit(t *testing.T) {
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT kind FROM river_job WHERE args->>'order_id' = $1`, queued.ID.String()).Scan(&kind))
 	require.Equal(t, store.ExpireQueuedArgs{}.Kind(), kind)
 }
+
+// TestRacingTapsOnOneOrderLockItsMerchantOnce: two taps on Complete for one
+// order, sent while the merchant's row is held elsewhere, lock the merchant
+// once: the second waits for the first in this process, then reads the
+// order completed and answers without the lock every placement of the
+// merchant waits for.
+func TestRacingTapsOnOneOrderLockItsMerchantOnce(t *testing.T) {
+	t.Parallel()
+	st, rt := tracedStore(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
+	p := createProduct(t, st, m.ID, nil)
+	o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "a", PaymentRef: "r"})
+	release := holdLock(t, st.Pool(), `SELECT 1 FROM merchants WHERE id = $1 FOR UPDATE`, m.ID)
+	rt.reset()
+
+	access := store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := st.CompleteOrder(ctx, o.ID, access, "")
+			errs <- err
+		}()
+	}
+	// Both taps arrive while the merchant is held.
+	time.Sleep(200 * time.Millisecond)
+	release()
+	first, second := <-errs, <-errs
+	if first != nil {
+		first, second = second, first
+	}
+	require.NoError(t, first)
+	require.Equal(t, domain.CodeInvalidTransition, domain.ErrorCode(second), "%v", second)
+	require.Len(t, rt.containing("FROM merchants WHERE id = $1 FOR NO KEY UPDATE"), 1)
+	require.Empty(t, violations(t, st))
+}

@@ -61,6 +61,8 @@ type Store struct {
 	citus  atomic.Int32
 	joiner *pgkit.Batcher[*joinRequest, uuid.UUID]
 	hints  chan struct{}
+	// turns serialize this process's commands on one order (orderTurns).
+	turns orderTurns
 	// stockProducts are the products last read taking stock (mayNumberFirst).
 	stockProducts sync.Map
 	// dropMerchants are the merchants of drops joined (dropMerchant).
