@@ -136,6 +136,17 @@ func place(ctx context.Context, st *store.Store, merchantID, productID uuid.UUID
 	})
 }
 
+// acceptedOrder makes a merchant of capacity with one product and places
+// customer's paid order of it, which the kitchen's room accepts.
+func acceptedOrder(t *testing.T, st *store.Store, capacity int, customer string) (*store.Merchant, *store.Product, *store.Order) {
+	t.Helper()
+	m := createMerchant(t, st, &merchantOpts{Capacity: capacity})
+	p := createProduct(t, st, m.ID, nil)
+	o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: customer, PaymentRef: "pay-" + customer})
+	require.Equal(t, domain.StatusAccepted, o.Status)
+	return m, p, o
+}
+
 func mustPlace(t *testing.T, st *store.Store, merchantID, productID uuid.UUID, o placeOpts) *store.Order {
 	t.Helper()
 	res, err := place(context.Background(), st, merchantID, productID, o)

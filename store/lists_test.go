@@ -248,10 +248,7 @@ func TestOrderViewsReadOnlyTheLineAhead(t *testing.T) {
 	t.Parallel()
 	st, _ := setup(t)
 	ctx := context.Background()
-	m := createMerchant(t, st, &merchantOpts{Capacity: 1})
-	p := createProduct(t, st, m.ID, nil)
-	accepted := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "first", PaymentRef: "pay-first"})
-	require.Equal(t, domain.StatusAccepted, accepted.Status)
+	m, p, accepted := acceptedOrder(t, st, 1, "first")
 	var line []*store.Order
 	for i := range 40 {
 		params := store.PlaceParams{

@@ -294,9 +294,7 @@ func TestCompletionHoldsItsMerchantTwoRoundTrips(t *testing.T) {
 	t.Parallel()
 	st, rt := tracedStore(t)
 	ctx := context.Background()
-	m := createMerchant(t, st, &merchantOpts{Capacity: 1})
-	p := createProduct(t, st, m.ID, nil)
-	accepted := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "a", PaymentRef: "r"})
+	m, p, accepted := acceptedOrder(t, st, 1, "a")
 	queued := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "b", PaymentRef: "r"})
 	require.Equal(t, domain.StatusQueued, queued.Status)
 
@@ -351,9 +349,7 @@ func TestRacingTapsOnOneOrderLockItsMerchantOnce(t *testing.T) {
 	t.Parallel()
 	st, rt := tracedStore(t)
 	ctx := context.Background()
-	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
-	p := createProduct(t, st, m.ID, nil)
-	o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "a", PaymentRef: "r"})
+	m, _, o := acceptedOrder(t, st, 2, "a")
 	release := holdLock(t, st.Pool(), `SELECT 1 FROM merchants WHERE id = $1 FOR UPDATE`, m.ID)
 	rt.reset()
 
