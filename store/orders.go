@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -300,44 +301,69 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 	return view, err
 }
 
-// orderTurns let one command at a time of this process act on an order.
-// Two commands on one order (a double tap on Complete, two staff finishing
-// the same ticket) would otherwise both read it unfinished, and the second
-// would wait for the merchant's lock, which every placement of the merchant
-// waits for too, only to find the order finished and roll back; waiting for
-// the first here instead, it reads the order finished and takes no lock.
-// Commands in other processes are kept apart by the rows' locks, as before.
+// orderTurns let one command at a time of this process act on an order,
+// in the order the commands arrived. Two commands on one order (a double
+// tap on Complete, two staff finishing the same ticket) would otherwise both
+// read it unfinished, and the second would wait for the merchant's lock,
+// which every placement of the merchant waits for too, only to find the
+// order finished and roll back; waiting for the first here instead, it
+// reads the order finished and takes no lock. Commands in other processes
+// are kept apart by the rows' locks, as before.
 type orderTurns struct {
-	mu   sync.Mutex
-	busy map[uuid.UUID]chan struct{}
+	mu sync.Mutex
+	// busy holds, per order whose turn is taken, the commands waiting for
+	// it, first come first.
+	busy map[uuid.UUID][]chan struct{}
 }
 
 // take waits for the order's turn, until ctx ends, and returns its release.
 func (t *orderTurns) take(ctx context.Context, id uuid.UUID) (func(), error) {
-	for {
-		t.mu.Lock()
-		if t.busy == nil {
-			t.busy = map[uuid.UUID]chan struct{}{}
-		}
-		running, ok := t.busy[id]
-		if !ok {
-			mine := make(chan struct{})
-			t.busy[id] = mine
-			t.mu.Unlock()
-			return func() {
-				t.mu.Lock()
-				delete(t.busy, id)
-				t.mu.Unlock()
-				close(mine)
-			}, nil
-		}
-		t.mu.Unlock()
-		select {
-		case <-running:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	release := func() { t.passOn(id) }
+	t.mu.Lock()
+	if t.busy == nil {
+		t.busy = map[uuid.UUID][]chan struct{}{}
 	}
+	waiting, taken := t.busy[id]
+	if !taken {
+		t.busy[id] = nil
+		t.mu.Unlock()
+		return release, nil
+	}
+	mine := make(chan struct{})
+	t.busy[id] = append(waiting, mine)
+	t.mu.Unlock()
+	select {
+	case <-mine:
+		return release, nil
+	case <-ctx.Done():
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		select {
+		case <-mine:
+			// Handed the turn as the caller gave up: hand it on.
+			t.passOnLocked(id)
+		default:
+			t.busy[id] = slices.DeleteFunc(t.busy[id], func(c chan struct{}) bool { return c == mine })
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// passOn hands the order's turn to its first waiting command, if any.
+func (t *orderTurns) passOn(id uuid.UUID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.passOnLocked(id)
+}
+
+func (t *orderTurns) passOnLocked(id uuid.UUID) {
+	waiting := t.busy[id]
+	if len(waiting) == 0 {
+		delete(t.busy, id)
+		return
+	}
+	close(waiting[0])
+	t.busy[id] = waiting[1:]
 }
 
 // PayOrder pays an unpaid order and admits or queues it. Paying again with the
