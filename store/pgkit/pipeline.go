@@ -42,17 +42,6 @@ func (t *PipelinedTx) Committed() bool { return t.committed }
 
 var errNoNesting = errors.New("pgkit: a pipelined transaction has no nested transactions")
 
-func (t *PipelinedTx) begin(ctx context.Context) error {
-	if t.begun {
-		return nil
-	}
-	if _, err := t.conn.Exec(ctx, "begin"); err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	t.begun = true
-	return nil
-}
-
 // SendBatch sends b, preceded by BEGIN when it is the transaction's first
 // and by the statements deferred until now.
 func (t *PipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
@@ -81,10 +70,10 @@ func (t *PipelinedTx) Deferring(fn func() error) error {
 	return fn()
 }
 
-// flush sends the deferred statements, before a statement that may depend
-// on them.
-func (t *PipelinedTx) flush(ctx context.Context) error {
-	if len(t.pending) == 0 {
+// ready sends what a statement sent on its own must follow, together: the
+// BEGIN, when none was sent, and the statements deferred until now.
+func (t *PipelinedTx) ready(ctx context.Context) error {
+	if t.begun && len(t.pending) == 0 {
 		return nil
 	}
 	return t.SendBatch(ctx, &pgx.Batch{}).Close()
@@ -182,10 +171,7 @@ func (t *PipelinedTx) CopyFrom(ctx context.Context, table pgx.Identifier, column
 	if t.deferring {
 		return t.deferCopy(table, columns, src)
 	}
-	if err := t.begin(ctx); err != nil {
-		return 0, err
-	}
-	if err := t.flush(ctx); err != nil {
+	if err := t.ready(ctx); err != nil {
 		return 0, err
 	}
 	return t.conn.CopyFrom(ctx, table, columns, src)
@@ -206,30 +192,21 @@ func (t *PipelinedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn
 		t.pending = append(t.pending, &pgx.QueuedQuery{SQL: sql, Arguments: args})
 		return pgconn.CommandTag{}, nil
 	}
-	if err := t.begin(ctx); err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	if err := t.flush(ctx); err != nil {
+	if err := t.ready(ctx); err != nil {
 		return pgconn.CommandTag{}, err
 	}
 	return t.conn.Exec(ctx, sql, args...)
 }
 
 func (t *PipelinedTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if err := t.begin(ctx); err != nil {
-		return nil, err
-	}
-	if err := t.flush(ctx); err != nil {
+	if err := t.ready(ctx); err != nil {
 		return nil, err
 	}
 	return t.conn.Query(ctx, sql, args...)
 }
 
 func (t *PipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if err := t.begin(ctx); err != nil {
-		return errRow{err}
-	}
-	if err := t.flush(ctx); err != nil {
+	if err := t.ready(ctx); err != nil {
 		return errRow{err}
 	}
 	return t.conn.QueryRow(ctx, sql, args...)
