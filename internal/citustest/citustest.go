@@ -219,7 +219,10 @@ func drop(ctx context.Context, coord *pgx.ConnConfig, workers []node, name strin
 			switch {
 			case pgErr.Code == pgerrcode.ObjectInUse:
 				// Something still ends; the next try finds it gone.
-				time.Sleep(time.Second)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
 			case pgErr.Code == pgerrcode.InvalidCatalogName && i == 0:
 				// A try cut short dropped it on some workers, and Citus
 				// refuses to propagate the DROP to a worker without it:
