@@ -359,38 +359,58 @@ func TestAdmissionUnderConcurrency(t *testing.T) {
 		}()
 	}
 	merchant := store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}
-	var completed atomic.Int64
+	// Through every instance, completions of accepted orders and, now and
+	// then, cancellations of queued ones (which the head read with the
+	// locks holds itself) and of accepted ones: each lets the head in.
+	var ended, cancelled atomic.Int64
 	stop := make(chan struct{})
 	var cg sync.WaitGroup
-	for w := range 3 {
+	for w := range 2 * len(stores) {
 		cg.Add(1)
 		go func() {
 			defer cg.Done()
-			st := stores[w]
+			st := stores[w%len(stores)]
 			for {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				accepted, err := st.ListMerchantOrders(ctx, m.ID, domain.StatusAccepted, 5)
+				status := domain.StatusAccepted
+				if w >= len(stores) {
+					status = domain.StatusQueued
+				}
+				orders, err := st.ListMerchantOrders(ctx, m.ID, status, 5)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if len(accepted) == 0 {
+				if len(orders) == 0 {
 					time.Sleep(time.Millisecond)
 					continue
 				}
-				o := accepted[rand.IntN(len(accepted))]
-				if _, err := st.CompleteOrder(ctx, o.ID, merchant, ""); err == nil {
-					completed.Add(1)
+				o := orders[rand.IntN(len(orders))]
+				switch {
+				case w < len(stores):
+					_, err = st.CompleteOrder(ctx, o.ID, merchant, "")
+				case cancelled.Load() < total/10:
+					_, err = st.CancelOrder(ctx, o.ID, "sold out", merchant, "")
+					if err == nil {
+						cancelled.Add(1)
+					}
+				default:
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if err == nil {
+					ended.Add(1)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	eventually(t, 60*time.Second, func() bool { return completed.Load() >= total }, "every order completed")
+	eventually(t, 60*time.Second, func() bool { return ended.Load() >= total }, "every order completed or cancelled")
+	require.Positive(t, cancelled.Load(), "orders were cancelled while others completed")
 	close(stop)
 	cg.Wait()
 

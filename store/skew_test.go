@@ -42,11 +42,7 @@ func TestSkewedClocksNeverRunBackwards(t *testing.T) {
 	t.Parallel()
 	fast, slow, b := skewedStores(t)
 	ctx := context.Background()
-	m := createMerchant(t, fast, &merchantOpts{Capacity: 1})
-	p := createProduct(t, fast, m.ID, nil)
-
-	first := mustPlace(t, fast, m.ID, p.ID, placeOpts{Customer: "first", PaymentRef: "r"})
-	require.Equal(t, domain.StatusAccepted, first.Status)
+	m, p, first := acceptedOrder(t, fast, 1, "first")
 	second := mustPlace(t, slow, m.ID, p.ID, placeOpts{Customer: "second", PaymentRef: "r"})
 	require.Equal(t, domain.StatusQueued, second.Status)
 	require.False(t, second.PaidAt.Before(*first.AcceptedAt), "paid under the merchant's lock after the first's admission")

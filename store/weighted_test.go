@@ -19,8 +19,8 @@ import (
 // TestWeightedAdmissionUnderConcurrency is TestAdmissionUnderConcurrency for
 // a merchant counting items: capacity 10, orders of 1-6 items, one in five in
 // the priority lane and some moved there while queued, placed and paid
-// through three stores (three processes' lanes and batches) by 8 goroutines
-// while 3 more complete. Replaying the log in commit order, every admission
+// through three stores (three processes' lanes and batches) by 8 goroutines,
+// which also cancel one in nine while it is queued, while 3 more complete. Replaying the log in commit order, every admission
 // is the head of the line (the priority lane's while it has orders) and
 // leaves active <= capacity, unless the order is alone in the kitchen.
 func TestWeightedAdmissionUnderConcurrency(t *testing.T) {
@@ -37,7 +37,7 @@ func TestWeightedAdmissionUnderConcurrency(t *testing.T) {
 	merchant := store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}
 
 	var wg sync.WaitGroup
-	var next atomic.Int64
+	var next, cancelled atomic.Int64
 	for range 8 {
 		wg.Add(1)
 		go func() {
@@ -71,6 +71,15 @@ func TestWeightedAdmissionUnderConcurrency(t *testing.T) {
 				if i%7 == 0 {
 					// Moves it if it is still queued; 409 otherwise.
 					_, _ = via.PrioritizeOrder(ctx, res.Order.ID, "", merchant, "")
+				}
+				if i%9 == 0 {
+					// Its customer cancels it through a third instance if it
+					// is still queued (409 once admitted): a queued order
+					// that leaves may let the one behind it in.
+					who := store.Access{Actor: domain.ActorCustomer, Subject: customer}
+					if _, err := stores[(i+2)%int64(len(stores))].CancelOrder(ctx, res.Order.ID, "", who, ""); err == nil {
+						cancelled.Add(1)
+					}
 				}
 			}
 		}()
@@ -106,12 +115,13 @@ func TestWeightedAdmissionUnderConcurrency(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	eventually(t, 90*time.Second, func() bool { return completed.Load() >= total }, "every order completed")
+	eventually(t, 90*time.Second, func() bool { return completed.Load()+cancelled.Load() >= total }, "every order completed or cancelled")
 	close(stop)
 	cg.Wait()
 
 	admissions, oversized, priorityFirst := replayAdmissions(t, b, m.ID, 10)
-	require.Equal(t, total, admissions)
+	require.Positive(t, cancelled.Load(), "some queued orders were cancelled")
+	require.Equal(t, total, admissions+int(cancelled.Load()))
 	require.Positive(t, priorityFirst, "some priority order went before waiting normal ones")
 	t.Logf("%d admissions, %d of them alone and over capacity", admissions, oversized)
 	got, err := st.GetMerchant(ctx, m.ID)
@@ -222,4 +232,33 @@ func replayAdmissions(t *testing.T, b *testBundle, merchantID uuid.UUID, capacit
 	}
 	require.NoError(t, rows.Err())
 	return admissions, oversized, priorityFirst
+}
+
+// TestCancellingTheHeadThatDidNotFitLetsTheNextIn: in a kitchen of 3 items
+// with 2 in it, a queued order of 2 does not fit and one of 1 waits behind
+// it; cancelling the first (whose own row the cancellation's read of the
+// queue's head, taken with the locks, still finds queued) admits the second
+// at once.
+func TestCancellingTheHeadThatDidNotFitLetsTheNextIn(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 3})
+	unit := domain.UnitItems
+	_, err := st.UpdateMerchant(ctx, m.ID, store.MerchantPatch{CapacityUnit: &unit}, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	p := createProduct(t, st, m.ID, nil)
+	in := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "in", PaymentRef: "r", Quantity: 2})
+	require.Equal(t, domain.StatusAccepted, in.Status)
+	big := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "big", PaymentRef: "r", Quantity: 2})
+	small := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "small", PaymentRef: "r", Quantity: 1})
+	require.Equal(t, domain.StatusQueued, big.Status)
+	require.Equal(t, domain.StatusQueued, small.Status, "nothing overtakes a head that does not fit")
+
+	_, err = st.CancelOrder(ctx, big.ID, "changed my mind", store.Access{Actor: domain.ActorCustomer, Subject: "big"}, "")
+	require.NoError(t, err)
+	got, err := st.GetOrder(ctx, small.ID, store.Access{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAccepted, got.Status)
+	require.Empty(t, violations(t, st))
 }
