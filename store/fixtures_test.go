@@ -61,6 +61,7 @@ func customer(sub string) store.Access {
 
 type merchantOpts struct {
 	Capacity       int
+	CapacityUnit   domain.CapacityUnit
 	PaymentTimeout int
 	MaxQueueWait   int
 	WebhookURL     string
@@ -74,6 +75,7 @@ func createMerchant(t *testing.T, st *store.Store, o *merchantOpts) *store.Merch
 	settings := domain.MerchantSettings{
 		Name: "Merchant " + uuid.NewString()[:8], Capacity: o.Capacity, PrepSeconds: 60,
 		MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, WebhookURL: o.WebhookURL,
+		CapacityUnit: o.CapacityUnit,
 	}
 	if o.PaymentTimeout > 0 {
 		settings.PaymentTimeoutSeconds = o.PaymentTimeout

@@ -28,10 +28,7 @@ func TestWeightedAdmissionUnderConcurrency(t *testing.T) {
 	stores, b := instances(t, 3)
 	st := stores[0]
 	ctx := context.Background()
-	m := createMerchant(t, st, &merchantOpts{Capacity: 10})
-	unit := domain.UnitItems
-	_, err := st.UpdateMerchant(ctx, m.ID, store.MerchantPatch{CapacityUnit: &unit}, store.Meta{Actor: domain.ActorAdmin})
-	require.NoError(t, err)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 10, CapacityUnit: domain.UnitItems})
 	p := createProduct(t, st, m.ID, nil)
 	const total = 400
 	merchant := store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}
@@ -243,10 +240,7 @@ func TestCancellingTheHeadThatDidNotFitLetsTheNextIn(t *testing.T) {
 	t.Parallel()
 	st, _ := setup(t)
 	ctx := context.Background()
-	m := createMerchant(t, st, &merchantOpts{Capacity: 3})
-	unit := domain.UnitItems
-	_, err := st.UpdateMerchant(ctx, m.ID, store.MerchantPatch{CapacityUnit: &unit}, store.Meta{Actor: domain.ActorAdmin})
-	require.NoError(t, err)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 3, CapacityUnit: domain.UnitItems})
 	p := createProduct(t, st, m.ID, nil)
 	in := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "in", PaymentRef: "r", Quantity: 2})
 	require.Equal(t, domain.StatusAccepted, in.Status)
@@ -255,7 +249,7 @@ func TestCancellingTheHeadThatDidNotFitLetsTheNextIn(t *testing.T) {
 	require.Equal(t, domain.StatusQueued, big.Status)
 	require.Equal(t, domain.StatusQueued, small.Status, "nothing overtakes a head that does not fit")
 
-	_, err = st.CancelOrder(ctx, big.ID, "changed my mind", store.Access{Actor: domain.ActorCustomer, Subject: "big"}, "")
+	_, err := st.CancelOrder(ctx, big.ID, "changed my mind", store.Access{Actor: domain.ActorCustomer, Subject: "big"}, "")
 	require.NoError(t, err)
 	got, err := st.GetOrder(ctx, small.ID, store.Access{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
