@@ -99,6 +99,7 @@ func devCommand(ctx context.Context, args []string, stdout io.Writer, logger *sl
 		cfg.JWTSecret = secret
 	}
 
+	tuneGC(os.LookupEnv, serverGCPercent)
 	a, err := app.New(ctx, cfg)
 	if err != nil {
 		return err

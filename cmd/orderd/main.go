@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"golang.org/x/term"
@@ -33,17 +32,14 @@ Usage:
 // printed its report already.
 var errViolations = errors.New("violations found")
 
-// gcPercent is the garbage collector's target unless GOGC says otherwise.
-// orderd's live heap is small (about 12 MiB under load) and it allocates per
-// request, so the default of 100 collects many times a second: 7 % of its
-// CPU in the spread benchmark. Twice the headroom halves that for a few
-// more MiB of heap.
+// gcPercent is every command's garbage collector target unless GOGC says
+// otherwise: orderd allocates per request and per statement while its live
+// heap stays small, so Go's default of 100 collects many times a second.
+// A server raises it further (serverGCPercent).
 const gcPercent = 200
 
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
+	tuneGC(os.LookupEnv, gcPercent)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
