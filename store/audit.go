@@ -30,6 +30,7 @@ var AuditChecks = []string{
 	"drop_rank_mismatch",
 	"drop_invitation_order",
 	"drop_oversold",
+	"orders_without_merchant",
 }
 
 // AuditCheck is one invariant's result.

@@ -233,6 +233,10 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 			d := startedDrop(t, f.st, 1)
 			exec(t, pool, `UPDATE drop_entries SET status = 'invited', invited_at = now() WHERE drop_id = $1`, d.drop.ID)
 		}},
+		{"orders_without_merchant", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// Written behind the store's back: no foreign key refuses it.
+			exec(t, pool, `UPDATE orders SET merchant_id = $2 WHERE id = $1`, f.unpaid.ID, uuid.New())
+		}},
 		{"drop_oversold", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// A purchase without a paid order.
 			d := startedDrop(t, f.st, 1)

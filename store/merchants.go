@@ -183,7 +183,8 @@ type merchantLock struct {
 // lockMerchant takes the merchant's row lock, which serializes every decision
 // about its load, and returns the row with the time of the decision taken
 // under it (merchantLocks.held). NO KEY UPDATE does not conflict with the
-// key-share locks that foreign keys from new orders take.
+// key-share locks that placements of unpaid orders and the foreign keys of
+// new pickup counters take.
 func (s *Store) lockMerchant(ctx context.Context, tx pgx.Tx, l merchantLock) (*merchantRow, time.Time, error) {
 	b := &pgx.Batch{}
 	var locks merchantLocks

@@ -659,8 +659,10 @@ func forgetUndecidedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) err
 
 // queueBatchMerchants adds the read of the batch's merchants to b, locking
 // in id order those that will make admission decisions and sharing the key
-// lock of the others (as the orders' foreign key would). Unless told to wait,
-// a merchant whose row another transaction holds is left out of the rows.
+// lock of the others. A merchant read is one that exists: merchants are
+// never deleted (migration 23), so new orders need no foreign key to check
+// it again. Unless told to wait, a merchant whose row another transaction
+// holds is left out of the rows.
 func queueBatchMerchants(b *pgx.Batch, batch []*placement, wait bool) *merchantLocks {
 	var lock, share [][16]byte
 	seen := map[uuid.UUID]bool{}

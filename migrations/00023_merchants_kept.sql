@@ -1,0 +1,39 @@
+-- An order's merchant exists because merchants are kept, not because each
+-- order insert checks. The foreign key from orders ran one query per
+-- inserted order to share-lock a merchant row that the placement batch had
+-- already locked (key share, or no key update when it decides for the
+-- merchant) in the same transaction, and placement batches are the only
+-- writer of new orders. What the key guarded against, a merchant deleted or
+-- re-keyed under its orders, is refused outright instead.
+
+-- +goose Up
+-- +goose StatementBegin
+CREATE FUNCTION merchants_reject_removal() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' OR NEW.id IS DISTINCT FROM OLD.id THEN
+        RAISE EXCEPTION 'merchants are kept: % of merchant % is not allowed', TG_OP, OLD.id
+            USING ERRCODE = 'restrict_violation';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER merchants_kept
+    BEFORE DELETE OR UPDATE OF id ON merchants
+    FOR EACH ROW EXECUTE FUNCTION merchants_reject_removal();
+ALTER TABLE orders DROP CONSTRAINT orders_merchant_id_fkey;
+
+-- The key's promise, for auditors: every order's merchant exists.
+CREATE VIEW audit.orders_without_merchant AS
+SELECT o.id AS order_id, o.merchant_id
+FROM orders o LEFT JOIN merchants m ON m.id = o.merchant_id
+WHERE m.id IS NULL;
+GRANT SELECT ON audit.orders_without_merchant TO orderd_auditor;
+
+-- +goose Down
+DROP VIEW audit.orders_without_merchant;
+ALTER TABLE orders ADD CONSTRAINT orders_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants (id);
+DROP TRIGGER merchants_kept ON merchants;
+DROP FUNCTION merchants_reject_removal();
