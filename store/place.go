@@ -513,9 +513,11 @@ func batchProductIDs(batch []*placement) []string {
 	return ids
 }
 
-func batchMerchantIDs(batch []*placement) []uuid.UUID {
+// batchMerchantIDs are the batch's merchants as pgx's native uuid, which it
+// encodes without calling uuid.UUID's driver.Valuer per element.
+func batchMerchantIDs(batch []*placement) [][16]byte {
 	seen := map[uuid.UUID]bool{}
-	var ids []uuid.UUID
+	var ids [][16]byte
 	for _, pl := range batch {
 		if !seen[pl.p.MerchantID] {
 			seen[pl.p.MerchantID] = true

@@ -222,7 +222,7 @@ func (p productInfo) takesStock() bool {
 
 func loadProducts(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, ids []string) (map[string]productInfo, error) {
 	b := &pgx.Batch{}
-	out := queueProducts(b, []uuid.UUID{merchantID}, ids)
+	out := queueProducts(b, [][16]byte{merchantID}, ids)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ const productsSelect = `SELECT p.id::text, p.merchant_id::text, p.price_cents, p
 // filled when the batch's results are read. The merchants keep the read on
 // their shards on Citus (by id alone it reads every shard); a product of
 // another merchant is left to readMissingProducts.
-func queueProducts(b *pgx.Batch, merchants []uuid.UUID, ids []string) map[string]productInfo {
+func queueProducts(b *pgx.Batch, merchants [][16]byte, ids []string) map[string]productInfo {
 	out := make(map[string]productInfo, len(ids))
 	b.Queue(productsSelect+` WHERE p.id = ANY($1::uuid[]) AND p.merchant_id = ANY($2)`, ids, merchants).
 		Query(func(rows pgx.Rows) error { return scanProducts(rows, out) })
