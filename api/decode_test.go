@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -46,6 +47,17 @@ func TestDecodeJSONAccepts(t *testing.T) {
 		require.Equal(t, 2, got.Count)
 		require.Equal(t, []decodeLine{{Label: "a", Quantity: 1}}, got.Items)
 	}
+}
+
+// Strings are walked for NUL only when the body escapes one; these bodies
+// hold none, or text that merely looks like the escape.
+func TestDecodeJSONAcceptsWhatOnlyLooksLikeNUL(t *testing.T) {
+	t.Parallel()
+	got, err := decodeRequest(`{"name":"a\\u0000b","note":"\ud800"}`, "application/json")
+	require.NoError(t, err)
+	require.Equal(t, `a\u0000b`, got.Name, "an escaped backslash, then text")
+	require.Equal(t, "\uFFFD", *got.Note, "a lone surrogate decodes to the replacement character")
+	require.True(t, utf8.ValidString(*got.Note))
 }
 
 func TestDecodeJSONRejects(t *testing.T) {
