@@ -13,6 +13,7 @@ func TestServerCollectsLessOftenUnlessGOGCIsSet(t *testing.T) {
 		want int
 	}{
 		{"GOGC unset", map[string]string{}, serverGCPercent},
+		{"GOGC empty", map[string]string{"GOGC": ""}, serverGCPercent},
 		{"GOGC set", map[string]string{"GOGC": "100"}, 100},
 		{"GOGC off", map[string]string{"GOGC": "off"}, 100},
 	} {

@@ -137,9 +137,9 @@ func envFloat(name string, def float64) float64 {
 const serverGCPercent = 400
 
 // tuneGC sets the collector's target to percent, unless the operator chose
-// one with GOGC.
+// one with GOGC (an empty GOGC chooses nothing, as the runtime reads it).
 func tuneGC(lookupEnv func(string) (string, bool), percent int) {
-	if _, chosen := lookupEnv("GOGC"); !chosen {
+	if v, _ := lookupEnv("GOGC"); v == "" {
 		debug.SetGCPercent(percent)
 	}
 }
