@@ -13,8 +13,9 @@ import (
 )
 
 // Orders carry no foreign key to their merchant (migration 23): a merchant
-// is never deleted or re-keyed, and a placement writes its order only for a
-// merchant it read.
+// is never deleted, re-keyed or truncated away (which would empty the
+// tables whose keys name merchants and leave the orders), and a placement
+// writes its order only for a merchant it read.
 func TestMerchantsAreKeptUnderTheirOrders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -30,6 +31,7 @@ func TestMerchantsAreKeptUnderTheirOrders(t *testing.T) {
 	}
 	refused(`DELETE FROM merchants WHERE id = $1`, m.ID)
 	refused(`UPDATE merchants SET id = $2 WHERE id = $1`, m.ID, uuid.New())
+	refused(`TRUNCATE merchants CASCADE`)
 	_, err := tb.pool.Exec(ctx, `UPDATE merchants SET id = id, name = 'renamed' WHERE id = $1`, m.ID)
 	require.NoError(t, err, "an update that keeps the id is allowed")
 
