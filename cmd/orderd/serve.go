@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -127,21 +126,6 @@ func envFloat(name string, def float64) float64 {
 		fmt.Fprintf(os.Stderr, "orderd: ignoring %s=%q: not a number\n", name, v)
 	}
 	return def
-}
-
-// serverGCPercent is a server's collector target when GOGC is not set. Its
-// live heap is small next to what a burst allocates every second (request
-// bodies, events, statement arguments), so each collection's marking, paid
-// many times a second, is CPU that placements could use; a heap allowed to
-// grow to five times its live data between collections is still small.
-const serverGCPercent = 400
-
-// tuneGC sets the collector's target to percent, unless the operator chose
-// one with GOGC (an empty GOGC chooses nothing, as the runtime reads it).
-func tuneGC(lookupEnv func(string) (string, bool), percent int) {
-	if v, _ := lookupEnv("GOGC"); v == "" {
-		debug.SetGCPercent(percent)
-	}
 }
 
 func envBool(name string, def bool) bool {
