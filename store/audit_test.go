@@ -77,7 +77,10 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 			exec(t, pool, `UPDATE orders SET items = jsonb_set(items, '{0,quantity}', '3') WHERE id = $1`, f.accepted.ID)
 		}},
 		{"stream_version_gaps", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
-			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data) VALUES ($1, $2, 'order', 9, 'order.completed', '{}')`, f.unpaid.ID, f.merchant.ID)
+			// The chain's trigger refuses a version that follows none: only
+			// someone who turns it off, as a superuser may, makes a gap.
+			exec(t, pool, `ALTER TABLE events DISABLE TRIGGER events_chain`)
+			exec(t, pool, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, hash) VALUES ($1, $2, 'order', 9, 'order.completed', '{}', '\x00')`, f.unpaid.ID, f.merchant.ID)
 		}},
 		{"stream_version_gaps", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// A duplicate, were the unique constraint ever lost.

@@ -114,9 +114,12 @@ type StoredEvent struct {
 	Metadata       json.RawMessage
 	RecordedAt     time.Time
 	TxID           uint64
+	// Hash chains the event to the one before it in its stream (migration
+	// 25's trigger writes it).
+	Hash []byte
 }
 
-const eventColumns = `global_position, stream_id, stream_type, version, type, data, metadata, recorded_at, tx_id::text::bigint`
+const eventColumns = `global_position, stream_id, stream_type, version, type, data, metadata, recorded_at, tx_id::text::bigint, hash`
 
 func scanEvents(rows pgx.Rows) ([]StoredEvent, error) {
 	defer rows.Close()
@@ -125,7 +128,7 @@ func scanEvents(rows pgx.Rows) ([]StoredEvent, error) {
 		var e StoredEvent
 		var tx int64
 		if err := rows.Scan(&e.GlobalPosition, &e.StreamID, &e.StreamType, &e.Version, &e.Type,
-			&e.Data, &e.Metadata, &e.RecordedAt, &tx); err != nil {
+			&e.Data, &e.Metadata, &e.RecordedAt, &tx, &e.Hash); err != nil {
 			return nil, fmt.Errorf("scan event: %w", err)
 		}
 		e.TxID = uint64(tx)

@@ -864,6 +864,8 @@ type OrderEvent struct {
 	Type       string          `json:"type"`
 	Data       json.RawMessage `json:"data"`
 	RecordedAt time.Time       `json:"recorded_at"`
+	// Hash is the event's link in its stream's chain (encoded as base64).
+	Hash []byte `json:"hash"`
 }
 
 // OrderEvents returns an order's full history, oldest first.
@@ -878,7 +880,7 @@ func (s *Store) OrderEvents(ctx context.Context, id uuid.UUID, access Access) ([
 	}
 	out := make([]OrderEvent, len(stored))
 	for i, e := range stored {
-		out[i] = OrderEvent{Version: e.Version, Type: e.Type, Data: e.Data, RecordedAt: e.RecordedAt}
+		out[i] = OrderEvent{Version: e.Version, Type: e.Type, Data: e.Data, RecordedAt: e.RecordedAt, Hash: e.Hash}
 	}
 	return out, nil
 }
