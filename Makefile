@@ -18,17 +18,21 @@ vet: ## go vet
 lint: vet ## go vet and gofmt
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
-citus-test: ## the Citus suite, on the cluster whose coordinator CITUS_URL names (README: Scaling out)
+citus-test: ## the Citus suite, on the cluster whose coordinator CITUS_URL names (docs/scaling-out.md)
 	@test -n "$$CITUS_URL" || (echo "CITUS_URL must name a Citus coordinator"; exit 1)
 	go test -tags citus -count=1 -timeout 30m -run Citus ./...
 
 faults: ## the long crash loop: 40 SIGKILLs under mixed load instead of CI's 5
 	ORDERD_LONG_FAULTS=1 go test -count=1 -timeout 60m -run TestCrashesLoseNothing -v ./cmd/orderd
 
+docs: ## regenerate docs/configuration.md and docs/api-reference.md from the code
+	go test ./cmd/orderd -run TestConfigurationReferenceIsCurrent -count=1 -update
+	go test ./api -run TestAPIReferenceIsCurrent -count=1 -update
+
 bench: ## every benchmark scenario, with JSON figures and charts
-	go run ./cmd/orderd bench --json bench-results.json --chart bench-charts.html all
+	go run ./cmd/orderd bench --json bench-results.json --chart bench-charts.html --markdown docs/performance.md all
 
 ci: ## what CI runs
 	bash .ci/run
 
-.PHONY: help run test race vet lint citus-test faults bench ci
+.PHONY: help run test race vet lint citus-test faults docs bench ci

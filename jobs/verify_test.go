@@ -17,7 +17,7 @@ import (
 	"github.com/orderd/orderd/webhook/verify"
 )
 
-// verifyingReceiver is the receiver README's "Webhooks" section shows: it
+// verifyingReceiver is the receiver docs/webhooks.md shows: it
 // verifies X-Orderd-Signature-V2 with package verify at its own clock and
 // answers 401 to anything that does not verify.
 type verifyingReceiver struct {

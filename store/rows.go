@@ -18,7 +18,7 @@ import (
 // INSERT … SELECT through the coordinator and commits it in two phases
 // even when every row goes to one shard, while a multi-row VALUES is
 // routed to its shard and commits there in one phase, worker before
-// coordinator, as the log reader needs (README, The log on Citus).
+// coordinator, as the log reader needs (docs/scaling-out.md, The log on Citus).
 type insertRows struct {
 	// Into is the statement up to its rows: INSERT INTO table (columns).
 	Into string

@@ -56,7 +56,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "random seed")
 	jsonPath := fs.String("json", "", "write every figure to this JSON file")
 	chartPath := fs.String("chart", "", "write throughput, latency and queue depth charts to this HTML file")
-	mdPath := fs.String("markdown", "", "write the summary as a Markdown table (the README's performance section) to this file")
+	mdPath := fs.String("markdown", "", "write the summary as a Markdown page (docs/performance.md) to this file")
 	quiet := fs.Bool("quiet", false, "no progress bars")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator, and the server with --in-process) to this file")
 	compare := fs.Bool("compare", false, "compare two --json files: orderd bench --compare OLD.json NEW.json")

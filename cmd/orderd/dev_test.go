@@ -114,7 +114,49 @@ func (d *devRun) tour(t *testing.T) string {
 	return string(out)
 }
 
-// TestDevTourRunsTwice runs the README's tour script twice against one
+// runGettingStarted runs every block docs/getting-started.md marks
+// `sh runnable` against this dev, with the tour's variables set: a page a
+// newcomer copies from keeps working.
+func (d *devRun) runGettingStarted(t *testing.T) {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "getting-started.md"))
+	require.NoError(t, err)
+	blocks := runnableBlocks(string(page))
+	require.NotEmpty(t, blocks, "getting-started marks its runnable blocks")
+	for _, block := range blocks {
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
+		cmd.Dir = root
+		cmd.Env = os.Environ()
+		for k, v := range d.vars {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "a runnable block of docs/getting-started.md failed:\n%s\n%s", block, out)
+	}
+}
+
+// runnableBlocks are the bodies of a Markdown page's "```sh runnable" blocks.
+func runnableBlocks(page string) []string {
+	var blocks []string
+	var cur []string
+	in := false
+	for _, line := range strings.Split(page, "\n") {
+		switch {
+		case !in && strings.TrimSpace(line) == "```sh runnable":
+			in, cur = true, nil
+		case in && strings.TrimSpace(line) == "```":
+			in = false
+			blocks = append(blocks, strings.Join(cur, "\n"))
+		case in:
+			cur = append(cur, line)
+		}
+	}
+	return blocks
+}
+
+// TestDevTourRunsTwice runs the tour script twice against one
 // `orderd dev`: the second run places new orders (fresh Idempotency-Keys)
 // and finds the demo merchant as the first left it. Then dev starts again
 // in the same directory: the JWT secret it keeps there is the same, so the
@@ -147,6 +189,7 @@ func TestDevTourRunsTwice(t *testing.T) {
 	require.Contains(t, out, "queue_position\":2", "a real queue: the third order waits second in line")
 	again := first.tour(t)
 	require.Contains(t, again, "The tour is over")
+	first.runGettingStarted(t)
 	require.NotEqual(t, orderIDs(out), orderIDs(again), "the second run placed orders of its own")
 
 	secretPath := filepath.Join(dir, ".orderd", "jwt-secret")

@@ -1,5 +1,5 @@
 // Package bench is orderd's load generator: every performance claim of the
-// README is measured here, over real HTTP against a running orderd, next to a
+// docs is measured here, over real HTTP against a running orderd, next to a
 // plain-SQL baseline measured in the same run on the same database.
 package bench
 
@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -306,8 +308,22 @@ func (r *recorder) summarize(res *Result) {
 func Machine() map[string]any {
 	return map[string]any{
 		"cpus": runtime.NumCPU(), "goos": runtime.GOOS, "goarch": runtime.GOARCH, "go": runtime.Version(),
-		"when": time.Now().UTC().Format(time.RFC3339),
+		"when": time.Now().UTC().Format(time.RFC3339), "load_average": loadAverage(),
 	}
+}
+
+// loadAverage is the machine's one-minute load average when the run starts
+// (empty where /proc has none): a figure taken on a busy machine says so.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(raw))
+	if len(fields) == 0 {
+		return ""
+	}
+	return fields[0]
 }
 
 func ratio(a, b float64) float64 {

@@ -56,8 +56,8 @@ func figures(res *Result) ([]string, map[string]float64) {
 // value, the new one and the change. Each report is one run, one sample
 // per figure, so there is no variance to test a change against (what
 // benchstat would do with several runs): the settings of both runs are
-// printed first, and a reader judges a change against the noise the README
-// reports for the machine.
+// printed first, and a reader judges a change against the noise the runs
+// of the machine show.
 func Compare(w io.Writer, old, cur Report) {
 	fmt.Fprintf(w, "old: %v, %s; new: %v, %s\n", old.Machine["when"], old.Settings.Mode, cur.Machine["when"], cur.Settings.Mode)
 	if !slices.Equal(old.Settings.NonDefault, cur.Settings.NonDefault) {

@@ -71,12 +71,17 @@ func RSS(pid int) int64 {
 	return 0
 }
 
-// Markdown renders the summary as the README's performance section: how
-// the run was made, the table with the best baseline of each scenario, and
-// every baseline's sweep.
+// Markdown renders the summary as docs/performance.md: how the run was
+// made, the table with the best baseline of each scenario, and every
+// baseline's sweep.
 func Markdown(names []string, r Report) string {
 	var b strings.Builder
+	b.WriteString("# Performance\n\n<!-- Written by `orderd bench --markdown`; do not edit. -->\n\n")
+	fmt.Fprintf(&b, "The latest `orderd bench %s` run, as the bench wrote it. [How orderd is measured](benchmarks.md) says what each scenario does, what it is compared with and how to run it yourself.\n\n", strings.Join(names, ","))
 	fmt.Fprintf(&b, "Run %v on %v CPUs (%v), mode: %s.", r.Machine["when"], r.Machine["cpus"], r.Machine["go"], r.Settings.Mode)
+	if la, ok := r.Machine["load_average"].(string); ok && la != "" {
+		fmt.Fprintf(&b, " Load average at the start: %s.", la)
+	}
 	if len(r.Settings.NonDefault) > 0 {
 		fmt.Fprintf(&b, " Not default: %s.", strings.Join(r.Settings.NonDefault, "; "))
 	}

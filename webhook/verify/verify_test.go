@@ -66,7 +66,7 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// TestSignMatchesTheDocumentedRecipe is the README's openssl line in Go:
+// TestSignMatchesTheDocumentedRecipe is docs/webhooks.md's openssl line in Go:
 // HMAC-SHA256 of "<unix>.<body>", hex.
 func TestSignMatchesTheDocumentedRecipe(t *testing.T) {
 	t.Parallel()
