@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -22,12 +23,13 @@ func TestPagesAreServedWithTheirPolicy(t *testing.T) {
 		mux.Handle(pattern, h)
 	}
 	for path, contentType := range map[string]string{
-		"/":                   "text/html",
-		"/kitchen":            "text/html",
-		"/assets/common.js":   "text/javascript",
-		"/assets/customer.js": "text/javascript",
-		"/assets/kitchen.js":  "text/javascript",
-		"/assets/style.css":   "text/css",
+		"/":                        "text/html",
+		"/kitchen":                 "text/html",
+		"/assets/common.js":        "text/javascript",
+		"/assets/customer.js":      "text/javascript",
+		"/assets/kitchen.js":       "text/javascript",
+		"/assets/orderd-client.js": "text/javascript",
+		"/assets/style.css":        "text/css",
 	} {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
@@ -53,4 +55,17 @@ func TestPagesAreServedWithTheirPolicy(t *testing.T) {
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/assets/nope.js", nil))
 	require.Equal(t, http.StatusNotFound, rec.Code)
+}
+
+// TestPagesLoadThePackagesBuild: the pages' copy of @orderd/client is the
+// package's committed build, byte for byte, so the pages run the code the
+// package's tests ran (npm test in clients/js checks that build against
+// its sources).
+func TestPagesLoadThePackagesBuild(t *testing.T) {
+	t.Parallel()
+	pkg, err := os.ReadFile("../clients/js/dist/index.js")
+	require.NoError(t, err)
+	page, err := os.ReadFile("static/assets/orderd-client.js")
+	require.NoError(t, err)
+	require.True(t, string(pkg) == string(page), "web/static/assets/orderd-client.js differs from clients/js/dist/index.js: run npm run build in clients/js")
 }

@@ -1,0 +1,234 @@
+// Live watches against a real orderd: the first state and every change, a
+// network cut mid-watch through a TCP proxy that the test controls, a
+// server restart, single-use tickets, refusals, and reconnection backoff.
+import assert from "node:assert/strict";
+import net from "node:net";
+import { after, before, test } from "node:test";
+import WebSocket from "ws";
+import { WatchError } from "../dist/index.js";
+import { startOrderd } from "./helpers/orderd.mjs";
+
+let orderd;
+before(async () => { orderd = await startOrderd(); });
+after(async () => { await orderd?.stop(); });
+
+const fast = { reconnect: { first: 100, max: 1000 } };
+
+// cuttingProxy forwards TCP to the server. cut() drops every connection
+// through it at once, as a lost network does; while blocked, new
+// connections are dropped as soon as they arrive.
+async function cuttingProxy(port) {
+  const sockets = new Set();
+  let blocked = false;
+  let connections = 0;
+  const server = net.createServer((down) => {
+    if (blocked) { down.destroy(); return; }
+    connections++;
+    const up = net.connect(port, "127.0.0.1");
+    const end = () => { down.destroy(); up.destroy(); sockets.delete(down); sockets.delete(up); };
+    for (const s of [down, up]) { sockets.add(s); s.on("error", end); s.on("close", end); }
+    down.pipe(up);
+    up.pipe(down);
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    get connections() { return connections; },
+    cut() { for (const s of sockets) s.destroy(); },
+    block(on) { blocked = on; },
+    close() { this.cut(); server.close(); },
+  };
+}
+
+// recorder collects what a watch hands over and waits for a match.
+function recorder() {
+  const seen = [];
+  const waiters = [];
+  return {
+    seen,
+    push(v) {
+      seen.push(v);
+      for (const w of [...waiters]) if (w.pred(v)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(v); }
+    },
+    // next resolves with the first value from index from on that matches.
+    next(what, pred, from = 0, ms = 10_000) {
+      const had = seen.slice(from).find(pred);
+      if (had) return Promise.resolve(had);
+      return new Promise((resolve, reject) => {
+        const w = { pred, resolve };
+        waiters.push(w);
+        setTimeout(() => reject(new Error(`timed out waiting for ${what}; seen ${JSON.stringify(seen.map((o) => o.status ?? o))}`)), ms).unref();
+      });
+    },
+  };
+}
+
+async function shop(capacity = 1) {
+  const root = orderd.client({ sub: "root", role: "admin" });
+  const merchant = await root.createMerchant({ name: "Live", capacity });
+  const tea = await root.createProduct(merchant.id, { name: "Tea", price_cents: 300 });
+  const kitchen = orderd.client({ sub: "k", role: "merchant", merchant_id: merchant.id });
+  return { merchant, tea, kitchen };
+}
+
+test("watchOrder sends the order at once and on every change", async () => {
+  const { merchant, tea, kitchen } = await shop();
+  const jo = orderd.client({ sub: "jo", role: "customer" });
+  const order = await jo.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }] });
+  const got = recorder();
+  const states = [];
+  const w = jo.watchOrder(order.id, (o) => got.push(o), { onState: (s) => states.push(s) });
+  try {
+    await got.next("the first state", (o) => o.status === "awaiting_payment");
+    await jo.payOrder(order.id, { payment_ref: "p" });
+    await got.next("accepted", (o) => o.status === "accepted");
+    await kitchen.completeOrder(order.id);
+    await got.next("completed", (o) => o.status === "completed");
+    const versions = got.seen.map((o) => o.version);
+    assert.deepEqual(versions, [...versions].sort((a, b) => a - b), "never an older state after a newer one");
+    assert.deepEqual(states, ["connecting", "live"]);
+  } finally {
+    w.close();
+  }
+  assert.equal(w.state, "closed");
+});
+
+test("a network cut mid-watch: the watch reconnects with a new ticket and gets what changed meanwhile", async () => {
+  const { merchant, tea, kitchen } = await shop();
+  const proxy = await cuttingProxy(orderd.port);
+  const tickets = [];
+  const kim = orderd.client({ sub: "kim", role: "customer" }, {
+    baseUrl: proxy.url,
+    fetch: async (url, init) => {
+      const res = await fetch(url, init);
+      if (url.endsWith("/v1/ws/tickets") && res.ok) tickets.push((await res.clone().json()).ticket);
+      return res;
+    },
+  });
+  const order = await kim.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }], payment_ref: "p" });
+  const got = recorder();
+  const states = [];
+  const w = kim.watchOrder(order.id, (o) => got.push(o), { ...fast, onState: (s) => states.push(s) });
+  try {
+    await got.next("accepted", (o) => o.status === "accepted");
+    proxy.block(true);
+    proxy.cut();
+    // The kitchen completes the order while the customer's network is down.
+    await kitchen.completeOrder(order.id);
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(w.state, "reconnecting");
+    assert.ok(!got.seen.some((o) => o.status === "completed"), "nothing can arrive through a cut network");
+    proxy.block(false);
+    await got.next("the state after reconnecting", (o) => o.status === "completed");
+    assert.equal(w.state, "live");
+    assert.deepEqual(states.slice(0, 3), ["connecting", "live", "reconnecting"]);
+    assert.equal(states.at(-1), "live");
+    assert.ok(tickets.length >= 2, "one ticket per connection");
+    assert.equal(new Set(tickets).size, tickets.length, "no ticket used twice");
+  } finally {
+    w.close();
+    proxy.close();
+  }
+});
+
+test("a server restart: the watch comes back by itself and goes on", async () => {
+  const { merchant, tea, kitchen } = await shop();
+  const lee = orderd.client({ sub: "lee", role: "customer" });
+  const order = await lee.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }], payment_ref: "p" });
+  const got = recorder();
+  const states = [];
+  const w = lee.watchOrder(order.id, (o) => got.push(o), { ...fast, onState: (s) => states.push(s) });
+  try {
+    await got.next("accepted", (o) => o.status === "accepted");
+    const before = got.seen.length;
+    await orderd.restart();
+    // The current state again, from the new process, after reconnecting.
+    await got.next("the state from the restarted server", (o) => o.status === "accepted", before);
+    assert.ok(states.includes("reconnecting"));
+    await kitchen.completeOrder(order.id);
+    await got.next("completed", (o) => o.status === "completed");
+  } finally {
+    w.close();
+  }
+});
+
+test("a ticket opens one websocket: used again it is refused", async () => {
+  const mo = orderd.client({ sub: "mo", role: "customer" });
+  const { ticket } = await mo.issueWebSocketTicket();
+  const wsURL = orderd.url.replace(/^http/, "ws") + "/v1/ws?ticket=" + encodeURIComponent(ticket);
+  const first = new WebSocket(wsURL);
+  await new Promise((resolve, reject) => { first.once("open", resolve); first.once("error", reject); });
+  first.close();
+  const status = await new Promise((resolve, reject) => {
+    const again = new WebSocket(wsURL);
+    again.once("open", () => { again.close(); reject(new Error("a used ticket opened a websocket")); });
+    again.once("unexpected-response", (_, res) => { resolve(res.statusCode); res.resume(); again.terminate(); });
+    again.once("error", () => {});
+  });
+  assert.equal(status, 401);
+});
+
+test("watchMerchant follows the merchant's load; a watch the server refuses ends with a WatchError", async () => {
+  const { merchant, tea, kitchen } = await shop(1);
+  const loads = recorder();
+  const w = kitchen.watchMerchant(merchant.id, (l) => loads.push(l), fast);
+  const nia = orderd.client({ sub: "nia", role: "customer" });
+  try {
+    await loads.next("the first load", (l) => l.active === 0 && l.queued === 0);
+    const a = await nia.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }], payment_ref: "a" });
+    await loads.next("one active", (l) => l.active === 1 && l.queued === 0);
+    await nia.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }], payment_ref: "b" });
+    await loads.next("one queued", (l) => l.active === 1 && l.queued === 1);
+    await kitchen.completeOrder(a.id);
+    await loads.next("the next admitted", (l) => l.active === 1 && l.queued === 0);
+    assert.ok(loads.seen.every((l) => l.merchant_id === merchant.id && l.capacity === 1));
+  } finally {
+    w.close();
+  }
+
+  const refusal = (watchIt) => new Promise((resolve) => {
+    const states = [];
+    const x = watchIt({ ...fast, onState: (s) => states.push(s), onError: (err) => resolve({ err, states, x }) });
+  });
+  const other = await nia.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }] });
+  const stranger = orderd.client({ sub: "stranger", role: "customer" });
+  for (const [what, watchIt, code] of [
+    ["another customer's order", (o) => stranger.watchOrder(other.id, () => assert.fail("no order for a stranger"), o), "not_found"],
+    ["a merchant by a customer", (o) => stranger.watchMerchant(merchant.id, () => assert.fail("no load for a customer"), o), "forbidden"],
+    ["with a bad token", (o) => orderd.client({ sub: "x", role: "customer" }, { token: "not-a-token" }).watchOrder(other.id, () => {}, o), "unauthorized"],
+  ]) {
+    const { err, states, x } = await refusal(watchIt);
+    assert.ok(err instanceof WatchError, what);
+    assert.equal(err.code, code, what);
+    assert.equal(x.state, "closed", what);
+    assert.equal(states.at(-1), "closed", what);
+    assert.ok(!states.includes("reconnecting"), `${what}: a refusal is not retried`);
+  }
+});
+
+test("reconnection waits back off, with jitter, while the server stays away", async () => {
+  const proxy = await cuttingProxy(orderd.port);
+  proxy.block(true);
+  const attempts = [];
+  const ona = orderd.client({ sub: "ona", role: "customer" }, {
+    baseUrl: proxy.url,
+    retries: 0,
+    fetch: (url, init) => { attempts.push(Date.now()); return fetch(url, init); },
+  });
+  const w = ona.watchOrder("00000000-0000-7000-8000-000000000000", () => {}, { reconnect: { first: 100, max: 800 } });
+  try {
+    await new Promise((r) => setTimeout(r, 3500));
+  } finally {
+    w.close();
+    proxy.close();
+  }
+  const gaps = attempts.slice(1).map((t, i) => t - attempts[i]);
+  assert.ok(gaps.length >= 4, `attempts ${gaps.length + 1}`);
+  // Each wait is between half and all of min(800, 100·2^n).
+  gaps.forEach((gap, n) => {
+    const delay = Math.min(800, 100 * 2 ** n);
+    assert.ok(gap >= delay / 2 - 5, `wait ${n}: ${gap} ms, at least ${delay / 2}`);
+  });
+  assert.ok(gaps.slice(4).every((g) => g >= 395), "capped waits stay at the cap's half or more");
+  assert.ok(new Set(gaps.slice(3)).size > 1, "waits at the cap vary");
+});
