@@ -1,6 +1,7 @@
-// Shared by the customer page and the kitchen display: sign-in, the REST
-// API, the live websocket, and building elements without ever parsing
-// user text as markup.
+// Shared by the customer page and the kitchen display: sign-in, the
+// orderd client, and building elements without ever parsing user text as
+// markup.
+import { OrderdClient, OrderdError } from "/assets/orderd-client.js";
 
 export const $ = (id) => document.getElementById(id);
 
@@ -45,11 +46,7 @@ export async function signIn() {
   const code = fragment.get("code");
   if (code) {
     history.replaceState(null, "", location.pathname + location.search);
-    const r = await fetch("/v1/sign-in", {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ code }),
-    });
-    const data = await r.json().catch(() => ({}));
-    if (!r.ok) throw new Error(data.detail || "sign-in failed");
+    const data = await client.signIn({ code });
     sessionStorage.setItem(sessionKey, JSON.stringify(data));
     return data;
   }
@@ -65,76 +62,33 @@ export function session() {
   return s && s.token && new Date(s.expires_at) > new Date() ? s : null;
 }
 
-export class APIError extends Error {
-  constructor(status, problem) {
-    super(problem.detail || problem.title || "request failed (" + status + ")");
-    this.status = status;
-    this.code = problem.code;
-  }
-}
+// client is @orderd/client (built from clients/js) calling this origin
+// with the tab's session: typed calls, each write with its own
+// Idempotency-Key, and live watches over single-use websocket tickets. A
+// call that succeeds clears the error of its kind (a read's GET, a
+// write's other method); tickets are the page's own business and leave the
+// error box alone.
+export const client = new OrderdClient({
+  token: () => {
+    const s = session();
+    if (!s) throw new OrderdError(401, { detail: "signed out: open a new sign-in link" });
+    return s.token;
+  },
+  fetch: async (url, init) => {
+    const r = await fetch(url, init);
+    if (r.ok && !url.endsWith("/v1/ws/tickets") && errorKind === (init.method === "GET" ? "read" : "write")) showError("");
+    return r;
+  },
+});
 
-// api calls the REST API with the session's token on a person's behalf or
-// to show them something: its success clears the error of the same kind.
-export async function api(method, path, body, idempotencyKey) {
-  const data = await request(method, path, body, idempotencyKey);
-  if (errorKind === (method === "GET" ? "read" : "write")) showError("");
-  return data;
-}
-
-// request calls the REST API with the session's token. Writes carry an
-// Idempotency-Key: the caller passes one to make a retry safe, or gets a
-// fresh one.
-async function request(method, path, body, idempotencyKey) {
-  const s = session();
-  if (!s) throw new APIError(401, { detail: "signed out: open a new sign-in link" });
-  const headers = { "Authorization": "Bearer " + s.token };
-  if (method !== "GET") headers["Idempotency-Key"] = idempotencyKey || crypto.randomUUID();
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const data = await r.json().catch(() => ({}));
-  if (!r.ok) throw new APIError(r.status, data);
-  return data;
-}
-
-// live keeps one websocket open for a set of subscriptions. Every
-// connection opens with a fresh single-use ticket (tickets live 60 s, so
-// one is never kept for a reconnection), subscribes again, and the server
-// answers each subscription with its current state: nothing missed while
-// the network was away is lost. After a drop it retries with backoff, and
-// at once when the browser says it is online again.
-export function live(subscriptions, onMessage, indicator) {
-  let ws = null, stopped = false, delay = 500, timer = null;
-  const state = (text, cls) => { if (indicator) { indicator.textContent = text; indicator.className = "live " + cls; } };
-  const retry = () => {
-    ws = null;
-    if (stopped) return;
-    state("reconnecting…", "off");
-    clearTimeout(timer);
-    timer = setTimeout(open, delay);
-    delay = Math.min(delay * 2, 10000);
-  };
-  const open = async () => {
-    if (stopped || ws) return;
-    let ticket;
-    // A ticket is the page's own business, not a person's action: it
-    // leaves the error box alone.
-    try { ticket = (await request("POST", "/v1/ws/tickets")).ticket; } catch { retry(); return; }
-    if (stopped) return;
-    const sock = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws?ticket=" + encodeURIComponent(ticket));
-    ws = sock;
-    sock.onopen = () => {
-      delay = 500;
-      state("live", "on");
-      for (const sub of subscriptions) sock.send(JSON.stringify({ op: "subscribe", ...sub }));
-    };
-    sock.onmessage = (e) => { try { onMessage(JSON.parse(e.data)); } catch (err) { console.error(err); } };
-    sock.onclose = () => { if (ws === sock) retry(); };
-  };
-  const online = () => { if (!ws && !stopped) { delay = 500; clearTimeout(timer); open(); } };
-  window.addEventListener("online", online);
-  open();
-  return {
-    close() { stopped = true; clearTimeout(timer); window.removeEventListener("online", online); if (ws) ws.close(); state("", ""); },
+// indicate shows a watch's state in a page's live badge.
+export function indicate(badge) {
+  const text = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", closed: "" };
+  const cls = { connecting: "off", live: "on", reconnecting: "off", closed: "" };
+  return (state) => {
+    if (!badge) return;
+    badge.textContent = text[state];
+    badge.className = "live " + cls[state];
   };
 }
 
@@ -174,7 +128,7 @@ export function ticketCode(order) {
 let featureList = null;
 export async function features() {
   if (!featureList) {
-    featureList = fetch("/openapi.json").then((r) => r.json()).then((doc) => ({
+    featureList = client.openapi().then((doc) => ({
       pause: Boolean(doc.paths && doc.paths["/v1/merchants/{id}/pause"]),
       prioritize: Boolean(doc.paths && doc.paths["/v1/orders/{id}/prioritize"]),
     })).catch(() => ({ pause: false, prioritize: false }));

@@ -1,6 +1,7 @@
 // The customer's page: the menu, a cart, place and pay (a demo payment),
 // then a live ticket for the order.
-import { $, el, api, signIn, live, money, duration, ticketCode, showError, pauseText } from "/assets/common.js";
+import { $, el, client, indicate, signIn, money, duration, ticketCode, showError, pauseText } from "/assets/common.js";
+import { newKey } from "/assets/orderd-client.js";
 
 const merchantID = new URLSearchParams(location.search).get("merchant");
 const orderKey = "orderd.order." + merchantID;
@@ -30,8 +31,8 @@ async function start() {
   $("app").classList.remove("hidden");
   try {
     [merchant, { products }] = await Promise.all([
-      api("GET", "/v1/merchants/" + encodeURIComponent(merchantID)),
-      api("GET", "/v1/merchants/" + encodeURIComponent(merchantID) + "/products"),
+      client.getMerchant(merchantID),
+      client.listProducts(merchantID),
     ]);
   } catch (e) { showError(e.message, "read"); return; }
   currency = merchant.currency || "USD";
@@ -41,7 +42,7 @@ async function start() {
   renderMenu();
   const kept = sessionStorage.getItem(orderKey);
   if (kept) {
-    try { showOrder(await api("GET", "/v1/orders/" + encodeURIComponent(kept))); watch(kept); }
+    try { showOrder(await client.getOrder(kept)); watch(kept); }
     catch { sessionStorage.removeItem(orderKey); }
   }
   // A customer may not watch the merchant's load live: a pause is read
@@ -52,7 +53,7 @@ async function start() {
 }
 
 async function refreshMerchant() {
-  try { showLoad((await api("GET", "/v1/merchants/" + encodeURIComponent(merchantID))).load); } catch { /* the next poll tries again */ }
+  try { showLoad((await client.getMerchant(merchantID)).load); } catch { /* the next poll tries again */ }
 }
 
 function showLoad(load) {
@@ -100,11 +101,11 @@ function renderCart() {
 // answer replays the same order rather than placing a second.
 $("place").onclick = async () => {
   const items = [...cart].map(([product_id, quantity]) => ({ product_id, quantity }));
-  placeKey = placeKey || crypto.randomUUID();
+  placeKey = placeKey || newKey();
   busy = true;
   renderCart();
   try {
-    const placed = await api("POST", "/v1/orders", { merchant_id: merchantID, items }, placeKey);
+    const placed = await client.placeOrder({ merchant_id: merchantID, items }, { idempotencyKey: placeKey });
     placeKey = null;
     cart.clear();
     renderMenu();
@@ -124,13 +125,13 @@ $("place").onclick = async () => {
 // send its reference.
 async function pay() {
   if (!order || order.status !== "awaiting_payment") return;
-  try { showOrder(await api("POST", "/v1/orders/" + order.id + "/pay", { payment_ref: "demo-" + order.id })); }
+  try { showOrder(await client.payOrder(order.id, { payment_ref: "demo-" + order.id })); }
   catch (e) { showError(e.message); }
 }
 $("pay").onclick = pay;
 
 $("cancel").onclick = async () => {
-  try { showOrder(await api("POST", "/v1/orders/" + order.id + "/cancel", { reason: "cancelled by the customer" })); }
+  try { showOrder(await client.cancelOrder(order.id, { reason: "cancelled by the customer" })); }
   catch (e) { showError(e.message); }
 };
 
@@ -145,10 +146,8 @@ $("again").onclick = () => {
 
 function watch(id) {
   if (orderLive) orderLive.close();
-  orderLive = live([{ order_id: id }], (m) => {
-    if (m.type === "order") { showOrder(m.order); refreshMerchant(); }
-    else if (m.type === "error") showError(m.detail, "read");
-  }, $("live"));
+  orderLive = client.watchOrder(id, (o) => { showOrder(o); refreshMerchant(); },
+    { onState: indicate($("live")), onError: (e) => showError(e.message, "read") });
 }
 
 // showOrder shows an order unless an older state of it arrives after a

@@ -1,7 +1,7 @@
 // The kitchen display: accepted orders as tickets to complete or cancel,
 // the waiting line, capacity and pause, all kept live by the merchant's
 // load messages.
-import { $, el, api, signIn, live, duration, clock, ticketCode, showError, features, pauseText } from "/assets/common.js";
+import { $, el, client, indicate, signIn, duration, clock, ticketCode, showError, features, pauseText } from "/assets/common.js";
 
 let merchantID = null, canPrioritize = false;
 const productNames = new Map();
@@ -17,7 +17,7 @@ async function start() {
   $("app").classList.remove("hidden");
   let merchant;
   try {
-    merchant = await api("GET", "/v1/merchants/" + encodeURIComponent(merchantID));
+    merchant = await client.getMerchant(merchantID);
     await loadProducts();
   } catch (e) { showError(e.message, "read"); return; }
   $("shop").textContent = merchant.name;
@@ -27,10 +27,8 @@ async function start() {
   const can = await features();
   if (can.pause) $("pause-controls").classList.remove("hidden");
   canPrioritize = can.prioritize;
-  live([{ merchant_id: merchantID }], (m) => {
-    if (m.type === "merchant_load") { showLoad(m); refresh(); }
-    else if (m.type === "error") showError(m.detail, "read");
-  }, $("live"));
+  client.watchMerchant(merchantID, (load) => { showLoad(load); refresh(); },
+    { onState: indicate($("live")), onError: (e) => showError(e.message, "read") });
   refresh();
   setInterval(tick, 1000);
   // Loads that come back to the same numbers send no message; a slow
@@ -39,7 +37,7 @@ async function start() {
 }
 
 async function loadProducts() {
-  const { products } = await api("GET", "/v1/merchants/" + encodeURIComponent(merchantID) + "/products");
+  const { products } = await client.listProducts(merchantID);
   for (const p of products) productNames.set(p.id, p.name);
 }
 
@@ -69,9 +67,10 @@ async function refresh() {
   if (refreshing) { again = true; return; }
   refreshing = true;
   try {
-    const base = "/v1/merchants/" + encodeURIComponent(merchantID) + "/orders?limit=100&status=";
     const [merchant, accepted, queued] = await Promise.all([
-      api("GET", "/v1/merchants/" + encodeURIComponent(merchantID)), api("GET", base + "accepted"), api("GET", base + "queued")]);
+      client.getMerchant(merchantID),
+      client.listMerchantOrders(merchantID, { status: "accepted", limit: 100 }),
+      client.listMerchantOrders(merchantID, { status: "queued", limit: 100 })]);
     showLoad(merchant.load);
     const unknown = [...accepted.orders, ...queued.orders].some((o) => o.items.some((it) => !productNames.has(it.product_id)));
     if (unknown) await loadProducts();
@@ -127,7 +126,7 @@ function ticketCard(o) {
       el("button", { type: "button", class: "ghost", text: "Keep", onclick: () => form.classList.add("hidden") })));
   form.addEventListener("submit", (e) => {
     e.preventDefault();
-    act(card, "/cancel", { reason: reason.value.trim() || "cancelled by the kitchen" });
+    act(card, (id) => client.cancelOrder(id, { reason: reason.value.trim() || "cancelled by the kitchen" }));
   });
   const card = el("article", { class: "card kticket", data: { orderId: o.id } },
     el("div", { class: "code", text: ticketCode(o) }),
@@ -135,7 +134,7 @@ function ticketCard(o) {
     o.load != null && o.load !== 1 ? el("div", { class: "muted", text: "load " + o.load }) : null,
     el("div", { class: "age", data: { since: o.accepted_at } }),
     el("div", { class: "actions" },
-      el("button", { class: "ok complete", text: "Complete", onclick: () => act(card, "/complete") }),
+      el("button", { class: "ok complete", text: "Complete", onclick: () => act(card, (id) => client.completeOrder(id)) }),
       el("button", { class: "ghost cancel", text: "Cancel…", onclick: () => { form.classList.remove("hidden"); reason.focus(); } })),
     form);
   return card;
@@ -158,16 +157,16 @@ function renderLine(orders) {
 
 async function prioritize(button, id) {
   button.disabled = true;
-  try { await api("POST", "/v1/orders/" + id + "/prioritize", { reason: "moved up by the kitchen" }); refresh(); }
+  try { await client.prioritizeOrder(id, { reason: "moved up by the kitchen" }); refresh(); }
   catch (e) { showError(e.message); button.disabled = false; }
 }
 
 // act completes or cancels an order; the list is read again when the
 // server's load message says what changed.
-async function act(card, suffix, body) {
+async function act(card, call) {
   for (const b of card.querySelectorAll("button")) b.disabled = true;
   try {
-    await api("POST", "/v1/orders/" + card.dataset.orderId + suffix, body);
+    await call(card.dataset.orderId);
     cards.delete(card.dataset.orderId);
     card.remove();
     refresh();
@@ -192,7 +191,7 @@ $("capacity").addEventListener("input", () => { capacityEdited = true; });
 async function setCapacity(capacity) {
   if (!Number.isInteger(capacity) || capacity < 0) { showError("capacity must be a whole number, 0 or more"); return; }
   try {
-    const { load } = await api("PATCH", "/v1/merchants/" + encodeURIComponent(merchantID), { capacity });
+    const { load } = await client.updateMerchant(merchantID, { capacity });
     capacityEdited = false;
     showLoad(load);
   } catch (e) { showError(e.message); }
@@ -206,13 +205,13 @@ $("capacity-less").onclick = () => setCapacity(Math.max(0, (lastLoad ? lastLoad.
 $("capacity-more").onclick = () => setCapacity((lastLoad ? lastLoad.capacity : 0) + 1);
 
 async function pause(mode) {
-  try { showLoad((await api("POST", "/v1/merchants/" + encodeURIComponent(merchantID) + "/pause", { mode })).load); }
+  try { showLoad((await client.pauseMerchant(merchantID, { mode })).load); }
   catch (e) { showError(e.message); }
 }
 $("pause-queue").onclick = () => pause("queue");
 $("pause-refuse").onclick = () => pause("refuse");
 $("resume").onclick = async () => {
-  try { showLoad((await api("POST", "/v1/merchants/" + encodeURIComponent(merchantID) + "/resume")).load); }
+  try { showLoad((await client.resumeMerchant(merchantID)).load); }
   catch (e) { showError(e.message); }
 };
 
