@@ -29,10 +29,13 @@ docs: ## regenerate docs/configuration.md and docs/api-reference.md from the cod
 	go test ./cmd/orderd -run TestConfigurationReferenceIsCurrent -count=1 -update
 	go test ./api -run TestAPIReferenceIsCurrent -count=1 -update
 
+client: ## regenerate clients/js from api/openapi.json, rebuild it and run its tests (Node 20+)
+	cd clients/js && npm ci && npm run generate && npm run build && npm test
+
 bench: ## every benchmark scenario, with JSON figures and charts
 	go run ./cmd/orderd bench --json bench-results.json --chart bench-charts.html --markdown docs/performance.md all
 
 ci: ## what CI runs
 	bash .ci/run
 
-.PHONY: help run test race vet lint citus-test faults docs bench ci
+.PHONY: help run test race vet lint citus-test faults docs client bench ci

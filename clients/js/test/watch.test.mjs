@@ -2,7 +2,10 @@
 // network cut mid-watch through a TCP proxy that the test controls, a
 // server restart, single-use tickets, refusals, and reconnection backoff.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
+import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import WebSocket from "ws";
 import { WatchError } from "../dist/index.js";
@@ -231,4 +234,35 @@ test("reconnection waits back off, with jitter, while the server stays away", as
   });
   assert.ok(gaps.slice(4).every((g) => g >= 395), "capped waits stay at the cap's half or more");
   assert.ok(new Set(gaps.slice(3)).size > 1, "waits at the cap vary");
+});
+
+test("the README's example runs as written: it places, pays and watches until the kitchen completes", async () => {
+  const { merchant, tea, kitchen } = await shop();
+  const readme = await readFile(new URL("../README.md", import.meta.url), "utf8");
+  const example = readme.match(/```js\n([\s\S]*?)```/)[1];
+  // Inside the package, so that "@orderd/client" resolves to it by name.
+  const file = new URL(`../.readme-example-${process.pid}.mjs`, import.meta.url);
+  await writeFile(file, example);
+  try {
+    const child = spawn(process.execPath, [fileURLToPath(file)], {
+      env: { ...process.env, ORDERD_URL: orderd.url, CUSTOMER_TOKEN: orderd.token({ sub: "reader", role: "customer" }), MERCHANT_ID: merchant.id, PRODUCT_ID: tea.id },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "", err = "";
+    child.stderr.on("data", (d) => { err += d; });
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    await new Promise((resolve, reject) => {
+      child.stdout.on("data", (d) => { out += d; if (/ accepted/.test(out)) resolve(); });
+      exited.then(() => reject(new Error(`the example ended early: ${out}${err}`)));
+    });
+    const [accepted] = (await kitchen.listMerchantOrders(merchant.id, { status: "accepted" })).orders;
+    await kitchen.completeOrder(accepted.id);
+    const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r("still running"), 20_000))]);
+    if (code !== 0) child.kill();
+    assert.equal(code, 0, out + err);
+    assert.match(out, /connection live/);
+    assert.match(out, new RegExp(`${accepted.pickup_code} completed`));
+  } finally {
+    await rm(file, { force: true });
+  }
 });
