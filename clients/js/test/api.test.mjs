@@ -88,7 +88,7 @@ test("every endpoint answers through its typed method", async () => {
   const dead = await eventually("dead webhooks", async () => {
     const { dead_letters } = await root.listDeadLetters({ kind: "webhook", merchant_id: merchant.id, unresolved: true });
     return dead_letters.length >= 2 && dead_letters;
-  });
+  }, 30_000);
   assert.ok((await root.listWebhookAttempts({ merchant_id: merchant.id })).attempts.length >= 2);
   await root.retryDeadLetter(dead[0].id);
   assert.ok((await root.resolveDeadLetter(dead[1].id, { note: "told them by phone" })).resolved_at);
@@ -224,7 +224,7 @@ test("the committed generated types are those of the live OpenAPI document", asy
   }
 });
 
-test("the committed declarations and bundle, in the package and in orderd's pages, is the build of src/", async () => {
+test("the committed declarations and bundle, in the package and in orderd's pages, are the build of src/", async () => {
   const { bundle, declarations, webCopy } = await import("../scripts/build.mjs");
   const built = await bundle();
   const dist = new URL("../dist/", import.meta.url);
