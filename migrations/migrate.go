@@ -161,11 +161,23 @@ func (s MigrationStatus) String() string {
 // Status lists River's and our migrations. It does not wait for a migration
 // in progress, so a readiness probe never queues behind one.
 func Status(ctx context.Context, url string) ([]MigrationStatus, error) {
-	pool, provider, err := open(ctx, url)
+	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("connect: %w", err)
 	}
 	defer pool.Close()
+	return StatusOn(ctx, pool)
+}
+
+// StatusOn is Status through an open pool, which it leaves open: a serving
+// process asks through its own connections instead of opening new ones.
+func StatusOn(ctx context.Context, pool *pgxpool.Pool) ([]MigrationStatus, error) {
+	// Closing the provider closes its database/sql handle, which leaves
+	// the pool it borrows from open.
+	provider, err := goose.NewProvider(goose.DialectPostgres, stdlib.OpenDBFromPool(pool), files)
+	if err != nil {
+		return nil, fmt.Errorf("goose: %w", err)
+	}
 	defer provider.Close()
 	rm, err := riverMigrator(pool)
 	if err != nil {
@@ -199,10 +211,23 @@ func Current(ctx context.Context, url string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return allApplied(statuses), nil
+}
+
+// CurrentOn is Current through an open pool, which it leaves open.
+func CurrentOn(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	statuses, err := StatusOn(ctx, pool)
+	if err != nil {
+		return false, err
+	}
+	return allApplied(statuses), nil
+}
+
+func allApplied(statuses []MigrationStatus) bool {
 	for _, s := range statuses {
 		if !s.Applied {
-			return false, nil
+			return false
 		}
 	}
-	return true, nil
+	return true
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -178,6 +179,7 @@ type App struct {
 	relay       *jobs.Relay
 	backstop    *jobs.Backstop
 	hub         *ws.Hub
+	schema      schemaStatus
 }
 
 // New connects, migrates when asked, and builds every part; nothing serves
@@ -348,15 +350,36 @@ func NewPool(ctx context.Context, url string, maxConns int, statementTimeout tim
 	return pool, nil
 }
 
+// schemaRecheck is how long a migration status answers readiness probes
+// before it is read again.
+const schemaRecheck = 5 * time.Second
+
+// schemaStatus remembers whether the migrations were current, so that
+// /readyz, which answers anyone, reads them at most once per schemaRecheck
+// whatever the rate of probes.
+type schemaStatus struct {
+	mu      sync.Mutex
+	current bool
+	at      time.Time
+}
+
+// ready pings through the serving pool and reports the migrations as last
+// read, reading them again, through the same pool, when that is older than
+// schemaRecheck: a probe never opens a connection of its own.
 func (a *App) ready(ctx context.Context) error {
 	if err := a.store.Ping(ctx); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
-	current, err := migrations.Current(ctx, a.cfg.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
+	a.schema.mu.Lock()
+	defer a.schema.mu.Unlock()
+	if a.schema.at.IsZero() || time.Since(a.schema.at) >= schemaRecheck {
+		current, err := migrations.CurrentOn(ctx, a.pool)
+		if err != nil {
+			return fmt.Errorf("migrations: %w", err)
+		}
+		a.schema.current, a.schema.at = current, time.Now()
 	}
-	if !current {
+	if !a.schema.current {
 		return errors.New("migrations are not current")
 	}
 	return nil
