@@ -200,14 +200,22 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 }
 
 // withTimeout bounds a request, so that a slow database answers 503 in time
-// instead of piling requests up. Websocket upgrades are exempt: their
-// context lives as long as the connection.
+// instead of piling requests up, and its body's arrival by the same time: a
+// context does not bound a read from the connection, and a client trickling
+// a body in (to an unauthenticated route as well) would otherwise hold the
+// connection and a goroutine for as long as it likes. Websocket upgrades
+// are exempt: their context lives as long as the connection, whose reads
+// the hub bounds itself.
 func withTimeout(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// The server sets the connection's deadlines afresh for its next
+		// request. A writer that cannot (a test's recorder) has no
+		// connection to hold.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
 		ctx, cancel := context.WithTimeout(r.Context(), d)
 		defer cancel()
 		next.ServeHTTP(w, r.WithContext(ctx))
