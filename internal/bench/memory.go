@@ -13,6 +13,34 @@ import (
 // its garbage. A leak shows as live heap or goroutines that grow round after
 // round instead of returning to where the first round left them.
 func memory(ctx context.Context, t *Target, o Options) (*Result, error) {
+	return memoryWith(ctx, t, o, memoryLoads)
+}
+
+// memoryLoad is one kind of load of a memory round.
+type memoryLoad struct {
+	name string
+	run  func(ctx context.Context, t *Target, o Options) (*Result, error)
+}
+
+// memoryLoads are a memory round's loads, in order.
+var memoryLoads = []memoryLoad{
+	{"spread", func(ctx context.Context, t *Target, o Options) (*Result, error) {
+		o.Duration = 10 * time.Second
+		return spread(ctx, t, o)
+	}},
+	{"hot", func(ctx context.Context, t *Target, o Options) (*Result, error) {
+		o.Count = 5000
+		return hot(ctx, t, o, false)
+	}},
+	{"ws", func(ctx context.Context, t *Target, o Options) (*Result, error) {
+		return wsRound(ctx, t, o, 1000, 1)
+	}},
+}
+
+// memoryWith is memory under the given loads. Every round's loads check
+// their own invariants, as they do when they run alone; their violations
+// are the memory scenario's, named by round and load.
+func memoryWith(ctx context.Context, t *Target, o Options, loads []memoryLoad) (*Result, error) {
 	if t.Spawn == nil {
 		return nil, errors.New("the memory scenario starts its own orderd process; it cannot run with --url")
 	}
@@ -42,16 +70,14 @@ func memory(ctx context.Context, t *Target, o Options) (*Result, error) {
 	start := time.Now()
 	for r := 1; r <= rounds; r++ {
 		round := Options{Seed: o.Seed + uint64(r), Progress: o.Progress, Out: o.Out, skipBaselines: true}
-		round.Duration = 10 * time.Second
-		if _, err := spread(ctx, at, round); err != nil {
-			return nil, fmt.Errorf("memory round %d: %w", r, err)
-		}
-		round.Count = 5000
-		if _, err := hot(ctx, at, round, false); err != nil {
-			return nil, fmt.Errorf("memory round %d: %w", r, err)
-		}
-		if _, err := wsRound(ctx, at, round, 1000, 1); err != nil {
-			return nil, fmt.Errorf("memory round %d: %w", r, err)
+		for _, l := range loads {
+			lr, err := l.run(ctx, at, round)
+			if err != nil {
+				return nil, fmt.Errorf("memory round %d %s: %w", r, l.name, err)
+			}
+			for _, v := range lr.Violations {
+				res.Violations = append(res.Violations, fmt.Sprintf("round %d %s: %s", r, l.name, v))
+			}
 		}
 		m, err := weigh()
 		if err != nil {
