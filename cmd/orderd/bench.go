@@ -134,6 +134,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		report.Scenarios[name] = res
 		failed = failed || !res.InvariantsOK
 	}
+	bench.JudgeAcross(report.Scenarios)
 	printSummary(stdout, names, report)
 	if *jsonPath != "" {
 		b, err := json.MarshalIndent(report, "", "  ")

@@ -155,7 +155,7 @@ func timed(ctx context.Context, src *pgxpool.Pool, conns int, d time.Duration,
 				}
 				if done {
 					count.Add(1)
-					lastDone.Store(int64(time.Since(start)))
+					storeMax(&lastDone, int64(time.Since(start)))
 				}
 				if fin {
 					finished.Store(true)

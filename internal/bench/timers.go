@@ -179,22 +179,28 @@ func timers(ctx context.Context, t *Target, o Options) (*Result, error) {
 	res.Extra["lateness_to"] = to
 	met := true
 	for _, p := range phases {
-		var n int
-		var p50, p99, maxLate float64
+		f := timerPhaseFigures{name: p.name}
 		if err := t.Pool.QueryRow(ctx, `
-			SELECT count(*), coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY late), 0),
-			       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY late), 0), coalesce(max(late), 0)
+			SELECT (SELECT count(*) FROM orders WHERE merchant_id = ANY($1::uuid[])), count(late), count(*) FILTER (WHERE late < 0),
+			       percentile_cont(0.5) WITHIN GROUP (ORDER BY late), percentile_cont(0.99) WITHIN GROUP (ORDER BY late), max(late)
 			FROM (SELECT extract(epoch FROM (`+closeTimeSQL[to]+` - o.payment_deadline)) * 1000 AS late
 			      FROM orders o JOIN events e ON e.stream_id = o.id AND e.type = 'order.closed'
-			      WHERE o.merchant_id = ANY($1::uuid[])) x`, p.merchants).Scan(&n, &p50, &p99, &maxLate); err != nil {
+			      WHERE o.merchant_id = ANY($1::uuid[])) x`, p.merchants).Scan(&f.placed, &f.closed, &f.early, &f.p50, &f.p99, &f.maxLateMs); err != nil {
 			return nil, err
 		}
-		res.Extra["lateness_"+p.name+"_closed"] = n
-		res.Extra["lateness_"+p.name+"_p50_ms"], res.Extra["lateness_"+p.name+"_p99_ms"], res.Extra["lateness_"+p.name+"_max_ms"] = p50, p99, maxLate
-		met = met && p99 <= 1000 && maxLate <= 2000
+		res.Extra["lateness_"+p.name+"_placed"], res.Extra["lateness_"+p.name+"_closed"] = f.placed, f.closed
+		res.Extra["lateness_"+p.name+"_closed_early"] = f.early
+		for k, v := range map[string]*float64{"p50": f.p50, "p99": f.p99, "max": f.maxLateMs} {
+			if v != nil {
+				res.Extra["lateness_"+p.name+"_"+k+"_ms"] = *v
+			}
+		}
+		phaseMet, violations := judgeTimerPhase(f)
+		res.Violations = append(res.Violations, violations...)
+		met = met && phaseMet
 	}
 	res.Extra["lateness_goal_met"] = met
-	res.GoalText = "placement ≥ 0.8× without timers; lateness to commit p99 ≤ 1 s, max ≤ 2 s in every phase"
+	res.GoalText = "placement ≥ 0.8× without timers; in every phase every order closed, none early, lateness to commit p99 ≤ 1 s, max ≤ 2 s"
 	res.setGoalMet(met && res.Ratio >= res.Goal)
 	res.Violations = append(res.Violations, t.commonInvariants(ctx)...)
 	res.InvariantsOK = len(res.Violations) == 0

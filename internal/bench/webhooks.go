@@ -35,19 +35,23 @@ const messagesPerOrder = 4
 var webhookTypes = []string{"order.accepted", "order.cancelled", "order.expired", "order.completed"}
 
 // receiver is a merchant endpoint on loopback that answers 200 at once, and
-// checks every delivery's signature and each order's version order.
+// checks every delivery's signature and each order's version order. It
+// counts messages by their delivery id: delivery is at least once, and a
+// message delivered twice is one message received (and one duplicate).
 type receiver struct {
-	srv      *httptest.Server
-	secrets  sync.Map // path → webhook secret
-	received atomic.Int64
-	badSig   atomic.Int64
-	late     atomic.Int64 // deliveries of a version older than one already received
-	mu       sync.Mutex
-	versions map[string]int // order id → highest version received
+	srv        *httptest.Server
+	secrets    sync.Map // path → webhook secret
+	received   atomic.Int64
+	duplicates atomic.Int64
+	badSig     atomic.Int64
+	late       atomic.Int64 // deliveries of a version older than one already received
+	mu         sync.Mutex
+	versions   map[string]int // order id → highest version received
+	seen       map[string]bool
 }
 
 func newReceiver() *receiver {
-	r := &receiver{versions: map[string]int{}}
+	r := &receiver{versions: map[string]int{}, seen: map[string]bool{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		if sec, ok := r.secrets.Load(req.URL.Path); !ok || req.Header.Get("X-Orderd-Signature") != webhook.Sign(sec.(string), body) {
@@ -59,15 +63,22 @@ func newReceiver() *receiver {
 				Version int    `json:"version"`
 			} `json:"order"`
 		}
-		if json.Unmarshal(body, &m) == nil {
-			r.mu.Lock()
-			if m.Order.Version < r.versions[m.Order.ID] {
-				r.late.Add(1)
+		parsed := json.Unmarshal(body, &m) == nil
+		delivery := req.Header.Get("X-Orderd-Delivery")
+		r.mu.Lock()
+		if r.seen[delivery] {
+			r.duplicates.Add(1)
+		} else {
+			r.seen[delivery] = true
+			r.received.Add(1)
+			if parsed {
+				if m.Order.Version < r.versions[m.Order.ID] {
+					r.late.Add(1)
+				}
+				r.versions[m.Order.ID] = max(r.versions[m.Order.ID], m.Order.Version)
 			}
-			r.versions[m.Order.ID] = max(r.versions[m.Order.ID], m.Order.Version)
-			r.mu.Unlock()
 		}
-		r.received.Add(1)
+		r.mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	}))
 	return r
@@ -75,10 +86,12 @@ func newReceiver() *receiver {
 
 func (r *receiver) reset() {
 	r.received.Store(0)
+	r.duplicates.Store(0)
 	r.badSig.Store(0)
 	r.late.Store(0)
 	r.mu.Lock()
 	r.versions = map[string]int{}
+	r.seen = map[string]bool{}
 	r.mu.Unlock()
 }
 
@@ -199,7 +212,7 @@ func webhooks(ctx context.Context, t *Target, o Options) (*Result, error) {
 	received := rcv.received.Load()
 	res := &Result{Extra: map[string]any{
 		"messages": count, "merchants": merchants, "messages_per_order": messagesPerOrder, "mean_body_bytes": bodyBytes / count,
-		"workers": workers, "received": received, "seconds": round3(elapsed.Seconds()), "fill_seconds": round3(fill.Seconds()),
+		"workers": workers, "received": received, "duplicates": rcv.duplicates.Load(), "seconds": round3(elapsed.Seconds()), "fill_seconds": round3(fill.Seconds()),
 		"receiver_alone_seconds": round3(capacitySeconds), "receiver_alone_failed": refused, "goal_per_s": webhookGoal,
 	}}
 	t.perUnit(res.Extra, "delivery", cpu, received)
