@@ -87,3 +87,43 @@ func storeMax(a *atomic.Int64, v int64) {
 		}
 	}
 }
+
+// The placement engine's goals: group commit must beat one pipelined
+// transaction per order on orderd's own tables, and cost no more CPU per
+// order in all than that transaction does.
+const (
+	spreadGoal    = 1.0
+	spreadP99Goal = 50.0  // ms
+	spreadCPUGoal = 180.0 // µs per order: orderd, PostgreSQL and the load generator
+	hotGoal       = 1.2
+	flashGoal     = 1.0 // sell-out rate over the best single-row baseline's
+)
+
+// judgeAgainstOwnTables records the ratio to the best sweep on copies of
+// orderd's tables, which the placement goals are stated against.
+func judgeAgainstOwnTables(res *Result) {
+	best := 0.0
+	for _, b := range res.Baselines {
+		if b.Name == "orderd_tables" {
+			best = b.BestPerS
+		}
+	}
+	res.Extra["ratio_orderd_tables"] = round3(ratio(res.PerS, best))
+}
+
+// orderCPU is the CPU per order of every party the run measured; false when
+// a party was not measured (a server or database elsewhere), since a goal
+// on the total cannot then be judged.
+func orderCPU(extra map[string]any) (float64, bool) {
+	pg, pgOK := extra["order_postgres_cpu_us"].(float64)
+	if both, ok := extra["order_orderd_and_generator_cpu_us"].(float64); ok {
+		return both + pg, pgOK
+	}
+	srv, srvOK := extra["order_orderd_cpu_us"].(float64)
+	gen, genOK := extra["order_generator_cpu_us"].(float64)
+	return srv + gen + pg, srvOK && genOK && pgOK
+}
+
+// timersPlacementGoal: a placement that schedules its payment timer is
+// nearly as fast as one that schedules none.
+const timersPlacementGoal = 0.9

@@ -132,7 +132,7 @@ func timers(ctx context.Context, t *Target, o Options) (*Result, error) {
 	}
 	stopWithout()
 	withPerS, withoutPerS := float64(withN)/withTime.Seconds(), float64(withoutN)/withoutTime.Seconds()
-	res.PerS, res.BaselinePerS, res.Ratio, res.Goal = withPerS, withoutPerS, ratio(withPerS, withoutPerS), 0.8
+	res.PerS, res.BaselinePerS, res.Ratio, res.Goal = withPerS, withoutPerS, ratio(withPerS, withoutPerS), timersPlacementGoal
 	rec.summarize(res)
 
 	n, d, errs := place(timed, "timers: long windows", long, count, false, newRecorder())
@@ -200,7 +200,7 @@ func timers(ctx context.Context, t *Target, o Options) (*Result, error) {
 		met = met && phaseMet
 	}
 	res.Extra["lateness_goal_met"] = met
-	res.GoalText = "placement ≥ 0.8× without timers; in every phase every order closed, none early, lateness to commit p99 ≤ 1 s, max ≤ 2 s"
+	res.GoalText = fmt.Sprintf("placement ≥ %.1f× without timers; in every phase every order closed, none early, lateness to commit p99 ≤ 1 s, max ≤ 2 s", timersPlacementGoal)
 	res.setGoalMet(met && res.Ratio >= res.Goal)
 	res.Violations = append(res.Violations, t.commonInvariants(ctx)...)
 	res.InvariantsOK = len(res.Violations) == 0
