@@ -234,6 +234,7 @@ function watch(client, sub, onMessage, options) {
   let timer;
   let failures = 0;
   let stopped = false;
+  let opening = false;
   const setState = (s) => {
     if (state === s) return;
     state = s;
@@ -253,11 +254,13 @@ function watch(client, sub, onMessage, options) {
     else console.error(err);
   };
   const connect = async () => {
-    if (stopped || ws) return;
+    if (stopped || ws || opening) return;
     let ticket;
+    opening = true;
     try {
       ticket = (await client.issueWebSocketTicket()).ticket;
     } catch (err) {
+      opening = false;
       if (err instanceof OrderdError && (err.status === 401 || err.status === 403)) {
         fail(new WatchError(err.code, err.detail));
       } else {
@@ -265,7 +268,8 @@ function watch(client, sub, onMessage, options) {
       }
       return;
     }
-    if (stopped || ws) return;
+    opening = false;
+    if (stopped) return;
     const WS = client.options.WebSocket ?? globalThis.WebSocket;
     if (!WS) {
       fail(new WatchError("internal", "no WebSocket: pass one in the client's options (on Node 20, from the ws package)"));
@@ -308,7 +312,7 @@ function watch(client, sub, onMessage, options) {
     };
   };
   const online = () => {
-    if (!stopped && !ws) {
+    if (!stopped && !ws && !opening) {
       failures = 0;
       clearTimeout(timer);
       connect();

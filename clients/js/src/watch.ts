@@ -69,6 +69,8 @@ export function watch(
   let timer: ReturnType<typeof setTimeout> | undefined;
   let failures = 0;
   let stopped = false;
+  // opening: a ticket is being fetched for the next connection.
+  let opening = false;
 
   const setState = (s: WatchState) => {
     if (state === s) return;
@@ -94,11 +96,13 @@ export function watch(
   };
 
   const connect = async () => {
-    if (stopped || ws) return;
+    if (stopped || ws || opening) return;
     let ticket: string;
+    opening = true;
     try {
       ticket = (await client.issueWebSocketTicket()).ticket;
     } catch (err) {
+      opening = false;
       if (err instanceof OrderdError && (err.status === 401 || err.status === 403)) {
         fail(new WatchError(err.code, err.detail));
       } else {
@@ -106,7 +110,8 @@ export function watch(
       }
       return;
     }
-    if (stopped || ws) return;
+    opening = false;
+    if (stopped) return;
     const WS = client.options.WebSocket ?? (globalThis as any).WebSocket;
     if (!WS) {
       fail(new WatchError("internal", "no WebSocket: pass one in the client's options (on Node 20, from the ws package)"));
@@ -145,7 +150,7 @@ export function watch(
   // A browser that comes back online reconnects at once, not after the
   // rest of its backoff.
   const online = () => {
-    if (!stopped && !ws) {
+    if (!stopped && !ws && !opening) {
       failures = 0;
       clearTimeout(timer);
       connect();

@@ -236,6 +236,40 @@ test("reconnection waits back off, with jitter, while the server stays away", as
   assert.ok(new Set(gaps.slice(3)).size > 1, "waits at the cap vary");
 });
 
+test("a browser that comes back online reconnects at once, once, not after the rest of its backoff", async () => {
+  const { merchant, tea } = await shop();
+  const proxy = await cuttingProxy(orderd.port);
+  // What a browser has: a window that says when the network is back.
+  globalThis.window = new EventTarget();
+  let tickets = 0;
+  const pat = orderd.client({ sub: "pat", role: "customer" }, {
+    baseUrl: proxy.url,
+    retries: 0,
+    fetch: (url, init) => { if (url.endsWith("/v1/ws/tickets")) tickets++; return fetch(url, init); },
+  });
+  const order = await pat.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }] });
+  const got = recorder();
+  const w = pat.watchOrder(order.id, (o) => got.push(o), { reconnect: { first: 20_000, max: 20_000 } });
+  try {
+    await got.next("the first state", (o) => o.status === "awaiting_payment");
+    proxy.cut();
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(w.state, "reconnecting");
+    const before = got.seen.length;
+    const start = Date.now();
+    window.dispatchEvent(new Event("online"));
+    window.dispatchEvent(new Event("online"));
+    await got.next("the state after coming online", () => true, before, 5000);
+    assert.ok(Date.now() - start < 5000, "sooner than the 10–20 s backoff");
+    assert.equal(tickets, 2, "one ticket for the first connection, one for the second: two online events open one");
+    assert.equal(w.state, "live");
+  } finally {
+    w.close();
+    proxy.close();
+    delete globalThis.window;
+  }
+});
+
 test("the README's example runs as written: it places, pays and watches until the kitchen completes", async () => {
   const { merchant, tea, kitchen } = await shop();
   const readme = await readFile(new URL("../README.md", import.meta.url), "utf8");
