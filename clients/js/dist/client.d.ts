@@ -1,7 +1,7 @@
 import { Endpoints } from "./endpoints.js";
 import type { Order } from "./endpoints.js";
 import type { Answer, CallOptions, Input, OperationId } from "./types.js";
-import type { MerchantLoad, Watch, WatchOptions, WebSocketLike } from "./watch.js";
+import type { MerchantLoad, ReconnectOptions, Watch, WatchOptions, WebSocketLike } from "./watch.js";
 /** A token, or a function that returns the current one (called before
  * every request, so a refreshed token is used at once). */
 export type TokenSource = string | null | undefined | (() => string | null | undefined | Promise<string | null | undefined>);
@@ -22,22 +22,28 @@ export interface ClientOptions {
     /** The longest wait before a retry, in milliseconds: a Retry-After
      * longer than this is thrown to the caller instead. Default 10 000. */
     maxRetryDelay?: number;
+    /** Waits between reconnections of the websocket, in milliseconds:
+     * the first (500), doubled per failed attempt up to max (15 000), each
+     * wait between half and all of that. */
+    reconnect?: ReconnectOptions;
 }
 /** orderd's client: one typed method per endpoint (named after its
  * operationId in the OpenAPI document), and live watches of orders and
- * merchants over the websocket. */
+ * merchants over one websocket that all the client's watches share. */
 export declare class OrderdClient extends Endpoints {
     readonly baseUrl: string;
     readonly options: Readonly<ClientOptions>;
+    private live?;
     constructor(options?: ClientOptions);
     /** Watches an order: onUpdate gets the order at once, on every change of
      * its status, place in line or estimate, and again after every
      * reconnection (never a state older than one it already had). */
     watchOrder(id: string, onUpdate: (order: Order) => void, options?: WatchOptions): Watch;
-    /** Watches a merchant's load (the merchant itself or an admin):
-     * onUpdate gets it at once, on every change, and after every
-     * reconnection. */
-    watchMerchant(id: string, onUpdate: (load: MerchantLoad) => void, options?: WatchOptions): Watch;
+    /** Watches a merchant's load, as its kitchen sees it (the merchant
+     * itself or an admin): onUpdate gets it at once, on every change, and
+     * after every reconnection. */
+    watchMerchantLoad(id: string, onUpdate: (load: MerchantLoad) => void, options?: WatchOptions): Watch;
+    private connection;
     /** The current bearer token, if any. */
     token(): Promise<string | undefined>;
     protected call<K extends OperationId>(op: K, input: Input, options?: CallOptions): Promise<Answer<K>>;

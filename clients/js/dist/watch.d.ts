@@ -18,9 +18,9 @@ export interface WebSocketLike {
 export type MerchantLoad = Load & {
     merchant_id: string;
 };
-/** connecting: the first connection is being made; live: subscribed and
- * the server's current state received; reconnecting: the connection was
- * lost and a new one will be made; closed: the watch ended. */
+/** connecting: not yet subscribed; live: subscribed, and the server's
+ * current state received; reconnecting: the connection was lost and a
+ * new one will be made; closed: the watch ended. */
 export type WatchState = "connecting" | "live" | "reconnecting" | "closed";
 export interface WatchOptions {
     /** Called on every change of the watch's state (for a "live" badge). */
@@ -31,23 +31,55 @@ export interface WatchOptions {
     onError?: (error: WatchError) => void;
     /** Closes the watch when aborted. */
     signal?: AbortSignal;
-    /** Reconnection delays in milliseconds: the first, doubled per failed
-     * attempt up to max, each with jitter. Defaults 500 and 15 000. */
-    reconnect?: {
-        first?: number;
-        max?: number;
-    };
+}
+/** Reconnection delays in milliseconds: the first, doubled per failed
+ * attempt up to max, each wait between half and all of that. */
+export interface ReconnectOptions {
+    first?: number;
+    max?: number;
 }
 /** A running watch. */
 export interface Watch {
-    /** Ends the watch and its connection. */
+    /** Ends the watch; the connection closes with the client's last watch. */
     close(): void;
     readonly state: WatchState;
 }
-/** watch keeps one websocket subscribed to sub, through every lost
- * connection, until closed. Each connection opens with a fresh single-use
- * ticket (a ticket works once and for a minute, so none is kept for a
- * reconnection) and subscribes again; the server answers a subscription
- * with the current state, so nothing that changed while the connection was
- * down is missed. */
-export declare function watch(client: OrderdClient, sub: Record<string, string>, onMessage: (m: any) => void, options: WatchOptions): Watch;
+/** What a subscription names: the subscribe message's key and its id. */
+export interface Target {
+    key: "order_id" | "merchant_id" | "merchant_status" | "entry_id" | "drop_id";
+    id: string;
+}
+/** Live is a client's one websocket, shared by all its watches. Each
+ * connection opens with a fresh single-use ticket (a ticket works once and
+ * for a minute, so none is kept for a reconnection) and subscribes to
+ * everything watched again; the server answers each subscription with the
+ * current state, so nothing that changed while the connection was down is
+ * missed. Subscribes go one at a time, each after the answer to the one
+ * before: the server's error messages do not say which subscription they
+ * refuse, and so the one waiting is the one refused. */
+export declare class Live {
+    private readonly client;
+    private readonly reconnect;
+    private readonly subs;
+    private ws;
+    private timer;
+    private failures;
+    private opening;
+    private queue;
+    private waiting;
+    private waitTimer;
+    private readonly events;
+    constructor(client: OrderdClient, reconnect?: ReconnectOptions);
+    watch(target: Target, deliver: (m: any) => void, options: WatchOptions): Watch;
+    private remove;
+    private stop;
+    private enqueue;
+    private pump;
+    private answered;
+    private readonly online;
+    private retry;
+    private failAll;
+    private connect;
+    private received;
+    private refused;
+}

@@ -2,8 +2,8 @@ import { Endpoints, operations } from "./endpoints.js";
 import type { Order } from "./endpoints.js";
 import { OrderdError } from "./errors.js";
 import type { Answer, CallOptions, Input, OperationId } from "./types.js";
-import { watch } from "./watch.js";
-import type { MerchantLoad, Watch, WatchOptions, WebSocketLike } from "./watch.js";
+import { Live } from "./watch.js";
+import type { MerchantLoad, ReconnectOptions, Watch, WatchOptions, WebSocketLike } from "./watch.js";
 
 /** A token, or a function that returns the current one (called before
  * every request, so a refreshed token is used at once). */
@@ -26,14 +26,19 @@ export interface ClientOptions {
   /** The longest wait before a retry, in milliseconds: a Retry-After
    * longer than this is thrown to the caller instead. Default 10 000. */
   maxRetryDelay?: number;
+  /** Waits between reconnections of the websocket, in milliseconds:
+   * the first (500), doubled per failed attempt up to max (15 000), each
+   * wait between half and all of that. */
+  reconnect?: ReconnectOptions;
 }
 
 /** orderd's client: one typed method per endpoint (named after its
  * operationId in the OpenAPI document), and live watches of orders and
- * merchants over the websocket. */
+ * merchants over one websocket that all the client's watches share. */
 export class OrderdClient extends Endpoints {
   readonly baseUrl: string;
   readonly options: Readonly<ClientOptions>;
+  private live?: Live;
 
   constructor(options: ClientOptions = {}) {
     super();
@@ -48,8 +53,7 @@ export class OrderdClient extends Endpoints {
    * reconnection (never a state older than one it already had). */
   watchOrder(id: string, onUpdate: (order: Order) => void, options: WatchOptions = {}): Watch {
     let version = -1;
-    return watch(this, { order_id: id }, (m) => {
-      if (m.type !== "order" || m.order?.id !== id) return;
+    return this.connection().watch({ key: "order_id", id }, (m) => {
       const order = m.order as Order;
       if (order.version < version) return;
       version = order.version;
@@ -57,13 +61,16 @@ export class OrderdClient extends Endpoints {
     }, options);
   }
 
-  /** Watches a merchant's load (the merchant itself or an admin):
-   * onUpdate gets it at once, on every change, and after every
-   * reconnection. */
-  watchMerchant(id: string, onUpdate: (load: MerchantLoad) => void, options: WatchOptions = {}): Watch {
-    return watch(this, { merchant_id: id }, (m) => {
-      if (m.type === "merchant_load" && m.merchant_id === id) onUpdate(m as unknown as MerchantLoad);
-    }, options);
+  /** Watches a merchant's load, as its kitchen sees it (the merchant
+   * itself or an admin): onUpdate gets it at once, on every change, and
+   * after every reconnection. */
+  watchMerchantLoad(id: string, onUpdate: (load: MerchantLoad) => void, options: WatchOptions = {}): Watch {
+    return this.connection().watch({ key: "merchant_id", id }, (m) => onUpdate(m as MerchantLoad), options);
+  }
+
+  private connection(): Live {
+    this.live ??= new Live(this, this.options.reconnect);
+    return this.live;
   }
 
   /** The current bearer token, if any. */

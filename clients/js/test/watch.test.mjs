@@ -15,6 +15,7 @@ let orderd;
 before(async () => { orderd = await startOrderd(); });
 after(async () => { await orderd?.stop(); });
 
+// Quick reconnections for the tests, in the clients' options.
 const fast = { reconnect: { first: 100, max: 1000 } };
 
 // cuttingProxy forwards TCP to the server. cut() drops every connection
@@ -24,11 +25,14 @@ async function cuttingProxy(port) {
   const sockets = new Set();
   let blocked = false;
   let connections = 0;
+  // websockets: the connections open now that began with a websocket upgrade.
+  const websockets = new Set();
   const server = net.createServer((down) => {
     if (blocked) { down.destroy(); return; }
     connections++;
+    down.once("data", (first) => { if (first.toString("latin1").startsWith("GET /v1/ws?")) websockets.add(down); });
     const up = net.connect(port, "127.0.0.1");
-    const end = () => { down.destroy(); up.destroy(); sockets.delete(down); sockets.delete(up); };
+    const end = () => { down.destroy(); up.destroy(); sockets.delete(down); sockets.delete(up); websockets.delete(down); };
     for (const s of [down, up]) { sockets.add(s); s.on("error", end); s.on("close", end); }
     down.pipe(up);
     up.pipe(down);
@@ -37,6 +41,7 @@ async function cuttingProxy(port) {
   return {
     url: `http://127.0.0.1:${server.address().port}`,
     get connections() { return connections; },
+    get websockets() { return websockets.size; },
     cut() { for (const s of sockets) s.destroy(); },
     block(on) { blocked = on; },
     close() { this.cut(); server.close(); },
@@ -70,7 +75,7 @@ async function shop(capacity = 1) {
   const root = orderd.client({ sub: "root", role: "admin" });
   const merchant = await root.createMerchant({ name: "Live", capacity });
   const tea = await root.createProduct(merchant.id, { name: "Tea", price_cents: 300 });
-  const kitchen = orderd.client({ sub: "k", role: "merchant", merchant_id: merchant.id });
+  const kitchen = orderd.client({ sub: "k", role: "merchant", merchant_id: merchant.id }, fast);
   return { merchant, tea, kitchen };
 }
 
@@ -101,6 +106,7 @@ test("a network cut mid-watch: the watch reconnects with a new ticket and gets w
   const proxy = await cuttingProxy(orderd.port);
   const tickets = [];
   const kim = orderd.client({ sub: "kim", role: "customer" }, {
+    ...fast,
     baseUrl: proxy.url,
     fetch: async (url, init) => {
       const res = await fetch(url, init);
@@ -111,7 +117,7 @@ test("a network cut mid-watch: the watch reconnects with a new ticket and gets w
   const order = await kim.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }], payment_ref: "p" });
   const got = recorder();
   const states = [];
-  const w = kim.watchOrder(order.id, (o) => got.push(o), { ...fast, onState: (s) => states.push(s) });
+  const w = kim.watchOrder(order.id, (o) => got.push(o), { onState: (s) => states.push(s) });
   try {
     await got.next("accepted", (o) => o.status === "accepted");
     proxy.block(true);
@@ -136,11 +142,11 @@ test("a network cut mid-watch: the watch reconnects with a new ticket and gets w
 
 test("a server restart: the watch comes back by itself and goes on", async () => {
   const { merchant, tea, kitchen } = await shop();
-  const lee = orderd.client({ sub: "lee", role: "customer" });
+  const lee = orderd.client({ sub: "lee", role: "customer" }, fast);
   const order = await lee.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }], payment_ref: "p" });
   const got = recorder();
   const states = [];
-  const w = lee.watchOrder(order.id, (o) => got.push(o), { ...fast, onState: (s) => states.push(s) });
+  const w = lee.watchOrder(order.id, (o) => got.push(o), { onState: (s) => states.push(s) });
   try {
     await got.next("accepted", (o) => o.status === "accepted");
     const before = got.seen.length;
@@ -152,6 +158,63 @@ test("a server restart: the watch comes back by itself and goes on", async () =>
     await got.next("completed", (o) => o.status === "completed");
   } finally {
     w.close();
+  }
+});
+
+test("one websocket carries all of a client's watches; a refused one ends alone", async () => {
+  const { merchant, tea, kitchen } = await shop(5);
+  const proxy = await cuttingProxy(orderd.port);
+  let tickets = 0;
+  const admin = orderd.client({ sub: "root", role: "admin" }, {
+    ...fast,
+    baseUrl: proxy.url,
+    fetch: (url, init) => { if (url.endsWith("/v1/ws/tickets")) tickets++; return fetch(url, init); },
+  });
+  const quinn = orderd.client({ sub: "quinn", role: "customer" });
+  const place = () => quinn.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }] });
+  const [a, b] = [await place(), await place()];
+  const gotA = recorder(), gotB = recorder(), againA = recorder(), loads = recorder();
+  const refused = new Promise((resolve) => {
+    admin.watchOrder("00000000-0000-7000-8000-000000000000", () => assert.fail("no such order"), { onError: resolve });
+  });
+  const watches = [
+    admin.watchOrder(a.id, (o) => gotA.push(o)),
+    admin.watchOrder(b.id, (o) => gotB.push(o)),
+    admin.watchMerchantLoad(merchant.id, (l) => loads.push(l)),
+  ];
+  try {
+    assert.equal((await refused).code, "not_found");
+    await gotA.next("a", (o) => o.status === "awaiting_payment");
+    await gotB.next("b", (o) => o.status === "awaiting_payment");
+    await loads.next("the load", (l) => l.active === 0);
+    // A second watch of the same order starts from the last state.
+    watches.push(admin.watchOrder(a.id, (o) => againA.push(o)));
+    await againA.next("a again", (o) => o.status === "awaiting_payment");
+    await quinn.payOrder(a.id, { payment_ref: "a" });
+    await quinn.payOrder(b.id, { payment_ref: "b" });
+    await gotA.next("a accepted", (o) => o.status === "accepted");
+    await againA.next("a accepted, to the second watch too", (o) => o.status === "accepted");
+    await gotB.next("b accepted", (o) => o.status === "accepted");
+    await loads.next("two active", (l) => l.active === 2);
+    assert.equal(tickets, 1, "one ticket");
+    assert.equal(proxy.websockets, 1, "one websocket");
+
+    // After a cut, one new connection subscribes to everything again.
+    proxy.cut();
+    await kitchen.completeOrder(a.id);
+    await gotA.next("a completed after the cut", (o) => o.status === "completed");
+    await againA.next("a completed after the cut, to the second watch too", (o) => o.status === "completed");
+    await loads.next("one active after the cut", (l) => l.active === 1);
+    assert.equal(tickets, 2);
+    assert.equal(proxy.websockets, 1);
+    // With its last watch closed, the client's websocket closes too.
+    for (const w of watches) w.close();
+    const deadline = Date.now() + 5000;
+    while (proxy.websockets && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(proxy.websockets, 0);
+  } finally {
+    for (const w of watches) w.close();
+    proxy.close();
   }
 });
 
@@ -171,10 +234,10 @@ test("a ticket opens one websocket: used again it is refused", async () => {
   assert.equal(status, 401);
 });
 
-test("watchMerchant follows the merchant's load; a watch the server refuses ends with a WatchError", async () => {
+test("watchMerchantLoad follows the merchant's load; a watch the server refuses ends with a WatchError", async () => {
   const { merchant, tea, kitchen } = await shop(1);
   const loads = recorder();
-  const w = kitchen.watchMerchant(merchant.id, (l) => loads.push(l), fast);
+  const w = kitchen.watchMerchantLoad(merchant.id, (l) => loads.push(l));
   const nia = orderd.client({ sub: "nia", role: "customer" });
   try {
     await loads.next("the first load", (l) => l.active === 0 && l.queued === 0);
@@ -191,13 +254,13 @@ test("watchMerchant follows the merchant's load; a watch the server refuses ends
 
   const refusal = (watchIt) => new Promise((resolve) => {
     const states = [];
-    const x = watchIt({ ...fast, onState: (s) => states.push(s), onError: (err) => resolve({ err, states, x }) });
+    const x = watchIt({ onState: (s) => states.push(s), onError: (err) => resolve({ err, states, x }) });
   });
   const other = await nia.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }] });
   const stranger = orderd.client({ sub: "stranger", role: "customer" });
   for (const [what, watchIt, code] of [
     ["another customer's order", (o) => stranger.watchOrder(other.id, () => assert.fail("no order for a stranger"), o), "not_found"],
-    ["a merchant by a customer", (o) => stranger.watchMerchant(merchant.id, () => assert.fail("no load for a customer"), o), "forbidden"],
+    ["a merchant's load by a customer", (o) => stranger.watchMerchantLoad(merchant.id, () => assert.fail("no load for a customer"), o), "forbidden"],
     ["with a bad token", (o) => orderd.client({ sub: "x", role: "customer" }, { token: "not-a-token" }).watchOrder(other.id, () => {}, o), "unauthorized"],
   ]) {
     const { err, states, x } = await refusal(watchIt);
@@ -216,9 +279,10 @@ test("reconnection waits back off, with jitter, while the server stays away", as
   const ona = orderd.client({ sub: "ona", role: "customer" }, {
     baseUrl: proxy.url,
     retries: 0,
+    reconnect: { first: 100, max: 800 },
     fetch: (url, init) => { attempts.push(Date.now()); return fetch(url, init); },
   });
-  const w = ona.watchOrder("00000000-0000-7000-8000-000000000000", () => {}, { reconnect: { first: 100, max: 800 } });
+  const w = ona.watchOrder("00000000-0000-7000-8000-000000000000", () => {});
   try {
     await new Promise((r) => setTimeout(r, 3500));
   } finally {
@@ -245,11 +309,12 @@ test("a browser that comes back online reconnects at once, once, not after the r
   const pat = orderd.client({ sub: "pat", role: "customer" }, {
     baseUrl: proxy.url,
     retries: 0,
+    reconnect: { first: 20_000, max: 20_000 },
     fetch: (url, init) => { if (url.endsWith("/v1/ws/tickets")) tickets++; return fetch(url, init); },
   });
   const order = await pat.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }] });
   const got = recorder();
-  const w = pat.watchOrder(order.id, (o) => got.push(o), { reconnect: { first: 20_000, max: 20_000 } });
+  const w = pat.watchOrder(order.id, (o) => got.push(o));
   try {
     await got.next("the first state", (o) => o.status === "awaiting_payment");
     proxy.cut();

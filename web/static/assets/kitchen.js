@@ -27,7 +27,7 @@ async function start() {
   const can = await features();
   if (can.pause) $("pause-controls").classList.remove("hidden");
   canPrioritize = can.prioritize;
-  client.watchMerchant(merchantID, (load) => { showLoad(load); refresh(); },
+  client.watchMerchantLoad(merchantID, (load) => { showLoad(load); refresh(); },
     { onState: indicate($("live")), onError: (e) => showError(e.message, "read") });
   refresh();
   setInterval(tick, 1000);

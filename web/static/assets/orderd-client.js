@@ -224,126 +224,242 @@ var WatchError = class extends Error {
 
 // src/watch.ts
 var OPEN = 1;
+var answerWithin = 1e4;
 var transient = /* @__PURE__ */ new Set(["unavailable", "internal"]);
-function watch(client, sub, onMessage, options) {
-  const first = options.reconnect?.first ?? 500;
-  const max = options.reconnect?.max ?? 15e3;
-  const subscribe = JSON.stringify({ op: "subscribe", ...sub });
-  let state = "connecting";
-  let ws = null;
-  let timer;
-  let failures = 0;
-  let stopped = false;
-  let opening = false;
-  const setState = (s) => {
-    if (state === s) return;
-    state = s;
-    options.onState?.(s);
-  };
-  const retry = () => {
-    ws = null;
-    if (stopped) return;
-    setState("reconnecting");
-    const delay = Math.min(max, first * 2 ** failures++);
-    clearTimeout(timer);
-    timer = setTimeout(connect, delay / 2 + Math.random() * (delay / 2));
-  };
-  const fail = (err) => {
-    close();
-    if (options.onError) options.onError(err);
-    else console.error(err);
-  };
-  const connect = async () => {
-    if (stopped || ws || opening) return;
+function targetOf(m) {
+  switch (m.type) {
+    case "order":
+      return "order_id:" + m.order?.id;
+    case "merchant_load":
+      return "merchant_id:" + m.merchant_id;
+    case "merchant_status":
+      return "merchant_status:" + m.merchant_id;
+    case "entry":
+      return "entry_id:" + m.entry?.id;
+    case "drop":
+      return "drop_id:" + m.drop?.id;
+    default:
+      return null;
+  }
+}
+var Live = class {
+  constructor(client, reconnect = {}) {
+    this.client = client;
+    this.reconnect = reconnect;
+    this.subs = /* @__PURE__ */ new Map();
+    this.ws = null;
+    this.failures = 0;
+    // opening: a ticket is being fetched for the next connection.
+    this.opening = false;
+    // The subscriptions to send on this connection, and the one sent and
+    // not yet answered.
+    this.queue = [];
+    this.waiting = null;
+    this.events = typeof window !== "undefined" && typeof window.addEventListener === "function" ? window : null;
+    this.online = () => {
+      if (this.subs.size && !this.ws && !this.opening) {
+        this.failures = 0;
+        clearTimeout(this.timer);
+        this.connect();
+      }
+    };
+  }
+  watch(target, deliver, options) {
+    const live = this;
+    const name = target.key + ":" + target.id;
+    const w = {
+      state: "connecting",
+      deliver,
+      setState(s) {
+        if (w.state === s || w.state === "closed") return;
+        w.state = s;
+        options.onState?.(s);
+      },
+      fail(err) {
+        close();
+        if (options.onError) options.onError(err);
+        else console.error(err);
+      }
+    };
+    const close = () => {
+      if (w.state === "closed") return;
+      options.signal?.removeEventListener("abort", close);
+      w.setState("closed");
+      live.remove(name, w);
+    };
+    if (options.signal?.aborted) {
+      w.state = "closed";
+      return { close, get state() {
+        return w.state;
+      } };
+    }
+    options.signal?.addEventListener("abort", close, { once: true });
+    options.onState?.("connecting");
+    const sub = this.subs.get(name);
+    if (sub) {
+      sub.watchers.add(w);
+      const last = sub.last;
+      if (last) {
+        queueMicrotask(() => {
+          if (w.state === "closed") return;
+          if (this.ws?.readyState === OPEN && this.waiting !== name && !this.queue.includes(name)) w.setState("live");
+          w.deliver(last);
+        });
+      }
+    } else {
+      this.subs.set(name, { target, watchers: /* @__PURE__ */ new Set([w]) });
+      this.enqueue(name);
+      this.connect();
+    }
+    return { close, get state() {
+      return w.state;
+    } };
+  }
+  remove(name, w) {
+    const sub = this.subs.get(name);
+    if (!sub) return;
+    sub.watchers.delete(w);
+    if (sub.watchers.size) return;
+    this.subs.delete(name);
+    this.queue = this.queue.filter((n) => n !== name);
+    if (this.ws?.readyState === OPEN) {
+      this.ws.send(JSON.stringify({ op: "unsubscribe", [sub.target.key]: sub.target.id }));
+    }
+    if (!this.subs.size) this.stop();
+  }
+  // stop closes the connection once nothing is watched.
+  stop() {
+    clearTimeout(this.timer);
+    this.events?.removeEventListener("online", this.online);
+    const sock = this.ws;
+    this.ws = null;
+    this.queue = [];
+    this.answered();
+    this.failures = 0;
+    sock?.close(1e3);
+  }
+  enqueue(name) {
+    if (this.waiting === name || this.queue.includes(name)) return;
+    this.queue.push(name);
+    this.pump();
+  }
+  // pump sends the next subscribe once the previous one is answered.
+  pump() {
+    const sock = this.ws;
+    if (!sock || sock.readyState !== OPEN || this.waiting) return;
+    const name = this.queue.shift();
+    const sub = name && this.subs.get(name);
+    if (!sub) return;
+    this.waiting = name;
+    this.waitTimer = setTimeout(() => {
+      if (this.ws === sock && this.waiting === name) sock.close();
+    }, answerWithin);
+    sock.send(JSON.stringify({ op: "subscribe", [sub.target.key]: sub.target.id }));
+  }
+  answered() {
+    this.waiting = null;
+    clearTimeout(this.waitTimer);
+  }
+  retry() {
+    this.ws = null;
+    this.answered();
+    if (!this.subs.size) return;
+    for (const sub of this.subs.values()) for (const w of sub.watchers) if (w.state === "live") w.setState("reconnecting");
+    const first = this.reconnect.first ?? 500;
+    const max = this.reconnect.max ?? 15e3;
+    const delay = Math.min(max, first * 2 ** this.failures++);
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.connect(), delay / 2 + Math.random() * (delay / 2));
+  }
+  failAll(err) {
+    for (const sub of [...this.subs.values()]) for (const w of [...sub.watchers]) w.fail(err);
+  }
+  async connect() {
+    if (!this.subs.size || this.ws || this.opening) return;
+    this.events?.addEventListener("online", this.online);
     let ticket;
-    opening = true;
+    this.opening = true;
     try {
-      ticket = (await client.issueWebSocketTicket()).ticket;
+      ticket = (await this.client.issueWebSocketTicket()).ticket;
     } catch (err) {
-      opening = false;
+      this.opening = false;
       if (err instanceof OrderdError && (err.status === 401 || err.status === 403)) {
-        fail(new WatchError(err.code, err.detail));
+        this.failAll(new WatchError(err.code, err.detail));
       } else {
-        retry();
+        this.retry();
       }
       return;
     }
-    opening = false;
-    if (stopped) return;
-    const WS = client.options.WebSocket ?? globalThis.WebSocket;
+    this.opening = false;
+    if (!this.subs.size) return;
+    const WS = this.client.options.WebSocket ?? globalThis.WebSocket;
     if (!WS) {
-      fail(new WatchError("internal", "no WebSocket: pass one in the client's options (on Node 20, from the ws package)"));
+      this.failAll(new WatchError("internal", "no WebSocket: pass one in the client's options (on Node 20, from the ws package)"));
       return;
     }
-    const sock = new WS(client.baseUrl.replace(/^http/, "ws") + "/v1/ws?ticket=" + encodeURIComponent(ticket));
-    ws = sock;
-    sock.onopen = () => sock.send(subscribe);
+    const sock = new WS(this.client.baseUrl.replace(/^http/, "ws") + "/v1/ws?ticket=" + encodeURIComponent(ticket));
+    this.ws = sock;
+    this.queue = [...this.subs.keys()];
+    this.answered();
+    sock.onopen = () => this.pump();
     sock.onmessage = (e) => {
-      if (ws !== sock) return;
+      if (this.ws !== sock) return;
       let m;
       try {
         m = JSON.parse(typeof e.data === "string" ? e.data : new TextDecoder().decode(e.data));
       } catch {
         return;
       }
-      if (m.type === "error") {
-        if (m.code === "rate_limited") {
-          setTimeout(
-            () => {
-              if (ws === sock && sock.readyState === OPEN) sock.send(subscribe);
-            },
-            (m.retry_after_seconds ?? 1) * 1e3
-          );
-        } else if (transient.has(m.code)) {
-          sock.close();
-        } else {
-          fail(new WatchError(m.code, m.detail));
-        }
-        return;
-      }
-      failures = 0;
-      setState("live");
-      onMessage(m);
+      if (m.type === "error") this.refused(sock, m);
+      else this.received(m);
     };
     sock.onerror = () => {
     };
     sock.onclose = () => {
-      if (ws === sock) retry();
+      if (this.ws === sock) this.retry();
     };
-  };
-  const online = () => {
-    if (!stopped && !ws && !opening) {
-      failures = 0;
-      clearTimeout(timer);
-      connect();
-    }
-  };
-  const events = typeof window !== "undefined" && typeof window.addEventListener === "function" ? window : null;
-  events?.addEventListener("online", online);
-  const close = () => {
-    if (stopped) return;
-    stopped = true;
-    clearTimeout(timer);
-    events?.removeEventListener("online", online);
-    options.signal?.removeEventListener("abort", close);
-    const sock = ws;
-    ws = null;
-    sock?.close(1e3);
-    setState("closed");
-  };
-  options.signal?.addEventListener("abort", close, { once: true });
-  if (options.signal?.aborted) close();
-  else {
-    options.onState?.("connecting");
-    connect();
   }
-  return {
-    close,
-    get state() {
-      return state;
+  // received hands a state to its subscription's watches; the answer to
+  // the subscribe waiting lets the next one go.
+  received(m) {
+    const name = targetOf(m);
+    const sub = name && this.subs.get(name);
+    if (!sub) return;
+    this.failures = 0;
+    sub.last = m;
+    for (const w of [...sub.watchers]) {
+      w.setState("live");
+      w.deliver(m);
     }
-  };
-}
+    if (name === this.waiting) {
+      this.answered();
+      this.pump();
+    }
+  }
+  // refused handles an error message: it answers the subscribe waiting.
+  refused(sock, m) {
+    const name = this.waiting;
+    if (!name) return;
+    clearTimeout(this.waitTimer);
+    if (m.code === "rate_limited") {
+      setTimeout(() => {
+        if (this.ws !== sock || this.waiting !== name) return;
+        this.answered();
+        this.queue.unshift(name);
+        this.pump();
+      }, (m.retry_after_seconds ?? 1) * 1e3);
+      return;
+    }
+    if (transient.has(m.code)) {
+      sock.close();
+      return;
+    }
+    this.answered();
+    const sub = this.subs.get(name);
+    for (const w of sub ? [...sub.watchers] : []) w.fail(new WatchError(m.code, m.detail));
+    this.pump();
+  }
+};
 
 // src/client.ts
 var OrderdClient = class extends Endpoints {
@@ -359,21 +475,22 @@ var OrderdClient = class extends Endpoints {
    * reconnection (never a state older than one it already had). */
   watchOrder(id, onUpdate, options = {}) {
     let version = -1;
-    return watch(this, { order_id: id }, (m) => {
-      if (m.type !== "order" || m.order?.id !== id) return;
+    return this.connection().watch({ key: "order_id", id }, (m) => {
       const order = m.order;
       if (order.version < version) return;
       version = order.version;
       onUpdate(order);
     }, options);
   }
-  /** Watches a merchant's load (the merchant itself or an admin):
-   * onUpdate gets it at once, on every change, and after every
-   * reconnection. */
-  watchMerchant(id, onUpdate, options = {}) {
-    return watch(this, { merchant_id: id }, (m) => {
-      if (m.type === "merchant_load" && m.merchant_id === id) onUpdate(m);
-    }, options);
+  /** Watches a merchant's load, as its kitchen sees it (the merchant
+   * itself or an admin): onUpdate gets it at once, on every change, and
+   * after every reconnection. */
+  watchMerchantLoad(id, onUpdate, options = {}) {
+    return this.connection().watch({ key: "merchant_id", id }, (m) => onUpdate(m), options);
+  }
+  connection() {
+    this.live ?? (this.live = new Live(this, this.options.reconnect));
+    return this.live;
   }
   /** The current bearer token, if any. */
   async token() {
