@@ -872,6 +872,11 @@ export interface components {
             data: Record<string, never>;
             /** Format: date-time */
             recorded_at: string;
+            /**
+             * Format: byte
+             * @description sha256(previous event's hash || content), base64: the event's link in its stream's chain
+             */
+            hash: string;
         };
         DeadLetter: {
             /** Format: uuid */
