@@ -58,6 +58,12 @@ func mapErr(err error) error {
 		case pgErr.Code == pgerrcode.AdminShutdown, pgErr.Code == pgerrcode.CrashShutdown, pgErr.Code == pgerrcode.CannotConnectNow,
 			pgErr.Code == pgerrcode.TooManyConnections, pgerrcode.IsConnectionException(pgErr.Code):
 			return fmt.Errorf("%w: %w", domain.Errorf(domain.CodeUnavailable, "the database is unavailable; retry"), err)
+		// A write reached a server that is, or has just become, read-only: a
+		// standby, or a primary fenced during a failover. Nothing was
+		// written, and the pool closes such connections as they come back
+		// (app.configureFailover), so a retry finds the primary.
+		case pgErr.Code == pgerrcode.ReadOnlySQLTransaction:
+			return fmt.Errorf("%w: %w", domain.Errorf(domain.CodeUnavailable, "the database is read-only during a failover; retry"), err)
 		}
 		return err
 	}

@@ -793,3 +793,59 @@ func TestLockedMerchantTimesOut(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&orders))
 	require.Equal(t, 1, orders, "a timed-out placement wrote nothing")
 }
+
+// TestReadOnlyDatabaseAnswers503 turns the database read-only under orderd,
+// as a failover manager fences a primary it demotes: placements answer 503
+// unavailable (a refused write is SQLSTATE 25006, never a 500), and succeed
+// again once the server is writable, without a restart of orderd.
+func TestReadOnlyDatabaseAnswers503(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	ctx := context.Background()
+	require.NoError(t, pglocal.EnsureDatabase(ctx, c.inst.URL, "orderd"))
+	require.NoError(t, migrations.Up(ctx, c.inst.DatabaseURL("orderd")))
+	s := newServer(t, c.inst.DatabaseURL("orderd"), "ORDERD_MIGRATE=false")
+	w := newWorld(t, s.base(), map[string]any{"name": "fenced", "capacity": 100000})
+	hc := &http.Client{Timeout: 20 * time.Second}
+	customer := w.token(t, auth.Principal{Subject: "c", Role: auth.RoleCustomer})
+	place := func() answer {
+		key := uuid.NewString()
+		return send(hc, "POST", s.base()+"/v1/orders", customer, key, w.placement("pay-"+key))
+	}
+	require.Equal(t, 201, place().status)
+
+	admin, err := pgxpool.New(ctx, c.inst.URL)
+	require.NoError(t, err)
+	defer admin.Close()
+	setReadOnly := func(on bool) {
+		conn, err := admin.Acquire(ctx)
+		require.NoError(t, err)
+		defer conn.Release()
+		stmt := `ALTER SYSTEM RESET default_transaction_read_only`
+		if on {
+			stmt = `ALTER SYSTEM SET default_transaction_read_only = on`
+		}
+		_, err = conn.Exec(ctx, `SET default_transaction_read_only = off`)
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, stmt)
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, `SELECT pg_reload_conf()`)
+		require.NoError(t, err)
+	}
+	setReadOnly(true)
+	refused := 0
+	for range 20 {
+		a := place()
+		require.NoError(t, a.err)
+		if a.status == 201 {
+			continue // a session that has not read the reloaded setting yet
+		}
+		require.Equal(t, 503, a.status, string(a.body))
+		require.Equal(t, "unavailable", a.code())
+		refused++
+	}
+	require.Positive(t, refused, "a read-only database refused nothing")
+	setReadOnly(false)
+	require.Eventually(t, func() bool { return place().status == 201 }, 15*time.Second, 100*time.Millisecond,
+		"placements do not resume once the database is writable")
+}

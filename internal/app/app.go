@@ -13,6 +13,9 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,7 +142,13 @@ func maskURL(raw string) string {
 	if err != nil {
 		return "(unparseable)"
 	}
-	return fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+	hosts := []string{net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))}
+	for _, fb := range cfg.Fallbacks {
+		if h := net.JoinHostPort(fb.Host, strconv.Itoa(int(fb.Port))); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return fmt.Sprintf("postgres://%s@%s/%s", cfg.User, strings.Join(hosts, ","), cfg.Database)
 }
 
 // MinJWTSecret is the shortest HS256 secret orderd accepts: as many bytes
@@ -327,8 +336,9 @@ func (a *App) buildOps(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
-// NewPool opens a pool whose connections carry a statement timeout and fail
-// fast when the database is unreachable, so requests answer 503 in time.
+// NewPool opens a pool whose connections carry a statement timeout, fail
+// fast when the database is unreachable, so requests answer 503 in time, and
+// follow the primary among the URL's hosts (configureFailover).
 func NewPool(ctx context.Context, url string, maxConns int, statementTimeout time.Duration) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -337,7 +347,7 @@ func NewPool(ctx context.Context, url string, maxConns int, statementTimeout tim
 	if maxConns > 0 {
 		pcfg.MaxConns = int32(maxConns)
 	}
-	pcfg.ConnConfig.ConnectTimeout = 3 * time.Second
+	configureFailover(pcfg)
 	if statementTimeout > 0 {
 		pcfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(statementTimeout.Milliseconds())
 		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint((2 * statementTimeout).Milliseconds())

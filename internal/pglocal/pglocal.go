@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -68,6 +69,95 @@ func (i *Instance) DatabaseURL(name string) string {
 		u = fmt.Sprintf("postgres://%s:%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
 	}
 	return u
+}
+
+// DataDir is the cluster's data directory, when this process started it.
+func (i *Instance) DataDir() string { return i.dataDir }
+
+// Port is the port the server listens on.
+func (i *Instance) Port() int {
+	cfg, err := pgx.ParseConfig(i.URL)
+	if err != nil {
+		return 0
+	}
+	return int(cfg.Port)
+}
+
+// BaseBackup copies the running cluster into dir/data with pg_basebackup,
+// WAL included, so that Find with DataDir dir starts the copy. With standby
+// the copy starts as a streaming replica of this cluster (-R); without, it
+// is a base backup for a point-in-time restore.
+func (i *Instance) BaseBackup(ctx context.Context, dir string, standby bool) error {
+	if i.bin == "" {
+		return errors.New("pglocal: a base backup is taken only of a cluster this process started")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	if _, err := runAsPostgres(dir); err != nil {
+		return err
+	}
+	args := []string{"-d", i.URL, "-D", filepath.Join(dir, "data"), "-X", "stream", "-c", "fast", "--no-sync"}
+	if standby {
+		args = append(args, "-R")
+	}
+	if out, err := i.command(ctx, "pg_basebackup", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_basebackup: %w: %s", err, oneLine(out))
+	}
+	return nil
+}
+
+// Promote ends a standby's recovery and waits until it accepts writes.
+func (i *Instance) Promote(ctx context.Context) error {
+	if out, err := i.command(ctx, "pg_ctl", "-D", i.dataDir, "-w", "-t", "60", "promote").CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl promote: %w: %s", err, oneLine(out))
+	}
+	return nil
+}
+
+// Kill ends the cluster the way a lost machine does: SIGKILL to the
+// postmaster and every process it started, at once, so that nothing in
+// flight finishes and no shutdown checkpoint is written.
+func (i *Instance) Kill() error {
+	b, err := os.ReadFile(filepath.Join(i.dataDir, "postmaster.pid"))
+	if err != nil {
+		return fmt.Errorf("read postmaster.pid: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		return fmt.Errorf("postmaster.pid: %w", err)
+	}
+	children := childrenOf(pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill postmaster %d: %w", pid, err)
+	}
+	for _, c := range children {
+		_ = syscall.Kill(c, syscall.SIGKILL) // one may have exited already
+	}
+	i.Started = false
+	return nil
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// The command name in parentheses may hold spaces; the fields
+		// after its closing parenthesis are state, then the parent.
+		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(pid) {
+			continue
+		}
+		if child, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			out = append(out, child)
+		}
+	}
+	return out
 }
 
 // Stop stops the cluster if this process started it.
