@@ -25,6 +25,9 @@ citus-test: ## the Citus suite, on the cluster whose coordinator CITUS_URL names
 faults: ## the long crash loop: 40 SIGKILLs under mixed load instead of CI's 5
 	ORDERD_LONG_FAULTS=1 go test -count=1 -timeout 60m -run TestCrashesLoseNothing -v ./cmd/orderd
 
+failover: ## the failover test ten times over, each run printing its time without service (docs/operations-failover.md)
+	go test -count=10 -timeout 30m -run 'TestFailoverLosesNothing$$' -v ./cmd/orderd
+
 docs: ## regenerate docs/configuration.md and docs/api-reference.md from the code
 	go test ./cmd/orderd -run TestConfigurationReferenceIsCurrent -count=1 -update
 	go test ./api -run TestAPIReferenceIsCurrent -count=1 -update
@@ -38,4 +41,4 @@ bench: ## every benchmark scenario, with JSON figures and charts
 ci: ## what CI runs
 	bash .ci/run
 
-.PHONY: help run test race vet lint citus-test faults docs client bench ci
+.PHONY: help run test race vet lint citus-test faults failover docs client bench ci

@@ -169,6 +169,7 @@ func (i *Instance) Stop(ctx context.Context) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("pg_ctl stop: %w: %s", err, oneLine(out))
 	}
+	i.Started = false
 	return nil
 }
 
@@ -222,6 +223,12 @@ func ping(ctx context.Context, url string, timeout time.Duration) error {
 func binDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if _, err := exec.LookPath("pg_ctl"); err == nil {
+			// A link on PATH (as /usr/local/bin/initdb often is) leads to
+			// the directory that holds the other programs too
+			// (pg_basebackup).
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				p = real
+			}
 			return filepath.Dir(p), nil
 		}
 	}

@@ -1,0 +1,379 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/internal/pglocal"
+	"github.com/orderd/orderd/migrations"
+)
+
+// startCluster starts a private cluster in dir, as durable as a real one
+// (fsync and synchronous_commit on), stopped when the test ends unless the
+// test killed it.
+func startCluster(t *testing.T, dir string, settings ...string) *pglocal.Instance {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	inst, err := pglocal.Find(ctx, pglocal.Options{DataDir: dir, SkipLocalhost: true, Settings: settings})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if err := inst.Stop(context.Background()); err != nil {
+			t.Logf("stop cluster in %s: %v", dir, err)
+		}
+		if t.Failed() {
+			if b, err := os.ReadFile(filepath.Join(dir, "postgres.log")); err == nil {
+				t.Logf("%s/postgres.log:\n%s", dir, tail(b, 4000))
+			}
+		}
+	})
+	return inst
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// replicatedPair is a primary with database orderd migrated and a
+// synchronous streaming standby made from it with pg_basebackup -R, each a
+// cluster of its own on a free port; url names both, primary first, as a
+// production DATABASE_URL does.
+type replicatedPair struct {
+	primary, standby *pglocal.Instance
+	url              string
+}
+
+func newReplicatedPair(t *testing.T) *replicatedPair {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	primary := startCluster(t, filepath.Join(dir, "primary"))
+	require.NoError(t, pglocal.EnsureDatabase(ctx, primary.URL, "orderd"))
+	require.NoError(t, migrations.Up(ctx, primary.DatabaseURL("orderd")))
+	require.NoError(t, primary.BaseBackup(ctx, filepath.Join(dir, "standby"), true))
+	standby := startCluster(t, filepath.Join(dir, "standby"))
+
+	// Set on the primary after the backup, so that the standby, once
+	// promoted, does not wait for a standby of its own that does not exist.
+	admin, err := pgxpool.New(ctx, primary.URL)
+	require.NoError(t, err)
+	defer admin.Close()
+	for _, stmt := range []string{`ALTER SYSTEM SET synchronous_standby_names = '*'`, `ALTER SYSTEM SET synchronous_commit = on`, `SELECT pg_reload_conf()`} {
+		_, err := admin.Exec(ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.Eventually(t, func() bool {
+		var sync int
+		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'`).Scan(&sync)
+		return err == nil && sync == 1
+	}, 30*time.Second, 50*time.Millisecond, "the standby never became synchronous")
+	return &replicatedPair{
+		primary: primary, standby: standby,
+		url: fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/orderd?sslmode=disable&target_session_attrs=read-write",
+			primary.Port(), standby.Port()),
+	}
+}
+
+// outageClock hears every exchange of the test's clients and keeps the first
+// 2xx answer to a request sent after the kill.
+type outageClock struct {
+	base     http.RoundTripper
+	killedAt atomic.Int64 // unix nanoseconds; 0 before the kill
+	firstOK  atomic.Int64
+}
+
+func (c *outageClock) RoundTrip(r *http.Request) (*http.Response, error) {
+	sent := time.Now().UnixNano()
+	resp, err := c.base.RoundTrip(r)
+	if err == nil && resp.StatusCode < 300 {
+		if k := c.killedAt.Load(); k != 0 && sent > k {
+			c.firstOK.CompareAndSwap(0, time.Now().UnixNano())
+		}
+	}
+	return resp, err
+}
+
+// withoutService is the time from the kill to the first 2xx, once known.
+func (c *outageClock) withoutService() (time.Duration, bool) {
+	ok := c.firstOK.Load()
+	return time.Duration(ok - c.killedAt.Load()), ok != 0
+}
+
+// TestFailoverLosesNothing loses the database machine under load: two
+// `orderd serve` processes run on a primary and its synchronous standby,
+// named together in DATABASE_URL, under paid and unpaid placements,
+// payments, completions and a drop; the primary's postmaster and every
+// process it started are SIGKILLed at once and the standby promoted
+// (pg_ctl promote, as a failover manager does). Load goes on through the
+// same URL. Afterwards every placement, payment, completion and drop entry
+// answered 2xx exists with that state or a later one (placements exactly
+// once), every unpaid order closed at its deadline, the drop started and
+// sold out on its timers, every webhook message owed arrived, and `orderd
+// audit` is clean. It reports the time without service: from the kill to
+// the first 2xx answer to a request sent after it.
+func TestFailoverLosesNothing(t *testing.T) {
+	t.Parallel()
+	pair := newReplicatedPair(t)
+	var hooks sync.Map // delivery id → true
+	receiver := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		hooks.Store(r.Header.Get("X-Orderd-Delivery"), true)
+	}))
+	t.Cleanup(receiver.Close)
+	env := []string{"ORDERD_WEBHOOK_ALLOW_LOOPBACK=true", "ORDERD_WEBHOOK_BACKOFF=100ms", "ORDERD_MIGRATE=false"}
+	servers := []*server{newServer(t, pair.url, env...), newServer(t, pair.url, env...)}
+	bases := []string{servers[0].base(), servers[1].base()}
+	const capacity = 3
+	w := newWorld(t, bases[0], map[string]any{"name": "failover", "capacity": capacity, "payment_timeout_seconds": 3, "prep_seconds": 30,
+		"webhook_url": receiver.URL + "/hooks"})
+	clock := &outageClock{base: http.DefaultTransport}
+	hc := &http.Client{Timeout: 20 * time.Second, Transport: clock}
+
+	// The drop opens at once and starts just after the kill: its start, its
+	// invitations and its sell-out happen on the promoted standby.
+	const units, joiners = 4, 10
+	a := send(hc, "POST", bases[0]+"/v1/merchants/"+w.merchantID+"/products", w.admin, "", map[string]any{"name": "cup", "price_cents": 100, "stock": units})
+	require.Equal(t, 201, a.status, string(a.body))
+	var product struct {
+		ID string `json:"id"`
+	}
+	a.decode(t, &product)
+	loadStart := time.Now()
+	killAfter := 3 * time.Second
+	opens, starts := loadStart.Add(500*time.Millisecond), loadStart.Add(killAfter+time.Second)
+	a = send(hc, "POST", bases[1]+"/v1/products/"+product.ID+"/drops", w.admin, "", map[string]any{
+		"opens_at": opens.UTC().Format(time.RFC3339Nano), "starts_at": starts.UTC().Format(time.RFC3339Nano),
+		"mode": "lottery", "units": units, "purchase_window_seconds": 30,
+	})
+	require.Equal(t, 201, a.status, string(a.body))
+	var drop dropView
+	a.decode(t, &drop)
+
+	l := newLedger()
+	var entriesMu sync.Mutex
+	entries := map[string]string{} // entry id → the status last answered
+	stop := make(chan struct{})
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
+	var wg sync.WaitGroup
+	place := func(customer string, body map[string]any) (string, bool) {
+		key := uuid.NewString()
+		a := retrying(t, hc, bases, "POST", "/v1/orders", customer, key, body)
+		if a.status != 201 && a.status != 200 {
+			t.Errorf("placement answered %d: %v %s", a.status, a.err, a.body)
+			return "", false
+		}
+		var o orderView
+		if err := json.Unmarshal(a.body, &o); err != nil {
+			t.Errorf("placement answer: %v", err)
+			return "", false
+		}
+		l.record(func() { l.placed[key] = o.ID })
+		return o.ID, true
+	}
+	for c := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			customer := w.token(t, auth.Principal{Subject: fmt.Sprintf("c%d", c), Role: auth.RoleCustomer})
+			for n := 0; !stopped(); n++ {
+				if n%2 == 0 {
+					place(customer, w.placement(fmt.Sprintf("pay-%d-%d", c, n)))
+					continue
+				}
+				id, ok := place(customer, w.placement(""))
+				// Every other unpaid order is left to its payment timer.
+				if !ok || n%4 == 1 {
+					continue
+				}
+				a := retrying(t, hc, bases, "POST", "/v1/orders/"+id+"/pay", customer, "", map[string]any{"payment_ref": "late-" + id})
+				switch {
+				case a.status == 200:
+					l.record(func() { l.paid[id] = true })
+				case a.status == 409 && a.code() == "invalid_transition":
+					// The deadline passed while no primary answered.
+				default:
+					t.Errorf("payment answered %d: %s", a.status, a.body)
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stopped() {
+			var list struct {
+				Orders []orderView `json:"orders"`
+			}
+			a := retrying(t, hc, bases, "GET", "/v1/merchants/"+w.merchantID+"/orders?status=accepted&limit=10", w.merchant, "", nil)
+			if a.status != 200 {
+				t.Errorf("list answered %d: %s", a.status, a.body)
+				continue
+			}
+			if err := json.Unmarshal(a.body, &list); err != nil || len(list.Orders) == 0 {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			id := list.Orders[rand.IntN(len(list.Orders))].ID
+			a = retrying(t, hc, bases, "POST", "/v1/orders/"+id+"/complete", w.merchant, "", nil)
+			// A completion retried after the kill may find its first try
+			// committed: the order is completed either way.
+			if a.status == 200 || (a.status == 409 && a.code() == "invalid_transition") {
+				l.record(func() { l.completed[id] = a.status == 200 || l.completed[id] })
+			} else {
+				t.Errorf("completion answered %d: %s", a.status, a.body)
+			}
+		}
+	}()
+	// Drop customers join before and during the outage, then buy when
+	// invited; the drop sells out on the promoted standby.
+	var dropWG sync.WaitGroup
+	dropDeadline := starts.Add(60 * time.Second)
+	for i := range joiners {
+		dropWG.Add(1)
+		go func() {
+			defer dropWG.Done()
+			customer := w.token(t, auth.Principal{Subject: fmt.Sprintf("d%d", i), Role: auth.RoleCustomer})
+			time.Sleep(time.Until(opens) + time.Duration(rand.IntN(int(killAfter))))
+			a := retrying(t, hc, bases, "POST", "/v1/drops/"+drop.ID+"/entries", customer, "", nil)
+			var e dropEntryView
+			if a.status != 201 && a.status != 200 || json.Unmarshal(a.body, &e) != nil {
+				t.Errorf("join answered %d: %s", a.status, a.body)
+				return
+			}
+			entriesMu.Lock()
+			entries[e.ID] = e.Status
+			entriesMu.Unlock()
+			for time.Now().Before(dropDeadline) {
+				a := retrying(t, hc, bases, "GET", "/v1/drops/"+drop.ID+"/entries/me", customer, "", nil)
+				a.decode(t, &e)
+				switch e.Status {
+				case "invited":
+					body := w.placement("pay-drop")
+					body["items"] = []map[string]any{{"product_id": product.ID, "quantity": 1}}
+					if id, ok := place(customer, body); ok {
+						l.record(func() { l.paid[id] = true })
+					}
+				case "purchased", "lapsed", "sold_out":
+					entriesMu.Lock()
+					entries[e.ID] = e.Status
+					entriesMu.Unlock()
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			t.Errorf("entry %s still %s after the drop's deadline", e.ID, e.Status)
+		}()
+	}
+
+	time.Sleep(time.Until(loadStart.Add(killAfter)))
+	require.NoError(t, pair.primary.Kill())
+	clock.killedAt.Store(time.Now().UnixNano())
+	promoteStart := time.Now()
+	require.NoError(t, pair.standby.Promote(context.Background()))
+	promoted := time.Since(promoteStart)
+	require.Eventually(t, func() bool { _, ok := clock.withoutService(); return ok }, 60*time.Second, 10*time.Millisecond,
+		"no request succeeded after the failover")
+	outage, _ := clock.withoutService()
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	dropWG.Wait()
+
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pair.url)
+	require.NoError(t, err)
+	defer pool.Close()
+	require.Eventually(t, func() bool {
+		var open int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE status = 'awaiting_payment' AND payment_deadline < now()`).Scan(&open)
+		return err == nil && open == 0
+	}, 30*time.Second, 100*time.Millisecond, "unpaid orders past their deadline stay open after the failover")
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var orders, keys int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM idempotency_keys)`).Scan(&orders, &keys))
+	require.Equal(t, len(l.placed), orders, "every acknowledged placement exists exactly once, and nothing else")
+	require.Equal(t, len(l.placed), keys)
+	rows, err := pool.Query(ctx, `SELECT k.key, k.order_id::text, o.status, o.paid_at IS NOT NULL FROM idempotency_keys k JOIN orders o ON o.id = k.order_id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var key, id, status string
+		var paid bool
+		require.NoError(t, rows.Scan(&key, &id, &status, &paid))
+		require.Equal(t, l.placed[key], id, "key %s", key)
+		if l.paid[id] {
+			require.True(t, paid, "acknowledged payment of %s is lost", id)
+		}
+		if l.completed[id] {
+			require.Equal(t, "completed", status, "acknowledged completion of %s is lost", id)
+		}
+	}
+	require.NoError(t, rows.Err())
+	requireQueueInvariants(t, pool, w.merchantID, capacity)
+
+	entryIDs := make([]string, 0, len(entries))
+	for id := range entries {
+		entryIDs = append(entryIDs, id)
+	}
+	var foundEntries int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM drop_entries WHERE id = ANY($1::uuid[])`, entryIDs).Scan(&foundEntries))
+	require.Equal(t, len(entries), foundEntries, "acknowledged drop entries lost")
+	a = retrying(t, hc, bases, "GET", "/v1/drops/"+drop.ID, w.admin, "", nil)
+	a.decode(t, &drop)
+	require.Equal(t, "sold_out", drop.State, "the drop's timers did not carry it through after the failover")
+	require.Equal(t, units, drop.Purchased)
+
+	require.Eventually(t, func() bool {
+		var pending int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE status <> 'delivered'`).Scan(&pending)
+		return err == nil && pending == 0
+	}, 60*time.Second, 200*time.Millisecond, "webhooks left undelivered after the failover")
+	rows, err = pool.Query(ctx, `SELECT id::text FROM outbox`)
+	require.NoError(t, err)
+	delivered := 0
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		_, ok := hooks.Load(id)
+		require.True(t, ok, "outbox %s marked delivered but never received", id)
+		delivered++
+	}
+	require.NoError(t, rows.Err())
+
+	audit := exec.Command(mustBinary(t), "audit")
+	audit.Env = append(os.Environ(), "DATABASE_URL="+pair.url)
+	out, err := audit.CombinedOutput()
+	require.NoError(t, err, "orderd audit:\n%s", out)
+
+	t.Logf("time without service: %s (kill to first 2xx; pg_ctl promote took %s); %d orders, %d paid later, %d completed, %d drop entries, %d webhooks delivered",
+		outage.Round(time.Millisecond), promoted.Round(time.Millisecond), orders, len(l.paid), len(l.completed), len(entries), delivered)
+	require.Less(t, outage, 10*time.Second, "time without service")
+}
