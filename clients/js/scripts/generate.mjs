@@ -23,7 +23,7 @@ export async function generate(doc) {
 
 const methods = ["get", "put", "post", "delete", "patch"];
 
-// endpoints lists every operation that answers JSON. The websocket
+// endpoints lists every operation that answers JSON (or nothing). The websocket
 // (liveUpdates) is reached through watchOrder and watchMerchant, and the
 // pages and their assets are for browsers, not for a client.
 function endpoints(doc) {
@@ -100,9 +100,12 @@ ${schemas.join("\n")}
 `;
 }
 
+// answersJSON: the operation answers JSON, or nothing at all (204), on success.
 function answersJSON(doc, op) {
-  return Object.entries(op.responses).some(([status, r]) =>
-    /^2/.test(status) && resolve(doc, r).content?.["application/json"]);
+  return Object.entries(op.responses).some(([status, r]) => {
+    const content = resolve(doc, r).content;
+    return /^2/.test(status) && (!content || content["application/json"]);
+  });
 }
 
 function resolve(doc, obj) {

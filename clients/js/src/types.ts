@@ -12,9 +12,9 @@ export type Body<K extends OperationId> = Operations[K] extends { requestBody?: 
 /** The query parameters an operation takes. */
 export type Query<K extends OperationId> = Operations[K]["parameters"] extends { query?: infer Q } ? NonNullable<Q> : never;
 
-/** What an operation answers on success. */
+/** What an operation answers on success: its JSON, or undefined for 204. */
 export type Answer<K extends OperationId> = {
-  [S in keyof Operations[K]["responses"]]: S extends 200 | 201 ? JSONOf<Operations[K]["responses"][S]> : never;
+  [S in keyof Operations[K]["responses"]]: S extends 200 | 201 ? JSONOf<Operations[K]["responses"][S]> : S extends 204 ? undefined : never;
 }[keyof Operations[K]["responses"]];
 
 /** A call's parts, as the generated methods pass them. */
