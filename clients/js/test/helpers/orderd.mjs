@@ -11,12 +11,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import pg from "pg";
 import WebSocket from "ws";
 import { OrderdClient } from "../../dist/index.js";
+import { adminClient, adminURL } from "./postgres.mjs";
 
 const repo = fileURLToPath(new URL("../../../../", import.meta.url));
-const adminURL = process.env.TEST_DATABASE_URL || "postgres://postgres@localhost:5432/postgres";
 
 let binary;
 // build compiles orderd once per test process.
@@ -35,15 +34,9 @@ async function build() {
 }
 
 // database creates a database of the test's own and returns its URL and a
-// function that drops it. No PostgreSQL fails the test with one line.
+// function that drops it.
 async function database() {
-  const admin = new pg.Client({ connectionString: adminURL, connectionTimeoutMillis: 5000 });
-  try {
-    await admin.connect();
-  } catch (err) {
-    const where = new URL(adminURL);
-    throw new Error(`no PostgreSQL at ${where.host} (${err.code || err.message}): start one there, or set TEST_DATABASE_URL`);
-  }
+  const admin = await adminClient();
   const name = "orderd_client_" + randomBytes(6).toString("hex");
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
@@ -52,8 +45,7 @@ async function database() {
   return {
     url: url.toString(),
     async drop() {
-      const c = new pg.Client({ connectionString: adminURL });
-      await c.connect();
+      const c = await adminClient();
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await c.end();
     },
