@@ -1,9 +1,13 @@
 package jobs_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,21 +148,59 @@ func TestPaymentDeadlineClosesOrder(t *testing.T) {
 	require.Equal(t, 99, *prod.StockRemaining, "the closed order's unit is back")
 }
 
-// TestTimersSurviveRestart places orders while no worker runs (every process
-// is down), lets their deadlines pass, then starts workers: the overdue
-// orders close at once.
+// TestTimersSurviveRestart runs the workers in a process of their own,
+// which closes the orders whose deadlines fall due while it runs, kills it
+// with SIGKILL before the others fall due, and leaves them overdue with no
+// process running; workers started afterwards (the process come back, with
+// the dead one's River leadership not yet expired) close every one of them.
 func TestTimersSurviveRestart(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	m, p := merchantAndProduct(t, b.store, 5, 1)
-	var ids []uuid.UUID
+	url := b.pool.Config().ConnString()
+	helper := exec.Command(os.Args[0], "-test.run=^$")
+	helper.Env = append(os.Environ(), workersHelperDB+"="+url)
+	helper.Stderr = os.Stderr
+	out, err := helper.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, helper.Start())
+	t.Cleanup(func() { _ = helper.Process.Kill(); _ = helper.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "working\n", line)
+
+	// Deadlines one second after placement, and eight: the first fall due
+	// while the workers' process runs, the others once it is dead.
+	mSoon, pSoon := merchantAndProduct(t, b.store, 100, 1)
+	mLater, pLater := merchantAndProduct(t, b.store, 100, 8)
+	var before, after []uuid.UUID
 	for i := range 5 {
-		ids = append(ids, placeUnpaid(t, b.store, m, p, fmt.Sprintf("c%d", i), "").ID)
+		before = append(before, placeUnpaid(t, b.store, mSoon, pSoon, fmt.Sprintf("b%d", i), "").ID)
+		after = append(after, placeUnpaid(t, b.store, mLater, pLater, fmt.Sprintf("a%d", i), "").ID)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	for _, id := range before {
+		waitStatus(t, b.store, id, domain.StatusClosed, 5*time.Second)
+	}
+	var first time.Time
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT min(payment_deadline) FROM orders WHERE id = ANY($1)`, after).Scan(&first))
+	require.True(t, time.Now().Before(first), "the process is killed before the later deadlines")
+	require.NoError(t, helper.Process.Signal(syscall.SIGKILL))
+	err = helper.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal(), "the workers' process was killed")
+
+	// Every later deadline passes while no process runs: nothing closes.
+	var last time.Time
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT max(payment_deadline) FROM orders WHERE id = ANY($1)`, after).Scan(&last))
+	time.Sleep(time.Until(last.Add(500 * time.Millisecond)))
+	for _, id := range after {
+		o, err := b.store.GetOrder(context.Background(), id, store.Access{Actor: domain.ActorAdmin})
+		require.NoError(t, err)
+		require.Equal(t, domain.StatusAwaitingPayment, o.Status, "order %s closed while no process ran", id)
+	}
 	startWorkers(t, b)
-	for _, id := range ids {
-		waitStatus(t, b.store, id, domain.StatusClosed, 8*time.Second)
+	for _, id := range after {
+		waitStatus(t, b.store, id, domain.StatusClosed, 3*time.Second+timerLateness)
 	}
 }
 
