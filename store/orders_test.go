@@ -169,6 +169,46 @@ func TestIdempotencyKeyPerMerchant(t *testing.T) {
 	require.Equal(t, 4, countRows(t, b.pool, "idempotency_keys"))
 }
 
+// TestOneKeyTwoBodiesInOneBatch: two requests of one customer with one
+// Idempotency-Key and different bodies arrive while the merchant's row is
+// locked, so that they are decided in one batch: the first to arrive places
+// its order, the second is refused idempotency_key_reused and writes
+// nothing; the key keeps the first body, whose retry replays the order.
+func TestOneKeyTwoBodiesInOneBatch(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 10})
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(10)})
+	release := holdLock(t, b.pool, `SELECT 1 FROM merchants WHERE id = $1 FOR NO KEY UPDATE`, m.ID)
+	// The filler's batch waits for the lock; the two gather behind it.
+	filler := placeAsync(st, m.ID, p.ID, placeOpts{Customer: "filler", PaymentRef: "r"})
+	time.Sleep(50 * time.Millisecond)
+	first := placeAsync(st, m.ID, p.ID, placeOpts{Customer: "carol", Key: "k", PaymentRef: "r", Quantity: 1})
+	time.Sleep(20 * time.Millisecond)
+	second := placeAsync(st, m.ID, p.ID, placeOpts{Customer: "carol", Key: "k", PaymentRef: "r", Quantity: 3})
+	time.Sleep(50 * time.Millisecond)
+	release()
+	require.NoError(t, (<-filler).err)
+	won, lost := <-first, <-second
+	require.NoError(t, won.err)
+	require.False(t, won.res.Replayed)
+	require.ErrorIs(t, lost.err, &domain.Error{Code: domain.CodeIdempotencyReused})
+
+	var orders, keys, held int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE customer_id = 'carol'),
+		(SELECT count(*) FROM idempotency_keys WHERE customer_id = 'carol'), (SELECT 10 - sum(remaining) FROM stock_buckets WHERE product_id = $1)`, p.ID).
+		Scan(&orders, &keys, &held))
+	require.Equal(t, 1, orders)
+	require.Equal(t, 1, keys)
+	require.Equal(t, 2, held, "the filler's unit and the first body's")
+	again, err := place(ctx, st, m.ID, p.ID, placeOpts{Customer: "carol", Key: "k", PaymentRef: "r", Quantity: 1})
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, won.res.Order.ID, again.Order.ID)
+	require.Empty(t, violations(t, st))
+}
+
 func TestFailedRequestWritesNothing(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
