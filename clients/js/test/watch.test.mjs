@@ -218,6 +218,35 @@ test("one websocket carries all of a client's watches; a refused one ends alone"
   }
 });
 
+test("subscribes past the server's rate wait as it says, and every watch gets its state", async () => {
+  // A server of its own that allows one subscribe a second (bursts of two).
+  const strict = await startOrderd({ ORDERD_WS_SUBSCRIBE_RATE: "1" });
+  try {
+    const root = strict.client({ sub: "root", role: "admin" });
+    const merchant = await root.createMerchant({ name: "Strict", capacity: 10 });
+    const tea = await root.createProduct(merchant.id, { name: "Tea", price_cents: 300 });
+    const sam = strict.client({ sub: "sam", role: "customer" });
+    const orders = [];
+    for (let i = 0; i < 4; i++) orders.push(await sam.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }] }));
+    const heard = [];
+    class Listening extends WebSocket {
+      constructor(url) { super(url); this.addEventListener("message", (e) => heard.push(JSON.parse(e.data))); }
+    }
+    const watcher = strict.client({ sub: "sam", role: "customer" }, { WebSocket: Listening });
+    const got = orders.map(() => recorder());
+    const watches = orders.map((o, i) => watcher.watchOrder(o.id, (x) => got[i].push(x)));
+    try {
+      await Promise.all(got.map((g, i) => g.next(`order ${i}`, (o) => o.status === "awaiting_payment", 0, 15_000)));
+      assert.ok(heard.some((m) => m.type === "error" && m.code === "rate_limited" && m.retry_after_seconds >= 1), "the server refused a subscribe for a while");
+      assert.ok(watches.every((w) => w.state === "live"));
+    } finally {
+      for (const w of watches) w.close();
+    }
+  } finally {
+    await strict.stop();
+  }
+});
+
 test("a ticket opens one websocket: used again it is refused", async () => {
   const mo = orderd.client({ sub: "mo", role: "customer" });
   const { ticket } = await mo.issueWebSocketTicket();
