@@ -132,6 +132,11 @@ type PlaceParams struct {
 	// Unit is the merchant's capacity unit, which fixes the order's load.
 	Unit CapacityUnit
 	Lane Lane
+	// PickupAt is the order's pickup slot (nil: as soon as possible),
+	// checked by the caller (CheckPlacementTime); the order joins the live
+	// line PrepSeconds before it.
+	PickupAt    *time.Time
+	PrepSeconds int
 }
 
 // ValidateLines checks an order's shape before anything is looked up.
@@ -182,15 +187,21 @@ func Place(p PlaceParams, now time.Time) ([]Event, error) {
 	if lane == "" {
 		lane = LaneNormal
 	}
-	return []Event{{Type: EventOrderPlaced, Data: OrderPlaced{
+	placed := OrderPlaced{
 		OrderID: p.OrderID, MerchantID: p.MerchantID, CustomerID: p.CustomerID,
 		Items: items, TotalCents: total, PlacedAt: now, PaymentDeadline: p.PaymentDeadline,
 		Load: OrderLoad(p.Unit, items, loadUnits), Lane: lane,
-	}}}, nil
+	}
+	if p.PickupAt != nil {
+		pickup, release := p.PickupAt.UTC(), ReleaseAt(*p.PickupAt, p.PrepSeconds).UTC()
+		placed.PickupAt, placed.ReleaseAt = &pickup, &release
+	}
+	return []Event{{Type: EventOrderPlaced, Data: placed}}, nil
 }
 
 // Pay records the payment and the admission decision it triggers: accepted
-// when the merchant's queue is empty and a unit is free, queued otherwise.
+// when the merchant's queue is empty and a unit is free, queued otherwise;
+// an order for a pickup slot whose release has not come is scheduled.
 // Paying again with the same reference is a no-op (no events, load unchanged).
 func Pay(o Order, ref string, load Load, maxQueueWait time.Duration, now time.Time) ([]Event, Load, error) {
 	ref = strings.TrimSpace(ref)
@@ -216,6 +227,9 @@ func Pay(o Order, ref string, load Load, maxQueueWait time.Duration, now time.Ti
 		return nil, load, Errorf(CodeInvalidTransition, "payment deadline %s has passed", o.PaymentDeadline.UTC().Format(time.RFC3339))
 	}
 	events := []Event{{Type: EventOrderPaid, Data: OrderPaid{PaymentRef: ref, PaidAt: now}}}
+	if scheduled, load, ok := schedule(o, load, now); ok {
+		return append(events, scheduled), load, nil
+	}
 	admission, load := Admit(o, load, maxQueueWait, now)
 	return append(events, admission), load, nil
 }
@@ -339,7 +353,7 @@ func Cancel(o Order, by Actor, reason string, load Load, now time.Time) ([]Event
 	if o.Status.Terminal() {
 		return nil, load, Errorf(CodeInvalidTransition, "cannot cancel an order that is %s", o.Status)
 	}
-	if by == ActorCustomer && o.Status != StatusAwaitingPayment && o.Status != StatusQueued {
+	if by == ActorCustomer && o.Status != StatusAwaitingPayment && o.Status != StatusQueued && o.Status != StatusScheduled {
 		return nil, load, Errorf(CodeInvalidTransition, "a customer cannot cancel an order that is %s", o.Status)
 	}
 	switch o.Status {

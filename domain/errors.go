@@ -35,6 +35,8 @@ const (
 	CodeDropEnded           Code = "drop_ended"
 	CodeNotInvited          Code = "not_invited"
 	CodeMerchantPaused      Code = "merchant_paused"
+	CodeMerchantClosed      Code = "merchant_closed"
+	CodeSlotFull            Code = "slot_full"
 	CodeInternal            Code = "internal"
 )
 
@@ -99,4 +101,6 @@ var (
 	ErrInvalidTransition = &Error{Code: CodeInvalidTransition}
 	ErrConflict          = &Error{Code: CodeConflict}
 	ErrUnavailable       = &Error{Code: CodeUnavailable}
+	ErrSlotFull          = &Error{Code: CodeSlotFull}
+	ErrMerchantClosed    = &Error{Code: CodeMerchantClosed}
 )

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -42,6 +43,16 @@ type MerchantSettings struct {
 	CapacityUnit CapacityUnit `json:"capacity_unit,omitempty"`
 	Timezone     string       `json:"timezone,omitempty"`
 	PickupPrefix string       `json:"pickup_prefix,omitempty"`
+	// Slots publishes pickup slots (nil: none); Hours are the opening
+	// hours (none: always open).
+	Slots *SlotSettings `json:"slots,omitempty"`
+	Hours []Period      `json:"hours,omitempty"`
+}
+
+// Equal reports whether s and o are the same settings once defaults fill
+// them.
+func (s MerchantSettings) Equal(o MerchantSettings) bool {
+	return reflect.DeepEqual(s.WithDefaults(), o.WithDefaults())
 }
 
 // WithDefaults fills the fields a request or an older event left empty.
@@ -51,6 +62,9 @@ func (s MerchantSettings) WithDefaults() MerchantSettings {
 	}
 	if s.Timezone == "" {
 		s.Timezone = DefaultTimezone
+	}
+	if len(s.Hours) == 0 {
+		s.Hours = nil
 	}
 	return s
 }
@@ -98,6 +112,14 @@ func (s MerchantSettings) Validate() error {
 		return Errorf(CodeValidation, `capacity_unit must be "orders" or "items"`)
 	}
 	if _, err := LoadTimezone(s.Timezone); err != nil {
+		return err
+	}
+	if s.Slots != nil {
+		if err := s.Slots.Validate(); err != nil {
+			return err
+		}
+	}
+	if err := ValidateHours(s.Hours); err != nil {
 		return err
 	}
 	return ValidatePickupPrefix(s.PickupPrefix)
@@ -290,6 +312,20 @@ type Merchant struct {
 	Pause     Pause
 	CreatedAt time.Time
 	Version   int
+	// PeriodCapacity is the capacity the open period of hours sets (nil:
+	// the merchant's own), NextEdge the next moment it may change: both as
+	// the last period edge recorded them (PeriodChange).
+	PeriodCapacity *int
+	NextEdge       *time.Time
+}
+
+// CapacityInForce is the capacity that admits m's orders: its period's,
+// as the last edge recorded it, else its own.
+func (m Merchant) CapacityInForce() int {
+	if m.PeriodCapacity != nil {
+		return *m.PeriodCapacity
+	}
+	return m.Settings.Capacity
 }
 
 // Evolve folds one event of the merchant's stream.
@@ -306,6 +342,8 @@ func (m Merchant) Evolve(e Event) (Merchant, error) {
 		m.Pause = Pause{Mode: d.Mode, Until: d.Until}
 	case MerchantResumed:
 		m.Pause = Pause{}
+	case MerchantPeriodChanged:
+		m.PeriodCapacity, m.NextEdge = d.Capacity, d.NextEdge
 	}
 	// Other events of the stream (a rotated secret, say) change nothing
 	// the fold keeps but its version.

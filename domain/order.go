@@ -11,6 +11,9 @@ type OrderStatus string
 
 const (
 	StatusAwaitingPayment OrderStatus = "awaiting_payment"
+	// StatusScheduled: paid for a pickup slot, waiting apart from the live
+	// line until the slot's release.
+	StatusScheduled OrderStatus = "scheduled"
 	StatusQueued          OrderStatus = "queued"
 	StatusAccepted        OrderStatus = "accepted"
 	StatusCompleted       OrderStatus = "completed"
@@ -20,7 +23,7 @@ const (
 )
 
 // OrderStatuses are every status an order can be in.
-var OrderStatuses = []OrderStatus{StatusAwaitingPayment, StatusQueued, StatusAccepted, StatusCompleted, StatusClosed, StatusCancelled, StatusExpired}
+var OrderStatuses = []OrderStatus{StatusAwaitingPayment, StatusScheduled, StatusQueued, StatusAccepted, StatusCompleted, StatusClosed, StatusCancelled, StatusExpired}
 
 // Known reports whether s is one of OrderStatuses.
 func (s OrderStatus) Known() bool {
@@ -125,6 +128,9 @@ type Order struct {
 	Load       int
 	Lane       Lane
 	PickupCode string
+	// PickupAt is the start of the order's pickup slot (nil: as soon as
+	// possible); ReleaseAt is when it joins the live line.
+	PickupAt, ReleaseAt *time.Time
 }
 
 // Event types of an order stream.
@@ -165,6 +171,10 @@ type OrderPlaced struct {
 	Load       int    `json:"load,omitempty"`
 	Lane       Lane   `json:"lane,omitempty"`
 	PickupCode string `json:"pickup_code,omitempty"`
+	// An order for a pickup slot: the slot's start and its release into
+	// the live line (ReleaseAt).
+	PickupAt  *time.Time `json:"pickup_at,omitempty"`
+	ReleaseAt *time.Time `json:"release_at,omitempty"`
 }
 
 type OrderPaid struct {
@@ -185,6 +195,9 @@ type OrderQueued struct {
 	Queued   int `json:"queued"`
 	// Lane is the line the order waits in (absent before lanes: normal).
 	Lane Lane `json:"lane,omitempty"`
+	// Released: a scheduled order joining the line at its slot's release,
+	// at the place it took when paid (Seq).
+	Released bool `json:"released,omitempty"`
 }
 
 type OrderAccepted struct {
@@ -253,6 +266,7 @@ func (o Order) Evolve(e Event) (Order, error) {
 			o.PaymentRef, o.PaidAt = d.PaymentRef, ptr(*d.PaidAt)
 		}
 		o.Load, o.Lane, o.PickupCode = max(d.Load, 1), d.Lane, d.PickupCode
+		o.PickupAt, o.ReleaseAt = d.PickupAt, d.ReleaseAt
 		if o.Lane == "" {
 			o.Lane = LaneNormal
 		}
@@ -266,6 +280,9 @@ func (o Order) Evolve(e Event) (Order, error) {
 		o.Status = StatusQueued
 		o.QueueSeq = d.Seq
 		o.QueuedAt, o.QueueExpiresAt = ptr(d.QueuedAt), ptr(d.ExpiresAt)
+	case OrderScheduled:
+		o.Status = StatusScheduled
+		o.QueueSeq = d.Seq
 	case OrderRequeued:
 		o.Status = StatusQueued
 		o.QueueSeq = d.Seq
@@ -352,6 +369,10 @@ func DecodeEvent(typ string, data []byte) (Event, error) {
 		v = &OrderExpired{}
 	case EventOrderRequeued:
 		v = &OrderRequeued{}
+	case EventOrderScheduled:
+		v = &OrderScheduled{}
+	case EventMerchantPeriodChanged:
+		v = &MerchantPeriodChanged{}
 	case EventOrderPrioritized:
 		v = &OrderPrioritized{}
 	case EventMerchantPaused:
@@ -418,6 +439,10 @@ func deref(v any) any {
 	case *OrderExpired:
 		return *p
 	case *OrderRequeued:
+		return *p
+	case *OrderScheduled:
+		return *p
+	case *MerchantPeriodChanged:
 		return *p
 	case *OrderPrioritized:
 		return *p

@@ -413,6 +413,8 @@ func TestDecodeEveryEventType(t *testing.T) {
 		{Type: domain.EventOrderClosed, Data: domain.OrderClosed{Reason: domain.ReasonPaymentTimeout, ClosedAt: at}},
 		{Type: domain.EventOrderExpired, Data: domain.OrderExpired{Reason: domain.ReasonQueueTimeout, ExpiredAt: at}},
 		{Type: domain.EventOrderRequeued, Data: domain.OrderRequeued{Seq: 42, QueuedAt: at, ExpiresAt: at.Add(maxWait)}},
+		{Type: domain.EventOrderScheduled, Data: domain.OrderScheduled{Seq: 7, ScheduledAt: at, ReleaseAt: at.Add(time.Hour)}},
+		{Type: domain.EventMerchantPeriodChanged, Data: domain.MerchantPeriodChanged{Capacity: &limit, NextEdge: &at, ChangedAt: at}},
 		{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: "m", MerchantSettings: domain.MerchantSettings{
 			Name: "Tea", Capacity: 2, PrepSeconds: 120, MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, WebhookURL: "https://h.example/x"}, CreatedAt: at}},
 		{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{Before: validSettings(), After: domain.MerchantSettings{Name: "Tea", Capacity: 0}, UpdatedAt: at}},
@@ -435,7 +437,7 @@ func TestDecodeEveryEventType(t *testing.T) {
 		})
 		seen[e.Type] = true
 	}
-	require.Len(t, seen, 14, "every event type")
+	require.Len(t, seen, 16, "every event type")
 	for _, typ := range []string{"order.teleported", "", "ORDER.PLACED", "order.placed "} {
 		got, err := domain.DecodeEvent(typ, []byte(`{}`))
 		require.Error(t, err, typ)

@@ -492,7 +492,7 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 			return err
 		}
 		after = after.WithDefaults()
-		if after == before {
+		if after.Equal(before) {
 			return nil
 		}
 		if err := domain.CheckSettingsChange(before, after, m.load()); err != nil {
