@@ -156,6 +156,7 @@ func authzEndpoints() []endpoint {
 		{"POST", "/v1/merchants/{id}/products", onMerchant("/products", map[string]any{"name": "Tea", "price_cents": 100}), shopOwners(201), 403},
 		{"GET", "/v1/merchants/{id}/products", onMerchant("/products", nil), everyone(200), 0},
 		{"GET", "/v1/merchants/{id}/orders", onMerchant("/orders?status=accepted", nil), shopOwners(200), 403},
+		{"GET", "/v1/merchants/{id}/slots", onMerchant("/slots", nil), everyone(200), 0},
 		{"GET", "/v1/products/{id}", onProduct("", nil), everyone(200), 0},
 		{"POST", "/v1/products/{id}/restock", onProduct("/restock", map[string]any{"quantity": 1}), shopOwners(200), 403},
 		{"POST", "/v1/orders", func(_ *testing.T, fx *authzFixture) (string, any) {
@@ -309,6 +310,7 @@ func TestUnknownIDsAreNotFound(t *testing.T) {
 		{"POST", "/v1/merchants/{id}/products", b.admin},
 		{"GET", "/v1/merchants/{id}/products", b.admin},
 		{"GET", "/v1/merchants/{id}/orders", b.admin},
+		{"GET", "/v1/merchants/{id}/slots", b.admin},
 		{"GET", "/v1/products/{id}", b.admin},
 		{"POST", "/v1/products/{id}/restock", b.admin},
 		{"GET", "/v1/orders/{id}", b.admin},

@@ -130,7 +130,30 @@ type patchMerchantRequest struct {
 	CapacityUnit          *domain.CapacityUnit `json:"capacity_unit"`
 	Timezone              *string              `json:"timezone"`
 	PickupPrefix          *string              `json:"pickup_prefix"`
+	Slots                 *optionalSlots       `json:"slots"`
+	Hours                 *[]domain.Period     `json:"hours"`
 }
+
+// optionalSlots tells absent slot settings (nil *optionalSlots) from an
+// explicit null (set, value nil), which stops publishing slots.
+type optionalSlots struct {
+	value *domain.SlotSettings
+}
+
+func (o *optionalSlots) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		o.value = nil
+		return nil
+	}
+	var s domain.SlotSettings
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	o.value = &s
+	return nil
+}
+
+func (o optionalSlots) MarshalJSON() ([]byte, error) { return json.Marshal(o.value) }
 
 // fields names the settings the request changes.
 func (p patchMerchantRequest) fields() []string {
@@ -139,7 +162,7 @@ func (p patchMerchantRequest) fields() []string {
 		"name": p.Name != nil, "capacity": p.Capacity != nil, "prep_seconds": p.PrepSeconds != nil,
 		"max_queue_wait_seconds": p.MaxQueueWaitSeconds != nil, "payment_timeout_seconds": p.PaymentTimeoutSeconds != nil,
 		"webhook_url": p.WebhookURL != nil, "capacity_unit": p.CapacityUnit != nil, "timezone": p.Timezone != nil,
-		"pickup_prefix": p.PickupPrefix != nil,
+		"pickup_prefix": p.PickupPrefix != nil, "slots": p.Slots != nil, "hours": p.Hours != nil,
 	} {
 		if set {
 			out = append(out, name)
@@ -175,6 +198,10 @@ func (s *Server) patchMerchant(w http.ResponseWriter, r *http.Request) {
 		Name: req.Name, Capacity: req.Capacity, PrepSeconds: req.PrepSeconds,
 		MaxQueueWaitSeconds: req.MaxQueueWaitSeconds, PaymentTimeoutSeconds: req.PaymentTimeoutSeconds,
 		CapacityUnit: req.CapacityUnit, Timezone: req.Timezone, PickupPrefix: req.PickupPrefix,
+		Hours: req.Hours,
+	}
+	if req.Slots != nil {
+		patch.Slots, patch.ClearSlots = req.Slots.value, req.Slots.value == nil
 	}
 	if req.WebhookURL != nil {
 		if req.WebhookURL.value == nil || *req.WebhookURL.value == "" {
@@ -441,4 +468,20 @@ func queryUUID(r *http.Request, name string) (uuid.UUID, error) {
 		return uuid.Nil, domain.Errorf(domain.CodeValidation, "%s must be a UUID", name)
 	}
 	return id, nil
+}
+
+// listSlots answers a merchant's pickup slots of a local date (?date=
+// YYYY-MM-DD, default today in its time zone) with their room.
+func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	slots, err := s.store.ListSlots(r.Context(), id, r.URL.Query().Get("date"))
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"slots": slots})
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"net/http"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -22,6 +23,9 @@ type placeOrderRequest struct {
 	MerchantID string      `json:"merchant_id"`
 	Items      []orderLine `json:"items"`
 	PaymentRef *string     `json:"payment_ref"`
+	// PickupAt is a published pickup slot's starts_at; absent or null is
+	// as soon as possible.
+	PickupAt *string `json:"pickup_at"`
 }
 
 const maxIdempotencyKey = 255
@@ -110,6 +114,16 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var pickupAt *time.Time
+	if req.PickupAt != nil {
+		at, err := time.Parse(time.RFC3339, *req.PickupAt)
+		if err != nil {
+			writeProblem(w, r, domain.Errorf(domain.CodeValidation, "pickup_at must be an RFC 3339 time, a pickup slot's starts_at"))
+			return
+		}
+		at = at.UTC()
+		pickupAt = &at
+	}
 	// The hash covers the decoded request, so formatting differences in the
 	// same body still replay.
 	canonical, err := json.Marshal(req)
@@ -121,6 +135,7 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 	res, err := s.store.PlaceOrder(r.Context(), store.PlaceParams{
 		MerchantID: merchantID, CustomerID: p.Subject, Lines: lines, PaymentRef: paymentRef,
 		IdempotencyKey: key, RequestHash: hash[:], RequestID: requestIDFrom(r.Context()), Lane: p.Lane,
+		PickupAt: pickupAt,
 	})
 	if err != nil {
 		writeProblem(w, r, err)

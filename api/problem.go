@@ -42,6 +42,8 @@ var problems = map[domain.Code]problemKind{
 	domain.CodeDropEnded:           {http.StatusConflict, "drop-ended", "The drop has ended"},
 	domain.CodeNotInvited:          {http.StatusConflict, "not-invited", "Not invited to buy this drop's product"},
 	domain.CodeMerchantPaused:      {http.StatusConflict, "merchant-paused", "The merchant is paused"},
+	domain.CodeMerchantClosed:      {http.StatusConflict, "merchant-closed", "The merchant is closed"},
+	domain.CodeSlotFull:            {http.StatusConflict, "slot-full", "The pickup slot is full"},
 	domain.CodeInternal:            {http.StatusInternalServerError, "internal", "Internal error"},
 }
 

@@ -121,6 +121,7 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("POST /v1/merchants/{id}/products", authed(s.createProduct))
 	mux.Handle("GET /v1/merchants/{id}/products", authed(s.listProducts))
 	mux.Handle("GET /v1/merchants/{id}/orders", authed(s.listMerchantOrders))
+	mux.Handle("GET /v1/merchants/{id}/slots", authed(s.listSlots))
 	mux.Handle("GET /v1/products/{id}", authed(s.getProduct))
 	mux.Handle("POST /v1/products/{id}/restock", authed(s.restock))
 	mux.Handle("POST /v1/products/{id}/drops", authed(s.createDrop))

@@ -14,12 +14,12 @@ const (
 	// StatusScheduled: paid for a pickup slot, waiting apart from the live
 	// line until the slot's release.
 	StatusScheduled OrderStatus = "scheduled"
-	StatusQueued          OrderStatus = "queued"
-	StatusAccepted        OrderStatus = "accepted"
-	StatusCompleted       OrderStatus = "completed"
-	StatusClosed          OrderStatus = "closed"
-	StatusCancelled       OrderStatus = "cancelled"
-	StatusExpired         OrderStatus = "expired"
+	StatusQueued    OrderStatus = "queued"
+	StatusAccepted  OrderStatus = "accepted"
+	StatusCompleted OrderStatus = "completed"
+	StatusClosed    OrderStatus = "closed"
+	StatusCancelled OrderStatus = "cancelled"
+	StatusExpired   OrderStatus = "expired"
 )
 
 // OrderStatuses are every status an order can be in.

@@ -160,6 +160,30 @@ func (w *ResumeMerchantWorker) Work(ctx context.Context, job *river.Job[store.Re
 	return err
 }
 
+// ReleaseScheduledWorker lets a merchant's scheduled orders whose release
+// has come into its live line.
+type ReleaseScheduledWorker struct {
+	river.WorkerDefaults[store.ReleaseScheduledArgs]
+	store *store.Store
+}
+
+func (w *ReleaseScheduledWorker) Work(ctx context.Context, job *river.Job[store.ReleaseScheduledArgs]) error {
+	_, err := w.store.ReleaseDue(ctx, job.Args.MerchantID)
+	return err
+}
+
+// PeriodEdgeWorker records the capacity in force at the edge of a period
+// of a merchant's opening hours.
+type PeriodEdgeWorker struct {
+	river.WorkerDefaults[store.PeriodEdgeArgs]
+	store *store.Store
+}
+
+func (w *PeriodEdgeWorker) Work(ctx context.Context, job *river.Job[store.PeriodEdgeArgs]) error {
+	_, err := w.store.ApplyPeriodEdge(ctx, job.Args.MerchantID)
+	return err
+}
+
 // DrainMerchantWorker admits a merchant's queued orders while units are free.
 type DrainMerchantWorker struct {
 	river.WorkerDefaults[store.DrainMerchantArgs]

@@ -72,6 +72,8 @@ func timerKinds(st *store.Store) []TimerKind {
 		NewTimerKind(&ExpireQueuedWorker{store: st}, st.ExpireQueuedOverdue),
 		NewTimerKind(&SettleDropWorker{store: st}, st.DropsToSettle),
 		NewTimerKind(&ResumeMerchantWorker{store: st}, st.ResumeOverdue),
+		NewTimerKind(&ReleaseScheduledWorker{store: st}, st.ReleasesOverdue),
+		NewTimerKind(&PeriodEdgeWorker{store: st}, st.PeriodEdgesOverdue),
 	}
 }
 

@@ -25,7 +25,7 @@ var (
 	perMerchant = []string{
 		"merchants", "products", "stock_buckets", "purchase_claims", "orders", "idempotency_keys",
 		"outbox", "webhook_attempts", "dead_letters", "drops", "drop_seeds", "drop_lines", "drop_entries",
-		"pickup_counters", "events",
+		"pickup_counters", "pickup_slots", "events",
 	}
 	// global tables are small, keyed by something other than a merchant
 	// and written rarely: a copy on every node.

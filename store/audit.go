@@ -31,6 +31,9 @@ var AuditChecks = []string{
 	"drop_invitation_order",
 	"drop_oversold",
 	"orders_without_merchant",
+	"slots_over_capacity",
+	"scheduled_released_early",
+	"orders_placed_while_closed",
 }
 
 // AuditCheck is one invariant's result.

@@ -240,6 +240,25 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 			// Written behind the store's back: no foreign key refuses it.
 			exec(t, pool, `UPDATE orders SET merchant_id = $2 WHERE id = $1`, f.unpaid.ID, uuid.New())
 		}},
+		{"slots_over_capacity", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			withSlots(t, f.st, f.merchant.ID, quarterHours)
+			at := nextSlot(time.Now(), time.Hour)
+			mustPlace(t, f.st, f.merchant.ID, f.product.ID, placeOpts{Customer: "slot", PickupAt: &at})
+			// The slot holds more than its order weighs.
+			exec(t, pool, `UPDATE pickup_slots SET taken = taken + 1 WHERE merchant_id = $1`, f.merchant.ID)
+		}},
+		{"scheduled_released_early", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// An order admitted before its slot's release.
+			exec(t, pool, `UPDATE orders SET pickup_at = now() + interval '1 day', release_at = now() + interval '23 hours' WHERE id = $1`, f.accepted.ID)
+		}},
+		{"orders_placed_while_closed", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
+			// Open only on the day after tomorrow; an order placed since.
+			day := int(time.Now().UTC().Add(48 * time.Hour).Weekday())
+			_, err := f.st.UpdateMerchant(context.Background(), f.merchant.ID, store.MerchantPatch{
+				Hours: &[]domain.Period{{Day: day, Opens: "00:00", Closes: "24:00"}}}, storeMeta())
+			require.NoError(t, err)
+			exec(t, pool, `UPDATE orders SET placed_at = clock_timestamp() WHERE id = $1`, f.unpaid.ID)
+		}},
 		{"drop_oversold", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// A purchase without a paid order.
 			d := startedDrop(t, f.st, 1)

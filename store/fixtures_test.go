@@ -118,6 +118,7 @@ type placeOpts struct {
 	PaymentRef string
 	Quantity   int
 	Key        string
+	PickupAt   *time.Time
 }
 
 func place(ctx context.Context, st *store.Store, merchantID, productID uuid.UUID, o placeOpts) (*store.PlaceResult, error) {
@@ -134,7 +135,8 @@ func place(ctx context.Context, st *store.Store, merchantID, productID uuid.UUID
 		MerchantID: merchantID, CustomerID: o.Customer,
 		Lines:          []domain.LineRequest{{ProductID: productID.String(), Quantity: o.Quantity}},
 		PaymentRef:     o.PaymentRef,
-		IdempotencyKey: o.Key, RequestHash: []byte(fmt.Sprintf("%s/%s/%d/%s", merchantID, productID, o.Quantity, o.PaymentRef)),
+		IdempotencyKey: o.Key, RequestHash: []byte(fmt.Sprintf("%s/%s/%d/%s/%v", merchantID, productID, o.Quantity, o.PaymentRef, o.PickupAt)),
+		PickupAt: o.PickupAt,
 	})
 }
 

@@ -78,3 +78,30 @@ func (DrainMerchantArgs) InsertOpts() river.InsertOpts {
 		},
 	}
 }
+
+// ReleaseScheduledArgs lets a merchant's scheduled orders whose release
+// (their slot's start minus prep_seconds) has come into its live line.
+// Every order of a slot sets one; the first to run releases them all.
+type ReleaseScheduledArgs struct {
+	MerchantID uuid.UUID `json:"merchant_id"`
+	ReleaseAt  time.Time `json:"release_at"`
+}
+
+func (ReleaseScheduledArgs) Kind() string { return "release_scheduled_orders" }
+
+func (ReleaseScheduledArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueTimers, MaxAttempts: 25}
+}
+
+// PeriodEdgeArgs records the capacity in force at the edge At of a period
+// of a merchant's opening hours; one job per merchant and edge.
+type PeriodEdgeArgs struct {
+	MerchantID uuid.UUID `json:"merchant_id"`
+	At         time.Time `json:"at"`
+}
+
+func (PeriodEdgeArgs) Kind() string { return "period_edge" }
+
+func (PeriodEdgeArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueTimers, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -33,20 +34,22 @@ type Load struct {
 
 // Merchant is the merchant read model in the API's shape.
 type Merchant struct {
-	ID                    uuid.UUID           `json:"id"`
-	Name                  string              `json:"name"`
-	Capacity              int                 `json:"capacity"`
-	PrepSeconds           int                 `json:"prep_seconds"`
-	MaxQueueWaitSeconds   int                 `json:"max_queue_wait_seconds"`
-	PaymentTimeoutSeconds int                 `json:"payment_timeout_seconds"`
-	CapacityUnit          domain.CapacityUnit `json:"capacity_unit"`
-	Timezone              string              `json:"timezone"`
-	PickupPrefix          string              `json:"pickup_prefix"`
-	WebhookURL            *string             `json:"webhook_url"`
-	WebhookSecret         string              `json:"webhook_secret,omitempty"`
-	CreatedAt             time.Time           `json:"created_at"`
-	Version               int                 `json:"version"`
-	Load                  Load                `json:"load"`
+	ID                    uuid.UUID            `json:"id"`
+	Name                  string               `json:"name"`
+	Capacity              int                  `json:"capacity"`
+	PrepSeconds           int                  `json:"prep_seconds"`
+	MaxQueueWaitSeconds   int                  `json:"max_queue_wait_seconds"`
+	PaymentTimeoutSeconds int                  `json:"payment_timeout_seconds"`
+	CapacityUnit          domain.CapacityUnit  `json:"capacity_unit"`
+	Timezone              string               `json:"timezone"`
+	PickupPrefix          string               `json:"pickup_prefix"`
+	Slots                 *domain.SlotSettings `json:"slots"`
+	Hours                 []domain.Period      `json:"hours"`
+	WebhookURL            *string              `json:"webhook_url"`
+	WebhookSecret         string               `json:"webhook_secret,omitempty"`
+	CreatedAt             time.Time            `json:"created_at"`
+	Version               int                  `json:"version"`
+	Load                  Load                 `json:"load"`
 }
 
 // merchantRow is the full row, including what only the store sees.
@@ -62,6 +65,10 @@ type merchantRow struct {
 	// decidedAt is the time of the merchant's last decision that saved its
 	// load, with the load.
 	decidedAt *time.Time
+	// periodCapacity and nextEdge are the period of hours in force as its
+	// last edge recorded it (domain.Merchant).
+	periodCapacity *int
+	nextEdge       *time.Time
 }
 
 // decidedAtOrZero is decidedAt, or the zero time if none was recorded.
@@ -77,6 +84,7 @@ func (m *merchantRow) settings() domain.MerchantSettings {
 		Name: m.Name, Capacity: m.Capacity, PrepSeconds: m.PrepSeconds,
 		MaxQueueWaitSeconds: m.MaxQueueWaitSeconds, PaymentTimeoutSeconds: m.PaymentTimeoutSeconds,
 		CapacityUnit: m.CapacityUnit, Timezone: m.Timezone, PickupPrefix: m.PickupPrefix,
+		Slots: m.Slots, Hours: m.Hours,
 	}
 	if m.WebhookURL != nil {
 		s.WebhookURL = *m.WebhookURL
@@ -86,7 +94,8 @@ func (m *merchantRow) settings() domain.MerchantSettings {
 
 // folded is the merchant as its stream folds.
 func (m *merchantRow) folded() domain.Merchant {
-	return domain.Merchant{ID: m.ID.String(), Settings: m.settings(), Pause: m.pause, CreatedAt: m.CreatedAt, Version: m.Version}
+	return domain.Merchant{ID: m.ID.String(), Settings: m.settings(), Pause: m.pause, CreatedAt: m.CreatedAt, Version: m.Version,
+		PeriodCapacity: m.periodCapacity, NextEdge: m.nextEdge}
 }
 
 // setFolded takes the folded state of the merchant's stream.
@@ -95,6 +104,8 @@ func (m *merchantRow) setFolded(f domain.Merchant) {
 	m.Name, m.Capacity, m.PrepSeconds = s.Name, s.Capacity, s.PrepSeconds
 	m.MaxQueueWaitSeconds, m.PaymentTimeoutSeconds = s.MaxQueueWaitSeconds, s.PaymentTimeoutSeconds
 	m.CapacityUnit, m.Timezone, m.PickupPrefix = s.CapacityUnit, s.Timezone, s.PickupPrefix
+	m.Slots, m.Hours = s.Slots, s.Hours
+	m.periodCapacity, m.nextEdge = f.PeriodCapacity, f.NextEdge
 	m.WebhookURL = nil
 	if s.WebhookURL != "" {
 		m.WebhookURL = &s.WebhookURL
@@ -103,22 +114,26 @@ func (m *merchantRow) setFolded(f domain.Merchant) {
 	m.fillLoad()
 }
 
+// capacityInForce is the capacity that admits the merchant's orders: the
+// open period's, as its last edge recorded it, else its own.
+func (m *merchantRow) capacityInForce() int { return m.folded().CapacityInForce() }
+
 func (m *merchantRow) load() domain.Load {
 	return domain.Load{
-		Capacity: m.Capacity, Active: m.Load.Active, ActiveOrders: m.Load.ActiveOrders,
+		Capacity: m.capacityInForce(), Active: m.Load.Active, ActiveOrders: m.Load.ActiveOrders,
 		Queued: m.Load.Queued, QueuedPriority: m.queuedPriority, QueuedUnits: m.Load.QueuedUnits,
 		NextSeq: m.nextSeq, Paused: m.pause.Paused(),
 	}
 }
 
 func (m *merchantRow) setLoad(l domain.Load) {
-	m.Capacity, m.Load.Capacity = l.Capacity, l.Capacity
+	m.Load.Capacity = l.Capacity
 	m.Load.Active, m.Load.ActiveOrders, m.Load.Queued, m.Load.QueuedUnits = l.Active, l.ActiveOrders, l.Queued, l.QueuedUnits
 	m.queuedPriority, m.nextSeq = l.QueuedPriority, l.NextSeq
 }
 
 func (m *merchantRow) eta() etaBasis {
-	return etaBasis{capacity: m.Capacity, active: m.Load.Active, prep: m.PrepSeconds, stats: m.stats, lineSeq: m.nextSeq}
+	return etaBasis{capacity: m.capacityInForce(), active: m.Load.Active, prep: m.PrepSeconds, stats: m.stats, lineSeq: m.nextSeq}
 }
 
 func (m *merchantRow) maxQueueWait() time.Duration {
@@ -128,7 +143,7 @@ func (m *merchantRow) maxQueueWait() time.Duration {
 // fillLoad sets the load's copies of the merchant's fields and the
 // estimated wait of an order of one unit paid now.
 func (m *merchantRow) fillLoad() {
-	m.Load.Capacity, m.Load.CapacityUnit = m.Capacity, m.CapacityUnit
+	m.Load.Capacity, m.Load.CapacityUnit = m.capacityInForce(), m.CapacityUnit
 	m.Load.Paused, m.Load.PauseMode, m.Load.PausedUntil = m.pause.Paused(), nil, m.pause.Until
 	if m.pause.Paused() {
 		mode := m.pause.Mode
@@ -138,15 +153,17 @@ func (m *merchantRow) fillLoad() {
 		m.Load.EstWaitSeconds = 0
 		return
 	}
-	units := domain.UnitsToWaitFor(m.Load.Active, m.Capacity, m.Load.QueuedUnits, 1)
-	m.Load.EstWaitSeconds = domain.EstimateWait(units, m.Capacity, m.PrepSeconds, m.stats)
+	capacity := m.capacityInForce()
+	units := domain.UnitsToWaitFor(m.Load.Active, capacity, m.Load.QueuedUnits, 1)
+	m.Load.EstWaitSeconds = domain.EstimateWait(units, capacity, m.PrepSeconds, m.stats)
 }
 
 const merchantColumns = `id, name, capacity, prep_seconds, max_queue_wait_seconds, payment_timeout_seconds,
 	webhook_url, webhook_secret, created_at, version, active, queued, next_seq,
 	completion_interval_s, completion_samples, last_completion_at,
 	capacity_unit, timezone, pickup_prefix, active_orders, queued_priority, queued_units,
-	coalesce(pause_mode, ''), paused_until, completion_units, decided_at`
+	coalesce(pause_mode, ''), paused_until, completion_units, decided_at,
+	slots, hours, period_capacity, next_period_at`
 
 func scanMerchant(row pgx.Row) (*merchantRow, error) {
 	var m merchantRow
@@ -154,12 +171,16 @@ func scanMerchant(row pgx.Row) (*merchantRow, error) {
 		&m.WebhookURL, &m.secret, &m.CreatedAt, &m.Version, &m.Load.Active, &m.Load.Queued, &m.nextSeq,
 		&m.stats.IntervalSeconds, &m.stats.Samples, &m.stats.LastCompletion,
 		&m.CapacityUnit, &m.Timezone, &m.PickupPrefix, &m.Load.ActiveOrders, &m.queuedPriority, &m.Load.QueuedUnits,
-		&m.pause.Mode, &m.pause.Until, &m.stats.UnitsPerCompletion, &m.decidedAt)
+		&m.pause.Mode, &m.pause.Until, &m.stats.UnitsPerCompletion, &m.decidedAt,
+		&m.Slots, &m.Hours, &m.periodCapacity, &m.nextEdge)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, domain.Errorf(domain.CodeNotFound, "merchant not found")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("scan merchant: %w", err)
+	}
+	if m.Hours == nil {
+		m.Hours = []domain.Period{}
 	}
 	m.fillLoad()
 	return &m, nil
@@ -352,6 +373,11 @@ type MerchantPatch struct {
 	CapacityUnit          *domain.CapacityUnit
 	Timezone              *string
 	PickupPrefix          *string
+	// Slots sets the slot settings; ClearSlots removes them. Hours, when
+	// not nil, replaces the opening hours (empty: always open).
+	Slots      *domain.SlotSettings
+	ClearSlots bool
+	Hours      *[]domain.Period
 }
 
 func (p MerchantPatch) apply(s domain.MerchantSettings) domain.MerchantSettings {
@@ -377,6 +403,16 @@ func (p MerchantPatch) apply(s domain.MerchantSettings) domain.MerchantSettings 
 	}
 	if p.CapacityUnit != nil {
 		s.CapacityUnit = *p.CapacityUnit
+	}
+	if p.Slots != nil {
+		slots := *p.Slots
+		s.Slots = &slots
+	}
+	if p.ClearSlots {
+		s.Slots = nil
+	}
+	if p.Hours != nil {
+		s.Hours = append([]domain.Period(nil), *p.Hours...)
 	}
 	return s
 }
@@ -411,7 +447,8 @@ func writeMerchant(ctx context.Context, tx pgx.Tx, m *merchantRow, events []doma
 // merchantFoldColumns are the merchant columns its stream folds to, as
 // merchantColumnsOf writes them.
 const merchantFoldColumns = `id, name, capacity, prep_seconds, max_queue_wait_seconds, payment_timeout_seconds, webhook_url,
-	created_at, version, capacity_unit, timezone, pickup_prefix, pause_mode, paused_until`
+	created_at, version, capacity_unit, timezone, pickup_prefix, pause_mode, paused_until,
+	slots, hours, period_capacity, next_period_at`
 
 // merchantColumnsOf holds folded merchants column by column, as unnest
 // takes them, with the webhook secret a new row is inserted with (the log
@@ -423,7 +460,9 @@ type merchantColumnsOf struct {
 	capacity, prep, maxQueueWait, paymentTimeout, version []int32
 	webhook, pauseMode                                    []pgtype.Text
 	createdAt                                             []time.Time
-	pausedUntil, decidedAt                                []pgtype.Timestamptz
+	pausedUntil, decidedAt, nextEdge                      []pgtype.Timestamptz
+	slots, hours                                          []pgtype.Text
+	periodCapacity                                        []pgtype.Int4
 }
 
 func (c *merchantColumnsOf) add(m domain.Merchant, secret string, decidedAt *time.Time) error {
@@ -442,7 +481,38 @@ func (c *merchantColumnsOf) add(m domain.Merchant, secret string, decidedAt *tim
 	c.pauseMode = append(c.pauseMode, pgtype.Text{String: string(m.Pause.Mode), Valid: m.Pause.Paused()})
 	c.pausedUntil = append(c.pausedUntil, timestamptz(m.Pause.Until))
 	c.decidedAt = append(c.decidedAt, timestamptz(decidedAt))
+	slots, hours, err := scheduleJSON(s)
+	if err != nil {
+		return err
+	}
+	c.slots, c.hours = append(c.slots, slots), append(c.hours, hours)
+	c.nextEdge = append(c.nextEdge, timestamptz(m.NextEdge))
+	capacity := pgtype.Int4{}
+	if m.PeriodCapacity != nil {
+		capacity = pgtype.Int4{Int32: int32(*m.PeriodCapacity), Valid: true}
+	}
+	c.periodCapacity = append(c.periodCapacity, capacity)
 	return nil
+}
+
+// scheduleJSON is a merchant's slot settings and hours as their jsonb
+// columns hold them (null when none).
+func scheduleJSON(s domain.MerchantSettings) (slots, hours pgtype.Text, err error) {
+	if s.Slots != nil {
+		b, err := json.Marshal(s.Slots)
+		if err != nil {
+			return slots, hours, fmt.Errorf("encode slots: %w", err)
+		}
+		slots = pgtype.Text{String: string(b), Valid: true}
+	}
+	if len(s.Hours) > 0 {
+		b, err := json.Marshal(s.Hours)
+		if err != nil {
+			return slots, hours, fmt.Errorf("encode hours: %w", err)
+		}
+		hours = pgtype.Text{String: string(b), Valid: true}
+	}
+	return slots, hours, nil
 }
 
 // queue adds to b the statement that writes the rows into table (merchants,
@@ -457,7 +527,8 @@ func (c *merchantColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert 
 	columns := []column{col("uuid", c.id), col("text", c.name), col("int", c.capacity), col("int", c.prep),
 		col("int", c.maxQueueWait), col("int", c.paymentTimeout), col("text", c.webhook), col("timestamptz", c.createdAt),
 		col("int", c.version), col("text", c.unit), col("text", c.timezone), col("text", c.prefix), col("text", c.pauseMode),
-		col("timestamptz", c.pausedUntil)}
+		col("timestamptz", c.pausedUntil), col("jsonb", c.slots), col("jsonb", c.hours), col("int", c.periodCapacity),
+		col("timestamptz", c.nextEdge)}
 	if insert {
 		insertRows{
 			Into:    `INSERT INTO ` + t + ` (` + merchantFoldColumns + `, webhook_secret, decided_at)`,
@@ -470,6 +541,7 @@ func (c *merchantColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert 
 			max_queue_wait_seconds = r.max_queue_wait_seconds, payment_timeout_seconds = r.payment_timeout_seconds,
 			webhook_url = r.webhook_url, created_at = r.created_at, version = r.version, capacity_unit = r.capacity_unit,
 			timezone = r.timezone, pickup_prefix = r.pickup_prefix, pause_mode = r.pause_mode, paused_until = r.paused_until,
+			slots = r.slots, hours = r.hours, period_capacity = r.period_capacity, next_period_at = r.next_period_at,
 			decided_at = coalesce(r.decided_at, m.decided_at), updated_at = now()
 		FROM `+rows+` AS r(`+merchantFoldColumns+`, decided_at)
 		WHERE m.id = r.id AND m.id = ANY($1::uuid[])`, args...)
@@ -498,12 +570,30 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 		if err := domain.CheckSettingsChange(before, after, m.load()); err != nil {
 			return err
 		}
-		if err := writeMerchant(ctx, tx, m, []domain.Event{{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{
+		inForce := m.capacityInForce()
+		events := []domain.Event{{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{
 			Before: before, After: after, UpdatedAt: now,
-		}}}, meta, now); err != nil {
+		}}}
+		// New hours may open or close a period now: the capacity in force
+		// changes with them, not at the next edge.
+		updated, err := m.folded().Apply(events...)
+		if err != nil {
 			return err
 		}
-		if after.Capacity > before.Capacity {
+		period, err := domain.PeriodChange(updated, now)
+		if err != nil {
+			return err
+		}
+		if err := writeMerchant(ctx, tx, m, append(events, period...), meta, now); err != nil {
+			return err
+		}
+		if err := s.afterPeriodChange(ctx, tx, m, period); err != nil {
+			return err
+		}
+		if err := resizeSlots(ctx, tx, m, before, now); err != nil {
+			return err
+		}
+		if m.capacityInForce() > inForce {
 			return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
 		}
 		return nil

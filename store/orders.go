@@ -38,6 +38,9 @@ type Order struct {
 	Load            int                `json:"load"`
 	Lane            domain.Lane        `json:"lane"`
 	PickupCode      *string            `json:"pickup_code"`
+	// PickupAt is the start of the order's pickup slot, nil for as soon
+	// as possible.
+	PickupAt *time.Time `json:"pickup_at"`
 	// LineSeq is the merchant's next queue sequence number when the
 	// position was read: it grows whenever an order joins the line, so a
 	// reader can tell a later read whose position grew (a priority order
@@ -75,13 +78,13 @@ var errOrderNotFound = domain.Errorf(domain.CodeNotFound, "order not found")
 
 const orderColumns = `o.id::text, o.merchant_id::text, o.customer_id, o.items, o.total_cents, o.status, o.version, o.placed_at,
 	o.payment_deadline, o.payment_ref, o.paid_at, o.accepted_at, o.completed_at, o.ended_at, o.status_reason,
-	o.queue_seq, o.queued_at, o.queue_expires_at, o.load, o.lane, o.pickup_code`
+	o.queue_seq, o.queued_at, o.queue_expires_at, o.load, o.lane, o.pickup_code, o.pickup_at, o.release_at`
 
 func scanOrderInto(o *domain.Order, dest ...any) []any {
 	return append([]any{&o.ID, &o.MerchantID, &o.CustomerID, &o.Items, &o.TotalCents, &o.Status, &o.Version,
 		&o.PlacedAt, &o.PaymentDeadline, pgkit.NullString{Dst: &o.PaymentRef}, &o.PaidAt, &o.AcceptedAt, &o.CompletedAt,
 		&o.EndedAt, pgkit.NullString{Dst: &o.StatusReason}, pgkit.NullInt64{Dst: &o.QueueSeq}, &o.QueuedAt, &o.QueueExpiresAt,
-		&o.Load, &o.Lane, pgkit.NullString{Dst: &o.PickupCode}}, dest...)
+		&o.Load, &o.Lane, pgkit.NullString{Dst: &o.PickupCode}, &o.PickupAt, &o.ReleaseAt}, dest...)
 }
 
 // queueOrderLock adds to b the read of the order's projection row into o
@@ -386,8 +389,11 @@ func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef stri
 			if err != nil {
 				return nil, nil, err
 			}
-			if after.Status == domain.StatusQueued {
+			switch after.Status {
+			case domain.StatusQueued:
 				return events, []river.InsertManyParams{expiryJob(after)}, nil
+			case domain.StatusScheduled:
+				return events, []river.InsertManyParams{releaseJob(after)}, nil
 			}
 			return events, nil, nil
 		},
@@ -718,7 +724,8 @@ func (s *Store) DrainMerchant(ctx context.Context, merchantID uuid.UUID) (int, e
 // MerchantsToDrain lists merchants with queued orders and a free unit.
 func (s *Store) MerchantsToDrain(ctx context.Context, limit int) ([]uuid.UUID, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id FROM merchants
-		WHERE queued > 0 AND pause_mode IS NULL AND capacity > 0 AND (active < capacity OR active = 0) LIMIT $1`, limit)
+		WHERE queued > 0 AND pause_mode IS NULL AND coalesce(period_capacity, capacity) > 0
+			AND (active < coalesce(period_capacity, capacity) OR active = 0) LIMIT $1`, limit)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("merchants to drain: %w", err))
 	}
@@ -756,7 +763,7 @@ type querier interface {
 
 // etaColumns are what an order's wait is estimated from, read from its
 // merchant m.
-const etaColumns = `m.capacity, m.active, m.prep_seconds, m.completion_interval_s, m.completion_samples, m.completion_units, m.next_seq`
+const etaColumns = `coalesce(m.period_capacity, m.capacity), m.active, m.prep_seconds, m.completion_interval_s, m.completion_samples, m.completion_units, m.next_seq`
 
 // etaBasis is a merchant's state that queued orders' waits are estimated from.
 type etaBasis struct {
@@ -834,7 +841,7 @@ func toView(o domain.Order, pos *int, unitsAhead int, basis etaBasis) Order {
 		PlacedAt: o.PlacedAt, PaymentDeadline: o.PaymentDeadline, PaidAt: o.PaidAt, AcceptedAt: o.AcceptedAt,
 		CompletedAt: o.CompletedAt, EndedAt: o.EndedAt, StatusReason: nullable(o.StatusReason),
 		queueSeq: lineKey(o.Lane, o.QueueSeq),
-		Load:     max(o.Load, 1), Lane: o.Lane, PickupCode: nullable(o.PickupCode),
+		Load:     max(o.Load, 1), Lane: o.Lane, PickupCode: nullable(o.PickupCode), PickupAt: o.PickupAt,
 	}
 	if v.Lane == "" {
 		v.Lane = domain.LaneNormal

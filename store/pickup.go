@@ -144,7 +144,8 @@ var errNumberLast = errors.New("pickup numbers reserved for another local day")
 // mayNumberFirst reports whether a batch may reserve its pickup numbers with
 // its first read, holding the counters from then to its commit: only if it
 // will wait for no other lock after them, so none of its requests may take
-// stock (those numbering last take the counters after their stock). Whether
+// stock or a pickup slot (those numbering last take the counters after
+// their stock and slots). Whether
 // a product takes stock is known once it is read; products seen to take
 // some send the batches that name them straight to numbering last, and a
 // product that starts to take stock is deferred by the batch that finds
@@ -155,6 +156,10 @@ func (s *Store) mayNumberFirst(ctx context.Context, batch []*placement) bool {
 		return false
 	}
 	for _, pl := range batch {
+		if pl.p.PickupAt != nil {
+			// Its slot's row is locked after the counters would be.
+			return false
+		}
 		for _, l := range pl.p.Lines {
 			if _, ok := s.stockProducts.Load(l.ProductID); ok {
 				return false

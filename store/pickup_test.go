@@ -35,7 +35,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	for env, helper := range map[string]func() error{pickupHelperDB: pickupHelper, skewHelperDB: skewHelper} {
+	for env, helper := range map[string]func() error{pickupHelperDB: pickupHelper, skewHelperDB: skewHelper, slotHelperDB: slotHelper} {
 		if os.Getenv(env) == "" {
 			continue
 		}

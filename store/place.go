@@ -31,6 +31,9 @@ type PlaceParams struct {
 	RequestID   string
 	// Lane is the lane the order queues in; "" is the normal lane.
 	Lane domain.Lane
+	// PickupAt is the pickup slot the order is for; nil is as soon as
+	// possible.
+	PickupAt *time.Time
 }
 
 // PlaceResult is the answer to a placement.
@@ -387,6 +390,10 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	if err != nil {
 		return nil, err
 	}
+	live, slots, err := takeSlots(ctx, tx, live, merchants, products, now)
+	if err != nil {
+		return nil, err
+	}
 	var placed []*placement
 	memo := newStockMemo()
 	// A merchant with a paid request deferred: its later paid requests of
@@ -437,6 +444,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 		return nil, err
 	}
 	b = &pgx.Batch{}
+	slots.queueUnplaced(b, placed)
 	if numbers != nil {
 		if err := numbers.number(placed, merchants); err != nil {
 			return nil, err
@@ -728,7 +736,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 	events, err := domain.Place(domain.PlaceParams{
 		OrderID: pl.orderID.String(), MerchantID: pl.p.MerchantID.String(), CustomerID: pl.p.CustomerID,
 		Lines: pl.p.Lines, Products: refs, PaymentDeadline: deadline,
-		Unit: m.CapacityUnit, Lane: pl.p.Lane,
+		Unit: m.CapacityUnit, Lane: pl.p.Lane, PickupAt: pl.p.PickupAt, PrepSeconds: m.PrepSeconds,
 	}, now)
 	if err != nil {
 		return err
@@ -756,8 +764,11 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		events = paid
 		m.setLoad(load)
 		m.dirty = true
-		if o.Status == domain.StatusQueued {
+		switch o.Status {
+		case domain.StatusQueued:
 			pl.jobs = append(pl.jobs, expiryJob(o))
+		case domain.StatusScheduled:
+			pl.jobs = append(pl.jobs, releaseJob(o))
 		}
 	} else {
 		pl.jobs = append(pl.jobs, river.InsertManyParams{
