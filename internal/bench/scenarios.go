@@ -17,7 +17,7 @@ import (
 )
 
 // Scenarios lists what `orderd bench` can run, in the order `all` runs them.
-var Scenarios = []string{"spread", "hot", "hot-weighted", "flash", "drop", "timers", "webhooks", "ws", "memory"}
+var Scenarios = []string{"spread", "hot", "hot-weighted", "flash", "slots", "drop", "timers", "webhooks", "ws", "memory"}
 
 // Run runs one scenario against t.
 func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error) {
@@ -32,6 +32,8 @@ func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error
 		res, err = hot(ctx, t, o, true)
 	case "flash":
 		res, err = flash(ctx, t, o)
+	case "slots":
+		res, err = slotsRace(ctx, t, o)
 	case "drop":
 		res, err = drop(ctx, t, o)
 	case "timers":
