@@ -111,6 +111,12 @@ export declare const operations: {
         readonly idempotent: false;
         readonly auth: true;
     };
+    readonly listSlots: {
+        readonly method: "GET";
+        readonly path: "/v1/merchants/{id}/slots";
+        readonly idempotent: false;
+        readonly auth: true;
+    };
     readonly listWebhookAttempts: {
         readonly method: "GET";
         readonly path: "/v1/admin/webhook-attempts";
@@ -259,6 +265,8 @@ export declare abstract class Endpoints {
     listOwnOrders(query?: Query<"listOwnOrders">, options?: CallOptions): Promise<Answer<"listOwnOrders">>;
     /** A merchant's menu (`GET /v1/merchants/{id}/products`) */
     listProducts(id: string, options?: CallOptions): Promise<Answer<"listProducts">>;
+    /** A merchant's pickup slots of a day (`GET /v1/merchants/{id}/slots`) */
+    listSlots(id: string, query?: Query<"listSlots">, options?: CallOptions): Promise<Answer<"listSlots">>;
     /** Webhook attempts, newest first (`GET /v1/admin/webhook-attempts`) */
     listWebhookAttempts(query?: Query<"listWebhookAttempts">, options?: CallOptions): Promise<Answer<"listWebhookAttempts">>;
     /** Mint a single-use sign-in code (`POST /v1/admin/sign-in-codes`) */
@@ -317,6 +325,7 @@ export type OrderStatus = components["schemas"]["OrderStatus"];
 export type PatchMerchant = components["schemas"]["PatchMerchant"];
 export type Pause = components["schemas"]["Pause"];
 export type Pay = components["schemas"]["Pay"];
+export type Period = components["schemas"]["Period"];
 export type PlaceOrder = components["schemas"]["PlaceOrder"];
 export type Prioritize = components["schemas"]["Prioritize"];
 export type Problem = components["schemas"]["Problem"];
@@ -326,5 +335,7 @@ export type Restock = components["schemas"]["Restock"];
 export type SignIn = components["schemas"]["SignIn"];
 export type SignInCode = components["schemas"]["SignInCode"];
 export type SignedIn = components["schemas"]["SignedIn"];
+export type Slot = components["schemas"]["Slot"];
+export type SlotSettings = components["schemas"]["SlotSettings"];
 export type WebSocketTicket = components["schemas"]["WebSocketTicket"];
 export type WebhookAttempt = components["schemas"]["WebhookAttempt"];

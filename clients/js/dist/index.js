@@ -20,6 +20,7 @@ var operations = {
   listMerchantOrders: { method: "GET", path: "/v1/merchants/{id}/orders", idempotent: false, auth: true },
   listOwnOrders: { method: "GET", path: "/v1/orders", idempotent: false, auth: true },
   listProducts: { method: "GET", path: "/v1/merchants/{id}/products", idempotent: false, auth: true },
+  listSlots: { method: "GET", path: "/v1/merchants/{id}/slots", idempotent: false, auth: true },
   listWebhookAttempts: { method: "GET", path: "/v1/admin/webhook-attempts", idempotent: false, auth: true },
   mintSignInCode: { method: "POST", path: "/v1/admin/sign-in-codes", idempotent: false, auth: true },
   myDropEntry: { method: "GET", path: "/v1/drops/{id}/entries/me", idempotent: false, auth: true },
@@ -111,6 +112,10 @@ var Endpoints = class {
   /** A merchant's menu (`GET /v1/merchants/{id}/products`) */
   listProducts(id, options) {
     return this.call("listProducts", { path: { id } }, options);
+  }
+  /** A merchant's pickup slots of a day (`GET /v1/merchants/{id}/slots`) */
+  listSlots(id, query, options) {
+    return this.call("listSlots", { query, path: { id } }, options);
   }
   /** Webhook attempts, newest first (`GET /v1/admin/webhook-attempts`) */
   listWebhookAttempts(query, options) {

@@ -150,6 +150,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/merchants/{id}/slots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * A merchant's pickup slots of a day
+         * @description Any authenticated caller. The slots of the local date in the merchant's time zone, within opening hours, from now + lead_minutes to horizon_days ahead, with what their orders take.
+         */
+        get: operations["listSlots"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/products/{id}": {
         parameters: {
             query?: never;
@@ -763,7 +785,7 @@ export interface components {
              * @description Stable and machine-readable.
              * @enum {string}
              */
-            code: "validation_failed" | "malformed_json" | "unsupported_media_type" | "payload_too_large" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "sold_out" | "purchase_limit_reached" | "invalid_transition" | "drop_not_open" | "drop_ended" | "not_invited" | "conflict" | "idempotency_key_reused" | "idempotency_key_required" | "invalid_cursor" | "rate_limited" | "unavailable" | "internal" | "merchant_paused";
+            code: "validation_failed" | "malformed_json" | "unsupported_media_type" | "payload_too_large" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "sold_out" | "purchase_limit_reached" | "invalid_transition" | "drop_not_open" | "drop_ended" | "not_invited" | "conflict" | "idempotency_key_reused" | "idempotency_key_required" | "invalid_cursor" | "rate_limited" | "unavailable" | "internal" | "merchant_paused" | "merchant_closed" | "slot_full";
             /** @description The request id (also in the X-Request-Id header). */
             instance?: string;
         };
@@ -803,6 +825,9 @@ export interface components {
             created_at: string;
             version: number;
             load: components["schemas"]["Load"];
+            slots: components["schemas"]["SlotSettings"] | null;
+            /** @description Opening hours; none: always open. */
+            hours: components["schemas"]["Period"][];
         };
         /** @description stock_total and stock_remaining are null for an unlimited product. */
         Product: {
@@ -821,7 +846,7 @@ export interface components {
             load_units: number;
         };
         /** @enum {string} */
-        OrderStatus: "awaiting_payment" | "queued" | "accepted" | "completed" | "closed" | "cancelled" | "expired";
+        OrderStatus: "awaiting_payment" | "scheduled" | "queued" | "accepted" | "completed" | "closed" | "cancelled" | "expired";
         Item: {
             /** Format: uuid */
             product_id: string;
@@ -861,6 +886,11 @@ export interface components {
             lane: "normal" | "priority";
             /** @description pickup_prefix and a number from 1 per merchant per local day, at least three digits; unique per merchant per local day; assigned at placement (paid or not) and never changed. */
             pickup_code: string | null;
+            /**
+             * Format: date-time
+             * @description The start of the order's pickup slot; null for as soon as possible. Paid before the slot's start minus prep_seconds, the order is scheduled and joins the live line then, ahead of orders paid after it.
+             */
+            pickup_at: string | null;
         };
         OrderEvent: {
             version: number;
@@ -950,6 +980,10 @@ export interface components {
             timezone?: string;
             /** @description 0-2 upper-case letters, default empty */
             pickup_prefix?: string;
+            /** @description Publishes pickup slots; null stops publishing them. */
+            slots?: components["schemas"]["SlotSettings"] | null;
+            /** @description Replaces the opening hours; [] is always open. Outside them, orders for as soon as possible answer 409 merchant_closed. */
+            hours?: components["schemas"]["Period"][];
         };
         CreateProduct: {
             name: string;
@@ -973,6 +1007,11 @@ export interface components {
             }[];
             /** @description Pays the order as it is placed. */
             payment_ref?: string;
+            /**
+             * Format: date-time
+             * @description A published slot's starts_at: the order takes the slot's capacity (409 slot_full when it no longer fits, never queued); a time that is no published slot answers 422.
+             */
+            pickup_at?: string | null;
         };
         Pay: {
             payment_ref: string;
@@ -1135,6 +1174,35 @@ export interface components {
         Prioritize: {
             reason?: string;
         };
+        SlotSettings: {
+            /** @description A slot starts every this many minutes from the opening of each period of hours (or from midnight without hours). */
+            minutes: number;
+            /** @description What a slot's orders may weigh in all, in the merchant's capacity unit. */
+            capacity: number;
+            /** @description Slots start at least this long after now. */
+            lead_minutes: number;
+            /** @description Slots start less than this many days ahead. */
+            horizon_days: number;
+        };
+        /** @description Opening hours of a day of the week in the merchant's time zone. */
+        Period: {
+            /** @description 0 = Sunday. */
+            day: number;
+            opens: string;
+            /** @description After opens; periods of a day do not overlap. */
+            closes: string;
+            /** @description Replaces the merchant's capacity while the period is open. */
+            capacity?: number;
+        };
+        Slot: {
+            /** Format: date-time */
+            starts_at: string;
+            /** Format: date-time */
+            ends_at: string;
+            capacity: number;
+            taken: number;
+            available: number;
+        };
     };
     responses: {
         /** @description The body is not the JSON expected, a required header is missing, or a list's cursor is not one that list gave out. */
@@ -1208,7 +1276,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {unknown} */
-                    code?: "sold_out" | "purchase_limit_reached" | "invalid_transition" | "conflict" | "drop_not_open" | "drop_ended" | "not_invited" | "merchant_paused";
+                    code?: "sold_out" | "purchase_limit_reached" | "invalid_transition" | "conflict" | "drop_not_open" | "drop_ended" | "not_invited" | "merchant_paused" | "merchant_closed" | "slot_full";
                 };
             };
         };
@@ -1585,6 +1653,39 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listSlots: {
+        parameters: {
+            query?: {
+                /** @description YYYY-MM-DD in the merchant's time zone; default today there. */
+                date?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The published slots, in time order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        slots: components["schemas"]["Slot"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];

@@ -24,6 +24,7 @@ export const operations = {
   listMerchantOrders: { method: "GET", path: "/v1/merchants/{id}/orders", idempotent: false, auth: true },
   listOwnOrders: { method: "GET", path: "/v1/orders", idempotent: false, auth: true },
   listProducts: { method: "GET", path: "/v1/merchants/{id}/products", idempotent: false, auth: true },
+  listSlots: { method: "GET", path: "/v1/merchants/{id}/slots", idempotent: false, auth: true },
   listWebhookAttempts: { method: "GET", path: "/v1/admin/webhook-attempts", idempotent: false, auth: true },
   mintSignInCode: { method: "POST", path: "/v1/admin/sign-in-codes", idempotent: false, auth: true },
   myDropEntry: { method: "GET", path: "/v1/drops/{id}/entries/me", idempotent: false, auth: true },
@@ -138,6 +139,11 @@ export abstract class Endpoints {
     return this.call("listProducts", { path: { id } }, options);
   }
 
+  /** A merchant's pickup slots of a day (`GET /v1/merchants/{id}/slots`) */
+  listSlots(id: string, query?: Query<"listSlots">, options?: CallOptions): Promise<Answer<"listSlots">> {
+    return this.call("listSlots", { query, path: { id } }, options);
+  }
+
   /** Webhook attempts, newest first (`GET /v1/admin/webhook-attempts`) */
   listWebhookAttempts(query?: Query<"listWebhookAttempts">, options?: CallOptions): Promise<Answer<"listWebhookAttempts">> {
     return this.call("listWebhookAttempts", { query }, options);
@@ -250,6 +256,7 @@ export type OrderStatus = components["schemas"]["OrderStatus"];
 export type PatchMerchant = components["schemas"]["PatchMerchant"];
 export type Pause = components["schemas"]["Pause"];
 export type Pay = components["schemas"]["Pay"];
+export type Period = components["schemas"]["Period"];
 export type PlaceOrder = components["schemas"]["PlaceOrder"];
 export type Prioritize = components["schemas"]["Prioritize"];
 export type Problem = components["schemas"]["Problem"];
@@ -259,5 +266,7 @@ export type Restock = components["schemas"]["Restock"];
 export type SignIn = components["schemas"]["SignIn"];
 export type SignInCode = components["schemas"]["SignInCode"];
 export type SignedIn = components["schemas"]["SignedIn"];
+export type Slot = components["schemas"]["Slot"];
+export type SlotSettings = components["schemas"]["SlotSettings"];
 export type WebSocketTicket = components["schemas"]["WebSocketTicket"];
 export type WebhookAttempt = components["schemas"]["WebhookAttempt"];

@@ -14,6 +14,7 @@ let placeKey = null, busy = false;
 
 const statusText = {
   awaiting_payment: "Waiting for payment",
+  scheduled: "Scheduled",
   queued: "In line",
   accepted: "Being prepared",
   completed: "Ready for pickup",
@@ -40,6 +41,7 @@ async function start() {
   document.title = merchant.name;
   showLoad(merchant.load);
   renderMenu();
+  loadSlots();
   const kept = sessionStorage.getItem(orderKey);
   if (kept) {
     try { showOrder(await client.getOrder(kept)); watch(kept); }
@@ -51,6 +53,28 @@ async function start() {
   setInterval(() => { if (!document.hidden) refreshMerchant(); }, 10000);
   document.addEventListener("visibilitychange", () => { if (!document.hidden) refreshMerchant(); });
 }
+
+// loadSlots offers "as soon as possible" and the published pickup slots
+// of today and tomorrow (the merchant's days) that still have room.
+async function loadSlots() {
+  if (!merchant || !merchant.slots) return;
+  const when = $("when");
+  const chosen = when.value;
+  const days = [0, 1].map((d) => new Date(Date.now() + d * 86400000).toLocaleDateString("en-CA", { timeZone: merchant.timezone }));
+  let slots = [];
+  try {
+    for (const date of days) {
+      slots = slots.concat((await client.listSlots(merchantID, { date })).slots);
+    }
+  } catch { return; }
+  const fmt = new Intl.DateTimeFormat(undefined, { weekday: "short", hour: "2-digit", minute: "2-digit", timeZone: merchant.timezone });
+  when.replaceChildren(el("option", { value: "", text: "As soon as possible" }),
+    ...slots.map((s) => el("option", { value: s.starts_at, disabled: s.available === 0,
+      text: fmt.format(new Date(s.starts_at)) + (s.available === 0 ? " — full" : "") })));
+  when.value = [...when.options].some((o) => o.value === chosen && !o.disabled) ? chosen : "";
+  when.classList.toggle("hidden", slots.length === 0);
+}
+$("when").onchange = () => { placeKey = null; };
 
 async function refreshMerchant() {
   try { showLoad((await client.getMerchant(merchantID)).load); } catch { /* the next poll tries again */ }
@@ -101,11 +125,13 @@ function renderCart() {
 // answer replays the same order rather than placing a second.
 $("place").onclick = async () => {
   const items = [...cart].map(([product_id, quantity]) => ({ product_id, quantity }));
+  const body = { merchant_id: merchantID, items };
+  if ($("when").value) body.pickup_at = $("when").value;
   placeKey = placeKey || newKey();
   busy = true;
   renderCart();
   try {
-    const placed = await client.placeOrder({ merchant_id: merchantID, items }, { idempotencyKey: placeKey });
+    const placed = await client.placeOrder(body, { idempotencyKey: placeKey });
     placeKey = null;
     cart.clear();
     renderMenu();
@@ -115,6 +141,8 @@ $("place").onclick = async () => {
     await pay();
   } catch (e) {
     showError(e.message);
+    // A full slot or a closed shop: show what is left to choose from.
+    if (e.code === "slot_full" || e.code === "merchant_closed") { placeKey = null; loadSlots(); }
   } finally {
     busy = false;
     renderCart();
@@ -172,7 +200,10 @@ function showOrder(o) {
   }));
   $("ticket-total").textContent = money(o.total_cents, currency) + (o.status_reason ? " · " + o.status_reason : "");
   $("pay").classList.toggle("hidden", o.status !== "awaiting_payment");
-  $("cancel").classList.toggle("hidden", !(o.status === "awaiting_payment" || queued));
+  $("cancel").classList.toggle("hidden", !(o.status === "awaiting_payment" || queued || o.status === "scheduled"));
+  $("pickup-at").classList.toggle("hidden", !o.pickup_at);
+  $("pickup-at").textContent = o.pickup_at ? "pickup at " + new Date(o.pickup_at).toLocaleString(undefined,
+    { weekday: "short", hour: "2-digit", minute: "2-digit", timeZone: merchant ? merchant.timezone : undefined }) : "";
   $("again").classList.toggle("hidden", !terminal.has(o.status));
   renderCart();
 }

@@ -36,6 +36,26 @@ async function start() {
   setInterval(() => { if (!document.hidden) refresh(); }, 15000);
 }
 
+// renderSlots shows the merchant's coming pickup slots (of today and
+// tomorrow, its own days) with the load their orders take, the next few
+// first.
+async function renderSlots(merchant) {
+  $("slots-card").classList.toggle("hidden", !merchant.slots);
+  if (!merchant.slots) return;
+  let slots = [];
+  for (const d of [0, 1]) {
+    const date = new Date(Date.now() + d * 86400000).toLocaleDateString("en-CA", { timeZone: merchant.timezone });
+    slots = slots.concat((await client.listSlots(merchantID, { date })).slots);
+  }
+  const fmt = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", timeZone: merchant.timezone });
+  const unit = merchant.capacity_unit === "items" ? " items" : "";
+  const coming = slots.slice(0, 12);
+  $("slots").replaceChildren(...(coming.length ? coming.map((sl) => el("li", { class: sl.available === 0 ? "full" : "" },
+    el("span", { class: "pos", text: fmt.format(new Date(sl.starts_at)) }),
+    el("span", { class: "what" }, el("meter", { min: 0, max: sl.capacity, value: sl.taken, "aria-label": "load" })),
+    el("span", { class: "when", text: sl.taken + " / " + sl.capacity + unit }))) : [el("li", { class: "empty", text: "No coming slots" })]));
+}
+
 async function loadProducts() {
   const { products } = await client.listProducts(merchantID);
   for (const p of products) productNames.set(p.id, p.name);
@@ -76,6 +96,7 @@ async function refresh() {
     if (unknown) await loadProducts();
     renderTickets(accepted.orders);
     renderLine(queued.orders);
+    await renderSlots(merchant);
   } catch (e) {
     showError(e.message, "read");
   } finally {
