@@ -202,6 +202,16 @@ func TestReleaseJoinsTheLineAheadOfOrdersPaidLater(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusAccepted, s.Status)
 	require.Empty(t, violations(t, st))
+	requireRebuildAgrees(t, st)
+}
+
+// requireRebuildAgrees replays every stream and compares it with the
+// projections: the new events fold to what their commands wrote.
+func requireRebuildAgrees(t *testing.T, st *store.Store) {
+	t.Helper()
+	report, err := st.Rebuild(context.Background(), false)
+	require.NoError(t, err)
+	require.Zero(t, report.DifferenceCount, "%v", report.Differences)
 }
 
 // TestEndedScheduledOrderFreesItsSlot: cancelling a scheduled order, or the
@@ -228,6 +238,7 @@ func TestEndedScheduledOrderFreesItsSlot(t *testing.T) {
 	require.True(t, closed)
 	require.Equal(t, 0, slotTaken(t, b.pool, m.ID, at))
 	require.Empty(t, violations(t, st))
+	requireRebuildAgrees(t, st)
 }
 
 // TestPeriodEdgeChangesTheCapacityInForce: a period's capacity replaces
@@ -278,6 +289,7 @@ func TestPeriodEdgeChangesTheCapacityInForce(t *testing.T) {
 	require.Equal(t, 1, got.Load.Capacity)
 	require.Equal(t, 3, got.Load.Active, "lowering evicts nobody")
 	require.Empty(t, violations(t, st))
+	requireRebuildAgrees(t, st)
 }
 
 // The slot race runs this test binary again as two more OS processes
