@@ -61,6 +61,7 @@ test("every endpoint answers through its typed method", async () => {
   assert.equal((await kitchen.restockProduct(cake.id, { quantity: 3 })).stock_total, 8);
   assert.equal((await as({ sub: "ann", role: "customer" }).getProduct(tea.id)).name, "Tea");
   assert.deepEqual((await kitchen.listProducts(merchant.id)).products.map((p) => p.name).sort(), ["Cake", "Tea"]);
+  assert.deepEqual((await kitchen.listSlots(merchant.id)).slots, [], "no slots until the merchant publishes them");
 
   // Ann's order is accepted at once (capacity 1); Bob's paid order queues behind it.
   const ann = as({ sub: "ann", role: "customer" });
