@@ -267,10 +267,19 @@ JOIN events e ON e.merchant_id = o.merchant_id AND e.stream_id = o.id
 WHERE o.release_at IS NOT NULL AND e.type IN ('order.queued', 'order.accepted') AND e.recorded_at < o.release_at;
 
 -- No order for as soon as possible is placed while its merchant is closed,
--- by the hours and time zone its settings had at the moment.
+-- by the hours and time zone its settings had at the moment. Only the
+-- orders of merchants that ever had hours are looked at: a merchant's
+-- stream is short, its orders are many.
 CREATE VIEW audit.orders_placed_while_closed AS
+WITH with_hours AS (
+    SELECT m.id FROM merchants m
+    WHERE EXISTS (SELECT 1 FROM events e WHERE e.stream_id = m.id AND e.merchant_id = m.id
+                  AND e.type IN ('merchant.created', 'merchant.updated')
+                  AND jsonb_typeof(coalesce(e.data->'after', e.data)->'hours') = 'array')
+)
 SELECT o.merchant_id, o.id AS order_id, o.placed_at, h.tz, (o.placed_at AT TIME ZONE h.tz) AS local_time
-FROM orders o
+FROM with_hours w
+JOIN orders o ON o.merchant_id = w.id
 CROSS JOIN LATERAL (
     SELECT coalesce(e.data->'after', e.data)->'hours' AS hours, coalesce(coalesce(e.data->'after', e.data)->>'timezone', 'UTC') AS tz
     FROM events e
