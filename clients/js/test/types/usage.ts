@@ -6,7 +6,7 @@ import type { Order, ProblemCode } from "@orderd/client";
 
 export async function usage(client: OrderdClient, merchantId: string, productId: string): Promise<Order> {
   const order = await client.placeOrder({ merchant_id: merchantId, items: [{ product_id: productId, quantity: 2 }] });
-  const status: "awaiting_payment" | "queued" | "accepted" | "completed" | "cancelled" | "closed" | "expired" = order.status;
+  const status: "awaiting_payment" | "scheduled" | "queued" | "accepted" | "completed" | "cancelled" | "closed" | "expired" = order.status;
   const { orders, next_cursor } = await client.listMerchantOrders(merchantId, { status: "queued", limit: 10 });
   void status; void orders; void next_cursor;
   try {
