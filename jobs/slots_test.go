@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
 )
 
@@ -66,15 +67,23 @@ func TestScheduledOrdersReleasedOnTime(t *testing.T) {
 	}
 }
 
-// TestReleaseAcrossARestart: scheduled orders whose release passes while
-// every process is down are released within 3 s of the first process
-// being ready.
+// TestReleaseAcrossARestart: a process takes a scheduled order and stops
+// before its release; the release passes while every process is down, and
+// the order is released within 3 s of the next process being ready.
 func TestReleaseAcrossARestart(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	ctx := context.Background()
+	before, err := jobs.NewClient(b.pool, b.store, jobs.DefaultConfig())
+	require.NoError(t, err)
+	require.NoError(t, before.Start(ctx))
 	m, p := merchantAndProduct(t, b.store, 5, 900)
-	pickup, release := slotReleasingSoon(t, b.store, m, 2*time.Second)
+	pickup, release := slotReleasingSoon(t, b.store, m, 6*time.Second)
 	o := placeForSlot(t, b.store, m, p, "a", pickup)
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, before.Stop(stopCtx))
+	require.True(t, time.Now().Before(release), "the process stopped before the release")
 	time.Sleep(time.Until(release) + 500*time.Millisecond)
 	got, err := b.store.GetOrder(context.Background(), o.ID, store.Access{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
