@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -128,8 +130,9 @@ func (c *outageClock) withoutService() (time.Duration, bool) {
 // same URL. Afterwards every placement, payment, completion and drop entry
 // answered 2xx exists with that state or a later one (placements exactly
 // once), every unpaid order closed at its deadline, the drop started and
-// sold out on its timers, every webhook message owed arrived, and `orderd
-// audit` is clean. It reports the time without service: from the kill to
+// sold out on its timers, River worked jobs on the new primary, a websocket
+// client connected before the kill saw a change committed after it, every
+// webhook message owed arrived, and `orderd audit` is clean. It reports the time without service: from the kill to
 // the first 2xx answer to a request sent after it.
 func TestFailoverLosesNothing(t *testing.T) {
 	t.Parallel()
@@ -169,7 +172,21 @@ func TestFailoverLosesNothing(t *testing.T) {
 	var drop dropView
 	a.decode(t, &drop)
 
+	// A websocket client connected before the kill follows a paid order of
+	// a quiet merchant, which is completed after it: the live feed must read
+	// the promoted standby's log.
+	quiet := newWorld(t, bases[0], map[string]any{"name": "quiet", "capacity": 10})
+	watcherToken := quiet.token(t, auth.Principal{Subject: "watcher", Role: auth.RoleCustomer})
+	watchedKey := uuid.NewString()
+	a = send(hc, "POST", bases[0]+"/v1/orders", watcherToken, watchedKey, quiet.placement("pay-watched"))
+	require.Equal(t, 201, a.status, string(a.body))
+	var watched orderView
+	a.decode(t, &watched)
+	statuses := follow(t, bases[1], watcherToken, watched.ID)
+	require.Equal(t, "accepted", <-statuses, "the watched order's first message")
+
 	l := newLedger()
+	l.placed[watchedKey] = watched.ID
 	var entriesMu sync.Mutex
 	entries := map[string]string{} // entry id → the status last answered
 	stop := make(chan struct{})
@@ -302,6 +319,15 @@ func TestFailoverLosesNothing(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok := clock.withoutService(); return ok }, 60*time.Second, 10*time.Millisecond,
 		"no request succeeded after the failover")
 	outage, _ := clock.withoutService()
+	a = retrying(t, hc, bases, "POST", "/v1/orders/"+watched.ID+"/complete", quiet.merchant, "", nil)
+	require.Equal(t, 200, a.status, string(a.body))
+	l.record(func() { l.completed[watched.ID] = true })
+	select {
+	case status := <-statuses:
+		require.Equal(t, "completed", status, "the websocket client's next message after the failover")
+	case <-time.After(15 * time.Second):
+		t.Fatal("a change committed on the promoted standby never reached a websocket client connected before the kill")
+	}
 	time.Sleep(3 * time.Second)
 	close(stop)
 	wg.Wait()
@@ -383,4 +409,40 @@ func TestFailoverLosesNothing(t *testing.T) {
 	t.Logf("time without service: %s (kill to first 2xx; pg_ctl promote took %s); %d orders, %d paid later, %d completed, %d drop entries, %d webhooks delivered, %d River jobs worked after the promotion",
 		outage.Round(time.Millisecond), promoted.Round(time.Millisecond), orders, len(l.paid), len(l.completed), len(entries), delivered, worked)
 	require.Less(t, outage, 10*time.Second, "time without service")
+}
+
+// follow subscribes to orderID over a websocket of the instance at base and
+// sends the status of every order message it receives.
+func follow(t *testing.T, base, token, orderID string) <-chan string {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	a := send(hc, "POST", base+"/v1/ws/tickets", token, "", nil)
+	require.Equal(t, http.StatusCreated, a.status, string(a.body))
+	var ticket struct {
+		Ticket string `json:"ticket"`
+	}
+	a.decode(t, &ticket)
+	dialer := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
+	c, _, err := dialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/v1/ws?ticket="+ticket.Ticket, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.WriteJSON(map[string]string{"op": "subscribe", "order_id": orderID}))
+	out := make(chan string, 100)
+	go func() {
+		defer close(out)
+		for {
+			_, data, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			var m struct {
+				Type  string  `json:"type"`
+				Order wsOrder `json:"order"`
+			}
+			if json.Unmarshal(data, &m) == nil && m.Type == "order" && m.Order.ID == orderID {
+				out <- m.Order.Status
+			}
+		}
+	}()
+	return out
 }
