@@ -116,7 +116,9 @@ func (m *merchantRow) setFolded(f domain.Merchant) {
 
 // capacityInForce is the capacity that admits the merchant's orders: the
 // open period's, as its last edge recorded it, else its own.
-func (m *merchantRow) capacityInForce() int { return m.folded().CapacityInForce() }
+func (m *merchantRow) capacityInForce() int {
+	return domain.Merchant{Settings: domain.MerchantSettings{Capacity: m.Capacity}, PeriodCapacity: m.periodCapacity}.CapacityInForce()
+}
 
 func (m *merchantRow) load() domain.Load {
 	return domain.Load{
