@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -30,9 +31,10 @@ const (
 	ownerMerchant caller = "merchant"
 	otherMerchant caller = "other merchant"
 	admin         caller = "admin"
+	auditor       caller = "auditor"
 )
 
-var callers = []caller{noToken, expired, wrongSig, algNone, ownerCustomer, otherCustomer, ownerMerchant, otherMerchant, admin}
+var callers = []caller{noToken, expired, wrongSig, algNone, ownerCustomer, otherCustomer, ownerMerchant, otherMerchant, admin, auditor}
 
 // authzFixture is the world every cell of the matrix acts on: the owner's
 // merchant and product, and an order of the owner customer at that merchant.
@@ -41,6 +43,8 @@ type authzFixture struct {
 	tokens     map[caller]string
 	merchantID string
 	productID  string
+	// checkpointSize is the size of the log's one checkpoint.
+	checkpointSize uint64
 }
 
 // order places a fresh order of the owner customer, so that a cell's action
@@ -146,6 +150,9 @@ func authzEndpoints() []endpoint {
 	}
 	// The order's owners see it; anybody else must not learn that it exists.
 	orderReaders := map[caller]int{ownerCustomer: 200, ownerMerchant: 200, admin: 200}
+	// An auditor reads every order, its events and its proof.
+	orderAuditors := map[caller]int{ownerCustomer: 200, ownerMerchant: 200, admin: 200, auditor: 200}
+	auditors := map[caller]int{admin: 200, auditor: 200}
 	shopOwners := func(status int) map[caller]int { return map[caller]int{ownerMerchant: status, admin: status} }
 	adminOnly := func(status int) map[caller]int { return map[caller]int{admin: status} }
 	return []endpoint{
@@ -162,8 +169,8 @@ func authzEndpoints() []endpoint {
 		{"POST", "/v1/orders", func(_ *testing.T, fx *authzFixture) (string, any) {
 			return "/v1/orders", map[string]any{"merchant_id": fx.merchantID, "items": []map[string]any{{"product_id": fx.productID, "quantity": 1}}}
 		}, map[caller]int{ownerCustomer: 201, otherCustomer: 201}, 403},
-		{"GET", "/v1/orders/{id}", onOrder(false, "", nil), orderReaders, 404},
-		{"GET", "/v1/orders/{id}/events", onOrder(false, "/events", nil), orderReaders, 404},
+		{"GET", "/v1/orders/{id}", onOrder(false, "", nil), orderAuditors, 404},
+		{"GET", "/v1/orders/{id}/events", onOrder(false, "/events", nil), orderAuditors, 404},
 		// Only customers pay, so merchants and admins are refused before the
 		// order is looked up, which reveals nothing either.
 		{"POST", "/v1/orders/{id}/pay", onOrder(false, "/pay", map[string]any{"payment_ref": "p"}),
@@ -204,6 +211,12 @@ func authzEndpoints() []endpoint {
 		// the callers allowed to pause get past the check to the validation.
 		{"POST", "/v1/merchants/{id}/pause", onMerchant("/pause", map[string]any{"mode": "queue", "for_seconds": 0}), shopOwners(422), 403},
 		{"POST", "/v1/merchants/{id}/resume", onMerchant("/resume", nil), shopOwners(200), 403},
+		// v1.2
+		{"GET", "/v1/orders/{id}/proof", onOrder(false, "/proof", nil), orderAuditors, 404},
+		{"GET", "/v1/audit/checkpoints/latest", fixed("/v1/audit/checkpoints/latest", nil), auditors, 403},
+		{"GET", "/v1/audit/checkpoints/consistency", func(_ *testing.T, fx *authzFixture) (string, any) {
+			return fmt.Sprintf("/v1/audit/checkpoints/consistency?from=%d&to=%d", fx.checkpointSize, fx.checkpointSize), nil
+		}, auditors, 403},
 	}
 }
 
@@ -244,6 +257,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 	fx.tokens[ownerMerchant] = b.token(t, auth.Principal{Subject: "shop", Role: auth.RoleMerchant, MerchantID: uuid.MustParse(fx.merchantID)})
 	fx.tokens[otherMerchant] = b.token(t, auth.Principal{Subject: "rival", Role: auth.RoleMerchant, MerchantID: uuid.MustParse(otherShop)})
 	fx.tokens[admin] = b.admin
+	fx.tokens[auditor] = b.token(t, auth.Principal{Subject: "inspector", Role: auth.RoleAuditor})
+	fx.checkpointSize = b.checkpoint(t)
 
 	for _, ep := range authzEndpoints() {
 		for _, c := range callers {
@@ -251,6 +266,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 			switch {
 			case fx.tokens[c] == "" || c == expired || c == wrongSig || c == algNone:
 				want = http.StatusUnauthorized
+			case !ok && c == auditor && ep.method != "GET":
+				want = http.StatusForbidden // an auditor changes nothing
+			case !ok && c == auditor && ep.deny == 0:
+				want = ep.allow[admin] // a read open to everyone
 			case !ok:
 				want = ep.deny
 			}

@@ -14,11 +14,13 @@ import (
 )
 
 var (
-	errAdminOnly       = domain.Errorf(domain.CodeForbidden, "only an admin may do this")
-	errNotYourShop     = domain.Errorf(domain.CodeForbidden, "only that merchant or an admin may do this")
-	errCustomersOnly   = domain.Errorf(domain.CodeForbidden, "only customers place and pay orders")
-	errOwnOrdersOnly   = domain.Errorf(domain.CodeForbidden, "this is a customer's list of its own orders; merchants and admins list a merchant's orders at /v1/merchants/{id}/orders")
-	errOwnCapacityOnly = domain.Errorf(domain.CodeForbidden, "a merchant may change its own capacity only; everything else is for an admin")
+	errAdminOnly        = domain.Errorf(domain.CodeForbidden, "only an admin may do this")
+	errAuditOnly        = domain.Errorf(domain.CodeForbidden, "only an admin or an auditor may do this")
+	errAuditorReadsOnly = domain.Errorf(domain.CodeForbidden, "an auditor reads and changes nothing")
+	errNotYourShop      = domain.Errorf(domain.CodeForbidden, "only that merchant or an admin may do this")
+	errCustomersOnly    = domain.Errorf(domain.CodeForbidden, "only customers place and pay orders")
+	errOwnOrdersOnly    = domain.Errorf(domain.CodeForbidden, "this is a customer's list of its own orders; merchants and admins list a merchant's orders at /v1/merchants/{id}/orders")
+	errOwnCapacityOnly  = domain.Errorf(domain.CodeForbidden, "a merchant may change its own capacity only; everything else is for an admin")
 )
 
 func principalOf(r *http.Request) auth.Principal {

@@ -246,6 +246,10 @@ func requireAuth(a *auth.Authenticator, next http.Handler) http.Handler {
 			info.sub = p.Subject
 			info.route = r.Pattern
 		}
+		if p.Actor() == domain.ActorAuditor && !domain.AuditorMayCall(r.Method) {
+			writeProblem(w, r, errAuditorReadsOnly)
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	})
 }

@@ -134,6 +134,7 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("POST /v1/orders", authed(s.placeOrder))
 	mux.Handle("GET /v1/orders/{id}", authed(s.getOrder))
 	mux.Handle("GET /v1/orders/{id}/events", authed(s.orderEvents))
+	mux.Handle("GET /v1/orders/{id}/proof", authed(s.orderProof))
 	mux.Handle("POST /v1/orders/{id}/pay", authed(s.payOrder))
 	mux.Handle("POST /v1/orders/{id}/cancel", authed(s.cancelOrder))
 	mux.Handle("POST /v1/orders/{id}/complete", authed(s.completeOrder))
@@ -148,6 +149,8 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("POST /v1/admin/dead-letters/retry", authed(s.retryWebhookDeadLetters))
 	mux.Handle("GET /v1/admin/webhook-attempts", authed(s.listWebhookAttempts))
 	mux.Handle("GET /v1/admin/audit", authed(s.audit))
+	mux.Handle("GET /v1/audit/checkpoints/latest", authed(s.latestCheckpoint))
+	mux.Handle("GET /v1/audit/checkpoints/consistency", authed(s.checkpointConsistency))
 	mux.Handle("POST /v1/admin/sign-in-codes", authed(s.mintSignInCode))
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

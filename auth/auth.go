@@ -23,6 +23,9 @@ const (
 	RoleCustomer Role = "customer"
 	RoleMerchant Role = "merchant"
 	RoleAdmin    Role = "admin"
+	// RoleAuditor reads orders, their events and proofs, and the audit
+	// endpoints; it changes nothing.
+	RoleAuditor Role = "auditor"
 )
 
 // Principal is an authenticated caller.
@@ -174,13 +177,13 @@ func (p Principal) validate() error {
 		return domain.Errorf(domain.CodeUnauthorized, "the token's sub must be 1-%d characters", domain.MaxIDLength)
 	}
 	switch p.Role {
-	case RoleCustomer, RoleAdmin:
+	case RoleCustomer, RoleAdmin, RoleAuditor:
 	case RoleMerchant:
 		if p.MerchantID == uuid.Nil {
 			return domain.Errorf(domain.CodeUnauthorized, "a merchant token needs a merchant_id")
 		}
 	default:
-		return domain.Errorf(domain.CodeUnauthorized, "the token's role must be customer, merchant or admin")
+		return domain.Errorf(domain.CodeUnauthorized, "the token's role must be customer, merchant, admin or auditor")
 	}
 	if p.Lane != "" && (!p.Lane.Valid() || p.Role != RoleCustomer) {
 		return domain.Errorf(domain.CodeUnauthorized, `the token's lane must be "normal" or "priority", on a customer token`)
@@ -292,6 +295,8 @@ func (p Principal) Actor() domain.Actor {
 		return domain.ActorAdmin
 	case RoleMerchant:
 		return domain.ActorMerchant
+	case RoleAuditor:
+		return domain.ActorAuditor
 	}
 	return domain.ActorCustomer
 }

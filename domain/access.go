@@ -16,7 +16,7 @@ type Party struct {
 // see is answered as not found, so that its existence is not revealed.
 func (p Party) MaySeeOrder(customerID, merchantID string) bool {
 	switch p.Actor {
-	case ActorAdmin, ActorSystem:
+	case ActorAdmin, ActorSystem, ActorAuditor:
 		return true
 	case ActorMerchant:
 		return p.MayActForMerchant(merchantID)
@@ -25,6 +25,15 @@ func (p Party) MaySeeOrder(customerID, merchantID string) bool {
 	}
 	return false
 }
+
+// MayAudit reports whether the party may read the audits, the log's
+// checkpoints and proofs: an admin or an auditor.
+func (p Party) MayAudit() bool { return p.Actor == ActorAdmin || p.Actor == ActorAuditor }
+
+// AuditorMayCall reports whether an auditor may make a request of that
+// method at all: it reads (each read then follows its own rule, under which
+// an auditor sees every order) and changes nothing.
+func AuditorMayCall(method string) bool { return method == "GET" || method == "HEAD" }
 
 // OwnOrderList is whose orders the party's own order list holds: a
 // customer's are the orders it placed. Merchants and admins read orders by

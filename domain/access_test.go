@@ -22,6 +22,7 @@ func TestWhoMaySeeAndActFor(t *testing.T) {
 	}{
 		{"admin", domain.Party{Actor: domain.ActorAdmin, Subject: "root"}, true, true, true, ""},
 		{"system", domain.Party{Actor: domain.ActorSystem}, true, false, true, ""},
+		{"auditor", domain.Party{Actor: domain.ActorAuditor, Subject: "inspector"}, true, false, true, ""},
 		{"the merchant", domain.Party{Actor: domain.ActorMerchant, Subject: "s", MerchantID: shop}, true, true, false, ""},
 		{"another merchant", domain.Party{Actor: domain.ActorMerchant, Subject: "s", MerchantID: other}, false, false, true, ""},
 		{"a merchant without a merchant", domain.Party{Actor: domain.ActorMerchant, Subject: "s"}, false, false, false, ""},
@@ -42,6 +43,17 @@ func TestWhoMaySeeAndActFor(t *testing.T) {
 		})
 	}
 	require.False(t, domain.Party{Actor: domain.ActorMerchant}.MayActForMerchant(""), "no merchant never matches no merchant")
+}
+
+func TestWhoMayAudit(t *testing.T) {
+	t.Parallel()
+	for actor, may := range map[domain.Actor]bool{domain.ActorAdmin: true, domain.ActorAuditor: true,
+		domain.ActorMerchant: false, domain.ActorCustomer: false, domain.ActorSystem: false} {
+		require.Equal(t, may, domain.Party{Actor: actor, Subject: "s"}.MayAudit(), actor)
+	}
+	for method, may := range map[string]bool{"GET": true, "HEAD": true, "POST": false, "PATCH": false, "DELETE": false, "PUT": false} {
+		require.Equal(t, may, domain.AuditorMayCall(method), method)
+	}
 }
 
 func TestPlacementRules(t *testing.T) {

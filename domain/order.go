@@ -79,6 +79,9 @@ const (
 	ActorMerchant Actor = "merchant"
 	ActorAdmin    Actor = "admin"
 	ActorSystem   Actor = "system"
+	// ActorAuditor reads every order, its events and its proof, and the
+	// audit endpoints, and changes nothing.
+	ActorAuditor Actor = "auditor"
 )
 
 // Reasons recorded in status_reason.

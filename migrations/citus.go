@@ -32,8 +32,10 @@ var (
 	global = []string{"ws_tickets", "sign_in_codes"}
 	// coordinatorOnly tables stay plain tables on the coordinator: River's
 	// queries do not run on distributed tables, and the migration ledgers
-	// are the coordinator's own.
-	coordinatorOnly = []string{"goose_db_version", "river_job", "river_leader", "river_migration", "river_notification", "river_queue"}
+	// are the coordinator's own. The tamper-evident log is kept there too,
+	// read through the coordinator (untested on a cluster).
+	coordinatorOnly = []string{"goose_db_version", "river_job", "river_leader", "river_migration", "river_notification", "river_queue",
+		"log_heads", "log_leaves", "log_hashes", "checkpoints"}
 )
 
 // Distribute applies the migrations and then lays the schema out on Citus:

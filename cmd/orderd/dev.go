@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -99,6 +101,13 @@ func devCommand(ctx context.Context, args []string, stdout io.Writer, logger *sl
 		cfg.JWTSecret = secret
 	}
 
+	if cfg.CheckpointKey == "" {
+		cfg.CheckpointKey = filepath.Join(devDir, devCheckpointKeyFile)
+		if err := devCheckpointKey(cfg.CheckpointKey); err != nil {
+			return err
+		}
+	}
+
 	tuneGC(os.LookupEnv, serverGCPercent)
 	a, err := app.New(ctx, cfg)
 	if err != nil {
@@ -143,6 +152,28 @@ func devSecret(path string) (string, error) {
 		return "", fmt.Errorf("keep the JWT secret: %w", err)
 	}
 	return secret, nil
+}
+
+// devCheckpointKeyFile is where dev keeps the seed that signs checkpoints.
+const devCheckpointKeyFile = "checkpoint.key"
+
+// devCheckpointKey makes the checkpoint key dev keeps in path unless one is
+// there: checkpoints kept yesterday still verify with today's key.
+func devCheckpointKey(path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	seed := make([]byte, ed25519.SeedSize)
+	if _, err := rand.Read(seed); err != nil {
+		return fmt.Errorf("make a checkpoint key: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("keep the checkpoint key: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(seed)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("keep the checkpoint key: %w", err)
+	}
+	return nil
 }
 
 func seedDemo(ctx context.Context, st *store.Store) (*store.Merchant, []store.Product, error) {

@@ -34,6 +34,8 @@ func configFlags(fs *flag.FlagSet, cfg *app.Config) {
 	fs.Float64Var(&cfg.RatePerIP, "rate-per-ip", envFloat("ORDERD_RATE_PER_IP", cfg.RatePerIP), "requests per second per client address; 0 = off (ORDERD_RATE_PER_IP)")
 	fs.IntVar(&cfg.MaxConns, "max-conns", envInt("ORDERD_MAX_CONNS", cfg.MaxConns), "database connections of this process (ORDERD_MAX_CONNS)")
 	fs.BoolVar(&cfg.Migrate, "migrate", envBool("ORDERD_MIGRATE", cfg.Migrate), "migrate the database before serving (ORDERD_MIGRATE)")
+	fs.StringVar(&cfg.CheckpointKey, "checkpoint-key", envString("ORDERD_CHECKPOINT_KEY", cfg.CheckpointKey), "file holding the base64 Ed25519 seed that signs the log's checkpoints; set, this instance keeps the tamper-evident log (ORDERD_CHECKPOINT_KEY)")
+	fs.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", envDuration("ORDERD_CHECKPOINT_INTERVAL", cfg.CheckpointInterval), "longest time between two checkpoints of a growing log (ORDERD_CHECKPOINT_INTERVAL)")
 	fs.Func("allowed-origins", "comma-separated origins that may open websockets besides the same origin (ORDERD_ALLOWED_ORIGINS)", func(v string) error {
 		cfg.AllowedOrigins = splitList(v)
 		return nil

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"errors"
@@ -81,6 +82,12 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful stop.
 	ShutdownTimeout time.Duration
 
+	// CheckpointKey is the file of the Ed25519 seed that signs the log's
+	// checkpoints; when set, this instance takes its turn extending the log
+	// and checkpoints it at least every CheckpointInterval while it grows.
+	CheckpointKey      string
+	CheckpointInterval time.Duration
+
 	Jobs   jobs.Config
 	Logger *slog.Logger
 }
@@ -102,6 +109,7 @@ func DefaultConfig() Config {
 		StatementTimeout:   8 * time.Second,
 		Migrate:            true,
 		ShutdownTimeout:    20 * time.Second,
+		CheckpointInterval: time.Minute,
 		Jobs:               jobs.DefaultConfig(),
 	}
 }
@@ -127,6 +135,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Float64("rate_sign_in", c.RateSignIn),
 		slog.Float64("ws_subscribe_rate", c.WSSubscribeRate),
 		slog.Int("max_conns", c.MaxConns),
+		slog.String("checkpoint_key", c.CheckpointKey),
+		slog.Duration("checkpoint_interval", c.CheckpointInterval),
 	)
 }
 
@@ -189,6 +199,9 @@ type App struct {
 	backstop    *jobs.Backstop
 	hub         *ws.Hub
 	schema      schemaStatus
+	// checkpointKey signs the log's checkpoints; nil when this instance
+	// keeps no log.
+	checkpointKey ed25519.PrivateKey
 }
 
 // New connects, migrates when asked, and builds every part; nothing serves
@@ -203,6 +216,17 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err := ops.CheckAddr(cfg.OpsAddr, cfg.OpsPassword); err != nil {
 		return nil, err
 	}
+	var checkpointKey ed25519.PrivateKey
+	if cfg.CheckpointKey != "" {
+		if cfg.CheckpointInterval <= 0 {
+			return nil, errors.New("the checkpoint interval must be positive")
+		}
+		key, err := LoadCheckpointKey(cfg.CheckpointKey)
+		if err != nil {
+			return nil, err
+		}
+		checkpointKey = key
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -216,7 +240,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry()}
+	a := &App{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry(), checkpointKey: checkpointKey}
 	a.registry.MustRegister(collectors.NewGoCollector(
 		// The live heap after the last collection: memory per connection
 		// and leaks show there, not in a heap that still holds garbage.
@@ -465,10 +489,16 @@ func (a *App) Run(ctx context.Context) error {
 		return fmt.Errorf("start river ui: %w", err)
 	}
 	backgroundCtx, stopBackground := context.WithCancel(context.Background())
-	backgroundDone := make(chan struct{}, 2)
+	backgroundDone := make(chan struct{}, 3)
 	go func() {
 		defer func() { backgroundDone <- struct{}{} }()
 		a.relay.Run(backgroundCtx)
+	}()
+	go func() {
+		defer func() { backgroundDone <- struct{}{} }()
+		if a.checkpointKey != nil {
+			a.runLog(backgroundCtx)
+		}
 	}()
 	// Every process, not only River's leader, fires overdue timers.
 	go func() {
@@ -504,6 +534,7 @@ func (a *App) Run(ctx context.Context) error {
 	<-tailDone
 	<-tailDone
 	stopBackground()
+	<-backgroundDone
 	<-backgroundDone
 	<-backgroundDone
 	stopUI()

@@ -1,0 +1,87 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
+)
+
+// logParam is the log a request names, the single PostgreSQL's by default.
+func logParam(r *http.Request) string {
+	if l := r.URL.Query().Get("log"); l != "" {
+		return l
+	}
+	return store.LogMain
+}
+
+// sizeParam reads a tree size from the query: absent is 0, anything but a
+// positive integer is refused.
+func sizeParam(r *http.Request, name string, required bool) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" && !required {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return 0, domain.Errorf(domain.CodeValidation, "%s must be a positive integer, a checkpoint's size", name)
+	}
+	return n, nil
+}
+
+func (s *Server) latestCheckpoint(w http.ResponseWriter, r *http.Request) {
+	if !principalOf(r).Party().MayAudit() {
+		writeProblem(w, r, errAuditOnly)
+		return
+	}
+	c, err := s.store.LatestCheckpoint(r.Context(), logParam(r))
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (s *Server) checkpointConsistency(w http.ResponseWriter, r *http.Request) {
+	if !principalOf(r).Party().MayAudit() {
+		writeProblem(w, r, errAuditOnly)
+		return
+	}
+	from, err := sizeParam(r, "from", true)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	to, err := sizeParam(r, "to", true)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	log := logParam(r)
+	proof, err := s.store.ConsistencyProof(r.Context(), log, from, to)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"log": log, "from": from, "to": to, "proof": proof})
+}
+
+func (s *Server) orderProof(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	size, err := sizeParam(r, "size", false)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	proof, err := s.store.OrderProof(r.Context(), id, accessOf(principalOf(r)), logParam(r), size)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, proof)
+}

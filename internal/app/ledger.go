@@ -1,0 +1,54 @@
+package app
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/orderd/orderd/store"
+)
+
+// LoadCheckpointKey reads the Ed25519 key that signs checkpoints: a file
+// holding its 32-byte seed in base64.
+func LoadCheckpointKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the checkpoint key: %w", err)
+	}
+	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("the checkpoint key in %s is not a base64 %d-byte seed", path, ed25519.SeedSize)
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// logTick is how often an instance tries to extend the log: the log
+// follows the events by about this much, whatever the checkpoint interval.
+const logTick = time.Second
+
+// runLog extends the log and makes its checkpoints until ctx ends. Every
+// instance runs it; the one that holds the log's head does the work.
+func (a *App) runLog(ctx context.Context) {
+	t := time.NewTicker(min(logTick, a.cfg.CheckpointInterval))
+	defer t.Stop()
+	for {
+		res, err := a.store.ExtendLog(ctx, store.ExtendLogParams{Log: store.LogMain, Key: a.checkpointKey, Interval: a.cfg.CheckpointInterval})
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			a.log.Warn("extend the log", "err", err)
+		case res.Checkpoint != nil:
+			a.log.Info("checkpoint", "log", res.Checkpoint.Log, "size", res.Checkpoint.Size)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,326 @@
+package store
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/ledger/verify"
+)
+
+// LogMain is the log of a single PostgreSQL (migration 26 makes it).
+const LogMain = "main"
+
+// ExtendLogParams says which log to extend and when to checkpoint it.
+type ExtendLogParams struct {
+	Log string
+	// Key signs checkpoints; nil makes none.
+	Key ed25519.PrivateKey
+	// Interval: a checkpoint is made when the tree grew since the last one
+	// and the last is at least this old (or there is none).
+	Interval time.Duration
+}
+
+// ExtendLogResult is what one extension did.
+type ExtendLogResult struct {
+	// Busy is true when another instance holds the log: it is the writer.
+	Busy       bool
+	Added      int
+	Size       int64
+	Checkpoint *verify.Checkpoint // made by this extension, or nil
+}
+
+// ExtendLog appends to the log every event whose transaction ended since
+// the last extension, in the live feed's order (ChangedStreams explains
+// it), and makes a checkpoint when one is due. The log's head row is locked
+// for the transaction and skipped when locked, so one instance extends a
+// log at a time, and another takes over as soon as it dies.
+func (s *Store) ExtendLog(ctx context.Context, p ExtendLogParams) (ExtendLogResult, error) {
+	var res ExtendLogResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res = ExtendLogResult{}
+		var since string
+		err := tx.QueryRow(ctx, `SELECT size, snapshot FROM log_heads WHERE log = $1 FOR UPDATE SKIP LOCKED`, p.Log).Scan(&res.Size, &since)
+		if errors.Is(err, pgx.ErrNoRows) {
+			res.Busy = true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lock log %s: %w", p.Log, err)
+		}
+		var now string
+		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&now); err != nil {
+			return fmt.Errorf("log snapshot: %w", err)
+		}
+		rows, err := tx.Query(ctx, `
+			SELECT merchant_id, stream_id, version, hash FROM events
+			WHERE (tx_id >= pg_snapshot_xmax($1::pg_snapshot) OR tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot))))
+			  AND pg_visible_in_snapshot(tx_id, $2::pg_snapshot)
+			ORDER BY tx_id, global_position`, since, now)
+		if err != nil {
+			return fmt.Errorf("read events to log: %w", err)
+		}
+		type leaf struct {
+			merchant, stream uuid.UUID
+			version          int32
+			hash             []byte
+		}
+		leaves, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (leaf, error) {
+			var l leaf
+			err := row.Scan(&l.merchant, &l.stream, &l.version, &l.hash)
+			return l, err
+		})
+		if err != nil {
+			return fmt.Errorf("read events to log: %w", err)
+		}
+		hashes := newHashOverlay(ctx, tx, p.Log)
+		var leafRows, hashRows [][]any
+		for i, l := range leaves {
+			n := res.Size + int64(i)
+			stored, err := tlog.StoredHashes(n, l.hash, hashes)
+			if err != nil {
+				return fmt.Errorf("log leaf %d: %w", n, err)
+			}
+			first := tlog.StoredHashIndex(0, n)
+			for j, h := range stored {
+				hashes.added[first+int64(j)] = h
+				hashRows = append(hashRows, []any{p.Log, first + int64(j), h[:]})
+			}
+			leafRows = append(leafRows, []any{p.Log, n, l.merchant, l.stream, l.version, l.hash})
+		}
+		if len(leaves) > 0 {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"log_leaves"}, []string{"log", "leaf_index", "merchant_id", "stream_id", "version", "hash"}, pgx.CopyFromRows(leafRows)); err != nil {
+				return fmt.Errorf("write log leaves: %w", err)
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"log_hashes"}, []string{"log", "idx", "hash"}, pgx.CopyFromRows(hashRows)); err != nil {
+				return fmt.Errorf("write log hashes: %w", err)
+			}
+		}
+		res.Added = len(leaves)
+		res.Size += int64(len(leaves))
+		if _, err := tx.Exec(ctx, `UPDATE log_heads SET size = $2, snapshot = $3, updated_at = now() WHERE log = $1`, p.Log, res.Size, now); err != nil {
+			return fmt.Errorf("advance log %s: %w", p.Log, err)
+		}
+		if p.Key == nil {
+			return nil
+		}
+		c, err := s.checkpointIfDue(ctx, tx, p, res.Size, hashes)
+		res.Checkpoint = c
+		return err
+	})
+	return res, mapErr(err)
+}
+
+// checkpointIfDue signs and stores a checkpoint of the log at size when
+// the tree grew since the last one and that one is at least p.Interval old.
+func (s *Store) checkpointIfDue(ctx context.Context, tx pgx.Tx, p ExtendLogParams, size int64, hashes tlog.HashReader) (*verify.Checkpoint, error) {
+	var lastSize int64
+	var lastAt string
+	err := tx.QueryRow(ctx, `SELECT size, at FROM checkpoints WHERE log = $1 ORDER BY size DESC LIMIT 1`, p.Log).Scan(&lastSize, &lastAt)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("last checkpoint: %w", err)
+	}
+	now := s.now()
+	if size == 0 || size <= lastSize {
+		return nil, nil
+	}
+	if at, err := time.Parse(time.RFC3339Nano, lastAt); err == nil && now.Sub(at) < p.Interval {
+		return nil, nil
+	}
+	root, err := tlog.TreeHash(size, hashes)
+	if err != nil {
+		return nil, fmt.Errorf("root of log %s at %d: %w", p.Log, size, err)
+	}
+	c := verify.Checkpoint{
+		Log: p.Log, Size: uint64(size), Root: root[:], At: now.Truncate(time.Millisecond).Format(time.RFC3339Nano),
+		PublicKey: p.Key.Public().(ed25519.PublicKey),
+	}
+	c.Signature = ed25519.Sign(p.Key, c.SignedText())
+	if _, err := tx.Exec(ctx, `INSERT INTO checkpoints (log, size, root, at, signature, public_key) VALUES ($1, $2, $3, $4, $5, $6)`,
+		c.Log, size, c.Root, c.At, c.Signature, c.PublicKey); err != nil {
+		return nil, fmt.Errorf("store checkpoint: %w", err)
+	}
+	return &c, nil
+}
+
+// hashOverlay reads a log's stored hashes, those of the extension under way
+// first.
+type hashOverlay struct {
+	ctx   context.Context
+	q     querier
+	log   string
+	added map[int64]tlog.Hash
+}
+
+func newHashOverlay(ctx context.Context, q querier, log string) *hashOverlay {
+	return &hashOverlay{ctx: ctx, q: q, log: log, added: map[int64]tlog.Hash{}}
+}
+
+// ReadHashes implements tlog.HashReader.
+func (o *hashOverlay) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	var missing []int64
+	for i, idx := range indexes {
+		if h, ok := o.added[idx]; ok {
+			out[i] = h
+		} else {
+			missing = append(missing, idx)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	rows, err := o.q.Query(o.ctx, `SELECT idx, hash FROM log_hashes WHERE log = $1 AND idx = ANY($2)`, o.log, missing)
+	if err != nil {
+		return nil, fmt.Errorf("read log hashes: %w", err)
+	}
+	found := map[int64]tlog.Hash{}
+	var idx int64
+	var hash []byte
+	if _, err := pgx.ForEachRow(rows, []any{&idx, &hash}, func() error {
+		found[idx] = tlog.Hash(hash)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read log hashes: %w", err)
+	}
+	for i, idx := range indexes {
+		if _, ok := o.added[idx]; ok {
+			continue
+		}
+		h, ok := found[idx]
+		if !ok {
+			return nil, fmt.Errorf("log %s has no stored hash %d", o.log, idx)
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+// ErrNoCheckpoint is answered for a checkpoint that was never made.
+var ErrNoCheckpoint = domain.Errorf(domain.CodeNotFound, "no such checkpoint")
+
+const checkpointColumns = `log, size, root, at, signature, public_key`
+
+func scanCheckpoint(row pgx.Row) (*verify.Checkpoint, error) {
+	var c verify.Checkpoint
+	var size int64
+	if err := row.Scan(&c.Log, &size, &c.Root, &c.At, &c.Signature, &c.PublicKey); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, ErrNoCheckpoint
+		}
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	c.Size = uint64(size)
+	return &c, nil
+}
+
+// LatestCheckpoint returns the log's last checkpoint.
+func (s *Store) LatestCheckpoint(ctx context.Context, log string) (*verify.Checkpoint, error) {
+	c, err := scanCheckpoint(s.pool.QueryRow(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE log = $1 ORDER BY size DESC LIMIT 1`, log))
+	return c, mapErr(err)
+}
+
+// CheckpointAt returns the log's checkpoint of that size.
+func (s *Store) CheckpointAt(ctx context.Context, log string, size int64) (*verify.Checkpoint, error) {
+	c, err := scanCheckpoint(s.pool.QueryRow(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE log = $1 AND size = $2`, log, size))
+	return c, mapErr(err)
+}
+
+// Checkpoints returns every checkpoint of every log, oldest first.
+func (s *Store) Checkpoints(ctx context.Context) ([]verify.Checkpoint, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+checkpointColumns+` FROM checkpoints ORDER BY log, size`)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("read checkpoints: %w", err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (verify.Checkpoint, error) {
+		c, err := scanCheckpoint(row)
+		if err != nil {
+			return verify.Checkpoint{}, err
+		}
+		return *c, nil
+	})
+	return out, mapErr(err)
+}
+
+// ConsistencyProof proves that the log's checkpoint of size from is a
+// prefix of its checkpoint of size to (RFC 6962 section 2.1.2); both must
+// be checkpoints.
+func (s *Store) ConsistencyProof(ctx context.Context, log string, from, to int64) ([][]byte, error) {
+	for _, size := range []int64{from, to} {
+		if _, err := s.CheckpointAt(ctx, log, size); err != nil {
+			return nil, err
+		}
+	}
+	if from > to {
+		return nil, domain.Errorf(domain.CodeValidation, "from is past to")
+	}
+	proof, err := tlog.ProveTree(to, from, newHashOverlay(ctx, s.pool, log))
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("prove consistency of %s from %d to %d: %w", log, from, to, err))
+	}
+	return hashesBytes(proof), nil
+}
+
+// OrderProof is the receipt of an order's events: each event already in
+// the checkpoint (the log's latest, or the one of size when size > 0) with
+// its audit path to the checkpoint's root.
+func (s *Store) OrderProof(ctx context.Context, orderID uuid.UUID, access Access, log string, size int64) (*verify.Proof, error) {
+	o, err := s.GetOrder(ctx, orderID, access)
+	if err != nil {
+		return nil, err
+	}
+	var c *verify.Checkpoint
+	if size > 0 {
+		c, err = s.CheckpointAt(ctx, log, size)
+	} else {
+		c, err = s.LatestCheckpoint(ctx, log)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT l.leaf_index, e.version, e.type, e.hash FROM log_leaves l
+		JOIN events e ON e.stream_id = l.stream_id AND e.version = l.version AND e.merchant_id = l.merchant_id
+		WHERE l.stream_id = $1 AND l.log = $2 AND l.leaf_index < $3 AND l.merchant_id = $4
+		ORDER BY e.version`, orderID, log, int64(c.Size), o.MerchantID)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("read order %s's leaves: %w", orderID, err))
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (verify.ProofEvent, error) {
+		var e verify.ProofEvent
+		var idx int64
+		err := row.Scan(&idx, &e.Version, &e.Type, &e.Hash)
+		e.LeafIndex = uint64(idx)
+		return e, err
+	})
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("read order %s's leaves: %w", orderID, err))
+	}
+	hashes := newHashOverlay(ctx, s.pool, log)
+	for i := range events {
+		path, err := tlog.ProveRecord(int64(c.Size), int64(events[i].LeafIndex), hashes)
+		if err != nil {
+			return nil, mapErr(fmt.Errorf("prove event %d of order %s: %w", events[i].Version, orderID, err))
+		}
+		events[i].Inclusion = hashesBytes(path)
+	}
+	if events == nil {
+		events = []verify.ProofEvent{}
+	}
+	return &verify.Proof{Checkpoint: *c, Events: events}, nil
+}
+
+func hashesBytes(hs []tlog.Hash) [][]byte {
+	out := make([][]byte, len(hs))
+	for i := range hs {
+		out[i] = hs[i][:]
+	}
+	return out
+}

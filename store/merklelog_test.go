@@ -1,0 +1,159 @@
+package store_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+
+	"github.com/orderd/orderd/ledger/verify"
+	"github.com/orderd/orderd/store"
+)
+
+var testKey = ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+
+func extend(t *testing.T, st *store.Store) store.ExtendLogResult {
+	t.Helper()
+	res, err := st.ExtendLog(context.Background(), store.ExtendLogParams{Log: store.LogMain, Key: testKey})
+	require.NoError(t, err)
+	require.False(t, res.Busy)
+	return res
+}
+
+// The log's inclusion and consistency proofs check out with an independent
+// implementation of RFC 6962's verification (transparency-dev/merkle), and
+// with ledger/verify, for logs of many sizes: every order's events against
+// every checkpoint, every pair of checkpoints against each other.
+func TestLogProofsVerifyWithAnIndependentRFC6962Verifier(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 100})
+	p := createProduct(t, st, m.ID, nil)
+	var orders []*store.Order
+	var checkpoints []*verify.Checkpoint
+	for round := range 7 {
+		for i := range round + 1 {
+			c := fmt.Sprintf("r%d-%d", round, i)
+			orders = append(orders, mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: c, PaymentRef: "pay-" + c}))
+		}
+		res := extend(t, st)
+		require.NotNil(t, res.Checkpoint, "round %d", round)
+		require.NoError(t, res.Checkpoint.Verify(testKey.Public().(ed25519.PublicKey)))
+		checkpoints = append(checkpoints, res.Checkpoint)
+	}
+	require.Nil(t, extend(t, st).Checkpoint, "nothing new, no checkpoint")
+
+	for _, c := range checkpoints {
+		for _, o := range orders {
+			receipt, err := st.OrderProof(ctx, o.ID, admin, store.LogMain, int64(c.Size))
+			require.NoError(t, err)
+			require.NoError(t, receipt.Verify(nil))
+			for _, e := range receipt.Events {
+				require.NoError(t, proof.VerifyInclusion(rfc6962.DefaultHasher, e.LeafIndex, c.Size, rfc6962.DefaultHasher.HashLeaf(e.Hash), e.Inclusion, c.Root))
+			}
+		}
+		for _, d := range checkpoints {
+			if d.Size < c.Size {
+				continue
+			}
+			cons, err := st.ConsistencyProof(ctx, store.LogMain, int64(c.Size), int64(d.Size))
+			require.NoError(t, err)
+			require.NoError(t, proof.VerifyConsistency(rfc6962.DefaultHasher, c.Size, d.Size, cons, c.Root, d.Root), "%d to %d", c.Size, d.Size)
+			require.NoError(t, verify.VerifyConsistency(c.Size, d.Size, c.Root, d.Root, cons))
+			if d.Size > c.Size {
+				require.Error(t, verify.VerifyConsistency(c.Size, d.Size, d.Root, c.Root, cons))
+			}
+		}
+	}
+
+	// A receipt of the first checkpoint holds only the events it had; an
+	// order placed after the last has an empty one.
+	first, err := st.OrderProof(ctx, orders[1].ID, admin, store.LogMain, int64(checkpoints[0].Size))
+	require.NoError(t, err)
+	require.Empty(t, first.Events)
+	late := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "late", PaymentRef: "pay-late"})
+	receipt, err := st.OrderProof(ctx, late.ID, admin, store.LogMain, 0)
+	require.NoError(t, err)
+	require.Empty(t, receipt.Events)
+	require.Equal(t, checkpoints[len(checkpoints)-1].Size, receipt.Checkpoint.Size)
+
+	_, err = st.ConsistencyProof(ctx, store.LogMain, 1, int64(checkpoints[1].Size))
+	require.ErrorIs(t, err, store.ErrNoCheckpoint)
+}
+
+// Several instances extend one log between them: the one holding the log's
+// head extends it while the others skip, every event enters the log exactly
+// once, and when the holder's connection dies another takes over.
+func TestOneLogWriterAtATime(t *testing.T) {
+	t.Parallel()
+	stores, b := instances(t, 3)
+	ctx := context.Background()
+	m := createMerchant(t, stores[0], &merchantOpts{Capacity: 1000})
+	p := createProduct(t, stores[0], m.ID, nil)
+
+	var wg sync.WaitGroup
+	var busy atomic.Int64
+	errs := make(chan error, len(stores))
+	for i, st := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 25 {
+				res, err := st.ExtendLog(ctx, store.ExtendLogParams{Log: store.LogMain, Key: testKey})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res.Busy {
+					busy.Add(1)
+				}
+				c := fmt.Sprintf("w%d-%d", i, n)
+				if _, err := place(ctx, st, m.ID, p.ID, placeOpts{Customer: c, PaymentRef: "pay-" + c}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	t.Logf("extensions that found another writer: %d", busy.Load())
+
+	// A second connection holds the head: every instance skips.
+	holder, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = holder.Exec(ctx, `SELECT 1 FROM log_heads WHERE log = 'main' FOR UPDATE`)
+	require.NoError(t, err)
+	for _, st := range stores {
+		res, err := st.ExtendLog(ctx, store.ExtendLogParams{Log: store.LogMain, Key: testKey})
+		require.NoError(t, err)
+		require.True(t, res.Busy)
+	}
+	require.NoError(t, holder.Conn().Close(ctx)) // the holder dies
+	_ = holder.Rollback(ctx)                     // hands the closed connection back to its pool
+	// Its backend ends once the server sees the connection gone.
+	var res store.ExtendLogResult
+	eventually(t, 5*time.Second, func() bool {
+		res, err = stores[1].ExtendLog(ctx, store.ExtendLogParams{Log: store.LogMain, Key: testKey})
+		require.NoError(t, err)
+		return !res.Busy
+	}, "another instance takes the log over")
+
+	var events, leaves, distinct int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM log_leaves),
+		(SELECT count(DISTINCT (stream_id, version)) FROM log_leaves)`).Scan(&events, &leaves, &distinct))
+	require.Equal(t, events, leaves)
+	require.Equal(t, events, distinct)
+	require.EqualValues(t, events, res.Size)
+}
