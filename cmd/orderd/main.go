@@ -24,7 +24,9 @@ Usage:
   orderd dev                    find or start a local PostgreSQL, migrate, load demo data, serve
   orderd migrate up|down|status apply, roll back one, or list migrations (ours and River's)
   orderd token --role R --sub S [--merchant-id ID] [--ttl D]   print a signed bearer token
-  orderd audit                  run every invariant check; exit 1 on any violation
+  orderd audit [--checkpoint F] recompute every chain, check the log against every checkpoint (and F, kept
+                                outside) and run every invariant check; exit 1 on any break or violation,
+                                2 when F is not a checkpoint or its signature fails
   orderd rebuild [--apply]      rebuild projections from events and compare (or swap them in)
   orderd bench SCENARIO         load generator; see 'orderd bench -h'
 `
@@ -64,6 +66,9 @@ func main() {
 		// --help printed the usage it was asked for.
 	case errors.Is(err, errViolations):
 		os.Exit(1)
+	case errors.Is(err, errBadCheckpoint):
+		fmt.Fprintln(os.Stderr, "orderd:", err)
+		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "orderd:", err)
 		os.Exit(1)

@@ -54,7 +54,8 @@ func LeafHash(eventHash []byte) []byte {
 	return h.Sum(nil)
 }
 
-func nodeHash(left, right []byte) []byte {
+// NodeHash is an interior node of the tree: sha256(0x01 || left || right).
+func NodeHash(left, right []byte) []byte {
 	h := sha256.New()
 	h.Write([]byte{1})
 	h.Write(left)
@@ -119,14 +120,14 @@ func VerifyInclusion(index, size uint64, leaf []byte, path [][]byte, root []byte
 			return fmt.Errorf("%w: audit path too long", ErrProof)
 		}
 		if fn&1 == 1 || fn == sn {
-			r = nodeHash(p, r)
+			r = NodeHash(p, r)
 			if fn&1 == 0 {
 				for fn&1 == 0 && fn != 0 {
 					fn, sn = fn>>1, sn>>1
 				}
 			}
 		} else {
-			r = nodeHash(r, p)
+			r = NodeHash(r, p)
 		}
 		fn, sn = fn>>1, sn>>1
 	}
@@ -169,14 +170,14 @@ func VerifyConsistency(size1, size2 uint64, root1, root2 []byte, proof [][]byte)
 			return fmt.Errorf("%w: consistency proof too long", ErrProof)
 		}
 		if fn&1 == 1 || fn == sn {
-			fr, sr = nodeHash(c, fr), nodeHash(c, sr)
+			fr, sr = NodeHash(c, fr), NodeHash(c, sr)
 			if fn&1 == 0 {
 				for fn&1 == 0 && fn != 0 {
 					fn, sn = fn>>1, sn>>1
 				}
 			}
 		} else {
-			sr = nodeHash(sr, c)
+			sr = NodeHash(sr, c)
 		}
 		fn, sn = fn>>1, sn>>1
 	}
