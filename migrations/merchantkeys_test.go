@@ -19,8 +19,10 @@ import (
 )
 
 // globalTables hold no merchant's data: they stay whole when the schema is
-// distributed by merchant. Every other table is per merchant.
-var globalTables = map[string]bool{"goose_db_version": true, "sign_in_codes": true, "ws_tickets": true}
+// distributed by merchant. Every other table is per merchant. The
+// tamper-evident log is one tree over every merchant's events.
+var globalTables = map[string]bool{"goose_db_version": true, "sign_in_codes": true, "ws_tickets": true,
+	"log_heads": true, "log_leaves": true, "log_hashes": true, "checkpoints": true}
 
 // merchantColumn is the column that names a table's merchant.
 func merchantColumn(table string) string {

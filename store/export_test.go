@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/orderd/orderd/ledger/verify"
 )
 
 // SamePlacementLane reports whether two merchants' paid orders share a
@@ -103,4 +105,10 @@ func (s *Store) SettleDropOnce(ctx context.Context, merchantID, dropID uuid.UUID
 		return err
 	})
 	return more, err
+}
+
+// OrderProofOf is the receipt of a stream without an order row to check
+// access against (the benchmark's streams have none).
+func (s *Store) OrderProofOf(ctx context.Context, merchantID, streamID uuid.UUID, log string, size int64) (*verify.Proof, error) {
+	return s.streamProof(ctx, merchantID, streamID, log, size)
 }

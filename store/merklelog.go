@@ -276,7 +276,13 @@ func (s *Store) OrderProof(ctx context.Context, orderID uuid.UUID, access Access
 	if err != nil {
 		return nil, err
 	}
+	return s.streamProof(ctx, o.MerchantID, orderID, log, size)
+}
+
+// streamProof is the receipt of one stream's events, as OrderProof.
+func (s *Store) streamProof(ctx context.Context, merchantID, streamID uuid.UUID, log string, size int64) (*verify.Proof, error) {
 	var c *verify.Checkpoint
+	var err error
 	if size > 0 {
 		c, err = s.CheckpointAt(ctx, log, size)
 	} else {
@@ -289,9 +295,9 @@ func (s *Store) OrderProof(ctx context.Context, orderID uuid.UUID, access Access
 		SELECT l.leaf_index, e.version, e.type, e.hash FROM log_leaves l
 		JOIN events e ON e.stream_id = l.stream_id AND e.version = l.version AND e.merchant_id = l.merchant_id
 		WHERE l.stream_id = $1 AND l.log = $2 AND l.leaf_index < $3 AND l.merchant_id = $4
-		ORDER BY e.version`, orderID, log, int64(c.Size), o.MerchantID)
+		ORDER BY e.version`, streamID, log, int64(c.Size), merchantID)
 	if err != nil {
-		return nil, mapErr(fmt.Errorf("read order %s's leaves: %w", orderID, err))
+		return nil, mapErr(fmt.Errorf("read stream %s's leaves: %w", streamID, err))
 	}
 	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (verify.ProofEvent, error) {
 		var e verify.ProofEvent
@@ -301,13 +307,13 @@ func (s *Store) OrderProof(ctx context.Context, orderID uuid.UUID, access Access
 		return e, err
 	})
 	if err != nil {
-		return nil, mapErr(fmt.Errorf("read order %s's leaves: %w", orderID, err))
+		return nil, mapErr(fmt.Errorf("read stream %s's leaves: %w", streamID, err))
 	}
 	hashes := newHashOverlay(ctx, s.pool, log)
 	for i := range events {
 		path, err := tlog.ProveRecord(int64(c.Size), int64(events[i].LeafIndex), hashes)
 		if err != nil {
-			return nil, mapErr(fmt.Errorf("prove event %d of order %s: %w", events[i].Version, orderID, err))
+			return nil, mapErr(fmt.Errorf("prove event %d of stream %s: %w", events[i].Version, streamID, err))
 		}
 		events[i].Inclusion = hashesBytes(path)
 	}

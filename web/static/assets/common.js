@@ -81,6 +81,17 @@ export const client = new OrderdClient({
   },
 });
 
+// getJSON reads a path of this origin with the tab's session, for the
+// calls @orderd/client does not name yet (receipts).
+export async function getJSON(path) {
+  const s = session();
+  if (!s) throw new OrderdError(401, { detail: "signed out: open a new sign-in link" });
+  const r = await fetch(path, { headers: { Authorization: "Bearer " + s.token } });
+  const body = await r.json();
+  if (!r.ok) throw new OrderdError(r.status, body);
+  return body;
+}
+
 // indicate shows a watch's state in a page's live badge.
 export function indicate(badge) {
   const text = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", closed: "" };

@@ -1,6 +1,7 @@
 // The customer's page: the menu, a cart, place and pay (a demo payment),
 // then a live ticket for the order.
-import { $, el, client, indicate, signIn, money, duration, ticketCode, showError, pauseText } from "/assets/common.js";
+import { $, el, client, indicate, signIn, money, duration, ticketCode, showError, pauseText, getJSON } from "/assets/common.js";
+import { verifyReceipt } from "/assets/receipt.js";
 import { newKey } from "/assets/orderd-client.js";
 
 const merchantID = new URLSearchParams(location.search).get("merchant");
@@ -205,7 +206,29 @@ function showOrder(o) {
   $("pickup-at").textContent = o.pickup_at ? "pickup at " + new Date(o.pickup_at).toLocaleString(undefined,
     { weekday: "short", hour: "2-digit", minute: "2-digit", timeZone: merchant ? merchant.timezone : undefined }) : "";
   $("again").classList.toggle("hidden", !terminal.has(o.status));
+  $("verified").classList.toggle("hidden", verifiedOrder !== o.id);
+  if (o.status === "completed") checkReceipt(o.id);
   renderCart();
+}
+
+// A completed order is marked verified once its receipt, every event of it
+// the latest checkpoint holds, checks out in this browser. The log takes
+// up to a checkpoint interval to hold the completion, so it is asked again
+// until then.
+let verifiedOrder = null, receiptTimer = null;
+async function checkReceipt(id) {
+  clearTimeout(receiptTimer);
+  if (verifiedOrder === id) return;
+  try {
+    const receipt = await getJSON("/v1/orders/" + encodeURIComponent(id) + "/proof");
+    const complete = receipt.events.some((e) => e.type === "order.completed");
+    if (complete && await verifyReceipt(receipt)) {
+      verifiedOrder = id;
+      if (order && order.id === id) $("verified").classList.remove("hidden");
+      return;
+    }
+  } catch { /* no checkpoint yet, or offline: asked again below */ }
+  receiptTimer = setTimeout(() => { if (order && order.id === id) checkReceipt(id); }, 15000);
 }
 
 start();

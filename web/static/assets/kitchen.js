@@ -1,7 +1,7 @@
 // The kitchen display: accepted orders as tickets to complete or cancel,
 // the waiting line, capacity and pause, all kept live by the merchant's
 // load messages.
-import { $, el, client, indicate, signIn, duration, clock, ticketCode, showError, features, pauseText } from "/assets/common.js";
+import { $, el, client, indicate, signIn, duration, clock, ticketCode, showError, features, pauseText, getJSON } from "/assets/common.js";
 
 let merchantID = null, canPrioritize = false;
 const productNames = new Map();
@@ -220,6 +220,25 @@ async function setCapacity(capacity) {
 // typedCapacity is the number in the field; an empty field is no number
 // (Number("") would be 0, which closes the kitchen).
 const typedCapacity = () => (/^\d+$/.test($("capacity").value.trim()) ? Number($("capacity").value) : NaN);
+// The day's checkpoint, to keep outside orderd: the latest one, read
+// through the receipt of the merchant's last completed order (a merchant
+// reads receipts, not the audit endpoints), saved as the JSON an auditor's
+// orderd audit --checkpoint takes.
+$("export-checkpoint").onclick = async () => {
+  try {
+    const { orders } = await client.listMerchantOrders(merchantID, { status: "completed" });
+    if (!orders.length) { showError("No completed order yet: nothing is checkpointed for this kitchen."); return; }
+    const { checkpoint } = await getJSON("/v1/orders/" + encodeURIComponent(orders[0].id) + "/proof");
+    const a = el("a", {
+      href: URL.createObjectURL(new Blob([JSON.stringify(checkpoint, null, 2) + "\n"], { type: "application/json" })),
+      download: `checkpoint-${checkpoint.log}-${checkpoint.size}.json`,
+    });
+    a.click();
+    URL.revokeObjectURL(a.href);
+    showError("");
+  } catch (e) { showError(e.message); }
+};
+
 $("capacity-set").onclick = () => setCapacity(typedCapacity());
 $("capacity").addEventListener("keydown", (e) => { if (e.key === "Enter") setCapacity(typedCapacity()); });
 $("capacity-less").onclick = () => setCapacity(Math.max(0, (lastLoad ? lastLoad.capacity : 0) - 1));
