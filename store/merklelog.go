@@ -15,7 +15,7 @@ import (
 	"github.com/orderd/orderd/ledger/verify"
 )
 
-// LogMain is the log of a single PostgreSQL (migration 26 makes it).
+// LogMain is the log of a single PostgreSQL (migration 27 makes it).
 const LogMain = "main"
 
 // ExtendLogParams says which log to extend and when to checkpoint it.
