@@ -59,6 +59,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	mdPath := fs.String("markdown", "", "write the summary as a Markdown page (docs/performance.md) to this file")
 	quiet := fs.Bool("quiet", false, "no progress bars")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator, and the server with --in-process) to this file")
+	citusURL := fs.String("citus-url", "", "also run every scenario on a fresh database of this Citus cluster (its coordinator, any database on it), after the same scenario on one PostgreSQL, and compare their CPU per order node by node")
 	compare := fs.Bool("compare", false, "compare two --json files: orderd bench --compare OLD.json NEW.json")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: orderd bench [flags] %s|all (or several, comma-separated)\n       orderd bench --compare OLD.json NEW.json\n", strings.Join(bench.Scenarios, "|"))
@@ -98,6 +99,36 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer stop()
+	var cluster *bench.ClusterRun
+	var onCitus *bench.Target
+	if *citusURL != "" {
+		if *url != "" || *inProcess || *dbURL != "" {
+			return errors.New("--citus-url starts its own servers: it takes neither --url, --in-process nor --database-url")
+		}
+		db, err := newClusterDatabase(ctx, *citusURL)
+		if err != nil {
+			return err
+		}
+		defer db.drop()
+		ct, _, stopCitus, err := benchTarget(ctx, benchWhere{dbURL: db.url}, cfg)
+		if err != nil {
+			return err
+		}
+		defer stopCitus()
+		ct.Nodes, ct.Citus = db.nodes, true
+		onCitus = ct
+		cluster = &bench.ClusterRun{Settings: bench.CitusSettings(ctx, ct), Scenarios: map[string]*bench.Result{}, Comparisons: map[string]*bench.Comparison{}}
+		fmt.Fprintln(os.Stderr, "== idle, on one PostgreSQL and on Citus")
+		idleOne, err := bench.Idle(ctx, target)
+		if err != nil {
+			return err
+		}
+		idleCitus, err := bench.Idle(ctx, ct)
+		if err != nil {
+			return err
+		}
+		cluster.Idle = bench.CompareIdle(idleOne, idleCitus)
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -118,7 +149,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 			settings.NonDefault = append(settings.NonDefault, fmt.Sprintf("--%s=%s (given on the command line)", f.Name, f.Value))
 		}
 	})
-	report := bench.Report{Machine: bench.Machine(), Settings: settings, Scenarios: map[string]*bench.Result{}}
+	report := bench.Report{Machine: bench.Machine(), Settings: settings, Scenarios: map[string]*bench.Result{}, Citus: cluster}
 	failed := false
 	for _, name := range names {
 		fmt.Fprintf(os.Stderr, "== %s\n", name)
@@ -133,9 +164,29 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		report.Scenarios[name] = res
 		failed = failed || !res.InvariantsOK
+		if onCitus != nil {
+			fmt.Fprintf(os.Stderr, "== %s, on Citus\n", name)
+			citusOpts := opts
+			citusOpts.SkipBaselines = true
+			watch := bench.WatchTwoPhase(onCitus)
+			cres, err := bench.Run(ctx, name, onCitus, citusOpts)
+			twoPC := watch.Stop()
+			if err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("bench %s on Citus: %w", name, err)
+				}
+				cres = &bench.Result{Violations: []string{"the scenario failed: " + err.Error()}}
+			}
+			cluster.Scenarios[name] = cres
+			if c := bench.CompareDeployments(res, cres, twoPC, bench.Cores()); c != nil {
+				cluster.Comparisons[name] = c
+			}
+			failed = failed || !cres.InvariantsOK
+		}
 	}
 	bench.JudgeAcross(report.Scenarios)
 	printSummary(stdout, names, report)
+	bench.PrintCluster(stdout, names, cluster)
 	if *jsonPath != "" {
 		b, err := json.MarshalIndent(report, "", "  ")
 		if err != nil {

@@ -104,6 +104,13 @@ func TestBenchJSONCarriesSweepsSettingsAndMeasuredBaselines(t *testing.T) {
 		require.Contains(t, hot, k, "CPU per order read per process")
 		require.Positive(t, hot[k].(float64), k)
 	}
+	cost := report.Scenarios["hot"].Costs["order"]
+	require.NotNil(t, cost, "the cost per order, party by party")
+	require.Len(t, cost.Nodes, 1)
+	require.Equal(t, "postgres", cost.Nodes[0].Name)
+	require.True(t, cost.Complete(), "every party's CPU read: %+v", cost)
+	require.InDelta(t, hot["order_postgres_cpu_us"].(float64), cost.Nodes[0].CPUus, 0.1)
+	require.NotNil(t, report.Scenarios["flash"].Costs["buyer"], "flash's cost per buyer answered")
 
 	hooks := report.Scenarios["webhooks"]
 	require.NotNil(t, hooks)

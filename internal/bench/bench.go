@@ -34,9 +34,10 @@ type Options struct {
 	// BaselineStep is how long each connection count of a baseline's sweep
 	// runs; 0 = two seconds.
 	BaselineStep time.Duration
-	// skipBaselines: the scenario is load for another one (memory), whose
-	// figures are not compared with SQL.
-	skipBaselines bool
+	// SkipBaselines: no SQL baseline is measured, for a scenario that is
+	// load for another one (memory) or a run on Citus, which is compared
+	// with the same scenario on one PostgreSQL.
+	SkipBaselines bool
 }
 
 // Result is one scenario's figures.
@@ -62,6 +63,20 @@ type Result struct {
 	RSSBytes     int64          `json:"rss_bytes,omitempty"`
 	Extra        map[string]any `json:"extra,omitempty"`
 	Series       []Point        `json:"series,omitempty"`
+	// Costs are the CPU and sessions per unit of work of every party, by
+	// unit ("order", "join", "delivery").
+	Costs map[string]*Cost `json:"costs,omitempty"`
+}
+
+// setCost records c (nil when nothing was done) under its unit.
+func (r *Result) setCost(c *Cost) {
+	if c == nil {
+		return
+	}
+	if r.Costs == nil {
+		r.Costs = map[string]*Cost{}
+	}
+	r.Costs[c.Unit] = c
 }
 
 func (r *Result) setGoalMet(met bool) { r.GoalMet = &met }
@@ -97,6 +112,8 @@ type Report struct {
 	Machine   map[string]any     `json:"machine"`
 	Settings  Settings           `json:"settings"`
 	Scenarios map[string]*Result `json:"scenarios"`
+	// Citus is the same scenarios on a Citus cluster (--citus-url).
+	Citus *ClusterRun `json:"citus,omitempty"`
 }
 
 // Settings say how the run was made: where the server ran, with what
@@ -138,11 +155,16 @@ type Target struct {
 	// ServerPIDs are the orderd processes behind BaseURL, for their CPU
 	// time; nil when unknown.
 	ServerPIDs func() []int
-	http       *http.Client
-	tokens     sync.Map
+	// Nodes are the database servers behind the target, for their CPU
+	// and sessions; empty for the one PostgreSQL that Pool reaches.
+	Nodes []*Node
+	// Citus: the target's database is laid out on a Citus cluster, whose
+	// two-phase commits a run counts.
+	Citus  bool
+	http   *http.Client
+	tokens sync.Map
 
-	postmasterOnce sync.Once
-	postmaster     int
+	nodesOnce sync.Once
 }
 
 // Instance is an orderd process started by Target.Spawn.
@@ -175,7 +197,7 @@ func NewTarget(baseURL string, pool *pgxpool.Pool, a *auth.Authenticator) *Targe
 // operator listener and CPU are that process's.
 func (t *Target) via(inst *Instance) *Target {
 	return &Target{BaseURL: inst.BaseURL, OpsURL: inst.OpsURL, Pool: t.Pool, Auth: t.Auth, http: t.http,
-		ServerPIDs: func() []int { return []int{inst.PID} }}
+		ServerPIDs: func() []int { return []int{inst.PID} }, Nodes: t.nodes(), Citus: t.Citus}
 }
 
 // token returns a signed token for p, signing each principal once: clients

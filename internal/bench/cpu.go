@@ -16,16 +16,20 @@ import (
 // they hold still when a shared machine is busy with someone else, and per
 // process they say who spent it.
 type cpuUse struct {
+	at                                   time.Time
 	machine, generator, orderd, postgres time.Duration
 	machineOK, orderdOK, postgresOK      bool
 	// inProcess: the server runs in the generator's process, so the
 	// generator's figure is both.
 	inProcess bool
+	// nodes are each database server's, in the order of Target.nodes;
+	// postgres is their sum.
+	nodes []nodeUse
 }
 
 // readCPU reads every party's CPU time.
 func (t *Target) readCPU() cpuUse {
-	u := cpuUse{inProcess: t.InProcess}
+	u := cpuUse{at: time.Now(), inProcess: t.InProcess}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
 		u.generator = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -39,8 +43,15 @@ func (t *Target) readCPU() cpuUse {
 			u.orderd += own
 		}
 	}
-	if pm := t.postmasterPID(); pm > 0 {
-		u.postgres, u.postgresOK = treeCPU(pm)
+	u.postgresOK = len(t.nodes()) > 0
+	for _, n := range t.nodes() {
+		nu := nodeUse{sessions: n.sessions(context.Background())}
+		if pm := n.postmasterPID(); pm > 0 {
+			nu.cpu, nu.cpuOK = treeCPU(pm)
+		}
+		u.postgresOK = u.postgresOK && nu.cpuOK
+		u.postgres += nu.cpu
+		u.nodes = append(u.nodes, nu)
 	}
 	return u
 }
@@ -50,30 +61,6 @@ func (t *Target) serverPIDs() []int {
 		return nil
 	}
 	return t.ServerPIDs()
-}
-
-// postmasterPID finds the local PostgreSQL's postmaster as the parent of one
-// of its backends, once; 0 when the database is not on this machine.
-func (t *Target) postmasterPID() int {
-	t.postmasterOnce.Do(func() {
-		if t.Pool == nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		var backend int
-		if err := t.Pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
-			return
-		}
-		f, ok := procStat(backend)
-		if !ok || !strings.HasPrefix(f.comm, "postgres") {
-			return
-		}
-		if parent, ok := procStat(f.ppid); ok && strings.HasPrefix(parent.comm, "postgres") {
-			t.postmaster = f.ppid
-		}
-	})
-	return t.postmaster
 }
 
 type statFields struct {
@@ -176,10 +163,11 @@ func machineCPU() (time.Duration, bool) {
 
 // perUnit adds to extra the CPU microseconds per unit of work spent between
 // from and now, under name: by the machine, the generator, orderd and
-// PostgreSQL, each where it could be read.
-func (t *Target) perUnit(extra map[string]any, name string, from cpuUse, units int64) {
+// PostgreSQL, each where it could be read; and returns them with each
+// database node's share (nil for no units).
+func (t *Target) perUnit(extra map[string]any, name string, from cpuUse, units int64) *Cost {
 	if units <= 0 {
-		return
+		return nil
 	}
 	to := t.readCPU()
 	us := func(d time.Duration) float64 { return round1(float64(d.Microseconds()) / float64(units)) }
@@ -197,4 +185,5 @@ func (t *Target) perUnit(extra map[string]any, name string, from cpuUse, units i
 	if from.postgresOK && to.postgresOK {
 		extra[name+"_postgres_cpu_us"] = us(to.postgres - from.postgres)
 	}
+	return t.cost(name, from, to, units)
 }

@@ -81,7 +81,7 @@ func drop(ctx context.Context, t *Target, o Options) (*Result, error) {
 	joined := int64(entries - len(errs))
 	res := &Result{Extra: map[string]any{"clients": clients, "entries": entries, "units": units, "window_seconds": dropWindowSeconds,
 		"joined": joined, "joins_before_start": time.Now().Before(starts)}}
-	t.perUnit(res.Extra, "join", cpu, joined)
+	res.setCost(t.perUnit(res.Extra, "join", cpu, joined))
 	res.PerS = float64(joined) / joinTime.Seconds()
 	rec.summarize(res)
 	res.Violations = append(res.Violations, unexpected(errs, ctx)...)

@@ -69,7 +69,7 @@ func memoryWith(ctx context.Context, t *Target, o Options, loads []memoryLoad) (
 	var after []map[string]float64
 	start := time.Now()
 	for r := 1; r <= rounds; r++ {
-		round := Options{Seed: o.Seed + uint64(r), Progress: o.Progress, Out: o.Out, skipBaselines: true}
+		round := Options{Seed: o.Seed + uint64(r), Progress: o.Progress, Out: o.Out, SkipBaselines: true}
 		for _, l := range loads {
 			lr, err := l.run(ctx, at, round)
 			if err != nil {

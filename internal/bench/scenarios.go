@@ -204,12 +204,12 @@ func spread(ctx context.Context, t *Target, o Options) (*Result, error) {
 		return err
 	})
 	res := &Result{Extra: map[string]any{"clients": clients, "merchants": merchants, "customers": customers, "orders": placed.Load()}}
-	t.perUnit(res.Extra, "order", cpu, placed.Load())
+	res.setCost(t.perUnit(res.Extra, "order", cpu, placed.Load()))
 	res.PerS = float64(placed.Load()) / elapsed.Seconds()
 	rec.summarize(res)
 	res.Violations = append(res.Violations, unexpected(errs, runCtx)...)
 	res.Goal = spreadGoal
-	if !o.skipBaselines {
+	if !o.SkipBaselines {
 		base, err := orderBaselines(ctx, t, o, merchants)
 		if err != nil {
 			return nil, err
@@ -326,7 +326,7 @@ func hot(ctx context.Context, t *Target, o Options, weighted bool) (*Result, err
 	close(stop)
 	bg.Wait()
 	res := &Result{Extra: map[string]any{"clients": clients, "orders": count, "capacity": capacity, "completed_during_run": completed.Load()}}
-	t.perUnit(res.Extra, "order", cpu, int64(count-len(errs)))
+	res.setCost(t.perUnit(res.Extra, "order", cpu, int64(count-len(errs))))
 	res.PerS = float64(count-len(errs)) / elapsed.Seconds()
 	rec.summarize(res)
 	res.Violations = append(res.Violations, unexpected(errs, ctx)...)
@@ -336,7 +336,7 @@ func hot(ctx context.Context, t *Target, o Options, weighted bool) (*Result, err
 		// JudgeAcross weighs the two once both have run.
 		res.Extra["capacity_unit"] = "items"
 		res.GoalText = "≤ 10 % slower than hot in the same run"
-	} else if !o.skipBaselines {
+	} else if !o.SkipBaselines {
 		base, err := orderBaselines(ctx, t, o, 1)
 		if err != nil {
 			return nil, err
@@ -371,6 +371,7 @@ func flash(ctx context.Context, t *Target, o Options) (*Result, error) {
 	var lastSale, tenthSale, halfSale atomic.Int64
 	start := time.Now()
 	bar := newBar(o, buyers, "flash: buyers")
+	cpu := t.readCPU()
 	_, errs := drive(ctx, clients, buyers, rec, bar, func(ctx context.Context, c, i int) error {
 		status, err := t.call(ctx, "POST", "/v1/orders", t.token(auth.Principal{Subject: fmt.Sprintf("flash-b%d", i), Role: auth.RoleCustomer}),
 			placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: 1}}},
@@ -402,6 +403,8 @@ func flash(ctx context.Context, t *Target, o Options) (*Result, error) {
 		"other_answers": other.Load(), "sell_out_ms": sellOut.Milliseconds(),
 		"tenth_sold_ms": time.Duration(tenthSale.Load()).Milliseconds(), "half_sold_ms": time.Duration(halfSale.Load()).Milliseconds(),
 	}}
+	// Every buyer is answered, sold or sold out: a buyer is the unit.
+	res.setCost(t.perUnit(res.Extra, "buyer", cpu, int64(buyers)))
 	res.PerS = float64(sold.Load()) / sellOut.Seconds()
 	rec.summarize(res)
 	res.Violations = append(res.Violations, unexpected(errs, ctx)...)

@@ -122,14 +122,20 @@ func timers(ctx context.Context, t *Target, o Options) (*Result, error) {
 	rec := newRecorder()
 	var withN, withoutN int
 	var withTime, withoutTime time.Duration
+	var placed *Cost
 	for r := range rounds {
 		n, d, errs := place(untimedVia, fmt.Sprintf("timers: placement without timers (%d/%d)", r+1, rounds), untimed, perRound, paid, newRecorder())
 		res.Violations = append(res.Violations, unexpected(errs, ctx)...)
 		withoutN, withoutTime = withoutN+n, withoutTime+d
+		cpu := timed.readCPU()
 		n, d, errs = place(timed, fmt.Sprintf("timers: placement with timers (%d/%d)", r+1, rounds), untimed, perRound, false, rec)
 		res.Violations = append(res.Violations, unexpected(errs, ctx)...)
 		withN, withTime = withN+n, withTime+d
+		placed = addCost(placed, timed.perUnit(map[string]any{}, "order", cpu, int64(n)))
 	}
+	// An unpaid order with its timer is the unit, over the rounds with
+	// timers only.
+	res.setCost(placed)
 	stopWithout()
 	withPerS, withoutPerS := float64(withN)/withTime.Seconds(), float64(withoutN)/withoutTime.Seconds()
 	res.PerS, res.BaselinePerS, res.Ratio, res.Goal = withPerS, withoutPerS, ratio(withPerS, withoutPerS), timersPlacementGoal

@@ -215,7 +215,7 @@ func webhooks(ctx context.Context, t *Target, o Options) (*Result, error) {
 		"workers": workers, "received": received, "duplicates": rcv.duplicates.Load(), "seconds": round3(elapsed.Seconds()), "fill_seconds": round3(fill.Seconds()),
 		"receiver_alone_seconds": round3(capacitySeconds), "receiver_alone_failed": refused, "goal_per_s": webhookGoal,
 	}}
-	t.perUnit(res.Extra, "delivery", cpu, received)
+	res.setCost(t.perUnit(res.Extra, "delivery", cpu, received))
 	res.PerS = float64(received) / elapsed.Seconds()
 	res.BaselinePerS = capacity
 	res.Ratio = ratio(res.PerS, res.BaselinePerS)
