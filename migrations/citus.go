@@ -38,6 +38,21 @@ var (
 		"log_heads", "log_leaves", "log_hashes", "checkpoints"}
 )
 
+// databaseSettings are set on the database (ALTER DATABASE … SET) for every
+// session of orderd's on the cluster.
+var databaseSettings = []string{
+	// The log's append-only triggers and the merchants' bookkeeping
+	// trigger run on the shards with the rows they guard; Citus refuses to
+	// distribute a table with triggers unless told so.
+	"citus.enable_unsafe_triggers = on",
+	// A read of every shard (the relay's, the backstop's, the live feed's)
+	// runs over one connection per worker, not up to 16 opened for it: a
+	// session keeps max_cached_conns_per_worker (1) connections to each
+	// worker after its transaction and closed the others, so every such
+	// read forked backends on the workers (docs/scaling-out.md).
+	"citus.max_adaptive_executor_pool_size = 1",
+}
+
 // Distribute applies the migrations and then lays the schema out on Citus:
 // per-merchant tables distributed by merchant and co-located, global ones as
 // reference tables, River's left on the coordinator. It returns what it did;
@@ -59,15 +74,14 @@ func Distribute(ctx context.Context, url string) ([]string, error) {
 		if err := checkClassified(ctx, conn.Conn()); err != nil {
 			return err
 		}
-		// The log's append-only triggers and the merchants' bookkeeping
-		// trigger run on the shards with the rows they guard; Citus
-		// refuses to distribute a table with triggers unless told so.
 		if _, err := conn.Exec(ctx, `SET citus.enable_unsafe_triggers = on`); err != nil {
 			return fmt.Errorf("allow triggers: %w", err)
 		}
 		dbName := conn.Conn().Config().Database
-		if _, err := conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{dbName}.Sanitize()+` SET citus.enable_unsafe_triggers = on`); err != nil {
-			return fmt.Errorf("allow triggers: %w", err)
+		for _, set := range databaseSettings {
+			if _, err := conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{dbName}.Sanitize()+` SET `+set); err != nil {
+				return fmt.Errorf("set %s: %w", set, err)
+			}
 		}
 		laid, err := laidOut(ctx, conn.Conn())
 		if err != nil {

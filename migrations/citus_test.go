@@ -62,6 +62,12 @@ func TestCitusDistributeLaysOutEveryTableOnce(t *testing.T) {
 		require.Equal(t, layout{}, got[name], name)
 	}
 
+	// A session's read of every shard keeps to one connection per worker
+	// (the database's own setting, which a new session takes).
+	var poolSize string
+	require.NoError(t, conn.QueryRow(ctx, `SHOW citus.max_adaptive_executor_pool_size`).Scan(&poolSize))
+	require.Equal(t, "1", poolSize)
+
 	// Every audit view is a query Citus can run.
 	rows, err = conn.Query(ctx, `SELECT viewname FROM pg_views WHERE schemaname = 'audit' ORDER BY 1`)
 	require.NoError(t, err)
