@@ -36,6 +36,14 @@ type RelayConfig struct {
 	Claimers int
 	// Poll is how often an idle relay looks for due rows.
 	Poll time.Duration
+	// DistributedPoll replaces Poll on Citus, where every look reads each
+	// shard on its worker: there the relay looks when woken by a commit's
+	// hint (Wake) and otherwise this often, for retries that fall due.
+	DistributedPoll time.Duration
+	// HintGap is the shortest time between two looks of a claimer that a
+	// hint brings forward: hints come with every process's commits, and
+	// under load they would make the relay look more often than it polls.
+	HintGap time.Duration
 	// FlushEvery bounds how long an outcome waits before it is recorded.
 	FlushEvery time.Duration
 }
@@ -45,7 +53,7 @@ func DefaultRelayConfig() RelayConfig {
 	return RelayConfig{
 		Policy:  store.RetryPolicy{First: 5 * time.Second, Max: time.Hour, MaxAttempts: 12},
 		Workers: 256, PerMerchant: 32, Batch: 256, Claimers: 2,
-		Lease: 30 * time.Second, Poll: 100 * time.Millisecond, FlushEvery: 50 * time.Millisecond,
+		Lease: 30 * time.Second, Poll: 100 * time.Millisecond, DistributedPoll: time.Second, HintGap: 100 * time.Millisecond, FlushEvery: 50 * time.Millisecond,
 	}
 }
 
@@ -76,6 +84,8 @@ type Relay struct {
 	abandoned   []store.Abandoned
 	capacity    chan struct{} // a delivery finished: a claim may fit now
 	full        chan struct{} // enough outcomes wait to be worth a flush now
+	hinted      chan struct{} // a commit may have written rows: look now
+	poll        time.Duration
 }
 
 // NewRelay builds a relay; zero fields of cfg take DefaultRelayConfig's values.
@@ -99,7 +109,20 @@ func NewRelay(st *store.Store, sender *webhook.Sender, cfg RelayConfig, log *slo
 	}
 	return &Relay{
 		store: st, sender: sender, cfg: cfg, log: log, perMerchant: map[uuid.UUID]int{}, failing: map[uuid.UUID]int{},
-		capacity: make(chan struct{}, 1), full: make(chan struct{}, 1),
+		capacity: make(chan struct{}, 1), full: make(chan struct{}, 1), hinted: make(chan struct{}, max(cfg.Claimers, 1)),
+		poll: cfg.Poll,
+	}
+}
+
+// Wake makes every idle claimer look for due rows now: a process hinted
+// that it committed events, which outbox rows travel with.
+func (r *Relay) Wake() {
+	for range cap(r.hinted) {
+		select {
+		case r.hinted <- struct{}{}:
+		default:
+			return
+		}
 	}
 }
 
@@ -107,6 +130,9 @@ func NewRelay(st *store.Store, sender *webhook.Sender, cfg RelayConfig, log *slo
 // those in flight, records every outcome it has, hands the abandoned rows
 // back (or, failing that, leaves them to their leases), and returns.
 func (r *Relay) Run(ctx context.Context) {
+	if r.cfg.DistributedPoll > 0 && r.store.Distributed(ctx) {
+		r.poll = r.cfg.DistributedPoll
+	}
 	queue := make(chan store.Delivery, r.cfg.Claimers*r.cfg.Batch)
 	var workers sync.WaitGroup
 	for range r.cfg.Workers {
@@ -162,12 +188,14 @@ func (r *Relay) release() {
 // claimLoop claims due rows whenever a batch fits and queues them for the
 // workers, until ctx ends.
 func (r *Relay) claimLoop(ctx context.Context, queue chan<- store.Delivery) {
+	var lastLook time.Time
 	for ctx.Err() == nil {
 		limit, skip, probing := r.reserve()
 		if limit == 0 {
-			r.wait(ctx, r.capacity)
+			r.wait(ctx, r.capacity, lastLook)
 			continue
 		}
+		lastLook = time.Now()
 		claimed := r.claim(ctx, limit, skip, probing)
 		for _, d := range claimed {
 			// Never blocks for long: outstanding rows never exceed the
@@ -178,19 +206,28 @@ func (r *Relay) claimLoop(ctx context.Context, queue chan<- store.Delivery) {
 			// Nothing more is due, or what is due belongs to merchants at
 			// their limit: look again after a poll, or sooner when one of
 			// them finishes a delivery.
-			r.wait(ctx, r.capacity)
+			r.wait(ctx, r.capacity, lastLook)
 		}
 	}
 }
 
-// wait sleeps for a poll interval, until ctx ends or until woken.
-func (r *Relay) wait(ctx context.Context, wake <-chan struct{}) {
-	t := time.NewTimer(r.cfg.Poll)
+// wait sleeps for a poll interval, until ctx ends or until woken, by wake
+// or by a hint, which brings the next look no closer than HintGap to the
+// last one (at lastLook).
+func (r *Relay) wait(ctx context.Context, wake <-chan struct{}, lastLook time.Time) {
+	t := time.NewTimer(r.poll)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C:
 	case <-wake:
+	case <-r.hinted:
+		gap := time.NewTimer(r.cfg.HintGap - time.Since(lastLook))
+		defer gap.Stop()
+		select {
+		case <-ctx.Done():
+		case <-gap.C:
+		}
 	}
 }
 
@@ -247,7 +284,7 @@ func (r *Relay) claim(ctx context.Context, limit int, skip, probing []uuid.UUID)
 	r.mu.Unlock()
 	if err != nil {
 		r.log.Warn("claim webhooks", "err", err)
-		r.wait(ctx, nil)
+		r.wait(ctx, nil, time.Now())
 	}
 	return claimed
 }

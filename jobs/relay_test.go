@@ -558,3 +558,23 @@ func procCPU(b *testing.B, pid string) time.Duration {
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
+
+// TestRelayLooksWhenWoken: an idle relay that would not look again for an
+// hour delivers rows committed after its last look as soon as it is woken
+// (by a hint that some process committed events).
+func TestRelayLooksWhenWoken(t *testing.T) {
+	t.Parallel()
+	b := newRelayBundle(t)
+	b.relayCfg.Poll, b.relayCfg.DistributedPoll = time.Hour, time.Hour
+	var secret string
+	r := newReceiver(t, &secret)
+	m, p := b.webhookMerchant(t, r, &secret, 5)
+	relay, _ := b.startRelay(t, time.Second)
+	// Its first look, at the start, finds nothing; then it waits.
+	time.Sleep(200 * time.Millisecond)
+	placeUnpaid(t, b.store, m, p, "alice", "pay")
+	time.Sleep(200 * time.Millisecond)
+	require.Empty(t, r.got(), "an idle relay does not look before it is woken")
+	relay.Wake()
+	waitFor(t, 5*time.Second, func() bool { return len(r.got()) == 1 }, "the order's webhook, once woken")
+}

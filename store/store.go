@@ -115,6 +115,14 @@ func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
 // connection of its own.
 const merchantsAtOnce = 4
 
+// Distributed reports whether the database is laid out on Citus, where a
+// read of every shard costs each worker a statement per shard, so that
+// background work looks less often; a failed question answers no.
+func (s *Store) Distributed(ctx context.Context) bool {
+	citus, err := s.onCitus(ctx)
+	return err == nil && citus
+}
+
 // splitByMerchant reports whether batches are decided one merchant per
 // transaction: on Citus, where a transaction that writes several merchants'
 // rows spans shards and commits in two phases, the coordinator's first, so
@@ -122,8 +130,7 @@ const merchantsAtOnce = 4
 // commits. A failed question keeps the batch whole; its own transaction
 // meets the same trouble and reports it.
 func (s *Store) splitByMerchant() bool {
-	citus, err := s.onCitus(context.Background())
-	return err == nil && citus
+	return s.Distributed(context.Background())
 }
 
 // Pool exposes the pool for components that share it (River, the log tailer).

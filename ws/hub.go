@@ -43,7 +43,11 @@ type Options struct {
 	// SubscribesPerSecond limits each connection's subscribe messages (each
 	// a database read), in bursts of up to twice that; 0 means no limit.
 	SubscribesPerSecond float64
-	Logger              *slog.Logger
+	// OnHint, when set, is called for every hint that some process
+	// committed events, besides waking the tailer: others who follow
+	// the log's writers share the tailer's listener.
+	OnHint func()
+	Logger *slog.Logger
 }
 
 const (
@@ -419,7 +423,13 @@ func (h *Hub) listen(ctx context.Context) {
 	failing := false
 	for {
 		listened := false
-		err := h.store.ListenLog(ctx, func() { listened = true; h.wakeUp() })
+		err := h.store.ListenLog(ctx, func() {
+			listened = true
+			h.wakeUp()
+			if h.opts.OnHint != nil {
+				h.opts.OnHint()
+			}
+		})
 		if ctx.Err() != nil {
 			return
 		}

@@ -276,7 +276,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			func() float64 { return float64(a.relay.Stats.Dead.Load()) }),
 	)
 
-	a.hub = ws.New(a.store, a.auth, ws.Options{AllowedOrigins: cfg.AllowedOrigins, Logger: log, SubscribesPerSecond: cfg.WSSubscribeRate})
+	// The relay looks for new outbox rows when any process hints that it
+	// committed events, which they travel with.
+	a.hub = ws.New(a.store, a.auth, ws.Options{AllowedOrigins: cfg.AllowedOrigins, Logger: log, SubscribesPerSecond: cfg.WSSubscribeRate,
+		OnHint: a.relay.Wake})
 	a.registry.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_ws_messages_sent_total", Help: "Websocket data messages sent."},
 			func() float64 { return float64(a.hub.Stats.Sent.Load()) }),
