@@ -32,7 +32,15 @@ type Config struct {
 	// fired by the backstop, which looks every TimerBackstopInterval.
 	TimerGrace            time.Duration
 	TimerBackstopInterval time.Duration
-	DefaultWorkers        int
+	// TimerBackstopFullEvery, when set, makes the backstop read each kind's
+	// own deadlines only when River's table holds an overdue job of that
+	// kind, and every kind's at least this often, for a job lost with the
+	// coordinator of a Citus cluster (where River's tables live outside the
+	// orders' commit). 0: every round reads every kind's, as on one
+	// PostgreSQL, where every read is one index's (serve sets
+	// DistributedBackstopFullEvery on Citus).
+	TimerBackstopFullEvery time.Duration
+	DefaultWorkers         int
 	// SweepInterval is how often the safety net looks for merchants that can
 	// admit.
 	SweepInterval time.Duration
@@ -59,6 +67,10 @@ func DefaultConfig() Config {
 		AuditInterval:         time.Minute,
 	}
 }
+
+// DistributedBackstopFullEvery is TimerBackstopFullEvery on Citus, where
+// each round of the backstop reads every shard once per kind of timer.
+const DistributedBackstopFullEvery = 5 * time.Second
 
 // NewClient builds a River client that runs orderd's workers. It is also the
 // store's job inserter. Every process that runs one also runs a Backstop.

@@ -314,6 +314,53 @@ func TestBackstopFiresTimerOfDeadProcess(t *testing.T) {
 	require.Equal(t, "running", state, "River itself never ran the job")
 }
 
+// TestBackstopLooksWhereRiverHasOverdueJobs: a backstop that reads every
+// kind's deadlines only now and then (on Citus, every shard) still closes,
+// at once, an order whose job a dead process holds (River's table shows
+// it overdue), and leaves an order whose job is gone to its next full
+// round, which then closes it.
+func TestBackstopLooksWhereRiverHasOverdueJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	run := func(t *testing.T, b *bundle, fullEvery time.Duration) {
+		cfg := jobs.DefaultConfig()
+		cfg.TimerBackstopFullEvery = fullEvery
+		backstopCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		// Its first round, before the deadlines, reads every kind's.
+		go func() { defer close(done); jobs.NewBackstop(b.store, cfg).Run(backstopCtx) }()
+		t.Cleanup(func() { stop(); <-done })
+	}
+	t.Run("a job held by a dead process", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		m, p := merchantAndProduct(t, b.store, 5, 1)
+		held := placeUnpaid(t, b.store, m, p, "alice", "")
+		_, err := b.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
+			attempted_by = ARRAY['dead-process'] WHERE kind = $1 AND args->>'order_id' = $2`, store.CloseUnpaidArgs{}.Kind(), held.ID.String())
+		require.NoError(t, err)
+		run(t, b, time.Hour)
+		waitStatus(t, b.store, held.ID, domain.StatusClosed, 5*time.Second)
+	})
+	t.Run("a job lost", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		m, p := merchantAndProduct(t, b.store, 5, 1)
+		lost := placeUnpaid(t, b.store, m, p, "bob", "")
+		_, err := b.pool.Exec(ctx, `DELETE FROM river_job WHERE args->>'order_id' = $1`, lost.ID.String())
+		require.NoError(t, err)
+		start := time.Now()
+		run(t, b, 5*time.Second)
+		// Past its deadline and the grace, before the next full round.
+		time.Sleep(time.Until(lost.PaymentDeadline.Add(2 * time.Second)))
+		require.Less(t, time.Since(start), 5*time.Second, "the machine was too slow to look before the full round")
+		o, err := b.store.GetOrder(ctx, lost.ID, store.Access{Actor: domain.ActorAdmin})
+		require.NoError(t, err)
+		require.Equal(t, domain.StatusAwaitingPayment, o.Status, "no overdue job names it: left to the next full round")
+		waitStatus(t, b.store, lost.ID, domain.StatusClosed, 8*time.Second)
+	})
+}
+
 // TestTimerJobsWaitAvailable checks what the timers rely on: a timer is
 // inserted available with its deadline as scheduled_at (any process's fetch
 // takes it when due, no leader promotes it), and River does not start it

@@ -110,12 +110,15 @@ func (timerInsertMiddleware) InsertMany(ctx context.Context, params []*rivertype
 // failed and wait for the leader to promote their retry. Run one in every
 // process.
 type Backstop struct {
-	kinds    []TimerKind
-	interval time.Duration
-	grace    time.Duration
-	limit    int
-	now      func() time.Time
-	log      *slog.Logger
+	kinds     []TimerKind
+	interval  time.Duration
+	grace     time.Duration
+	limit     int
+	now       func() time.Time
+	log       *slog.Logger
+	fullEvery time.Duration
+	lastFull  time.Time
+	overdue   func(ctx context.Context, queue string, cutoff time.Time) ([]string, error)
 	// Fired counts the timers the backstop found pending, which their River
 	// jobs would have fired late.
 	Fired atomic.Int64
@@ -129,7 +132,7 @@ func NewBackstop(st *store.Store, cfg Config) *Backstop {
 	}
 	return &Backstop{
 		kinds: timerKinds(st), interval: cfg.TimerBackstopInterval, grace: cfg.TimerGrace, limit: 500,
-		now: st.Now, log: log,
+		now: st.Now, log: log, fullEvery: cfg.TimerBackstopFullEvery, overdue: st.OverdueTimerKinds,
 	}
 }
 
@@ -155,8 +158,12 @@ func (b *Backstop) Run(ctx context.Context) {
 
 func (b *Backstop) round(ctx context.Context) (full bool, err error) {
 	cutoff := b.now().Add(-b.grace)
+	due, every := b.dueKinds(ctx, cutoff)
 	var errs []error
 	for _, k := range b.kinds {
+		if !every && !due[k.kind] {
+			continue
+		}
 		n, err := k.overdue(ctx, cutoff, b.limit)
 		b.Fired.Add(int64(n))
 		if err != nil {
@@ -165,4 +172,25 @@ func (b *Backstop) round(ctx context.Context) (full bool, err error) {
 		full = full || n == b.limit
 	}
 	return full, errors.Join(errs...)
+}
+
+// dueKinds says which kinds of timer a round reads the deadlines of: every
+// kind (every true) without TimerBackstopFullEvery, on its first round, once
+// that long has passed since the last such round, or when River's table
+// cannot be read; else those with an overdue job there.
+func (b *Backstop) dueKinds(ctx context.Context, cutoff time.Time) (due map[string]bool, every bool) {
+	now := time.Now()
+	if b.fullEvery <= 0 || now.Sub(b.lastFull) >= b.fullEvery {
+		b.lastFull = now
+		return nil, true
+	}
+	kinds, err := b.overdue(ctx, store.QueueTimers, cutoff)
+	if err != nil {
+		return nil, true
+	}
+	due = map[string]bool{}
+	for _, k := range kinds {
+		due[k] = true
+	}
+	return due, false
 }

@@ -28,6 +28,26 @@ func (s *Store) CloseUnpaidOverdue(ctx context.Context, cutoff time.Time, limit 
 	return len(unpaid), s.closeOverdueBatch(ctx, unpaid)
 }
 
+// OverdueTimerKinds lists the kinds of timer that have a job in River's
+// queue still pending at cutoff (available, running or retryable with an
+// earlier scheduled_at): a timer River has not fired in time, or fired in a
+// process that died with it. It reads River's table, on one node, where a
+// backstop's own reads would visit every shard of a cluster.
+func (s *Store) OverdueTimerKinds(ctx context.Context, queue string, cutoff time.Time) ([]string, error) {
+	// Naming every priority lets the fetch index bound scheduled_at, so
+	// that the timers not yet due are not read.
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT kind FROM river_job
+		WHERE state IN ('available', 'running', 'retryable') AND queue = $1 AND priority IN (1, 2, 3, 4) AND scheduled_at < $2`, queue, cutoff)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("overdue timer jobs: %w", err))
+	}
+	kinds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("overdue timer jobs: %w", err))
+	}
+	return kinds, nil
+}
+
 // ExpireQueuedOverdue expires up to limit queued orders whose wait limit is
 // before cutoff and reports how many it found: the backstop behind the
 // queue expiry timers.

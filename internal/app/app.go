@@ -250,6 +250,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.store = store.New(pool, nil)
 	jobsCfg := cfg.Jobs
 	jobsCfg.Logger = log
+	if jobsCfg.TimerBackstopFullEvery == 0 && a.store.Distributed(ctx) {
+		jobsCfg.TimerBackstopFullEvery = jobs.DistributedBackstopFullEvery
+	}
 	jobsCfg.AuditGauge = jobs.NewAuditGauge(a.registry)
 	jobsCfg.Metrics = jobs.NewMetrics(a.registry)
 	if a.river, err = jobs.NewClient(pool, a.store, jobsCfg); err != nil {
