@@ -459,7 +459,7 @@ func flash(ctx context.Context, t *Target, o Options) (*Result, error) {
 func (t *Target) fifoInvariants(ctx context.Context, merchantID string) []string {
 	var out []string
 	var over int
-	if err := t.Pool.QueryRow(ctx, `SELECT count(*) FROM events e JOIN orders o ON o.id = e.stream_id
+	if err := t.Pool.QueryRow(ctx, `SELECT count(*) FROM events e JOIN orders o ON o.id = e.stream_id AND o.merchant_id = e.merchant_id
 		WHERE o.merchant_id = $1 AND e.type = 'order.accepted' AND (e.data->>'active_after')::int > (e.data->>'capacity')::int
 			AND (e.data->>'active_after')::int <> coalesce((e.data->>'load')::int, 1)`, merchantID).Scan(&over); err != nil {
 		return []string{err.Error()}
@@ -471,8 +471,8 @@ func (t *Target) fifoInvariants(ctx context.Context, merchantID string) []string
 	if err := t.Pool.QueryRow(ctx, `
 		SELECT count(*) FROM (
 			SELECT (q.data->>'seq')::bigint AS seq, lag((q.data->>'seq')::bigint) OVER (ORDER BY a.global_position) AS prev
-			FROM events a JOIN events q ON q.stream_id = a.stream_id AND q.type = 'order.queued'
-			JOIN orders o ON o.id = a.stream_id
+			FROM events a JOIN events q ON q.stream_id = a.stream_id AND q.merchant_id = a.merchant_id AND q.type = 'order.queued'
+			JOIN orders o ON o.id = a.stream_id AND o.merchant_id = a.merchant_id
 			WHERE o.merchant_id = $1 AND a.type = 'order.accepted') x
 		WHERE prev IS NOT NULL AND seq < prev`, merchantID).Scan(&outOfOrder); err != nil {
 		return []string{err.Error()}
