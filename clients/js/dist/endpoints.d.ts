@@ -15,6 +15,12 @@ export declare const operations: {
         readonly idempotent: false;
         readonly auth: true;
     };
+    readonly checkpointConsistency: {
+        readonly method: "GET";
+        readonly path: "/v1/audit/checkpoints/consistency";
+        readonly idempotent: false;
+        readonly auth: true;
+    };
     readonly completeOrder: {
         readonly method: "POST";
         readonly path: "/v1/orders/{id}/complete";
@@ -87,6 +93,12 @@ export declare const operations: {
         readonly idempotent: false;
         readonly auth: true;
     };
+    readonly latestCheckpoint: {
+        readonly method: "GET";
+        readonly path: "/v1/audit/checkpoints/latest";
+        readonly idempotent: false;
+        readonly auth: true;
+    };
     readonly listDeadLetters: {
         readonly method: "GET";
         readonly path: "/v1/admin/dead-letters";
@@ -144,6 +156,12 @@ export declare const operations: {
     readonly orderEvents: {
         readonly method: "GET";
         readonly path: "/v1/orders/{id}/events";
+        readonly idempotent: false;
+        readonly auth: true;
+    };
+    readonly orderProof: {
+        readonly method: "GET";
+        readonly path: "/v1/orders/{id}/proof";
         readonly idempotent: false;
         readonly auth: true;
     };
@@ -233,6 +251,8 @@ export declare abstract class Endpoints {
     audit(options?: CallOptions): Promise<Answer<"audit">>;
     /** Cancel an order (`POST /v1/orders/{id}/cancel`) */
     cancelOrder(id: string, body?: Body<"cancelOrder">, options?: CallOptions): Promise<Answer<"cancelOrder">>;
+    /** Proof that the log only grew between two checkpoints (`GET /v1/audit/checkpoints/consistency`) */
+    checkpointConsistency(query: Query<"checkpointConsistency">, options?: CallOptions): Promise<Answer<"checkpointConsistency">>;
     /** Complete an accepted order (`POST /v1/orders/{id}/complete`) */
     completeOrder(id: string, options?: CallOptions): Promise<Answer<"completeOrder">>;
     /** Schedule a drop of a limited product (`POST /v1/products/{id}/drops`) */
@@ -257,6 +277,8 @@ export declare abstract class Endpoints {
     issueWebSocketTicket(options?: CallOptions): Promise<Answer<"issueWebSocketTicket">>;
     /** Join a drop's line (`POST /v1/drops/{id}/entries`) */
     joinDrop(id: string, options?: CallOptions): Promise<Answer<"joinDrop">>;
+    /** The log's latest signed checkpoint (`GET /v1/audit/checkpoints/latest`) */
+    latestCheckpoint(query?: Query<"latestCheckpoint">, options?: CallOptions): Promise<Answer<"latestCheckpoint">>;
     /** Dead letters, newest first (`GET /v1/admin/dead-letters`) */
     listDeadLetters(query?: Query<"listDeadLetters">, options?: CallOptions): Promise<Answer<"listDeadLetters">>;
     /** A merchant's orders of one status (`GET /v1/merchants/{id}/orders`) */
@@ -277,6 +299,8 @@ export declare abstract class Endpoints {
     openapi(options?: CallOptions): Promise<Answer<"openapi">>;
     /** An order's history (`GET /v1/orders/{id}/events`) */
     orderEvents(id: string, options?: CallOptions): Promise<Answer<"orderEvents">>;
+    /** An order's receipt: its events' inclusion in a checkpoint (`GET /v1/orders/{id}/proof`) */
+    orderProof(id: string, query?: Query<"orderProof">, options?: CallOptions): Promise<Answer<"orderProof">>;
     /** Pause a merchant's intake (`POST /v1/merchants/{id}/pause`) */
     pauseMerchant(id: string, body: Body<"pauseMerchant">, options?: CallOptions): Promise<Answer<"pauseMerchant">>;
     /** Pay an order (`POST /v1/orders/{id}/pay`) */
@@ -308,6 +332,7 @@ export type AuditCheck = components["schemas"]["AuditCheck"];
 export type AuditReport = components["schemas"]["AuditReport"];
 export type Cancel = components["schemas"]["Cancel"];
 export type CapacityUnit = components["schemas"]["CapacityUnit"];
+export type Checkpoint = components["schemas"]["Checkpoint"];
 export type CreateDrop = components["schemas"]["CreateDrop"];
 export type CreateMerchant = components["schemas"]["CreateMerchant"];
 export type CreateProduct = components["schemas"]["CreateProduct"];
@@ -321,6 +346,7 @@ export type Merchant = components["schemas"]["Merchant"];
 export type MintSignInCode = components["schemas"]["MintSignInCode"];
 export type Order = components["schemas"]["Order"];
 export type OrderEvent = components["schemas"]["OrderEvent"];
+export type OrderProof = components["schemas"]["OrderProof"];
 export type OrderStatus = components["schemas"]["OrderStatus"];
 export type PatchMerchant = components["schemas"]["PatchMerchant"];
 export type Pause = components["schemas"]["Pause"];

@@ -5,6 +5,8 @@ export type { Problem, ProblemCode } from "./errors.js";
 export type { MerchantLoad, ReconnectOptions, Watch, WatchOptions, WatchState, WebSocketLike } from "./watch.js";
 export { verifyWebhook, WebhookSignatureError, signatureHeader, maxAgeSeconds } from "./webhook.js";
 export type { HeadersLike, VerifyOptions, WebhookErrorCode, WebhookEvent } from "./webhook.js";
+export { ProofError, verifyCheckpoint, verifyConsistency, verifyProof } from "./proof.js";
+export type { ProofErrorCode, ProofOptions } from "./proof.js";
 export { operations } from "./endpoints.js";
 export type * from "./endpoints.js";
 export type { Answer, Body, CallOptions, OperationId, Query } from "./types.js";

@@ -4,6 +4,7 @@
 var operations = {
   audit: { method: "GET", path: "/v1/admin/audit", idempotent: false, auth: true },
   cancelOrder: { method: "POST", path: "/v1/orders/{id}/cancel", idempotent: false, auth: true },
+  checkpointConsistency: { method: "GET", path: "/v1/audit/checkpoints/consistency", idempotent: false, auth: true },
   completeOrder: { method: "POST", path: "/v1/orders/{id}/complete", idempotent: false, auth: true },
   createDrop: { method: "POST", path: "/v1/products/{id}/drops", idempotent: false, auth: true },
   createMerchant: { method: "POST", path: "/v1/merchants", idempotent: false, auth: true },
@@ -16,6 +17,7 @@ var operations = {
   healthz: { method: "GET", path: "/healthz", idempotent: false, auth: false },
   issueWebSocketTicket: { method: "POST", path: "/v1/ws/tickets", idempotent: false, auth: true },
   joinDrop: { method: "POST", path: "/v1/drops/{id}/entries", idempotent: false, auth: true },
+  latestCheckpoint: { method: "GET", path: "/v1/audit/checkpoints/latest", idempotent: false, auth: true },
   listDeadLetters: { method: "GET", path: "/v1/admin/dead-letters", idempotent: false, auth: true },
   listMerchantOrders: { method: "GET", path: "/v1/merchants/{id}/orders", idempotent: false, auth: true },
   listOwnOrders: { method: "GET", path: "/v1/orders", idempotent: false, auth: true },
@@ -26,6 +28,7 @@ var operations = {
   myDropEntry: { method: "GET", path: "/v1/drops/{id}/entries/me", idempotent: false, auth: true },
   openapi: { method: "GET", path: "/openapi.json", idempotent: false, auth: false },
   orderEvents: { method: "GET", path: "/v1/orders/{id}/events", idempotent: false, auth: true },
+  orderProof: { method: "GET", path: "/v1/orders/{id}/proof", idempotent: false, auth: true },
   pauseMerchant: { method: "POST", path: "/v1/merchants/{id}/pause", idempotent: false, auth: true },
   payOrder: { method: "POST", path: "/v1/orders/{id}/pay", idempotent: false, auth: true },
   placeOrder: { method: "POST", path: "/v1/orders", idempotent: true, auth: true },
@@ -48,6 +51,10 @@ var Endpoints = class {
   /** Cancel an order (`POST /v1/orders/{id}/cancel`) */
   cancelOrder(id, body, options) {
     return this.call("cancelOrder", { body, path: { id } }, options);
+  }
+  /** Proof that the log only grew between two checkpoints (`GET /v1/audit/checkpoints/consistency`) */
+  checkpointConsistency(query, options) {
+    return this.call("checkpointConsistency", { query }, options);
   }
   /** Complete an accepted order (`POST /v1/orders/{id}/complete`) */
   completeOrder(id, options) {
@@ -97,6 +104,10 @@ var Endpoints = class {
   joinDrop(id, options) {
     return this.call("joinDrop", { path: { id } }, options);
   }
+  /** The log's latest signed checkpoint (`GET /v1/audit/checkpoints/latest`) */
+  latestCheckpoint(query, options) {
+    return this.call("latestCheckpoint", { query }, options);
+  }
   /** Dead letters, newest first (`GET /v1/admin/dead-letters`) */
   listDeadLetters(query, options) {
     return this.call("listDeadLetters", { query }, options);
@@ -136,6 +147,10 @@ var Endpoints = class {
   /** An order's history (`GET /v1/orders/{id}/events`) */
   orderEvents(id, options) {
     return this.call("orderEvents", { path: { id } }, options);
+  }
+  /** An order's receipt: its events' inclusion in a checkpoint (`GET /v1/orders/{id}/proof`) */
+  orderProof(id, query, options) {
+    return this.call("orderProof", { query, path: { id } }, options);
   }
   /** Pause a merchant's intake (`POST /v1/merchants/{id}/pause`) */
   pauseMerchant(id, body, options) {
@@ -656,14 +671,131 @@ function concat(a, b) {
   out.set(b, a.length);
   return out;
 }
+
+// src/proof.ts
+var ProofError = class extends Error {
+  constructor(code, message) {
+    super(message);
+    this.name = "ProofError";
+    this.code = code;
+  }
+};
+async function verifyCheckpoint(cp, options) {
+  if (cp.public_key !== options.publicKey) {
+    throw new ProofError("wrong_key", "the checkpoint is signed by another key than the one trusted");
+  }
+  const text = `orderd checkpoint v1
+${cp.log}
+${cp.size}
+${cp.root}
+${cp.at}
+`;
+  const key = await crypto.subtle.importKey("raw", b64(options.publicKey), { name: "Ed25519" }, false, ["verify"]);
+  if (!await crypto.subtle.verify({ name: "Ed25519" }, key, b64(cp.signature), new TextEncoder().encode(text))) {
+    throw new ProofError("bad_signature", "the checkpoint's signature does not verify");
+  }
+}
+async function verifyProof(proof, options) {
+  await verifyCheckpoint(proof.checkpoint, options);
+  const root = b64(proof.checkpoint.root);
+  for (const e of proof.events) {
+    const leaf = await sha256(new Uint8Array([0]), b64(e.hash));
+    const got = await rootFromInclusion(e.leaf_index, proof.checkpoint.size, leaf, e.inclusion.map(b64));
+    if (!got || !equal(got, root)) {
+      throw new ProofError("not_included", `event ${e.version} (${e.type}) is not in the checkpoint's tree`);
+    }
+  }
+  return proof.checkpoint;
+}
+async function verifyConsistency(older, newer, proof, options) {
+  await verifyCheckpoint(older, options);
+  await verifyCheckpoint(newer, options);
+  if (older.log !== newer.log || older.size > newer.size) throw new ProofError("inconsistent", "the checkpoints are of different logs, or the newer is smaller");
+  const ok = await consistent(older.size, newer.size, b64(older.root), b64(newer.root), proof.map(b64));
+  if (!ok) throw new ProofError("inconsistent", `the tree of size ${newer.size} does not extend the tree of size ${older.size}`);
+}
+async function rootFromInclusion(index, size, leaf, path) {
+  if (!(index >= 0 && index < size)) return null;
+  let fn = index, sn = size - 1, r = leaf;
+  for (const p of path) {
+    if (sn === 0) return null;
+    if (fn % 2 === 1 || fn === sn) {
+      r = await node(p, r);
+      while (fn % 2 === 0 && fn !== 0) {
+        fn = Math.floor(fn / 2);
+        sn = Math.floor(sn / 2);
+      }
+    } else {
+      r = await node(r, p);
+    }
+    fn = Math.floor(fn / 2);
+    sn = Math.floor(sn / 2);
+  }
+  return sn === 0 ? r : null;
+}
+async function consistent(first, second, firstRoot, secondRoot, path) {
+  if (first === second) return path.length === 0 && equal(firstRoot, secondRoot);
+  if (first === 0 || first > second || path.length === 0) return false;
+  if ((first & first - 1) === 0) path = [firstRoot, ...path];
+  let fn = first - 1, sn = second - 1;
+  while (fn % 2 === 1) {
+    fn = Math.floor(fn / 2);
+    sn = Math.floor(sn / 2);
+  }
+  let fr = path[0], sr = path[0];
+  for (const c of path.slice(1)) {
+    if (sn === 0) return false;
+    if (fn % 2 === 1 || fn === sn) {
+      fr = await node(c, fr);
+      sr = await node(c, sr);
+      while (fn % 2 === 0 && fn !== 0) {
+        fn = Math.floor(fn / 2);
+        sn = Math.floor(sn / 2);
+      }
+    } else {
+      sr = await node(sr, c);
+    }
+    fn = Math.floor(fn / 2);
+    sn = Math.floor(sn / 2);
+  }
+  return sn === 0 && equal(fr, firstRoot) && equal(sr, secondRoot);
+}
+function node(left, right) {
+  return sha256(new Uint8Array([1]), left, right);
+}
+async function sha256(...parts) {
+  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", all));
+}
+function b64(s) {
+  let bin;
+  try {
+    bin = atob(s);
+  } catch {
+    throw new ProofError("malformed", "a proof field is not base64");
+  }
+  return Uint8Array.from(bin, (c) => c.charCodeAt(0));
+}
+function equal(a, b) {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
 export {
   OrderdClient,
   OrderdError,
+  ProofError,
   WatchError,
   WebhookSignatureError,
   maxAgeSeconds,
   newKey,
   operations,
   signatureHeader,
+  verifyCheckpoint,
+  verifyConsistency,
+  verifyProof,
   verifyWebhook
 };

@@ -8,6 +8,7 @@ import type { Answer, Body, CallOptions, Input, OperationId, Query } from "./typ
 export const operations = {
   audit: { method: "GET", path: "/v1/admin/audit", idempotent: false, auth: true },
   cancelOrder: { method: "POST", path: "/v1/orders/{id}/cancel", idempotent: false, auth: true },
+  checkpointConsistency: { method: "GET", path: "/v1/audit/checkpoints/consistency", idempotent: false, auth: true },
   completeOrder: { method: "POST", path: "/v1/orders/{id}/complete", idempotent: false, auth: true },
   createDrop: { method: "POST", path: "/v1/products/{id}/drops", idempotent: false, auth: true },
   createMerchant: { method: "POST", path: "/v1/merchants", idempotent: false, auth: true },
@@ -20,6 +21,7 @@ export const operations = {
   healthz: { method: "GET", path: "/healthz", idempotent: false, auth: false },
   issueWebSocketTicket: { method: "POST", path: "/v1/ws/tickets", idempotent: false, auth: true },
   joinDrop: { method: "POST", path: "/v1/drops/{id}/entries", idempotent: false, auth: true },
+  latestCheckpoint: { method: "GET", path: "/v1/audit/checkpoints/latest", idempotent: false, auth: true },
   listDeadLetters: { method: "GET", path: "/v1/admin/dead-letters", idempotent: false, auth: true },
   listMerchantOrders: { method: "GET", path: "/v1/merchants/{id}/orders", idempotent: false, auth: true },
   listOwnOrders: { method: "GET", path: "/v1/orders", idempotent: false, auth: true },
@@ -30,6 +32,7 @@ export const operations = {
   myDropEntry: { method: "GET", path: "/v1/drops/{id}/entries/me", idempotent: false, auth: true },
   openapi: { method: "GET", path: "/openapi.json", idempotent: false, auth: false },
   orderEvents: { method: "GET", path: "/v1/orders/{id}/events", idempotent: false, auth: true },
+  orderProof: { method: "GET", path: "/v1/orders/{id}/proof", idempotent: false, auth: true },
   pauseMerchant: { method: "POST", path: "/v1/merchants/{id}/pause", idempotent: false, auth: true },
   payOrder: { method: "POST", path: "/v1/orders/{id}/pay", idempotent: false, auth: true },
   placeOrder: { method: "POST", path: "/v1/orders", idempotent: true, auth: true },
@@ -57,6 +60,11 @@ export abstract class Endpoints {
   /** Cancel an order (`POST /v1/orders/{id}/cancel`) */
   cancelOrder(id: string, body?: Body<"cancelOrder">, options?: CallOptions): Promise<Answer<"cancelOrder">> {
     return this.call("cancelOrder", { body, path: { id } }, options);
+  }
+
+  /** Proof that the log only grew between two checkpoints (`GET /v1/audit/checkpoints/consistency`) */
+  checkpointConsistency(query: Query<"checkpointConsistency">, options?: CallOptions): Promise<Answer<"checkpointConsistency">> {
+    return this.call("checkpointConsistency", { query }, options);
   }
 
   /** Complete an accepted order (`POST /v1/orders/{id}/complete`) */
@@ -119,6 +127,11 @@ export abstract class Endpoints {
     return this.call("joinDrop", { path: { id } }, options);
   }
 
+  /** The log's latest signed checkpoint (`GET /v1/audit/checkpoints/latest`) */
+  latestCheckpoint(query?: Query<"latestCheckpoint">, options?: CallOptions): Promise<Answer<"latestCheckpoint">> {
+    return this.call("latestCheckpoint", { query }, options);
+  }
+
   /** Dead letters, newest first (`GET /v1/admin/dead-letters`) */
   listDeadLetters(query?: Query<"listDeadLetters">, options?: CallOptions): Promise<Answer<"listDeadLetters">> {
     return this.call("listDeadLetters", { query }, options);
@@ -167,6 +180,11 @@ export abstract class Endpoints {
   /** An order's history (`GET /v1/orders/{id}/events`) */
   orderEvents(id: string, options?: CallOptions): Promise<Answer<"orderEvents">> {
     return this.call("orderEvents", { path: { id } }, options);
+  }
+
+  /** An order's receipt: its events' inclusion in a checkpoint (`GET /v1/orders/{id}/proof`) */
+  orderProof(id: string, query?: Query<"orderProof">, options?: CallOptions): Promise<Answer<"orderProof">> {
+    return this.call("orderProof", { query, path: { id } }, options);
   }
 
   /** Pause a merchant's intake (`POST /v1/merchants/{id}/pause`) */
@@ -239,6 +257,7 @@ export type AuditCheck = components["schemas"]["AuditCheck"];
 export type AuditReport = components["schemas"]["AuditReport"];
 export type Cancel = components["schemas"]["Cancel"];
 export type CapacityUnit = components["schemas"]["CapacityUnit"];
+export type Checkpoint = components["schemas"]["Checkpoint"];
 export type CreateDrop = components["schemas"]["CreateDrop"];
 export type CreateMerchant = components["schemas"]["CreateMerchant"];
 export type CreateProduct = components["schemas"]["CreateProduct"];
@@ -252,6 +271,7 @@ export type Merchant = components["schemas"]["Merchant"];
 export type MintSignInCode = components["schemas"]["MintSignInCode"];
 export type Order = components["schemas"]["Order"];
 export type OrderEvent = components["schemas"]["OrderEvent"];
+export type OrderProof = components["schemas"]["OrderProof"];
 export type OrderStatus = components["schemas"]["OrderStatus"];
 export type PatchMerchant = components["schemas"]["PatchMerchant"];
 export type Pause = components["schemas"]["Pause"];

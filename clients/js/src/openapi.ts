@@ -768,6 +768,59 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/orders/{id}/proof": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** An order's receipt: its events' inclusion in a checkpoint */
+        get: operations["orderProof"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/audit/checkpoints/latest": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The log's latest signed checkpoint */
+        get: operations["latestCheckpoint"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/audit/checkpoints/consistency": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Proof that the log only grew between two checkpoints */
+        get: operations["checkpointConsistency"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1204,6 +1257,31 @@ export interface components {
             capacity: number;
             taken: number;
             available: number;
+        };
+        /** @description A signed tree head of the log: Ed25519 over "orderd checkpoint v1\n" + log + "\n" + size + "\n" + base64(root) + "\n" + at + "\n". */
+        Checkpoint: {
+            log: string;
+            size: number;
+            /** Format: byte */
+            root: string;
+            /** Format: date-time */
+            at: string;
+            /** Format: byte */
+            signature: string;
+            /** Format: byte */
+            public_key: string;
+        };
+        OrderProof: {
+            checkpoint: components["schemas"]["Checkpoint"];
+            events: {
+                version: number;
+                type: string;
+                /** Format: byte */
+                hash: string;
+                leaf_index: number;
+                /** @description RFC 6962 audit path from the leaf sha256(0x00 || hash) to the checkpoint's root */
+                inclusion: string[];
+            }[];
         };
     };
     responses: {
@@ -2325,6 +2403,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2681,6 +2760,107 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orderProof: {
+        parameters: {
+            query?: {
+                /** @description a checkpoint's size; the latest by default */
+                size?: number;
+                /** @description the log (one per database node); main by default */
+                log?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every event of the order already in the checkpoint, with its audit path (an empty list when none is yet). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrderProof"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    latestCheckpoint: {
+        parameters: {
+            query?: {
+                /** @description the log (one per database node); main by default */
+                log?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The checkpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Checkpoint"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    checkpointConsistency: {
+        parameters: {
+            query: {
+                /** @description the log (one per database node); main by default */
+                log?: string;
+                /** @description the earlier checkpoint's size */
+                from: number;
+                /** @description the later checkpoint's size */
+                to: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description RFC 6962 consistency proof between the trees of sizes from and to. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        log: string;
+                        from: number;
+                        to: number;
+                        proof: string[];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

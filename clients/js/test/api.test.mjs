@@ -2,13 +2,19 @@
 // errors, idempotency keys, a 429 with Retry-After, and the committed
 // generated and built files checked against the live server.
 import assert from "node:assert/strict";
-import { readdir, readFile } from "node:fs/promises";
+import { createPrivateKey, createPublicKey, randomBytes } from "node:crypto";
+import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import http from "node:http";
 import { after, before, test } from "node:test";
-import { OrderdError, operations } from "../dist/index.js";
+import { OrderdError, ProofError, operations, verifyConsistency, verifyProof } from "../dist/index.js";
 import { freePort, startOrderd } from "./helpers/orderd.mjs";
 
 let orderd;
+// publicKey is the server's checkpoint key, as an auditor keeps it: made
+// here, outside the server.
+let publicKey;
 // answered records every answer the clients got: method, path, status.
 const answered = [];
 const recording = async (url, init) => {
@@ -21,7 +27,16 @@ before(async () => {
   // Webhooks fail at once and are dead-lettered after one attempt, so the
   // dead-letter calls have something to work on; placements are limited to
   // one a second per customer (burst two) for the 429.
-  orderd = await startOrderd({ ORDERD_WEBHOOK_MAX_ATTEMPTS: "1", ORDERD_RATE_PER_CUSTOMER: "1" });
+  // The server keeps the tamper-evident log, checkpointed every second.
+  const seed = randomBytes(32);
+  const keyFile = join(await mkdtemp(join(tmpdir(), "orderd-client-key-")), "checkpoint.key");
+  await writeFile(keyFile, seed.toString("base64"));
+  const key = createPrivateKey({ key: Buffer.concat([Buffer.from("302e020100300506032b657004220420", "hex"), seed]), format: "der", type: "pkcs8" });
+  publicKey = Buffer.from(createPublicKey(key).export({ format: "jwk" }).x, "base64url").toString("base64");
+  orderd = await startOrderd({
+    ORDERD_WEBHOOK_MAX_ATTEMPTS: "1", ORDERD_RATE_PER_CUSTOMER: "1",
+    ORDERD_CHECKPOINT_KEY: keyFile, ORDERD_CHECKPOINT_INTERVAL: "1s",
+  });
 });
 after(async () => { await orderd?.stop(); });
 
@@ -117,6 +132,41 @@ test("every endpoint answers through its typed method", async () => {
   });
   assert.equal((await dave.myDropEntry(drop.id)).id, entry.id);
   assert.equal((await ann.getDropDraw(drop.id)).seed, null);
+});
+
+test("verifyProof checks a real order's receipt, and verifyConsistency two real checkpoints", async () => {
+  const root = admin();
+  const auditor = as({ sub: "auditor", role: "auditor" });
+  const merchant = await root.createMerchant({ name: "Ledger", capacity: 1 });
+  const tea = await root.createProduct(merchant.id, { name: "Tea", price_cents: 300 });
+  const vic = as({ sub: "vic", role: "customer" });
+  const order = await vic.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }], payment_ref: "p" });
+  const { events } = await vic.orderEvents(order.id);
+  const first = await eventually("a checkpoint holding the order", async () => {
+    try {
+      const p = await vic.orderProof(order.id);
+      return p.events.length === events.length && p;
+    } catch (err) {
+      if (err.code === "not_found") return null;
+      throw err;
+    }
+  });
+  const cp = await verifyProof(first, { publicKey });
+  assert.deepEqual(first.events.map((e) => e.hash), events.map((e) => e.hash), "the receipt is of the events the customer read");
+  await assert.rejects(verifyProof(first, { publicKey: first.checkpoint.public_key.replace(/^./, (c) => (c === "A" ? "B" : "A")) }),
+    (err) => err instanceof ProofError && err.code === "wrong_key");
+  const swapped = { ...first, events: first.events.map((e, i) => ({ ...e, hash: first.events[(i + 1) % first.events.length].hash })) };
+  await assert.rejects(verifyProof(swapped, { publicKey }), { name: "ProofError", code: "not_included" });
+
+  // The log grows; the later checkpoint proves it only grew.
+  await vic.cancelOrder((await vic.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }] })).id);
+  const later = await eventually("a later checkpoint", async () => {
+    const c = await auditor.latestCheckpoint();
+    return c.size > cp.size && c;
+  });
+  const { proof } = await auditor.checkpointConsistency({ from: cp.size, to: later.size });
+  await verifyConsistency(cp, later, proof, { publicKey });
+  await assert.rejects(verifyConsistency(cp, later, proof.slice(1), { publicKey }), { name: "ProofError", code: "inconsistent" });
 });
 
 test("a refused call throws an OrderdError with the problem's code", async () => {
