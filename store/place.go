@@ -47,6 +47,8 @@ type placement struct {
 	p       PlaceParams
 	orderID uuid.UUID
 	done    chan struct{}
+	// shard holds the merchant's rows on Citus (merchantShard).
+	shard int64
 	// deadline is the caller's (zero: none). No batch runs past the last
 	// deadline of its requests: nobody waits for its outcome any longer.
 	deadline time.Time
@@ -89,7 +91,11 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceParams) (*PlaceResult, er
 	if err := domain.ValidateLines(p.Lines); err != nil {
 		return nil, err
 	}
-	pl := &placement{p: p, orderID: newID(), done: make(chan struct{})}
+	shard, err := s.merchantShard(ctx, p.MerchantID)
+	if err != nil {
+		return nil, err
+	}
+	pl := &placement{p: p, orderID: newID(), done: make(chan struct{}), shard: shard}
 	pl.deadline, _ = ctx.Deadline()
 	s.placers[laneOf(pl)].Submit(pl)
 	select {
@@ -189,7 +195,7 @@ var errStockHeldElsewhere = errors.New("stock held by another transaction")
 // errAbandoned rolls a batch back when a caller gave up before the commit.
 var errAbandoned = errors.New("a caller abandoned its placement before the commit")
 
-// placeBatch decides a lane's batch (on Citus, one merchant's part of it:
+// placeBatch decides a lane's batch (on Citus, one shard's part of it:
 // splitByMerchant). It never waits for a merchant's row: requests of a
 // merchant another transaction holds are parked and decided by that
 // merchant's own waiter (placeParked), in arrival order, while the lane

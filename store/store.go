@@ -50,7 +50,9 @@ type Store struct {
 	// merchant's paid orders always take the same lane, so that they are
 	// decided in arrival order and concurrent batches never wait for each
 	// other's merchant locks.
-	placers []*pgkit.Batcher[*placement, uuid.UUID]
+	placers []*pgkit.Batcher[*placement, int64]
+	// shards maps merchants to their shard, for the placers on Citus.
+	shards shardMap
 	// parked holds, per merchant whose row another transaction held when a
 	// batch came to it, the requests waiting for that lock in arrival order
 	// (placeParked): a locked merchant holds up its own requests only.
@@ -98,10 +100,13 @@ func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
 func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
 	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100, SellOutChunk: 1000, hints: make(chan struct{}, 1),
 		parked: map[uuid.UUID][]*placement{}, dropMerchants: map[uuid.UUID]uuid.UUID{}}
-	s.placers = make([]*pgkit.Batcher[*placement, uuid.UUID], placementLanes)
+	s.placers = make([]*pgkit.Batcher[*placement, int64], placementLanes)
 	for i := range s.placers {
-		s.placers[i] = pgkit.NewBatcher[*placement, uuid.UUID](1, maxPlacementBatch, s.placeBatch).
-			SplitBy(s.splitByMerchant, func(pl *placement) uuid.UUID { return pl.p.MerchantID }, merchantsAtOnce)
+		// A placement batch is split by shard, not merchant: every
+		// statement of a batch names its merchants, so a shard's
+		// merchants share one transaction on that shard.
+		s.placers[i] = pgkit.NewBatcher[*placement, int64](1, maxPlacementBatch, s.placeBatch).
+			SplitBy(s.splitByMerchant, func(pl *placement) int64 { return pl.shard }, merchantsAtOnce)
 	}
 	s.closer = pgkit.NewBatcher[*closeRequest, uuid.UUID](2, 200, s.closeBatch).
 		SplitBy(s.splitByMerchant, closeMerchant, merchantsAtOnce)
@@ -110,9 +115,9 @@ func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
 	return s
 }
 
-// merchantsAtOnce bounds how many merchants of a batch split by merchant
-// (splitByMerchant) are decided at once, each in a transaction on a
-// connection of its own.
+// merchantsAtOnce bounds how many merchants (a placement batch's shards)
+// of a batch split by merchant (splitByMerchant) are decided at once, each
+// in a transaction on a connection of its own.
 const merchantsAtOnce = 4
 
 // Distributed reports whether the database is laid out on Citus, where a
