@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -101,10 +102,13 @@ type DropOpened struct {
 	OpenedAt time.Time `json:"opened_at"`
 }
 
-// DropStarted publishes the seed (hex) at the start.
+// DropStarted publishes the seed (hex) at the start and, in a lottery,
+// fixes the set of entries drawn: the digest (hex) of the entries that
+// joined before starts_at, which every early entry's draw mixes in.
 type DropStarted struct {
-	Seed      string    `json:"seed"`
-	StartedAt time.Time `json:"started_at"`
+	Seed          string    `json:"seed"`
+	EntriesDigest string    `json:"entries_digest,omitempty"`
+	StartedAt     time.Time `json:"started_at"`
 }
 
 type DropSoldOut struct {
@@ -124,8 +128,11 @@ type Drop struct {
 	DropCreated
 	State DropState
 	// Seed is nil until the drop starts.
-	Seed    []byte
-	Version int
+	Seed []byte
+	// EntriesDigest is nil until a lottery drop starts, and in the draws
+	// made before digests were drawn in.
+	EntriesDigest []byte
+	Version       int
 }
 
 // Evolve folds one event of the drop's stream.
@@ -144,6 +151,11 @@ func (d Drop) Evolve(e Event) (Drop, error) {
 			return d, fmt.Errorf("drop %s: seed: %w", d.DropID, err)
 		}
 		d.State, d.Seed = DropStateSelling, seed
+		if ev.EntriesDigest != "" {
+			if d.EntriesDigest, err = hex.DecodeString(ev.EntriesDigest); err != nil {
+				return d, fmt.Errorf("drop %s: entries digest: %w", d.DropID, err)
+			}
+		}
 	case DropSoldOut:
 		d.State = DropStateSoldOut
 	case DropEnded:
@@ -234,8 +246,11 @@ func CreateDrop(p NewDropParams, now time.Time) ([]Event, error) {
 }
 
 // AdvanceDrop returns the transitions whose time has come: open at opens_at,
-// start (publishing seed, which must match the commitment) at starts_at.
-func AdvanceDrop(d Drop, seed []byte, now time.Time) ([]Event, error) {
+// start (publishing seed, which must match the commitment) at starts_at. A
+// lottery's start also records digest, the EntriesDigest of the entries
+// that joined before starts_at, read under the drop's lock that every join
+// waits for.
+func AdvanceDrop(d Drop, seed, digest []byte, now time.Time) ([]Event, error) {
 	var events []Event
 	if d.State == DropStateScheduled && !now.Before(d.OpensAt) {
 		events = append(events, Event{Type: EventDropOpened, Data: DropOpened{OpenedAt: now}})
@@ -244,7 +259,14 @@ func AdvanceDrop(d Drop, seed []byte, now time.Time) ([]Event, error) {
 		if SeedCommitment(seed) != d.SeedCommitment {
 			return nil, fmt.Errorf("drop %s: the seed does not match its commitment", d.DropID)
 		}
-		events = append(events, Event{Type: EventDropStarted, Data: DropStarted{Seed: hex.EncodeToString(seed), StartedAt: now}})
+		started := DropStarted{Seed: hex.EncodeToString(seed), StartedAt: now}
+		if d.Mode == DropLottery {
+			if len(digest) != sha256.Size {
+				return nil, fmt.Errorf("drop %s: a lottery starts with the digest of its entries", d.DropID)
+			}
+			started.EntriesDigest = hex.EncodeToString(digest)
+		}
+		events = append(events, Event{Type: EventDropStarted, Data: started})
 	}
 	return events, nil
 }
@@ -300,7 +322,12 @@ func InvitationsDue(d Drop, outstanding, purchased int) int {
 // Ranking. An entry's order key sorts entries in rank order, bytewise:
 //
 //   - lottery entries that joined before starts_at: 0x00 followed by
-//     SHA-256(seed ‖ the entry id's 16 bytes), known once the seed is;
+//     SHA-256(seed ‖ digest ‖ the entry id's 16 bytes), known once the seed
+//     is, where digest is the EntriesDigest of those entries: the set is
+//     closed at the start, and every entry in it moves every rank, so that
+//     whoever knows the seed early cannot pick entries that win without
+//     knowing every other entry (draws made before digests, SHA-256(seed ‖
+//     the entry id's 16 bytes));
 //   - every other entry: 0x01 followed by joined_at in microseconds since
 //     the Unix epoch (8 bytes, big-endian) and the entry id's 16 bytes.
 //
@@ -311,14 +338,29 @@ const (
 	lateKeyPrefix  byte = 0x01
 )
 
-// DrawHash is SHA-256(seed ‖ entry id), the lottery's draw for one entry.
-func DrawHash(seed []byte, entryID [16]byte) [32]byte {
+// DrawHash is SHA-256(seed ‖ digest ‖ entry id), the lottery's draw for
+// one entry; digest is nil in the draws made before digests.
+func DrawHash(seed, digest []byte, entryID [16]byte) [32]byte {
 	h := sha256.New()
 	h.Write(seed)
+	h.Write(digest)
 	h.Write(entryID[:])
 	var sum [32]byte
 	h.Sum(sum[:0])
 	return sum
+}
+
+// EntriesDigest is SHA-256 of the 16-byte ids of the entries drawn, in
+// ascending byte order, concatenated: the set of a lottery's early entries
+// as its start closes it.
+func EntriesDigest(ids [][16]byte) []byte {
+	sorted := append([][16]byte(nil), ids...)
+	slices.SortFunc(sorted, func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) })
+	h := sha256.New()
+	for _, id := range sorted {
+		h.Write(id[:])
+	}
+	return h.Sum(nil)
 }
 
 // EarlyEntry reports whether an entry is ranked by the lottery draw.
@@ -326,14 +368,20 @@ func EarlyEntry(mode DropMode, startsAt, joinedAt time.Time) bool {
 	return mode == DropLottery && joinedAt.Before(startsAt)
 }
 
+// OrderKey is an entry's rank key in drop d; nil for an early lottery
+// entry before the seed is published.
+func (d Drop) OrderKey(entryID [16]byte, joinedAt time.Time) []byte {
+	return OrderKey(d.Mode, d.StartsAt, d.Seed, d.EntriesDigest, entryID, joinedAt)
+}
+
 // OrderKey is an entry's rank key; nil for an early lottery entry before
 // the seed is published (seed nil).
-func OrderKey(mode DropMode, startsAt time.Time, seed []byte, entryID [16]byte, joinedAt time.Time) []byte {
+func OrderKey(mode DropMode, startsAt time.Time, seed, digest []byte, entryID [16]byte, joinedAt time.Time) []byte {
 	if EarlyEntry(mode, startsAt, joinedAt) {
 		if seed == nil {
 			return nil
 		}
-		sum := DrawHash(seed, entryID)
+		sum := DrawHash(seed, digest, entryID)
 		return append([]byte{earlyKeyPrefix}, sum[:]...)
 	}
 	key := make([]byte, 0, 25)

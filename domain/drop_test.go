@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func TestDropLifecycle(t *testing.T) {
 	t.Parallel()
 	d := newTestDrop(t, func(p *domain.NewDropParams) { p.Units = intPtr(2) })
 	advance := func(at time.Time) {
-		events, err := domain.AdvanceDrop(d, testSeed(), at)
+		events, err := domain.AdvanceDrop(d, testSeed(), noEntries, at)
 		require.NoError(t, err)
 		d, err = d.Apply(events...)
 		require.NoError(t, err)
@@ -113,12 +114,12 @@ func TestDropLifecycle(t *testing.T) {
 	require.Equal(t, testSeed(), d.Seed, "the seed is published at the start")
 	require.Equal(t, 3, d.Version)
 
-	_, err := domain.AdvanceDrop(newTestDrop(t, nil), bytes.Repeat([]byte{8}, 32), dropNow.Add(2*time.Hour))
+	_, err := domain.AdvanceDrop(newTestDrop(t, nil), bytes.Repeat([]byte{8}, 32), noEntries, dropNow.Add(2*time.Hour))
 	require.Error(t, err, "a seed that does not match the commitment is never published")
 
 	// A late timer takes both steps at once.
 	late := newTestDrop(t, nil)
-	events, err := domain.AdvanceDrop(late, testSeed(), late.StartsAt.Add(time.Second))
+	events, err := domain.AdvanceDrop(late, testSeed(), noEntries, late.StartsAt.Add(time.Second))
 	require.NoError(t, err)
 	require.Len(t, events, 2)
 
@@ -140,7 +141,7 @@ func TestDropLifecycle(t *testing.T) {
 func TestDropEndsAWindowAfterItsLineEmptied(t *testing.T) {
 	t.Parallel()
 	d := newTestDrop(t, func(p *domain.NewDropParams) { p.Units = intPtr(2) })
-	events, err := domain.AdvanceDrop(d, testSeed(), d.StartsAt)
+	events, err := domain.AdvanceDrop(d, testSeed(), noEntries, d.StartsAt)
 	require.NoError(t, err)
 	d, err = d.Apply(events...)
 	require.NoError(t, err)
@@ -174,7 +175,7 @@ func TestDropEndsAWindowAfterItsLineEmptied(t *testing.T) {
 		require.Zero(t, domain.InvitationsDue(ended, 0, 0))
 		require.Empty(t, domain.End(ended, tc.line, at.Add(time.Hour)), "once")
 	}
-	open, err := domain.AdvanceDrop(newTestDrop(t, nil), testSeed(), d.OpensAt)
+	open, err := domain.AdvanceDrop(newTestDrop(t, nil), testSeed(), noEntries, d.OpensAt)
 	require.NoError(t, err)
 	o, err := newTestDrop(t, nil).Apply(open...)
 	require.NoError(t, err)
@@ -216,28 +217,38 @@ func TestJoinRules(t *testing.T) {
 	}
 }
 
-// TestOrderKeyEncoding pins the byte encoding API.md and the README give:
-// early lottery entries 0x00 ‖ SHA-256(seed ‖ id bytes), others 0x01 ‖
-// joined_at µs (big-endian int64) ‖ id bytes.
+// noEntries is the digest of a lottery that nobody joined early.
+var noEntries = domain.EntriesDigest(nil)
+
+// TestOrderKeyEncoding pins the byte encoding docs/drops.md gives: early
+// lottery entries 0x00 ‖ SHA-256(seed ‖ digest ‖ id bytes) (without the
+// digest in draws made before it), others 0x01 ‖ joined_at µs (big-endian
+// int64) ‖ id bytes.
 func TestOrderKeyEncoding(t *testing.T) {
 	t.Parallel()
 	seed := testSeed()
 	id := uuid.MustParse("0190a0b1-c2d3-7e4f-8a9b-0c1d2e3f4a5b")
+	other := uuid.MustParse("0190a0b1-c2d3-7e4f-8a9b-0c1d2e3f4a5a")
 	starts := dropNow
-	h := sha256.Sum256(append(append([]byte{}, seed...), id[:]...))
-	require.Equal(t, h, domain.DrawHash(seed, id))
-	early := domain.OrderKey(domain.DropLottery, starts, seed, id, starts.Add(-time.Microsecond))
+	digest := sha256.Sum256(append(append([]byte{}, other[:]...), id[:]...))
+	require.Equal(t, digest[:], domain.EntriesDigest([][16]byte{id, other}), "the ids in ascending byte order")
+	h := sha256.Sum256(append(append(append([]byte{}, seed...), digest[:]...), id[:]...))
+	require.Equal(t, h, domain.DrawHash(seed, digest[:], id))
+	early := domain.OrderKey(domain.DropLottery, starts, seed, digest[:], id, starts.Add(-time.Microsecond))
 	require.Equal(t, append([]byte{0}, h[:]...), early)
-	require.Nil(t, domain.OrderKey(domain.DropLottery, starts, nil, id, starts.Add(-time.Microsecond)), "not drawn before the seed")
+	require.Nil(t, domain.OrderKey(domain.DropLottery, starts, nil, nil, id, starts.Add(-time.Microsecond)), "not drawn before the seed")
+	before := sha256.Sum256(append(append([]byte{}, seed...), id[:]...))
+	require.Equal(t, append([]byte{0}, before[:]...), domain.OrderKey(domain.DropLottery, starts, seed, nil, id, starts.Add(-time.Microsecond)),
+		"a draw made before digests keeps its keys")
 
 	joined := starts.Add(1500 * time.Microsecond)
-	late := domain.OrderKey(domain.DropLottery, starts, nil, id, joined)
+	late := domain.OrderKey(domain.DropLottery, starts, nil, nil, id, joined)
 	want := []byte{1}
 	want = binary.BigEndian.AppendUint64(want, uint64(joined.UnixMicro()))
 	want = append(want, id[:]...)
 	require.Equal(t, want, late, "a late entry's key needs no seed")
-	require.Equal(t, hex.EncodeToString(want), hex.EncodeToString(domain.OrderKey(domain.DropFIFO, starts, seed, id, starts.Add(-time.Hour).Add(time.Hour+1500*time.Microsecond))))
-	fifoEarly := domain.OrderKey(domain.DropFIFO, starts, nil, id, starts.Add(-time.Hour))
+	require.Equal(t, hex.EncodeToString(want), hex.EncodeToString(domain.OrderKey(domain.DropFIFO, starts, seed, nil, id, starts.Add(-time.Hour).Add(time.Hour+1500*time.Microsecond))))
+	fifoEarly := domain.OrderKey(domain.DropFIFO, starts, nil, nil, id, starts.Add(-time.Hour))
 	require.Equal(t, byte(1), fifoEarly[0], "fifo ranks everyone by joined_at")
 
 	// Every early entry ranks before every late one; late ones by joined_at.
@@ -251,7 +262,7 @@ func TestOrderKeyEncoding(t *testing.T) {
 	}
 	keys := make([][]byte, len(entries))
 	for i, e := range entries {
-		keys[i] = domain.OrderKey(domain.DropLottery, starts, seed, e.id, e.joined)
+		keys[i] = domain.OrderKey(domain.DropLottery, starts, seed, noEntries, e.id, e.joined)
 	}
 	idx := make([]int, len(entries))
 	for i := range idx {
@@ -386,4 +397,45 @@ func TestWhoMaySeeAnEntry(t *testing.T) {
 	require.True(t, domain.Party{Actor: domain.ActorMerchant, MerchantID: "m"}.MaySeeEntry("alice", "m"))
 	require.False(t, domain.Party{Actor: domain.ActorMerchant, MerchantID: "n"}.MaySeeEntry("alice", "m"))
 	require.True(t, domain.Party{Actor: domain.ActorAdmin}.MaySeeEntry("alice", "m"))
+}
+
+// TestEveryEarlyEntryMovesEveryRank: the digest is of the set, whatever
+// the order it is read in, and one entry more or less in it changes every
+// early entry's draw; the start of a lottery records it, a fifo's has none.
+func TestEveryEarlyEntryMovesEveryRank(t *testing.T) {
+	t.Parallel()
+	seed := testSeed()
+	starts := dropNow
+	var ids [][16]byte
+	for range 20 {
+		ids = append(ids, uuid.New())
+	}
+	reversed := slices.Clone(ids)
+	slices.Reverse(reversed)
+	digest := domain.EntriesDigest(ids)
+	require.Equal(t, digest, domain.EntriesDigest(reversed))
+	grown := domain.EntriesDigest(append(slices.Clone(ids), uuid.New()))
+	require.NotEqual(t, digest, grown)
+	for _, id := range ids {
+		require.NotEqual(t, domain.OrderKey(domain.DropLottery, starts, seed, digest, id, starts.Add(-time.Second)),
+			domain.OrderKey(domain.DropLottery, starts, seed, grown, id, starts.Add(-time.Second)))
+	}
+
+	d := newTestDrop(t, nil)
+	require.Equal(t, domain.DropLottery, d.Mode)
+	events, err := domain.AdvanceDrop(d, testSeed(), digest, d.StartsAt)
+	require.NoError(t, err)
+	d, err = d.Apply(events...)
+	require.NoError(t, err)
+	require.Equal(t, digest, d.EntriesDigest)
+	require.Equal(t, domain.OrderKey(domain.DropLottery, starts, seed, digest, ids[0], starts.Add(-time.Second)), d.OrderKey(ids[0], starts.Add(-time.Second)))
+	_, err = domain.AdvanceDrop(newTestDrop(t, nil), testSeed(), nil, d.StartsAt)
+	require.Error(t, err, "a lottery does not start without the digest of its entries")
+
+	fifo := newTestDrop(t, func(p *domain.NewDropParams) { p.Mode = domain.DropFIFO })
+	events, err = domain.AdvanceDrop(fifo, testSeed(), nil, fifo.StartsAt)
+	require.NoError(t, err)
+	fifo, err = fifo.Apply(events...)
+	require.NoError(t, err)
+	require.Nil(t, fifo.EntriesDigest)
 }

@@ -66,9 +66,13 @@ type DrawEntry struct {
 
 // Draw is what anyone needs to recompute a drop's ranks.
 type Draw struct {
-	SeedCommitment string      `json:"seed_commitment"`
-	Seed           *string     `json:"seed"`
-	Entries        []DrawEntry `json:"entries"`
+	SeedCommitment string  `json:"seed_commitment"`
+	Seed           *string `json:"seed"`
+	// EntriesDigest is a lottery's digest of its early entries (hex),
+	// recorded at the start; nil before, in fifo drops, and in draws made
+	// before digests.
+	EntriesDigest *string     `json:"entries_digest"`
+	Entries       []DrawEntry `json:"entries"`
 }
 
 var (
@@ -183,13 +187,13 @@ func (s *Store) CreateDrop(ctx context.Context, p CreateDropParams) (*Drop, erro
 }
 
 const dropColumns = `d.merchant_id, d.id, d.product_id, d.opens_at, d.starts_at, d.mode, d.purchase_window_seconds, d.units,
-	d.state, d.seed_commitment, d.seed, d.created_at, d.version`
+	d.state, d.seed_commitment, d.seed, d.created_at, d.version, d.entries_digest`
 
 func scanDrop(row pgx.Row, dest ...any) (domain.Drop, error) {
 	var d domain.Drop
 	var merchantID, id, productID uuid.UUID
 	err := row.Scan(append([]any{&merchantID, &id, &productID, &d.OpensAt, &d.StartsAt, &d.Mode, &d.PurchaseWindowSeconds, &d.Units,
-		&d.State, &d.SeedCommitment, &d.Seed, &d.CreatedAt, &d.Version}, dest...)...)
+		&d.State, &d.SeedCommitment, &d.Seed, &d.CreatedAt, &d.Version, &d.EntriesDigest}, dest...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, errDropNotFound
 	}
@@ -338,9 +342,10 @@ func (s *Store) EntryDrops(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, e
 // customer ids.
 func (s *Store) GetDraw(ctx context.Context, dropID uuid.UUID) (*Draw, error) {
 	var out Draw
-	var seed []byte
+	var seed, digest []byte
 	var merchantID uuid.UUID
-	err := s.pool.QueryRow(ctx, `SELECT merchant_id, seed_commitment, seed FROM drops WHERE id = $1`, dropID).Scan(&merchantID, &out.SeedCommitment, &seed)
+	err := s.pool.QueryRow(ctx, `SELECT merchant_id, seed_commitment, seed, entries_digest FROM drops WHERE id = $1`, dropID).
+		Scan(&merchantID, &out.SeedCommitment, &seed, &digest)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errDropNotFound
 	}
@@ -350,6 +355,10 @@ func (s *Store) GetDraw(ctx context.Context, dropID uuid.UUID) (*Draw, error) {
 	if seed != nil {
 		h := hex.EncodeToString(seed)
 		out.Seed = &h
+	}
+	if digest != nil {
+		h := hex.EncodeToString(digest)
+		out.EntriesDigest = &h
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id, joined_at, rank FROM drop_entries
 		WHERE merchant_id = $1 AND drop_id = $2 ORDER BY rank NULLS LAST, joined_at, id`, merchantID, dropID)
@@ -414,13 +423,21 @@ func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uu
 	}
 	// The decisions' time, read once the drop's lock is held.
 	now := s.now()
-	var seed []byte
+	var seed, digest []byte
 	if d.State.Active() && d.State != domain.DropStateSelling && !now.Before(d.StartsAt) {
 		if err := tx.QueryRow(ctx, `SELECT seed FROM drop_seeds WHERE merchant_id = $1 AND drop_id = $2`, merchantID, dropID).Scan(&seed); err != nil {
 			return false, fmt.Errorf("read seed: %w", err)
 		}
+		if d.Mode == domain.DropLottery {
+			// Every join waits for the drop's lock held here, and one after
+			// the start joins after starts_at (joinAt): this is the closed
+			// set of the early entries.
+			if digest, err = earlyEntriesDigest(ctx, tx, d); err != nil {
+				return false, err
+			}
+		}
 	}
-	events, err := domain.AdvanceDrop(d, seed, now)
+	events, err := domain.AdvanceDrop(d, seed, digest, now)
 	if err != nil {
 		return false, err
 	}
@@ -501,6 +518,21 @@ func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uu
 		}
 	}
 	return more, s.insertJobs(ctx, tx, jobs)
+}
+
+// earlyEntriesDigest is the digest of the lottery drop's entries that
+// joined before its start (domain.EntriesDigest).
+func earlyEntriesDigest(ctx context.Context, tx pgx.Tx, d domain.Drop) ([]byte, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM drop_entries WHERE merchant_id = $1 AND drop_id = $2 AND joined_at < $3`,
+		d.MerchantID, d.DropID, d.StartsAt)
+	if err != nil {
+		return nil, fmt.Errorf("read early entries: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
+	if err != nil {
+		return nil, fmt.Errorf("read early entries: %w", err)
+	}
+	return domain.EntriesDigest(ids), nil
 }
 
 // readLine reads what a selling drop's end depends on, when no invitation
@@ -601,7 +633,7 @@ func readUndrawn(ctx context.Context, tx pgx.Tx, d domain.Drop) ([]drawn, error)
 			return nil, fmt.Errorf("scan entry to draw: %w", err)
 		}
 		if key == nil {
-			key = domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, joined)
+			key = d.OrderKey(id, joined)
 		}
 		all = append(all, drawn{id, key, joined})
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
@@ -93,9 +95,11 @@ func (f dropFixture) entry(t *testing.T, customerID string) *store.Entry {
 	return e
 }
 
-// recomputeDraw ranks the draw's entries from its seed alone, as anyone
-// holding /draw can: SHA-256(seed ‖ id) for entries that joined before the
-// start, then joined_at.
+// recomputeDraw ranks the draw's entries from what /draw publishes, as
+// anyone holding it can: the digest of the entries that joined before the
+// start (SHA-256 of their ids in ascending order), which must be the one
+// published, then SHA-256(seed ‖ digest ‖ id) for those entries, then
+// joined_at.
 func recomputeDraw(t *testing.T, d *store.Drop, draw *store.Draw) []uuid.UUID {
 	t.Helper()
 	require.NotNil(t, draw.Seed)
@@ -104,9 +108,27 @@ func recomputeDraw(t *testing.T, d *store.Drop, draw *store.Draw) []uuid.UUID {
 	commitment := sha256.Sum256(seed)
 	require.Equal(t, draw.SeedCommitment, hex.EncodeToString(commitment[:]), "the seed is the one committed to")
 	entries := append([]store.DrawEntry(nil), draw.Entries...)
+	var early []uuid.UUID
+	for _, e := range entries {
+		if e.JoinedAt.Before(d.StartsAt) {
+			early = append(early, e.EntryID)
+		}
+	}
+	slices.SortFunc(early, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	set := sha256.New()
+	for _, id := range early {
+		set.Write(id[:])
+	}
+	digest := set.Sum(nil)
+	if d.Mode == domain.DropLottery {
+		require.NotNil(t, draw.EntriesDigest)
+		require.Equal(t, hex.EncodeToString(digest), *draw.EntriesDigest, "the digest is that of the early entries published")
+	} else {
+		require.Nil(t, draw.EntriesDigest)
+	}
 	key := func(e store.DrawEntry) []byte {
 		if d.Mode == domain.DropLottery && e.JoinedAt.Before(d.StartsAt) {
-			sum := sha256.Sum256(append(append([]byte{}, seed...), e.EntryID[:]...))
+			sum := sha256.Sum256(append(append(append([]byte{}, seed...), digest...), e.EntryID[:]...))
 			return append([]byte{0}, sum[:]...)
 		}
 		return append([]byte{1}, []byte(fmt.Sprintf("%020d%s", e.JoinedAt.UnixMicro(), e.EntryID))...)
@@ -117,6 +139,76 @@ func recomputeDraw(t *testing.T, d *store.Drop, draw *store.Draw) []uuid.UUID {
 		out[i] = e.EntryID
 	}
 	return out
+}
+
+// TestLateEntryCannotJoinTheDraw: once a lottery's start has fixed the
+// draw's inputs (the seed and the digest of the early entries), no entry
+// joins the draw. A join through a process whose clock runs behind ranks
+// after the drawn entries and leaves the digest as it was; an entry written
+// behind the store's back with an early joined_at, keyed as the recorded
+// digest would key it and with every rank renumbered to match, is found by
+// the audit, which recomputes the digest from the entries.
+func TestLateEntryCannotJoinTheDraw(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, b := setup(t)
+	f := startedDrop(t, st, 1)
+	before, err := st.GetDraw(ctx, f.drop.ID)
+	require.NoError(t, err)
+	require.NotNil(t, before.EntriesDigest)
+	require.Empty(t, violations(t, st))
+
+	slow := store.New(b.pool, st.Jobs)
+	slow.Now = func() time.Time { return f.drop.StartsAt.Add(-time.Minute) }
+	res, err := slow.JoinDrop(ctx, f.drop.ID, "behind", "")
+	require.NoError(t, err)
+	require.False(t, res.Entry.JoinedAt.Before(f.drop.StartsAt), "a join after the draw joins after the start")
+	require.Equal(t, 4, *res.Entry.Rank)
+	after, err := st.GetDraw(ctx, f.drop.ID)
+	require.NoError(t, err)
+	require.Equal(t, *before.EntriesDigest, *after.EntriesDigest)
+	require.Empty(t, violations(t, st))
+
+	var seed, digest []byte
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seed, entries_digest FROM drops WHERE id = $1`, f.drop.ID).Scan(&seed, &digest))
+	joined := f.drop.StartsAt.Add(-time.Second)
+	id := uuid.UUID(domain.EntryID(f.drop.ID, "planted"))
+	key := domain.OrderKey(domain.DropLottery, f.drop.StartsAt, seed, digest, id, joined)
+	_, err = b.pool.Exec(ctx, `INSERT INTO drop_entries (merchant_id, drop_id, id, customer_id, joined_at, status, order_key, version)
+		VALUES ($1, $2, $3, 'planted', $4, 'waiting', $5, 1)`, f.merchant.ID, f.drop.ID, id, joined, key)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `UPDATE drop_entries e SET rank = r.n
+		FROM (SELECT id, row_number() OVER (ORDER BY order_key) AS n FROM drop_entries WHERE drop_id = $1) r
+		WHERE e.drop_id = $1 AND e.id = r.id`, f.drop.ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `UPDATE drop_lines SET ranked = ranked + 1 WHERE drop_id = $1`, f.drop.ID)
+	require.NoError(t, err)
+	var rankMismatches int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM audit.drop_rank_mismatch`).Scan(&rankMismatches))
+	require.Zero(t, rankMismatches, "the ranks follow the keys: only the draw's inputs can tell")
+	rows, err := b.pool.Query(ctx, `SELECT coalesce(entry_id::text, ''), coalesce(stored_key, ''), expected_key FROM audit.drop_draw_mismatch WHERE drop_id = $1`, f.drop.ID)
+	require.NoError(t, err)
+	type mismatch struct{ entry, stored, expected string }
+	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (mismatch, error) {
+		var m mismatch
+		return m, r.Scan(&m.entry, &m.stored, &m.expected)
+	})
+	require.NoError(t, err)
+	require.Contains(t, found, mismatch{"", hex.EncodeToString(digest), hex.EncodeToString(domain.EntriesDigest(append(earlyIDs(t, b, f), id)))},
+		"the recorded digest is not that of the early entries")
+	require.Len(t, found, 1+4, "the digest, and the key of every entry that joined before the start")
+}
+
+// earlyIDs are the ids of the drop's entries that joined before its start,
+// as the store wrote them.
+func earlyIDs(t *testing.T, b *testBundle, f dropFixture) [][16]byte {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT id FROM drop_entries WHERE drop_id = $1 AND joined_at < $2 AND customer_id <> 'planted'`, f.drop.ID, f.drop.StartsAt)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
+	require.NoError(t, err)
+	require.Len(t, ids, 3)
+	return ids
 }
 
 func TestDropEndToEnd(t *testing.T) {

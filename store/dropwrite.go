@@ -46,7 +46,7 @@ func writeDrop(ctx context.Context, tx pgx.Tx, c dropChange, now time.Time) erro
 
 // dropFoldColumns are the drop columns its stream folds to.
 const dropFoldColumns = `merchant_id, id, product_id, opens_at, starts_at, mode, purchase_window_seconds, units,
-	state, seed_commitment, seed, created_at, version`
+	state, seed_commitment, seed, created_at, version, entries_digest`
 
 // dropColumnsOf holds folded drops column by column, as unnest takes them.
 type dropColumnsOf struct {
@@ -54,7 +54,7 @@ type dropColumnsOf struct {
 	opensAt, startsAt, createdAt   []time.Time
 	mode, state, commitment        []string
 	purchaseWindow, units, version []int32
-	seed                           [][]byte
+	seed, digest                   [][]byte
 }
 
 func (c *dropColumnsOf) add(d domain.Drop) error {
@@ -70,7 +70,7 @@ func (c *dropColumnsOf) add(d domain.Drop) error {
 	c.opensAt, c.startsAt, c.createdAt = append(c.opensAt, d.OpensAt), append(c.startsAt, d.StartsAt), append(c.createdAt, d.CreatedAt)
 	c.mode, c.state, c.commitment = append(c.mode, string(d.Mode)), append(c.state, string(d.State)), append(c.commitment, d.SeedCommitment)
 	c.purchaseWindow, c.units = append(c.purchaseWindow, int32(d.PurchaseWindowSeconds)), append(c.units, int32(d.Units))
-	c.version, c.seed = append(c.version, int32(d.Version)), append(c.seed, d.Seed)
+	c.version, c.seed, c.digest = append(c.version, int32(d.Version)), append(c.seed, d.Seed), append(c.digest, d.EntriesDigest)
 	return nil
 }
 
@@ -84,7 +84,8 @@ func (c *dropColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool
 	t := pgx.Identifier{table}.Sanitize()
 	columns := []column{col("uuid", c.merchant), col("uuid", c.id), col("uuid", c.product), col("timestamptz", c.opensAt),
 		col("timestamptz", c.startsAt), col("text", c.mode), col("int", c.purchaseWindow), col("int", c.units),
-		col("text", c.state), col("text", c.commitment), col("bytea", c.seed), col("timestamptz", c.createdAt), col("int", c.version)}
+		col("text", c.state), col("text", c.commitment), col("bytea", c.seed), col("timestamptz", c.createdAt), col("int", c.version),
+		col("bytea", c.digest)}
 	if insert {
 		insertRows{
 			Into:    `INSERT INTO ` + t + ` (` + dropFoldColumns + `)`,
@@ -95,7 +96,8 @@ func (c *dropColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool
 	rows, args := unnestOf(0, columns)
 	b.Queue(`UPDATE `+t+` d SET product_id = r.product_id, opens_at = r.opens_at, starts_at = r.starts_at, mode = r.mode,
 			purchase_window_seconds = r.purchase_window_seconds, units = r.units, state = r.state,
-			seed_commitment = r.seed_commitment, seed = r.seed, created_at = r.created_at, version = r.version
+			seed_commitment = r.seed_commitment, seed = r.seed, created_at = r.created_at, version = r.version,
+			entries_digest = r.entries_digest
 		FROM `+rows+` AS r(`+dropFoldColumns+`)
 		WHERE d.merchant_id = r.merchant_id AND d.id = r.id AND d.merchant_id = ANY($1::uuid[])`, args...)
 }

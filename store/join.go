@@ -249,7 +249,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 		m := meta
 		m.Subject, m.RequestID = req.customerID, req.requestID
 		made[req] = len(changes)
-		changes = append(changes, entryChange{after: e, key: domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, at), events: events, meta: m})
+		changes = append(changes, entryChange{after: e, key: d.OrderKey(id, at), events: events, meta: m})
 	}
 	nudges, lineArgs := rankJoins(drops, lines, changes)
 	for dropID := range nudges {

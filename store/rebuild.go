@@ -412,7 +412,7 @@ func rankEntries(drops map[uuid.UUID]domain.Drop, entries map[uuid.UUID]domain.E
 		if !d.Ranked() {
 			continue
 		}
-		byDrop[dropID] = append(byDrop[dropID], keyed{id, domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, e.JoinedAt)})
+		byDrop[dropID] = append(byDrop[dropID], keyed{id, d.OrderKey(id, e.JoinedAt)})
 	}
 	ranks := map[uuid.UUID]int{}
 	for _, line := range byDrop {
@@ -443,7 +443,7 @@ func writeEntryStates(ctx context.Context, tx pgx.Tx, table string, insert bool,
 			if r, ok := ranks[id]; ok {
 				rank = &r
 			}
-			if err := cols.add(id, e, domain.OrderKey(d.Mode, d.StartsAt, d.Seed, id, e.JoinedAt), rank, true); err != nil {
+			if err := cols.add(id, e, d.OrderKey(id, e.JoinedAt), rank, true); err != nil {
 				return err
 			}
 		}

@@ -1142,6 +1142,8 @@ export interface components {
         Draw: {
             seed_commitment: string;
             seed: string | null;
+            /** @description A lottery's digest of its early entries, recorded at the start: hex SHA-256 of the 16-byte ids, in ascending order, of the entries that joined before starts_at. Each of those ranks by hex SHA-256(seed || digest || its id's 16 bytes). Null before the start, in fifo drops, and in draws made before digests. */
+            entries_digest: string | null;
             entries: {
                 /** Format: uuid */
                 entry_id: string;
