@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/google/uuid"
@@ -200,7 +201,29 @@ func (o *hashOverlay) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 		}
 		out[i] = h
 	}
+	// Stored hashes never change: the next leaf or proof that needs one
+	// of the same subtrees finds it here instead of asking again.
+	maps.Copy(o.added, found)
 	return out, nil
+}
+
+// prefetch reads, in one query, every hash the proofs will read: a proof's
+// indexes depend on the tree's size and the leaf only, so a first pass with
+// placeholder hashes learns them.
+func (o *hashOverlay) prefetch(prove func(tlog.HashReader) error) error {
+	var want []int64
+	record := tlog.HashReaderFunc(func(indexes []int64) ([]tlog.Hash, error) {
+		want = append(want, indexes...)
+		return make([]tlog.Hash, len(indexes)), nil
+	})
+	if err := prove(record); err != nil {
+		return err
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	_, err := o.ReadHashes(want)
+	return err
 }
 
 // ErrNoCheckpoint is answered for a checkpoint that was never made.
@@ -310,6 +333,16 @@ func (s *Store) streamProof(ctx context.Context, merchantID, streamID uuid.UUID,
 		return nil, mapErr(fmt.Errorf("read stream %s's leaves: %w", streamID, err))
 	}
 	hashes := newHashOverlay(ctx, s.pool, log)
+	if err := hashes.prefetch(func(r tlog.HashReader) error {
+		for _, e := range events {
+			if _, err := tlog.ProveRecord(int64(c.Size), int64(e.LeafIndex), r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, mapErr(fmt.Errorf("read stream %s's proofs: %w", streamID, err))
+	}
 	for i := range events {
 		path, err := tlog.ProveRecord(int64(c.Size), int64(events[i].LeafIndex), hashes)
 		if err != nil {
