@@ -56,6 +56,13 @@ func (s *Store) ExtendLog(ctx context.Context, p ExtendLogParams) (ExtendLogResu
 		if err != nil {
 			return fmt.Errorf("lock log %s: %w", p.Log, err)
 		}
+		// The first extension of a log over a database already full of
+		// events reads and hashes all of them at once: it may take minutes,
+		// past the statement timeout meant for requests. It holds nothing
+		// anyone waits for: other writers skip the head.
+		if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
+			return fmt.Errorf("lift the statement timeout: %w", err)
+		}
 		var now string
 		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&now); err != nil {
 			return fmt.Errorf("log snapshot: %w", err)
