@@ -217,6 +217,32 @@ func authzEndpoints() []endpoint {
 		{"GET", "/v1/audit/checkpoints/consistency", func(_ *testing.T, fx *authzFixture) (string, any) {
 			return fmt.Sprintf("/v1/audit/checkpoints/consistency?from=%d&to=%d", fx.checkpointSize, fx.checkpointSize), nil
 		}, auditors, 403},
+		// v1.2: a shop can run on it.
+		{"PATCH", "/v1/merchants/{mid}/products/{pid}", onMenuItem(map[string]any{"price_cents": 550}), shopOwners(200), 403},
+		{"DELETE", "/v1/merchants/{mid}/products/{pid}", onMenuItem(nil), shopOwners(204), 403},
+		// The owner customer sees its order but may not hand it over.
+		{"POST", "/v1/orders/{id}/picked-up", onCompletedOrder("/picked-up"), map[caller]int{ownerCustomer: 403, ownerMerchant: 200, admin: 200}, 404},
+		{"POST", "/v1/orders/{id}/reopen", onCompletedOrder("/reopen"), map[caller]int{ownerCustomer: 403, ownerMerchant: 200, admin: 200}, 404},
+	}
+}
+
+// onCompletedOrder names a fresh order of the owner customer that the
+// admin completed.
+func onCompletedOrder(suffix string) func(*testing.T, *authzFixture) (string, any) {
+	return func(t *testing.T, fx *authzFixture) (string, any) {
+		id := fx.order(t, true)
+		r := fx.b.do(t, req{method: "POST", path: "/v1/orders/" + id + "/complete", token: fx.tokens[admin]})
+		require.Equal(t, http.StatusOK, r.status, string(r.raw))
+		return "/v1/orders/" + id + suffix, nil
+	}
+}
+
+// onMenuItem names a fresh product of the owner's merchant, so that one
+// cell's change (hiding it) leaves the others' alone.
+func onMenuItem(body any) func(*testing.T, *authzFixture) (string, any) {
+	return func(t *testing.T, fx *authzFixture) (string, any) {
+		product := fx.b.createProduct(t, fx.merchantID, map[string]any{"name": "Oolong", "price_cents": 400})
+		return "/v1/merchants/" + fx.merchantID + "/products/" + product, body
 	}
 }
 
@@ -321,6 +347,7 @@ func TestUnknownIDsAreNotFound(t *testing.T) {
 		"POST /v1/admin/dead-letters/{id}/resolve": map[string]any{"note": "n"},
 		"POST /v1/products/{id}/drops":             map[string]any{"opens_at": "2099-01-01T00:00:00Z", "starts_at": "2099-01-02T00:00:00Z", "mode": "fifo"},
 		"POST /v1/merchants/{id}/pause":            map[string]any{"mode": "refuse"},
+		"PATCH /v1/merchants/{mid}/products/{pid}": map[string]any{"price_cents": 1},
 	}
 	for _, ep := range []struct{ method, path, token string }{
 		{"GET", "/v1/merchants/{id}", b.admin},
@@ -347,8 +374,14 @@ func TestUnknownIDsAreNotFound(t *testing.T) {
 		{"POST", "/v1/drops/{id}/entries", alice},
 		{"GET", "/v1/drops/{id}/entries/me", alice},
 		{"GET", "/v1/drops/{id}/draw", b.admin},
+		{"PATCH", "/v1/merchants/{mid}/products/{pid}", b.admin},
+		{"DELETE", "/v1/merchants/{mid}/products/{pid}", b.admin},
+		{"POST", "/v1/orders/{id}/picked-up", b.admin},
+		{"POST", "/v1/orders/{id}/reopen", b.admin},
 	} {
 		path := strings.Replace(ep.path, "{id}", uuid.NewString(), 1)
+		path = strings.Replace(path, "{mid}", uuid.NewString(), 1)
+		path = strings.Replace(path, "{pid}", uuid.NewString(), 1)
 		r := b.do(t, req{method: ep.method, path: path, token: ep.token, body: bodies[ep.method+" "+ep.path]})
 		require.Equal(t, http.StatusNotFound, r.status, "%s %s: %s", ep.method, ep.path, r.raw)
 	}
@@ -360,7 +393,8 @@ func TestUnknownIDsAreNotFound(t *testing.T) {
 func TestAuthorizationMatrixCoversEveryRoute(t *testing.T) {
 	t.Parallel()
 	// POST /v1/sign-in takes a code instead of a token: TestSignIn tries it.
-	public := []string{"GET /healthz", "GET /readyz", "GET /openapi.json", "POST /v1/sign-in"}
+	// Guest sessions take none: TestGuestSessions tries every caller.
+	public := []string{"GET /healthz", "GET /readyz", "GET /openapi.json", "POST /v1/sign-in", "POST /v1/merchants/{id}/guest-sessions"}
 	var rows []string
 	for _, ep := range authzEndpoints() {
 		rows = append(rows, ep.method+" "+ep.pattern)

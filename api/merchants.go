@@ -47,6 +47,7 @@ type createMerchantRequest struct {
 	CapacityUnit          domain.CapacityUnit `json:"capacity_unit"`
 	Timezone              string              `json:"timezone"`
 	PickupPrefix          string              `json:"pickup_prefix"`
+	GuestCheckout         bool                `json:"guest_checkout"`
 }
 
 func orDefault(v *int, def int) int {
@@ -76,6 +77,7 @@ func (s *Server) createMerchant(w http.ResponseWriter, r *http.Request) {
 		MaxQueueWaitSeconds:   orDefault(req.MaxQueueWaitSeconds, domain.DefaultMaxQueueWaitSeconds),
 		PaymentTimeoutSeconds: orDefault(req.PaymentTimeoutSeconds, domain.DefaultPaymentTimeoutSeconds),
 		CapacityUnit:          req.CapacityUnit, Timezone: req.Timezone, PickupPrefix: req.PickupPrefix,
+		GuestCheckout: req.GuestCheckout,
 	}
 	if req.WebhookURL != nil {
 		settings.WebhookURL = *req.WebhookURL
@@ -134,6 +136,7 @@ type patchMerchantRequest struct {
 	PickupPrefix          *string              `json:"pickup_prefix"`
 	Slots                 *optionalSlots       `json:"slots"`
 	Hours                 *[]domain.Period     `json:"hours"`
+	GuestCheckout         *bool                `json:"guest_checkout"`
 }
 
 // optionalSlots tells absent slot settings (nil *optionalSlots) from an
@@ -165,6 +168,7 @@ func (p patchMerchantRequest) fields() []string {
 		"max_queue_wait_seconds": p.MaxQueueWaitSeconds != nil, "payment_timeout_seconds": p.PaymentTimeoutSeconds != nil,
 		"webhook_url": p.WebhookURL != nil, "capacity_unit": p.CapacityUnit != nil, "timezone": p.Timezone != nil,
 		"pickup_prefix": p.PickupPrefix != nil, "slots": p.Slots != nil, "hours": p.Hours != nil,
+		"guest_checkout": p.GuestCheckout != nil,
 	} {
 		if set {
 			out = append(out, name)
@@ -200,7 +204,7 @@ func (s *Server) patchMerchant(w http.ResponseWriter, r *http.Request) {
 		Name: req.Name, Capacity: req.Capacity, PrepSeconds: req.PrepSeconds,
 		MaxQueueWaitSeconds: req.MaxQueueWaitSeconds, PaymentTimeoutSeconds: req.PaymentTimeoutSeconds,
 		CapacityUnit: req.CapacityUnit, Timezone: req.Timezone, PickupPrefix: req.PickupPrefix,
-		Hours: req.Hours,
+		Hours: req.Hours, GuestCheckout: req.GuestCheckout,
 	}
 	if req.Slots != nil {
 		patch.Slots, patch.ClearSlots = req.Slots.value, req.Slots.value == nil
@@ -300,6 +304,8 @@ type createProductRequest struct {
 	Stock        *int   `json:"stock"`
 	PerUserLimit *int   `json:"per_user_limit"`
 	LoadUnits    *int   `json:"load_units"`
+	// OptionGroups' ids may be left out: the server gives them.
+	OptionGroups []domain.OptionGroup `json:"option_groups"`
 }
 
 func (s *Server) createProduct(w http.ResponseWriter, r *http.Request) {
@@ -328,7 +334,7 @@ func (s *Server) createProduct(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := s.store.CreateProduct(r.Context(), store.CreateProductParams{
 		MerchantID: id, Name: req.Name, PriceCents: *req.PriceCents, Stock: req.Stock,
-		PerUserLimit: req.PerUserLimit, LoadUnits: loadUnits, Meta: metaOf(r),
+		PerUserLimit: req.PerUserLimit, LoadUnits: loadUnits, OptionGroups: req.OptionGroups, Meta: metaOf(r),
 	})
 	if err != nil {
 		writeProblem(w, r, err)
@@ -354,6 +360,71 @@ func (s *Server) listProducts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"products": products})
+}
+
+type patchProductRequest struct {
+	Name         *string               `json:"name"`
+	PriceCents   *int64                `json:"price_cents"`
+	OptionGroups *[]domain.OptionGroup `json:"option_groups"`
+	Available    *bool                 `json:"available"`
+}
+
+// menuTarget is the merchant and product a menu change names, once the
+// caller is known to edit that merchant's menu; otherwise it has answered,
+// and reports false.
+func menuTarget(w http.ResponseWriter, r *http.Request) (merchantID, productID uuid.UUID, ok bool) {
+	merchantID, err := pathUUID(r, "mid")
+	if err != nil {
+		writeProblem(w, r, err)
+		return uuid.Nil, uuid.Nil, false
+	}
+	productID, err = pathUUID(r, "pid")
+	if err != nil {
+		writeProblem(w, r, err)
+		return uuid.Nil, uuid.Nil, false
+	}
+	if !principalOf(r).Party().MayEditMenu(merchantID.String()) {
+		writeProblem(w, r, errNotYourShop)
+		return uuid.Nil, uuid.Nil, false
+	}
+	return merchantID, productID, true
+}
+
+func (s *Server) patchProduct(w http.ResponseWriter, r *http.Request) {
+	merchantID, productID, ok := menuTarget(w, r)
+	if !ok {
+		return
+	}
+	var req patchProductRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if req.OptionGroups != nil && *req.OptionGroups == nil {
+		// "option_groups": null clears them, like [].
+		req.OptionGroups = &[]domain.OptionGroup{}
+	}
+	p, err := s.store.UpdateProduct(r.Context(), store.UpdateProductParams{
+		MerchantID: merchantID, ProductID: productID, Meta: metaOf(r),
+		Patch: domain.ProductPatch{Name: req.Name, PriceCents: req.PriceCents, OptionGroups: req.OptionGroups, Available: req.Available},
+	})
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (s *Server) hideProduct(w http.ResponseWriter, r *http.Request) {
+	merchantID, productID, ok := menuTarget(w, r)
+	if !ok {
+		return
+	}
+	if err := s.store.HideProduct(r.Context(), merchantID, productID, metaOf(r)); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) getProduct(w http.ResponseWriter, r *http.Request) {

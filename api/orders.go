@@ -17,6 +17,9 @@ import (
 type orderLine struct {
 	ProductID string `json:"product_id"`
 	Quantity  int    `json:"quantity"`
+	// Options is left out of the idempotency hash when empty, so that a
+	// request without options hashes as it did before options existed.
+	Options []string `json:"options,omitempty"`
 }
 
 type placeOrderRequest struct {
@@ -104,7 +107,7 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 			writeProblem(w, r, domain.Errorf(domain.CodeValidation, "items[%d].product_id must be a UUID", i))
 			return
 		}
-		lines[i] = domain.LineRequest{ProductID: id.String(), Quantity: it.Quantity}
+		lines[i] = domain.LineRequest{ProductID: id.String(), Quantity: it.Quantity, Options: it.Options}
 	}
 	paymentRef := ""
 	if req.PaymentRef != nil {
@@ -282,4 +285,27 @@ func respondOrder(w http.ResponseWriter, r *http.Request, o *store.Order, err er
 		return
 	}
 	writeJSON(w, http.StatusOK, o)
+}
+
+// pickUpOrder and reopenOrder are the kitchen's counter: the order's
+// merchant or an admin; the owner customer is refused, anyone else finds
+// no order.
+func (s *Server) pickUpOrder(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	o, err := s.store.PickUpOrder(r.Context(), id, accessOf(principalOf(r)), requestIDFrom(r.Context()))
+	respondOrder(w, r, o, err)
+}
+
+func (s *Server) reopenOrder(w http.ResponseWriter, r *http.Request) {
+	id, err := pathUUID(r, "id")
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	o, err := s.store.ReopenOrder(r.Context(), id, accessOf(principalOf(r)), requestIDFrom(r.Context()))
+	respondOrder(w, r, o, err)
 }

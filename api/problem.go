@@ -44,6 +44,7 @@ var problems = map[domain.Code]problemKind{
 	domain.CodeMerchantPaused:      {http.StatusConflict, "merchant-paused", "The merchant is paused"},
 	domain.CodeMerchantClosed:      {http.StatusConflict, "merchant-closed", "The merchant is closed"},
 	domain.CodeSlotFull:            {http.StatusConflict, "slot-full", "The pickup slot is full"},
+	domain.CodeProductUnavailable:  {http.StatusConflict, "product-unavailable", "The product is not available"},
 	domain.CodeInternal:            {http.StatusInternalServerError, "internal", "Internal error"},
 }
 

@@ -90,7 +90,7 @@ func TestProblemTable(t *testing.T) {
 		domain.CodeIdempotencyRequired: 400, domain.CodeInvalidCursor: 400, domain.CodeUnavailable: 503, domain.CodeConflict: 409,
 		domain.CodeRateLimited: 429, domain.CodeInternal: 500, domain.CodeMerchantPaused: 409,
 		domain.CodeDropNotOpen: 409, domain.CodeDropEnded: 409, domain.CodeNotInvited: 409,
-		domain.CodeMerchantClosed: 409, domain.CodeSlotFull: 409,
+		domain.CodeMerchantClosed: 409, domain.CodeSlotFull: 409, domain.CodeProductUnavailable: 409,
 	}
 	require.Len(t, problems, len(want))
 	for code, status := range want {

@@ -41,6 +41,12 @@ type Config struct {
 	// RateSignIn limits sign-in code exchanges per client address per
 	// second; 0 turns it off.
 	RateSignIn float64
+	// RateGuest limits guest sessions per client address per second; 0
+	// turns it off.
+	RateGuest float64
+	// GuestTTL is how long a guest session's token lasts; 0 is
+	// DefaultGuestTTL.
+	GuestTTL time.Duration
 	// Now is the clock the rate limits refill by; nil is time.Now. A test
 	// stops it, so that requests it means as one burst stay one however
 	// slowly they are served.
@@ -61,8 +67,10 @@ type Server struct {
 	cursors cursors
 	// signInLimit is per client address: exchanging a code takes no token.
 	signInLimit *RateLimiter
-	handler     http.Handler
-	routes      []string
+	// guestLimit is per client address: a guest session takes no token.
+	guestLimit *RateLimiter
+	handler    http.Handler
+	routes     []string
 }
 
 // New builds the server and its routes.
@@ -79,12 +87,16 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.GuestTTL <= 0 {
+		cfg.GuestTTL = DefaultGuestTTL
+	}
 	limiter := func(perSecond float64) *RateLimiter { return newRateLimiter(perSecond, cfg.Now) }
 	s := &Server{
 		cfg: cfg, store: cfg.Store, auth: cfg.Auth, log: cfg.Logger,
 		metrics:     NewMetrics(cfg.Registry),
 		cursors:     newCursors(cfg.CursorKey),
 		signInLimit: limiter(cfg.RateSignIn),
+		guestLimit:  limiter(cfg.RateGuest),
 		limits: customerLimits{
 			place:       limiter(cfg.RatePerCustomer),
 			pay:         limiter(cfg.RatePerCustomer),
@@ -120,6 +132,8 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("POST /v1/merchants/{id}/resume", authed(s.resumeMerchant))
 	mux.Handle("POST /v1/merchants/{id}/products", authed(s.createProduct))
 	mux.Handle("GET /v1/merchants/{id}/products", authed(s.listProducts))
+	mux.Handle("PATCH /v1/merchants/{mid}/products/{pid}", authed(s.patchProduct))
+	mux.Handle("DELETE /v1/merchants/{mid}/products/{pid}", authed(s.hideProduct))
 	mux.Handle("GET /v1/merchants/{id}/orders", authed(s.listMerchantOrders))
 	mux.Handle("GET /v1/merchants/{id}/slots", authed(s.listSlots))
 	mux.Handle("GET /v1/products/{id}", authed(s.getProduct))
@@ -139,9 +153,12 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("POST /v1/orders/{id}/cancel", authed(s.cancelOrder))
 	mux.Handle("POST /v1/orders/{id}/complete", authed(s.completeOrder))
 	mux.Handle("POST /v1/orders/{id}/prioritize", authed(s.prioritizeOrder))
+	mux.Handle("POST /v1/orders/{id}/picked-up", authed(s.pickUpOrder))
+	mux.Handle("POST /v1/orders/{id}/reopen", authed(s.reopenOrder))
 
 	mux.Handle("POST /v1/ws/tickets", authed(s.issueTicket))
 	mux.HandleFunc("POST /v1/sign-in", s.signIn)
+	mux.HandleFunc("POST /v1/merchants/{id}/guest-sessions", s.startGuestSession)
 
 	mux.Handle("GET /v1/admin/dead-letters", authed(s.listDeadLetters))
 	mux.Handle("POST /v1/admin/dead-letters/{id}/retry", authed(s.retryDeadLetter))

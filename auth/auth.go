@@ -4,6 +4,8 @@ package auth
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
@@ -299,4 +301,15 @@ func (p Principal) Actor() domain.Actor {
 		return domain.ActorAuditor
 	}
 	return domain.ActorCustomer
+}
+
+// GuestPrefix starts the subject of every guest session's token.
+const GuestPrefix = "guest:"
+
+// NewGuestSubject is a fresh walk-in customer's subject: GuestPrefix and
+// 128 random bits, which nobody can guess to read another guest's orders.
+func NewGuestSubject() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return GuestPrefix + hex.EncodeToString(b)
 }

@@ -71,6 +71,15 @@ func (p Party) MayChangeMerchantSettings(merchantID string, fields []string) boo
 	return true
 }
 
+// MayEditMenu reports whether the party may add, change and hide a
+// merchant's products: an admin or that merchant.
+func (p Party) MayEditMenu(merchantID string) bool { return p.MayActForMerchant(merchantID) }
+
+// MayServe reports whether the party may hand a merchant's orders over the
+// counter: mark them picked up, or undo their completion. An admin or that
+// merchant.
+func (p Party) MayServe(merchantID string) bool { return p.MayActForMerchant(merchantID) }
+
 // MayPauseMerchant reports whether the party may pause and resume a
 // merchant's intake: an admin or the merchant itself.
 func (p Party) MayPauseMerchant(merchantID string) bool { return p.MayActForMerchant(merchantID) }

@@ -46,19 +46,15 @@ func ValidateLoadUnits(n int) error {
 }
 
 // OrderLoad is the capacity an order holds while accepted: 1 when its
-// merchant counts orders, the sum of quantity × load_units when it counts
-// items. A product missing from loadUnits weighs the default.
-func OrderLoad(unit CapacityUnit, items []Item, loadUnits map[string]int) int {
+// merchant counts orders, the sum of quantity × the line's units per unit
+// (its product's load_units and its options') when it counts items.
+func OrderLoad(unit CapacityUnit, items []Item, lineUnits []int) int {
 	if unit != UnitItems {
 		return 1
 	}
 	total := 0
-	for _, it := range items {
-		units := loadUnits[it.ProductID]
-		if units < MinLoadUnits {
-			units = DefaultLoadUnits
-		}
-		total += it.Quantity * units
+	for i, it := range items {
+		total += it.Quantity * max(lineUnits[i], MinLoadUnits)
 	}
 	return max(total, 1)
 }

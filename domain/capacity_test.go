@@ -12,10 +12,10 @@ import (
 func TestOrderLoad(t *testing.T) {
 	t.Parallel()
 	items := []domain.Item{{ProductID: "tea", Quantity: 3}, {ProductID: "carrier", Quantity: 2}}
-	units := map[string]int{"tea": 1, "carrier": 6}
+	units := []int{1, 6}
 	require.Equal(t, 1, domain.OrderLoad(domain.UnitOrders, items, units), "orders: every order weighs 1")
-	require.Equal(t, 15, domain.OrderLoad(domain.UnitItems, items, units), "items: Σ quantity × load_units")
-	require.Equal(t, 5, domain.OrderLoad(domain.UnitItems, items, nil), "unknown load_units weigh the default 1")
+	require.Equal(t, 15, domain.OrderLoad(domain.UnitItems, items, units), "items: Σ quantity × units per unit")
+	require.Equal(t, 5, domain.OrderLoad(domain.UnitItems, items, []int{0, 0}), "no units weigh the default 1")
 	require.Equal(t, 1, domain.OrderLoad("", items, units), "no unit is orders")
 }
 

@@ -109,16 +109,23 @@ func (o Order) laneOrNormal() Lane {
 
 // ProductRef is what placing an order needs to know about a product.
 type ProductRef struct {
-	ID         string
-	MerchantID string
-	PriceCents int64
-	LoadUnits  int
+	ID           string
+	MerchantID   string
+	PriceCents   int64
+	LoadUnits    int
+	OptionGroups []OptionGroup
+	// Unavailable is "sold out today"; Hidden is off the menu. Either
+	// refuses a placement naming the product.
+	Unavailable bool
+	Hidden      bool
 }
 
 // LineRequest is one requested line before pricing.
 type LineRequest struct {
 	ProductID string
 	Quantity  int
+	// Options are the ids of the chosen options, at most once each.
+	Options []string
 }
 
 // PlaceParams carries everything Place needs; products are looked up by the caller.
@@ -153,6 +160,9 @@ func ValidateLines(lines []LineRequest) error {
 			return Errorf(CodeValidation, "items[%d].product_id repeats an earlier line; combine the quantities", i)
 		}
 		seen[l.ProductID] = true
+		if err := validateLineOptions(i, l.Options); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -169,7 +179,7 @@ func Place(p PlaceParams, now time.Time) ([]Event, error) {
 		return nil, Errorf(CodeValidation, `lane must be "normal" or "priority"`)
 	}
 	items := make([]Item, 0, len(p.Lines))
-	loadUnits := make(map[string]int, len(p.Lines))
+	lineUnits := make([]int, 0, len(p.Lines))
 	var total int64
 	for i, l := range p.Lines {
 		prod, ok := p.Products[l.ProductID]
@@ -179,9 +189,19 @@ func Place(p PlaceParams, now time.Time) ([]Event, error) {
 		if prod.MerchantID != p.MerchantID {
 			return nil, Errorf(CodeValidation, "items[%d].product_id belongs to another merchant", i)
 		}
-		items = append(items, Item{ProductID: l.ProductID, Quantity: l.Quantity, PriceCents: prod.PriceCents})
-		loadUnits[l.ProductID] = prod.LoadUnits
-		total += prod.PriceCents * int64(l.Quantity)
+		if prod.Unavailable || prod.Hidden {
+			return nil, Errorf(CodeProductUnavailable, "items[%d].product_id: product %s is not available", i, l.ProductID)
+		}
+		chosen, delta, err := chooseOptions(i, prod.OptionGroups, l.Options)
+		if err != nil {
+			return nil, err
+		}
+		// The product's validation keeps every choice at or above 0; a
+		// price lowered since is held to it too.
+		unit := max(prod.PriceCents+delta, 0)
+		items = append(items, Item{ProductID: l.ProductID, Quantity: l.Quantity, PriceCents: unit, Options: chosen})
+		lineUnits = append(lineUnits, unitLoad(prod, l.Options))
+		total += unit * int64(l.Quantity)
 	}
 	lane := p.Lane
 	if lane == "" {
@@ -190,7 +210,7 @@ func Place(p PlaceParams, now time.Time) ([]Event, error) {
 	placed := OrderPlaced{
 		OrderID: p.OrderID, MerchantID: p.MerchantID, CustomerID: p.CustomerID,
 		Items: items, TotalCents: total, PlacedAt: now, PaymentDeadline: p.PaymentDeadline,
-		Load: OrderLoad(p.Unit, items, loadUnits), Lane: lane,
+		Load: OrderLoad(p.Unit, items, lineUnits), Lane: lane,
 	}
 	if p.PickupAt != nil {
 		pickup, release := p.PickupAt.UTC(), ReleaseAt(*p.PickupAt, p.PrepSeconds).UTC()
@@ -342,6 +362,42 @@ func Complete(o Order, load Load, now time.Time) ([]Event, Load, error) {
 	}
 	load = load.release(o)
 	return []Event{{Type: EventOrderCompleted, Data: OrderCompleted{CompletedAt: now}}}, load, nil
+}
+
+// ReopenWindow is how long after its completion an order may be reopened:
+// long enough to undo a mistaken tap, short enough that the customer has
+// not left with it.
+const ReopenWindow = 60 * time.Second
+
+// PickUp records that the customer took a completed order away. Picking it
+// up again changes nothing.
+func PickUp(o Order, now time.Time) ([]Event, error) {
+	if o.Status != StatusCompleted {
+		return nil, Errorf(CodeInvalidTransition, "only a completed order can be picked up; this one is %s", o.Status)
+	}
+	if o.PickedUpAt != nil {
+		return nil, nil
+	}
+	return []Event{{Type: EventOrderPickedUp, Data: OrderPickedUp{PickedUpAt: now}}}, nil
+}
+
+// Reopen undoes a completion within ReopenWindow, before pickup: the order
+// is accepted again and takes its load back at once, ahead of the line and
+// whatever the room (it was being made a minute ago).
+func Reopen(o Order, load Load, now time.Time) ([]Event, Load, error) {
+	if o.Status != StatusCompleted {
+		return nil, load, Errorf(CodeInvalidTransition, "only a completed order can be reopened; this one is %s", o.Status)
+	}
+	if o.PickedUpAt != nil {
+		return nil, load, Errorf(CodeInvalidTransition, "the order was picked up; it cannot be reopened")
+	}
+	if o.CompletedAt == nil || now.Sub(*o.CompletedAt) > ReopenWindow {
+		return nil, load, Errorf(CodeInvalidTransition, "a completion can be undone within %d s only", int(ReopenWindow/time.Second))
+	}
+	load = load.occupy(o)
+	return []Event{{Type: EventOrderReopened, Data: OrderReopened{
+		ReopenedAt: now, ActiveAfter: load.Active, Capacity: load.Capacity, Load: loadField(o),
+	}}}, load, nil
 }
 
 // Cancel ends an order on request. Customers may cancel only before the

@@ -37,6 +37,7 @@ const (
 	CodeMerchantPaused      Code = "merchant_paused"
 	CodeMerchantClosed      Code = "merchant_closed"
 	CodeSlotFull            Code = "slot_full"
+	CodeProductUnavailable  Code = "product_unavailable"
 	CodeInternal            Code = "internal"
 )
 

@@ -29,6 +29,8 @@ const (
 	EventMerchantSecretRotated = "merchant.webhook_secret_rotated"
 	EventProductCreated        = "product.created"
 	EventProductRestocked      = "product.restocked"
+	EventProductUpdated        = "product.updated"
+	EventProductHidden         = "product.hidden"
 )
 
 // MerchantSettings are the merchant's tunable fields.
@@ -47,6 +49,9 @@ type MerchantSettings struct {
 	// hours (none: always open).
 	Slots *SlotSettings `json:"slots,omitempty"`
 	Hours []Period      `json:"hours,omitempty"`
+	// GuestCheckout lets anyone without a token take a guest session and
+	// order (a QR code on the counter).
+	GuestCheckout bool `json:"guest_checkout,omitempty"`
 }
 
 // Equal reports whether s and o are the same settings once defaults fill
@@ -68,6 +73,10 @@ func (s MerchantSettings) WithDefaults() MerchantSettings {
 	}
 	return s
 }
+
+// TakesGuests reports whether the merchant lets anyone without a token
+// take a guest session and order.
+func (s MerchantSettings) TakesGuests() bool { return s.GuestCheckout }
 
 // CheckSettingsChange refuses what a settings change may not do given the
 // merchant's load: a unit change while orders are accepted or queued, whose
@@ -169,8 +178,9 @@ type ProductCreated struct {
 	PerUserLimit *int   `json:"per_user_limit"`
 	// LoadUnits is absent (0) from events recorded before it existed, which
 	// means the default.
-	LoadUnits int       `json:"load_units,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	LoadUnits    int           `json:"load_units,omitempty"`
+	OptionGroups []OptionGroup `json:"option_groups,omitempty"`
+	CreatedAt    time.Time     `json:"created_at"`
 }
 
 type ProductRestocked struct {
@@ -362,12 +372,31 @@ func (m Merchant) Apply(events ...Event) (Merchant, error) {
 	return m, nil
 }
 
+// ProductUpdated records a menu change: the fields it set, as they are
+// after it. Orders placed before keep their lines as they were.
+type ProductUpdated struct {
+	Name         *string        `json:"name,omitempty"`
+	PriceCents   *int64         `json:"price_cents,omitempty"`
+	OptionGroups *[]OptionGroup `json:"option_groups,omitempty"`
+	Available    *bool          `json:"available,omitempty"`
+	UpdatedAt    time.Time      `json:"updated_at"`
+}
+
+// ProductHidden takes a product off the menu for good; orders that name it
+// keep their lines.
+type ProductHidden struct {
+	HiddenAt time.Time `json:"hidden_at"`
+}
+
 // Product is a product as its events fold.
 type Product struct {
 	ProductCreated
 	// StockTotal is every unit ever stocked; nil for unlimited stock.
 	StockTotal *int
-	Version    int
+	// Unavailable is "sold out today": on the menu, not orderable.
+	Unavailable bool
+	Hidden      bool
+	Version     int
 }
 
 // Evolve folds one event of the product's stream.
@@ -378,6 +407,21 @@ func (p Product) Evolve(e Event) (Product, error) {
 			return p, fmt.Errorf("product %s created twice", p.ProductID)
 		}
 		p.ProductCreated, p.StockTotal = d, d.Stock
+	case ProductUpdated:
+		if d.Name != nil {
+			p.Name = *d.Name
+		}
+		if d.PriceCents != nil {
+			p.PriceCents = *d.PriceCents
+		}
+		if d.OptionGroups != nil {
+			p.OptionGroups = *d.OptionGroups
+		}
+		if d.Available != nil {
+			p.Unavailable = !*d.Available
+		}
+	case ProductHidden:
+		p.Hidden = true
 	case ProductRestocked:
 		if p.StockTotal != nil {
 			total := *p.StockTotal + d.Quantity

@@ -50,10 +50,11 @@ func (s OrderStatus) Terminal() bool {
 	return false
 }
 
-// Final reports whether no command changes an order in status s: completed,
-// closed and cancelled (an expired order may still be requeued). An order
-// read in a final status without a lock is still in it, so a command on it
-// is answered without holding its merchant's lock.
+// Final reports whether no command but those on finished orders changes an
+// order in status s: completed, closed and cancelled (an expired order may
+// still be requeued). A command that is not one of those (PickUp, Reopen)
+// is answered from an order read in a final status without holding its
+// merchant's lock: read before any reopening, it is decided before it.
 func (s OrderStatus) Final() bool {
 	switch s {
 	case StatusCompleted, StatusClosed, StatusCancelled:
@@ -100,9 +101,12 @@ const (
 
 // Item is one line of an order, priced when the order was placed.
 type Item struct {
-	ProductID  string `json:"product_id"`
-	Quantity   int    `json:"quantity"`
-	PriceCents int64  `json:"price_cents"`
+	ProductID string `json:"product_id"`
+	Quantity  int    `json:"quantity"`
+	// PriceCents is a unit's price with its options' deltas.
+	PriceCents int64 `json:"price_cents"`
+	// Options are the chosen options as they were at placement.
+	Options []ChosenOption `json:"options,omitempty"`
 }
 
 // Order is the state of one order stream, folded from its events by Evolve.
@@ -134,6 +138,10 @@ type Order struct {
 	// PickupAt is the start of the order's pickup slot (nil: as soon as
 	// possible); ReleaseAt is when it joins the live line.
 	PickupAt, ReleaseAt *time.Time
+	// PickedUpAt is when the customer took a completed order away.
+	PickedUpAt *time.Time
+	// ReopenedAt is when a completion was last undone.
+	ReopenedAt *time.Time
 }
 
 // Event types of an order stream.
@@ -149,6 +157,10 @@ const (
 	EventOrderRequeued  = "order.requeued"
 	// EventOrderPrioritized moves a queued order to the priority lane.
 	EventOrderPrioritized = "order.prioritized"
+	// EventOrderPickedUp records that a completed order left the counter.
+	EventOrderPickedUp = "order.picked_up"
+	// EventOrderReopened undoes a completion tapped by mistake.
+	EventOrderReopened = "order.reopened"
 )
 
 // Event is one fact, ready to be appended to a stream.
@@ -254,6 +266,21 @@ type OrderPrioritized struct {
 	PrioritizedAt time.Time `json:"prioritized_at"`
 }
 
+// OrderPickedUp records that the customer took a completed order away.
+type OrderPickedUp struct {
+	PickedUpAt time.Time `json:"picked_up_at"`
+}
+
+// OrderReopened puts a completed order back to accepted, holding its load
+// again; ActiveAfter and Capacity record the merchant's load after it (a
+// reopened order is let in ahead of the line, even over capacity).
+type OrderReopened struct {
+	ReopenedAt  time.Time `json:"reopened_at"`
+	ActiveAfter int       `json:"active_after"`
+	Capacity    int       `json:"capacity"`
+	Load        int       `json:"load,omitempty"`
+}
+
 // Evolve folds one event into an order. It never fails on events the
 // commands produced; an unknown type is a programming error.
 func (o Order) Evolve(e Event) (Order, error) {
@@ -299,6 +326,11 @@ func (o Order) Evolve(e Event) (Order, error) {
 	case OrderCompleted:
 		o.Status = StatusCompleted
 		o.CompletedAt, o.EndedAt = ptr(d.CompletedAt), ptr(d.CompletedAt)
+	case OrderPickedUp:
+		o.PickedUpAt = ptr(d.PickedUpAt)
+	case OrderReopened:
+		o.Status = StatusAccepted
+		o.CompletedAt, o.EndedAt, o.ReopenedAt = nil, nil, ptr(d.ReopenedAt)
 	case OrderCancelled:
 		o.Status = StatusCancelled
 		o.EndedAt, o.StatusReason = ptr(d.CancelledAt), d.Reason
@@ -317,7 +349,7 @@ func (o Order) Evolve(e Event) (Order, error) {
 // LastDecidedAt is the latest time recorded on the order.
 func (o Order) LastDecidedAt() time.Time {
 	last := o.PlacedAt
-	for _, t := range []*time.Time{o.PaidAt, o.QueuedAt, o.AcceptedAt, o.CompletedAt, o.EndedAt} {
+	for _, t := range []*time.Time{o.PaidAt, o.QueuedAt, o.AcceptedAt, o.CompletedAt, o.EndedAt, o.PickedUpAt, o.ReopenedAt} {
 		if t != nil && t.After(last) {
 			last = *t
 		}
@@ -378,6 +410,10 @@ func DecodeEvent(typ string, data []byte) (Event, error) {
 		v = &MerchantPeriodChanged{}
 	case EventOrderPrioritized:
 		v = &OrderPrioritized{}
+	case EventOrderPickedUp:
+		v = &OrderPickedUp{}
+	case EventOrderReopened:
+		v = &OrderReopened{}
 	case EventMerchantPaused:
 		v = &MerchantPaused{}
 	case EventMerchantResumed:
@@ -392,6 +428,10 @@ func DecodeEvent(typ string, data []byte) (Event, error) {
 		v = &ProductCreated{}
 	case EventProductRestocked:
 		v = &ProductRestocked{}
+	case EventProductUpdated:
+		v = &ProductUpdated{}
+	case EventProductHidden:
+		v = &ProductHidden{}
 	case EventDropCreated:
 		v = &DropCreated{}
 	case EventDropOpened:
@@ -449,6 +489,10 @@ func deref(v any) any {
 		return *p
 	case *OrderPrioritized:
 		return *p
+	case *OrderPickedUp:
+		return *p
+	case *OrderReopened:
+		return *p
 	case *MerchantPaused:
 		return *p
 	case *MerchantResumed:
@@ -462,6 +506,10 @@ func deref(v any) any {
 	case *ProductCreated:
 		return *p
 	case *ProductRestocked:
+		return *p
+	case *ProductUpdated:
+		return *p
+	case *ProductHidden:
 		return *p
 	case *DropCreated:
 		return *p

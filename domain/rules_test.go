@@ -401,7 +401,8 @@ func TestDecodeEveryEventType(t *testing.T) {
 	stock, limit := 5, 2
 	events := []domain.Event{
 		{Type: domain.EventOrderPlaced, Data: domain.OrderPlaced{OrderID: "o", MerchantID: "m", CustomerID: "c",
-			Items:      []domain.Item{{ProductID: "p", Quantity: 2, PriceCents: 450}, {ProductID: "q", Quantity: 1, PriceCents: 0}},
+			Items: []domain.Item{{ProductID: "p", Quantity: 2, PriceCents: 450}, {ProductID: "q", Quantity: 1, PriceCents: 0,
+				Options: []domain.ChosenOption{{ID: "large", Name: "Large", PriceDeltaCents: 80}, {ID: "none", Name: "No sugar", PriceDeltaCents: -10}}}},
 			TotalCents: 900, PlacedAt: at, PaymentDeadline: at.Add(deadline)}},
 		{Type: domain.EventOrderPaid, Data: domain.OrderPaid{PaymentRef: "ref", PaidAt: at}},
 		{Type: domain.EventOrderQueued, Data: domain.OrderQueued{Seq: 42, QueuedAt: at, ExpiresAt: at.Add(maxWait), Active: 3, Capacity: 3, Queued: 7}},
@@ -422,6 +423,11 @@ func TestDecodeEveryEventType(t *testing.T) {
 		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "p", MerchantID: "m", Name: "Tea", PriceCents: 450, Stock: &stock, PerUserLimit: &limit, CreatedAt: at}},
 		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "p", MerchantID: "m", Name: "Tea", CreatedAt: at}},
 		{Type: domain.EventProductRestocked, Data: domain.ProductRestocked{Quantity: 4, RestockedAt: at}},
+		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "t", MerchantID: "m", Name: "Milk tea", PriceCents: 450, OptionGroups: teaGroups(), CreatedAt: at}},
+		{Type: domain.EventProductUpdated, Data: domain.ProductUpdated{Name: ptrTo("Tea"), PriceCents: ptrTo(int64(500)), OptionGroups: &[]domain.OptionGroup{}, Available: ptrTo(false), UpdatedAt: at}},
+		{Type: domain.EventProductHidden, Data: domain.ProductHidden{HiddenAt: at}},
+		{Type: domain.EventOrderPickedUp, Data: domain.OrderPickedUp{PickedUpAt: at}},
+		{Type: domain.EventOrderReopened, Data: domain.OrderReopened{ReopenedAt: at, ActiveAfter: 4, Capacity: 3, Load: 2}},
 	}
 	seen := map[string]bool{}
 	for _, e := range events {
@@ -437,7 +443,7 @@ func TestDecodeEveryEventType(t *testing.T) {
 		})
 		seen[e.Type] = true
 	}
-	require.Len(t, seen, 16, "every event type")
+	require.Len(t, seen, 18, "every event type")
 	for _, typ := range []string{"order.teleported", "", "ORDER.PLACED", "order.placed "} {
 		got, err := domain.DecodeEvent(typ, []byte(`{}`))
 		require.Error(t, err, typ)

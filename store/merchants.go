@@ -45,6 +45,7 @@ type Merchant struct {
 	PickupPrefix          string               `json:"pickup_prefix"`
 	Slots                 *domain.SlotSettings `json:"slots"`
 	Hours                 []domain.Period      `json:"hours"`
+	GuestCheckout         bool                 `json:"guest_checkout"`
 	WebhookURL            *string              `json:"webhook_url"`
 	WebhookSecret         string               `json:"webhook_secret,omitempty"`
 	CreatedAt             time.Time            `json:"created_at"`
@@ -79,12 +80,15 @@ func (m *merchantRow) decidedAtOrZero() time.Time {
 	return *m.decidedAt
 }
 
-func (m *merchantRow) settings() domain.MerchantSettings {
+func (m *merchantRow) settings() domain.MerchantSettings { return m.Merchant.Settings() }
+
+// Settings are the merchant's settings in the domain's terms.
+func (m *Merchant) Settings() domain.MerchantSettings {
 	s := domain.MerchantSettings{
 		Name: m.Name, Capacity: m.Capacity, PrepSeconds: m.PrepSeconds,
 		MaxQueueWaitSeconds: m.MaxQueueWaitSeconds, PaymentTimeoutSeconds: m.PaymentTimeoutSeconds,
 		CapacityUnit: m.CapacityUnit, Timezone: m.Timezone, PickupPrefix: m.PickupPrefix,
-		Slots: m.Slots, Hours: m.Hours,
+		Slots: m.Slots, Hours: m.Hours, GuestCheckout: m.GuestCheckout,
 	}
 	if m.WebhookURL != nil {
 		s.WebhookURL = *m.WebhookURL
@@ -104,7 +108,7 @@ func (m *merchantRow) setFolded(f domain.Merchant) {
 	m.Name, m.Capacity, m.PrepSeconds = s.Name, s.Capacity, s.PrepSeconds
 	m.MaxQueueWaitSeconds, m.PaymentTimeoutSeconds = s.MaxQueueWaitSeconds, s.PaymentTimeoutSeconds
 	m.CapacityUnit, m.Timezone, m.PickupPrefix = s.CapacityUnit, s.Timezone, s.PickupPrefix
-	m.Slots, m.Hours = s.Slots, s.Hours
+	m.Slots, m.Hours, m.GuestCheckout = s.Slots, s.Hours, s.GuestCheckout
 	m.periodCapacity, m.nextEdge = f.PeriodCapacity, f.NextEdge
 	m.WebhookURL = nil
 	if s.WebhookURL != "" {
@@ -165,7 +169,7 @@ const merchantColumns = `id, name, capacity, prep_seconds, max_queue_wait_second
 	completion_interval_s, completion_samples, last_completion_at,
 	capacity_unit, timezone, pickup_prefix, active_orders, queued_priority, queued_units,
 	coalesce(pause_mode, ''), paused_until, completion_units, decided_at,
-	slots, hours, period_capacity, next_period_at`
+	slots, hours, period_capacity, next_period_at, guest_checkout`
 
 func scanMerchant(row pgx.Row) (*merchantRow, error) {
 	var m merchantRow
@@ -174,7 +178,7 @@ func scanMerchant(row pgx.Row) (*merchantRow, error) {
 		&m.stats.IntervalSeconds, &m.stats.Samples, &m.stats.LastCompletion,
 		&m.CapacityUnit, &m.Timezone, &m.PickupPrefix, &m.Load.ActiveOrders, &m.queuedPriority, &m.Load.QueuedUnits,
 		&m.pause.Mode, &m.pause.Until, &m.stats.UnitsPerCompletion, &m.decidedAt,
-		&m.Slots, &m.Hours, &m.periodCapacity, &m.nextEdge)
+		&m.Slots, &m.Hours, &m.periodCapacity, &m.nextEdge, &m.GuestCheckout)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, domain.Errorf(domain.CodeNotFound, "merchant not found")
 	}
@@ -377,9 +381,10 @@ type MerchantPatch struct {
 	PickupPrefix          *string
 	// Slots sets the slot settings; ClearSlots removes them. Hours, when
 	// not nil, replaces the opening hours (empty: always open).
-	Slots      *domain.SlotSettings
-	ClearSlots bool
-	Hours      *[]domain.Period
+	Slots         *domain.SlotSettings
+	ClearSlots    bool
+	Hours         *[]domain.Period
+	GuestCheckout *bool
 }
 
 func (p MerchantPatch) apply(s domain.MerchantSettings) domain.MerchantSettings {
@@ -416,6 +421,9 @@ func (p MerchantPatch) apply(s domain.MerchantSettings) domain.MerchantSettings 
 	if p.Hours != nil {
 		s.Hours = append([]domain.Period(nil), *p.Hours...)
 	}
+	if p.GuestCheckout != nil {
+		s.GuestCheckout = *p.GuestCheckout
+	}
 	return s
 }
 
@@ -450,7 +458,7 @@ func writeMerchant(ctx context.Context, tx pgx.Tx, m *merchantRow, events []doma
 // merchantColumnsOf writes them.
 const merchantFoldColumns = `id, name, capacity, prep_seconds, max_queue_wait_seconds, payment_timeout_seconds, webhook_url,
 	created_at, version, capacity_unit, timezone, pickup_prefix, pause_mode, paused_until,
-	slots, hours, period_capacity, next_period_at`
+	slots, hours, period_capacity, next_period_at, guest_checkout`
 
 // merchantColumnsOf holds folded merchants column by column, as unnest
 // takes them, with the webhook secret a new row is inserted with (the log
@@ -465,6 +473,7 @@ type merchantColumnsOf struct {
 	pausedUntil, decidedAt, nextEdge                      []pgtype.Timestamptz
 	slots, hours                                          []pgtype.Text
 	periodCapacity                                        []pgtype.Int4
+	guestCheckout                                         []bool
 }
 
 func (c *merchantColumnsOf) add(m domain.Merchant, secret string, decidedAt *time.Time) error {
@@ -494,6 +503,7 @@ func (c *merchantColumnsOf) add(m domain.Merchant, secret string, decidedAt *tim
 		capacity = pgtype.Int4{Int32: int32(*m.PeriodCapacity), Valid: true}
 	}
 	c.periodCapacity = append(c.periodCapacity, capacity)
+	c.guestCheckout = append(c.guestCheckout, s.GuestCheckout)
 	return nil
 }
 
@@ -530,7 +540,7 @@ func (c *merchantColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert 
 		col("int", c.maxQueueWait), col("int", c.paymentTimeout), col("text", c.webhook), col("timestamptz", c.createdAt),
 		col("int", c.version), col("text", c.unit), col("text", c.timezone), col("text", c.prefix), col("text", c.pauseMode),
 		col("timestamptz", c.pausedUntil), col("jsonb", c.slots), col("jsonb", c.hours), col("int", c.periodCapacity),
-		col("timestamptz", c.nextEdge)}
+		col("timestamptz", c.nextEdge), col("boolean", c.guestCheckout)}
 	if insert {
 		insertRows{
 			Into:    `INSERT INTO ` + t + ` (` + merchantFoldColumns + `, webhook_secret, decided_at)`,
@@ -544,6 +554,7 @@ func (c *merchantColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert 
 			webhook_url = r.webhook_url, created_at = r.created_at, version = r.version, capacity_unit = r.capacity_unit,
 			timezone = r.timezone, pickup_prefix = r.pickup_prefix, pause_mode = r.pause_mode, paused_until = r.paused_until,
 			slots = r.slots, hours = r.hours, period_capacity = r.period_capacity, next_period_at = r.next_period_at,
+			guest_checkout = r.guest_checkout,
 			decided_at = coalesce(r.decided_at, m.decided_at), updated_at = now()
 		FROM `+rows+` AS r(`+merchantFoldColumns+`, decided_at)
 		WHERE m.id = r.id AND m.id = ANY($1::uuid[])`, args...)

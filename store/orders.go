@@ -40,7 +40,8 @@ type Order struct {
 	PickupCode      *string            `json:"pickup_code"`
 	// PickupAt is the start of the order's pickup slot, nil for as soon
 	// as possible.
-	PickupAt *time.Time `json:"pickup_at"`
+	PickupAt   *time.Time `json:"pickup_at"`
+	PickedUpAt *time.Time `json:"picked_up_at"`
 	// LineSeq is the merchant's next queue sequence number when the
 	// position was read: it grows whenever an order joins the line, so a
 	// reader can tell a later read whose position grew (a priority order
@@ -78,13 +79,13 @@ var errOrderNotFound = domain.Errorf(domain.CodeNotFound, "order not found")
 
 const orderColumns = `o.id::text, o.merchant_id::text, o.customer_id, o.items, o.total_cents, o.status, o.version, o.placed_at,
 	o.payment_deadline, o.payment_ref, o.paid_at, o.accepted_at, o.completed_at, o.ended_at, o.status_reason,
-	o.queue_seq, o.queued_at, o.queue_expires_at, o.load, o.lane, o.pickup_code, o.pickup_at, o.release_at`
+	o.queue_seq, o.queued_at, o.queue_expires_at, o.load, o.lane, o.pickup_code, o.pickup_at, o.release_at, o.picked_up_at`
 
 func scanOrderInto(o *domain.Order, dest ...any) []any {
 	return append([]any{&o.ID, &o.MerchantID, &o.CustomerID, &o.Items, &o.TotalCents, &o.Status, &o.Version,
 		&o.PlacedAt, &o.PaymentDeadline, pgkit.NullString{Dst: &o.PaymentRef}, &o.PaidAt, &o.AcceptedAt, &o.CompletedAt,
 		&o.EndedAt, pgkit.NullString{Dst: &o.StatusReason}, pgkit.NullInt64{Dst: &o.QueueSeq}, &o.QueuedAt, &o.QueueExpiresAt,
-		&o.Load, &o.Lane, pgkit.NullString{Dst: &o.PickupCode}, &o.PickupAt, &o.ReleaseAt}, dest...)
+		&o.Load, &o.Lane, pgkit.NullString{Dst: &o.PickupCode}, &o.PickupAt, &o.ReleaseAt, &o.PickedUpAt}, dest...)
 }
 
 // queueOrderLock adds to b the read of the order's projection row into o
@@ -210,6 +211,9 @@ type orderCommand struct {
 	// drains: the command usually lets the queue's head in (after drains),
 	// so the head is read with the locks (queueHead).
 	drains bool
+	// onFinished: the command changes finished orders (a pickup, a
+	// reopening), so it takes the locks whatever the order's status.
+	onFinished bool
 }
 
 func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, error) {
@@ -247,7 +251,7 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, 
 				})
 			}
 		}
-		if seen.Status.Final() {
+		if seen.Status.Final() && !cmd.onFinished {
 			// Its answer needs no lock, and a repeated tap on a finished
 			// order must not queue behind, or hold up, the merchant's
 			// decisions.
@@ -443,6 +447,40 @@ func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Acc
 		},
 		after: func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error) {
 			return s.drain(ctx, tx, m, now, s.InlineDrainLimit, w)
+		},
+	})
+}
+
+// PickUpOrder records that a completed order left the counter; picking it
+// up again answers the order as it is.
+func (s *Store) PickUpOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID, onFinished: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			if !access.party().MayServe(o.MerchantID) {
+				return nil, nil, errNotYourOrders
+			}
+			events, err := domain.PickUp(o, now)
+			return events, nil, err
+		},
+	})
+}
+
+// ReopenOrder undoes a completion within domain.ReopenWindow: the order is
+// accepted again and holds its load at once, ahead of the queued orders.
+func (s *Store) ReopenOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID, onFinished: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			if !access.party().MayServe(o.MerchantID) {
+				return nil, nil, errNotYourOrders
+			}
+			events, load, err := domain.Reopen(o, m.load(), now)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.setLoad(load)
+			return events, nil, nil
 		},
 	})
 }
@@ -841,7 +879,7 @@ func toView(o domain.Order, pos *int, unitsAhead int, basis etaBasis) Order {
 		PlacedAt: o.PlacedAt, PaymentDeadline: o.PaymentDeadline, PaidAt: o.PaidAt, AcceptedAt: o.AcceptedAt,
 		CompletedAt: o.CompletedAt, EndedAt: o.EndedAt, StatusReason: nullable(o.StatusReason),
 		queueSeq: lineKey(o.Lane, o.QueueSeq),
-		Load:     max(o.Load, 1), Lane: o.Lane, PickupCode: nullable(o.PickupCode), PickupAt: o.PickupAt,
+		Load:     max(o.Load, 1), Lane: o.Lane, PickupCode: nullable(o.PickupCode), PickupAt: o.PickupAt, PickedUpAt: o.PickedUpAt,
 	}
 	if v.Lane == "" {
 		v.Lane = domain.LaneNormal

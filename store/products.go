@@ -27,8 +27,14 @@ type Product struct {
 	StockRemaining *int      `json:"stock_remaining"`
 	PerUserLimit   *int      `json:"per_user_limit"`
 	LoadUnits      int       `json:"load_units"`
-	CreatedAt      time.Time `json:"created_at"`
-	Version        int       `json:"-"`
+	// OptionGroups are the choices a customer makes on each unit.
+	OptionGroups []domain.OptionGroup `json:"option_groups"`
+	// Available is false while the product is sold out for the day.
+	Available bool      `json:"available"`
+	CreatedAt time.Time `json:"created_at"`
+	Version   int       `json:"-"`
+	// Hidden is off the menu: the menu leaves it out, orders keep it.
+	Hidden bool `json:"-"`
 }
 
 // bucketCount spreads limited stock over enough rows that concurrent buyers
@@ -47,7 +53,9 @@ type CreateProductParams struct {
 	// LoadUnits is the capacity one unit takes when the merchant counts
 	// items; 0 is the default.
 	LoadUnits int
-	Meta      Meta
+	// OptionGroups' groups and options without an id are given one.
+	OptionGroups []domain.OptionGroup
+	Meta         Meta
 }
 
 // CreateProduct records a product of a merchant.
@@ -57,6 +65,7 @@ func (s *Store) CreateProduct(ctx context.Context, p CreateProductParams) (*Prod
 	events, err := domain.CreateProduct(domain.ProductCreated{
 		ProductID: id.String(), MerchantID: p.MerchantID.String(), Name: p.Name, PriceCents: p.PriceCents,
 		Stock: p.Stock, PerUserLimit: p.PerUserLimit, LoadUnits: p.LoadUnits, CreatedAt: now,
+		OptionGroups: optionGroupsWithIDs(p.OptionGroups),
 	})
 	if err != nil {
 		return nil, err
@@ -162,12 +171,23 @@ func (s *Store) Restock(ctx context.Context, productID uuid.UUID, quantity int, 
 	return s.GetProduct(ctx, productID)
 }
 
+// optionGroupsWithIDs gives the groups and options a request left without
+// an id one of their own; nil stays nil (no groups).
+func optionGroupsWithIDs(groups []domain.OptionGroup) []domain.OptionGroup {
+	if groups == nil {
+		return nil
+	}
+	return domain.AssignOptionIDs(groups, func() string { return newID().String() })
+}
+
 const productColumns = `p.id, p.merchant_id, p.name, p.price_cents, p.stock_total, p.per_user_limit, p.created_at, p.version,
-	(SELECT sum(remaining)::int FROM stock_buckets b WHERE b.merchant_id = p.merchant_id AND b.product_id = p.id), p.load_units`
+	(SELECT sum(remaining)::int FROM stock_buckets b WHERE b.merchant_id = p.merchant_id AND b.product_id = p.id), p.load_units,
+	p.option_groups, p.available, p.hidden`
 
 func scanProduct(row pgx.Row) (*Product, error) {
 	var p Product
-	err := row.Scan(&p.ID, &p.MerchantID, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version, &p.StockRemaining, &p.LoadUnits)
+	err := row.Scan(&p.ID, &p.MerchantID, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version, &p.StockRemaining, &p.LoadUnits,
+		&p.OptionGroups, &p.Available, &p.Hidden)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, domain.Errorf(domain.CodeNotFound, "product not found")
 	}
@@ -186,9 +206,10 @@ func (s *Store) GetProduct(ctx context.Context, id uuid.UUID) (*Product, error) 
 	return p, mapErr(err)
 }
 
-// ListProducts returns a merchant's products.
+// ListProducts returns a merchant's menu: its products but those taken off
+// it, sold-out ones included.
 func (s *Store) ListProducts(ctx context.Context, merchantID uuid.UUID) ([]Product, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+productColumns+` FROM products p WHERE p.merchant_id = $1 ORDER BY p.created_at, p.id`, merchantID)
+	rows, err := s.pool.Query(ctx, `SELECT `+productColumns+` FROM products p WHERE p.merchant_id = $1 AND NOT p.hidden ORDER BY p.created_at, p.id`, merchantID)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("list products: %w", err))
 	}
@@ -233,7 +254,8 @@ func loadProducts(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, ids []st
 // has not ended (at most one: drops_active_product_idx). A join, not a
 // correlated subquery, which kept Citus from pruning the read to the
 // merchants' shards: it read every shard.
-const productsSelect = `SELECT p.id::text, p.merchant_id::text, p.price_cents, p.stock_total IS NOT NULL, p.per_user_limit, p.load_units, d.id
+const productsSelect = `SELECT p.id::text, p.merchant_id::text, p.price_cents, p.stock_total IS NOT NULL, p.per_user_limit, p.load_units, d.id,
+		p.option_groups, NOT p.available, p.hidden
 	FROM products p LEFT JOIN drops d ON d.merchant_id = p.merchant_id AND d.product_id = p.id AND d.state IN ('scheduled', 'open', 'selling')`
 
 // queueProducts adds the read of merchants' products to b; the map is
@@ -273,7 +295,8 @@ func scanProducts(rows pgx.Rows, out map[string]productInfo) error {
 	for rows.Next() {
 		var p productInfo
 		var dropID pgtype.UUID
-		if err := rows.Scan(&p.ID, &p.MerchantID, &p.PriceCents, &p.limited, &p.perUserLimit, &p.LoadUnits, &dropID); err != nil {
+		if err := rows.Scan(&p.ID, &p.MerchantID, &p.PriceCents, &p.limited, &p.perUserLimit, &p.LoadUnits, &dropID,
+			&p.OptionGroups, &p.Unavailable, &p.Hidden); err != nil {
 			return fmt.Errorf("scan product: %w", err)
 		}
 		if dropID.Valid {
@@ -633,4 +656,60 @@ func sortedItems(items []domain.Item) []domain.Item {
 	out := append([]domain.Item(nil), items...)
 	sort.Slice(out, func(i, j int) bool { return out[i].ProductID < out[j].ProductID })
 	return out
+}
+
+// UpdateProductParams is a menu change of one of a merchant's products.
+type UpdateProductParams struct {
+	MerchantID, ProductID uuid.UUID
+	Patch                 domain.ProductPatch
+	Meta                  Meta
+}
+
+// UpdateProduct changes a product's name, price, option groups or
+// availability. Orders placed before keep their lines: they recorded the
+// product's price and options' names at placement.
+func (s *Store) UpdateProduct(ctx context.Context, p UpdateProductParams) (*Product, error) {
+	if p.Patch.OptionGroups != nil {
+		groups := optionGroupsWithIDs(*p.Patch.OptionGroups)
+		p.Patch.OptionGroups = &groups
+	}
+	return s.changeProduct(ctx, p.MerchantID, p.ProductID, p.Meta, func(prod domain.Product, now time.Time) ([]domain.Event, error) {
+		return prod.Update(p.Patch, now)
+	})
+}
+
+// HideProduct takes a product off its merchant's menu; hiding it again
+// changes nothing.
+func (s *Store) HideProduct(ctx context.Context, merchantID, productID uuid.UUID, meta Meta) error {
+	_, err := s.changeProduct(ctx, merchantID, productID, meta, func(prod domain.Product, now time.Time) ([]domain.Event, error) {
+		return prod.Hide(now), nil
+	})
+	return err
+}
+
+// changeProduct decides a change of a merchant's product under its lock
+// and writes it; a product of another merchant is not found.
+func (s *Store) changeProduct(ctx context.Context, merchantID, productID uuid.UUID, meta Meta,
+	decide func(domain.Product, time.Time) ([]domain.Event, error),
+) (*Product, error) {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		prod, err := lockProduct(ctx, tx, merchantID, productID)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		events, err := decide(prod, now)
+		if err != nil {
+			return err
+		}
+		c, err := newProductChange(prod, events, meta)
+		if err != nil {
+			return err
+		}
+		return writeProduct(ctx, tx, c, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.GetProduct(ctx, productID)
 }

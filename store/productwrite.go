@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -64,6 +65,9 @@ type productColumnsOf struct {
 	createdAt    []time.Time
 	version      []int32
 	loadUnits    []int32
+	optionGroups []string
+	available    []bool
+	hidden       []bool
 }
 
 func (c *productColumnsOf) add(p domain.Product) error {
@@ -79,6 +83,15 @@ func (c *productColumnsOf) add(p domain.Product) error {
 	c.total, c.limit = append(c.total, int4(p.StockTotal)), append(c.limit, int4(p.PerUserLimit))
 	c.createdAt, c.version = append(c.createdAt, p.CreatedAt), append(c.version, int32(p.Version))
 	c.loadUnits = append(c.loadUnits, int32(max(p.LoadUnits, domain.DefaultLoadUnits)))
+	groups := p.OptionGroups
+	if groups == nil {
+		groups = []domain.OptionGroup{}
+	}
+	encoded, err := json.Marshal(groups)
+	if err != nil {
+		return fmt.Errorf("encode option groups: %w", err)
+	}
+	c.optionGroups, c.available, c.hidden = append(c.optionGroups, string(encoded)), append(c.available, !p.Unavailable), append(c.hidden, p.Hidden)
 	return nil
 }
 
@@ -91,18 +104,22 @@ func (c *productColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert b
 	}
 	t := pgx.Identifier{table}.Sanitize()
 	columns := []column{col("uuid", c.id), col("uuid", c.merchant), col("text", c.name), col("bigint", c.price),
-		col("int", c.total), col("int", c.limit), col("timestamptz", c.createdAt), col("int", c.version), col("int", c.loadUnits)}
+		col("int", c.total), col("int", c.limit), col("timestamptz", c.createdAt), col("int", c.version), col("int", c.loadUnits),
+		col("jsonb", c.optionGroups), col("boolean", c.available), col("boolean", c.hidden)}
 	if insert {
 		insertRows{
-			Into:    `INSERT INTO ` + t + ` (id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units)`,
+			Into: `INSERT INTO ` + t + ` (id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units,
+				option_groups, available, hidden)`,
 			Columns: columns,
 		}.queue(tx, b, nil)
 		return
 	}
 	rows, args := unnestOf(0, columns)
 	b.Queue(`UPDATE `+t+` p SET name = r.name, price_cents = r.price_cents, stock_total = r.stock_total,
-			per_user_limit = r.per_user_limit, created_at = r.created_at, version = r.version, load_units = r.load_units
-		FROM `+rows+` AS r(id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units)
+			per_user_limit = r.per_user_limit, created_at = r.created_at, version = r.version, load_units = r.load_units,
+			option_groups = r.option_groups, available = r.available, hidden = r.hidden
+		FROM `+rows+` AS r(id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units,
+			option_groups, available, hidden)
 		WHERE p.id = r.id AND p.merchant_id = r.merchant_id AND p.merchant_id = ANY($2::uuid[])`, args...)
 }
 
@@ -133,15 +150,22 @@ func productMerchant(ctx context.Context, tx pgx.Tx, id uuid.UUID) (uuid.UUID, e
 func lockProduct(ctx context.Context, tx pgx.Tx, merchantID, id uuid.UUID) (domain.Product, error) {
 	var p domain.Product
 	var pid, merchant uuid.UUID
-	err := tx.QueryRow(ctx, `SELECT id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units
+	var available bool
+	err := tx.QueryRow(ctx, `SELECT id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units,
+			option_groups, available, hidden
 		FROM products WHERE merchant_id = $1 AND id = $2 FOR NO KEY UPDATE`, merchantID, id).
-		Scan(&pid, &merchant, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version, &p.LoadUnits)
+		Scan(&pid, &merchant, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version, &p.LoadUnits,
+			&p.OptionGroups, &available, &p.Hidden)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, domain.Errorf(domain.CodeNotFound, "product not found")
 	}
 	if err != nil {
 		return p, fmt.Errorf("lock product: %w", err)
 	}
-	p.ProductID, p.MerchantID = pid.String(), merchant.String()
+	p.ProductID, p.MerchantID, p.Unavailable = pid.String(), merchant.String(), !available
+	if len(p.OptionGroups) == 0 {
+		// The fold of a product created without groups has none (nil).
+		p.OptionGroups = nil
+	}
 	return p, nil
 }

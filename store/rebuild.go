@@ -216,14 +216,14 @@ var comparisons = []struct{ table, live, replay string }{
 			'max_queue_wait_seconds', max_queue_wait_seconds, 'payment_timeout_seconds', payment_timeout_seconds,
 			'webhook_url', webhook_url, 'created_at', created_at, 'version', version,
 			'capacity_unit', capacity_unit, 'timezone', timezone, 'pickup_prefix', pickup_prefix,
-			'pause_mode', pause_mode, 'paused_until', paused_until,
+			'pause_mode', pause_mode, 'paused_until', paused_until, 'guest_checkout', guest_checkout,
 			'active', active, 'queued', queued, 'next_seq', next_seq, 'active_orders', active_orders,
 			'queued_priority', queued_priority, 'queued_units', queued_units) FROM merchants`,
 		`SELECT m.id::text, jsonb_build_object('name', m.name, 'capacity', m.capacity, 'prep_seconds', m.prep_seconds,
 			'max_queue_wait_seconds', m.max_queue_wait_seconds, 'payment_timeout_seconds', m.payment_timeout_seconds,
 			'webhook_url', m.webhook_url, 'created_at', m.created_at, 'version', m.version,
 			'capacity_unit', m.capacity_unit, 'timezone', m.timezone, 'pickup_prefix', m.pickup_prefix,
-			'pause_mode', m.pause_mode, 'paused_until', m.paused_until,
+			'pause_mode', m.pause_mode, 'paused_until', m.paused_until, 'guest_checkout', m.guest_checkout,
 			'active', coalesce(l.active, 0), 'queued', coalesce(l.queued, 0), 'next_seq', coalesce(l.last_seq, 0) + 1,
 			'active_orders', coalesce(l.active_orders, 0), 'queued_priority', coalesce(l.queued_priority, 0),
 			'queued_units', coalesce(l.queued_units, 0))
@@ -232,11 +232,12 @@ var comparisons = []struct{ table, live, replay string }{
 	{"products",
 		`SELECT p.id::text, jsonb_build_object('merchant_id', p.merchant_id, 'name', p.name, 'price_cents', p.price_cents,
 			'stock_total', p.stock_total, 'per_user_limit', p.per_user_limit, 'created_at', p.created_at, 'version', p.version,
-			'load_units', p.load_units, 'remaining', b.remaining)
+			'load_units', p.load_units, 'option_groups', p.option_groups, 'available', p.available, 'hidden', p.hidden, 'remaining', b.remaining)
 		FROM products p LEFT JOIN (SELECT product_id, sum(remaining) AS remaining FROM stock_buckets GROUP BY 1) b ON b.product_id = p.id`,
 		`SELECT p.id::text, jsonb_build_object('merchant_id', p.merchant_id, 'name', p.name, 'price_cents', p.price_cents,
 			'stock_total', p.stock_total, 'per_user_limit', p.per_user_limit, 'created_at', p.created_at, 'version', p.version,
-			'load_units', p.load_units, 'remaining', p.stock_total - coalesce(h.held, 0))
+			'load_units', p.load_units, 'option_groups', p.option_groups, 'available', p.available, 'hidden', p.hidden,
+			'remaining', p.stock_total - coalesce(h.held, 0))
 		FROM rebuild_products p LEFT JOIN (` + heldByLiveOrders("rebuild_orders") + `) h ON h.product_id = p.id`},
 	{"drops",
 		`SELECT id::text, to_jsonb(d) - 'id' FROM drops d`,

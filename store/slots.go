@@ -198,19 +198,17 @@ func takeSlots(ctx context.Context, tx pgx.Tx, live []*placement, merchants map[
 	return placeable, takes, nil
 }
 
-// requestLoad is the load the order of lines will have at m (domain.Place
-// fixes it the same way); an unknown product weighs the default, and its
-// request is refused later.
+// requestLoad is the load the order of lines will have at m, options
+// included (domain.RequestLoad, as domain.Place fixes it); an unknown
+// product weighs the default, and its request is refused later.
 func requestLoad(m *merchantRow, lines []domain.LineRequest, products map[string]productInfo) int {
-	items := make([]domain.Item, len(lines))
-	units := make(map[string]int, len(lines))
-	for i, l := range lines {
-		items[i] = domain.Item{ProductID: l.ProductID, Quantity: l.Quantity}
+	refs := make(map[string]domain.ProductRef, len(lines))
+	for _, l := range lines {
 		if p, ok := products[l.ProductID]; ok {
-			units[l.ProductID] = p.LoadUnits
+			refs[l.ProductID] = p.ProductRef
 		}
 	}
-	return domain.OrderLoad(m.CapacityUnit, items, units)
+	return domain.RequestLoad(m.CapacityUnit, lines, refs)
 }
 
 // queueUnplaced adds to b the return of the room taken by requests that

@@ -195,6 +195,7 @@ type orderColumnsOf struct {
 	lane                            []string
 	pickupCode                      []pgtype.Text
 	pickupAt, releaseAt             []pgtype.Timestamptz
+	pickedUpAt                      []pgtype.Timestamptz
 }
 
 // queue adds to b the statement that writes the rows into table (orders,
@@ -210,12 +211,12 @@ func (c *orderColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert boo
 		col("int", c.version), col("text", c.paymentRef), col("timestamptz", c.paidAt), col("timestamptz", c.acceptedAt),
 		col("timestamptz", c.completedAt), col("timestamptz", c.endedAt), col("text", c.reason), col("bigint", c.seq),
 		col("timestamptz", c.queuedAt), col("timestamptz", c.expiresAt), col("int", c.load), col("text", c.lane),
-		col("text", c.pickupCode), col("timestamptz", c.pickupAt), col("timestamptz", c.releaseAt)}
+		col("text", c.pickupCode), col("timestamptz", c.pickupAt), col("timestamptz", c.releaseAt), col("timestamptz", c.pickedUpAt)}
 	if insert {
 		insertRows{
 			Into: `INSERT INTO ` + t + ` (id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
 				status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
-				queue_seq, queued_at, queue_expires_at, load, lane, pickup_code, pickup_at, release_at)`,
+				queue_seq, queued_at, queue_expires_at, load, lane, pickup_code, pickup_at, release_at, picked_up_at)`,
 			Columns: columns,
 		}.queue(tx, b, nil)
 		return
@@ -226,10 +227,10 @@ func (c *orderColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert boo
 			status = r.status, version = r.version, payment_ref = r.payment_ref, paid_at = r.paid_at,
 			accepted_at = r.accepted_at, completed_at = r.completed_at, ended_at = r.ended_at, status_reason = r.status_reason,
 			queue_seq = r.queue_seq, queued_at = r.queued_at, queue_expires_at = r.queue_expires_at,
-			load = r.load, lane = r.lane, pickup_code = r.pickup_code, pickup_at = r.pickup_at, release_at = r.release_at
+			load = r.load, lane = r.lane, pickup_code = r.pickup_code, pickup_at = r.pickup_at, release_at = r.release_at, picked_up_at = r.picked_up_at
 		FROM `+rows+` AS r(id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
 			status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
-			queue_seq, queued_at, queue_expires_at, load, lane, pickup_code, pickup_at, release_at)
+			queue_seq, queued_at, queue_expires_at, load, lane, pickup_code, pickup_at, release_at, picked_up_at)
 		WHERE o.id = r.id AND o.merchant_id = r.merchant_id AND o.merchant_id = ANY($2::uuid[])`, args...)
 }
 
@@ -258,6 +259,7 @@ func (c *orderColumnsOf) add(id [16]byte, o domain.Order) error {
 	c.load, c.lane = append(c.load, int32(max(o.Load, 1))), append(c.lane, string(lane))
 	c.pickupCode = append(c.pickupCode, pgtype.Text{String: o.PickupCode, Valid: o.PickupCode != ""})
 	c.pickupAt, c.releaseAt = append(c.pickupAt, timestamptz(o.PickupAt)), append(c.releaseAt, timestamptz(o.ReleaseAt))
+	c.pickedUpAt = append(c.pickedUpAt, timestamptz(o.PickedUpAt))
 	return nil
 }
 

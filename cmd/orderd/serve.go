@@ -31,6 +31,8 @@ func configFlags(fs *flag.FlagSet, cfg *app.Config) {
 	fs.Float64Var(&cfg.RateDropEntries, "rate-drop-entries", envFloat("ORDERD_RATE_DROP_ENTRIES", cfg.RateDropEntries), "drop entries per second per customer; 0 = off (ORDERD_RATE_DROP_ENTRIES)")
 	fs.Float64Var(&cfg.WSSubscribeRate, "ws-subscribe-rate", envFloat("ORDERD_WS_SUBSCRIBE_RATE", cfg.WSSubscribeRate), "websocket subscribes per second per connection; 0 = off (ORDERD_WS_SUBSCRIBE_RATE)")
 	fs.Float64Var(&cfg.RateSignIn, "rate-sign-in", envFloat("ORDERD_RATE_SIGN_IN", cfg.RateSignIn), "sign-in code exchanges per second per client address; 0 = off (ORDERD_RATE_SIGN_IN)")
+	fs.Float64Var(&cfg.RateGuest, "rate-guest", envFloat("ORDERD_RATE_GUEST", cfg.RateGuest), "guest sessions per second per client address; 0 = off (ORDERD_RATE_GUEST)")
+	fs.DurationVar(&cfg.GuestTTL, "guest-ttl", envDuration("ORDERD_GUEST_TTL", cfg.GuestTTL), "how long a guest session's token lasts (ORDERD_GUEST_TTL)")
 	fs.Float64Var(&cfg.RatePerIP, "rate-per-ip", envFloat("ORDERD_RATE_PER_IP", cfg.RatePerIP), "requests per second per client address; 0 = off (ORDERD_RATE_PER_IP)")
 	fs.IntVar(&cfg.MaxConns, "max-conns", envInt("ORDERD_MAX_CONNS", cfg.MaxConns), "database connections of this process (ORDERD_MAX_CONNS)")
 	fs.BoolVar(&cfg.Migrate, "migrate", envBool("ORDERD_MIGRATE", cfg.Migrate), "migrate the database before serving (ORDERD_MIGRATE)")

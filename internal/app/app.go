@@ -65,6 +65,10 @@ type Config struct {
 	RatePerIP       float64
 	// RateSignIn limits sign-in code exchanges per client address per second.
 	RateSignIn float64
+	// RateGuest limits guest sessions per client address per second.
+	RateGuest float64
+	// GuestTTL is how long a guest session's token lasts.
+	GuestTTL time.Duration
 	// WSSubscribeRate limits subscribe messages per websocket per second.
 	WSSubscribeRate float64
 	RequestTimeout  time.Duration
@@ -103,6 +107,8 @@ func DefaultConfig() Config {
 		RatePerCustomer:    20,
 		RateDropEntries:    5,
 		RateSignIn:         2,
+		RateGuest:          1,
+		GuestTTL:           api.DefaultGuestTTL,
 		WSSubscribeRate:    20,
 		RequestTimeout:     10 * time.Second,
 		MaxConns:           40,
@@ -133,6 +139,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Float64("rate_drop_entries", c.RateDropEntries),
 		slog.Float64("rate_per_ip", c.RatePerIP),
 		slog.Float64("rate_sign_in", c.RateSignIn),
+		slog.Float64("rate_guest", c.RateGuest),
+		slog.Duration("guest_ttl", c.GuestTTL),
 		slog.Float64("ws_subscribe_rate", c.WSSubscribeRate),
 		slog.Int("max_conns", c.MaxConns),
 		slog.String("checkpoint_key", c.CheckpointKey),
@@ -301,6 +309,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		RatePerIP:       cfg.RatePerIP,
 		CursorKey:       cursorKey(cfg.JWTSecret),
 		RateSignIn:      cfg.RateSignIn,
+		RateGuest:       cfg.RateGuest,
+		GuestTTL:        cfg.GuestTTL,
 	})
 	metrics := a.api.Metrics()
 	a.store.OnTransition = func(from, to domain.OrderStatus) { metrics.ObserveTransition(string(from), string(to)) }
