@@ -25,7 +25,7 @@ func TestCheckRefusesWhatTheDocumentDoesNotSay(t *testing.T) {
 	order := `"queue_position":null,"eta_seconds":null,"items":[{"product_id":"0195f0b4-0000-7000-8000-000000000001","quantity":1,"price_cents":100}],` +
 		`"id":"0195f0b4-0000-7000-8000-000000000002","merchant_id":"0195f0b4-0000-7000-8000-000000000003","customer_id":"alice","total_cents":100,` +
 		`"status":"accepted","version":2,"placed_at":"2026-11-23T18:00:00Z","payment_deadline":"2026-11-23T18:15:00Z","paid_at":"2026-11-23T18:00:00Z",` +
-		`"accepted_at":"2026-11-23T18:00:00Z","completed_at":null,"ended_at":null,"status_reason":null,"load":1,"lane":"normal","pickup_code":"A001","pickup_at":null`
+		`"accepted_at":"2026-11-23T18:00:00Z","completed_at":null,"ended_at":null,"status_reason":null,"load":1,"lane":"normal","pickup_code":"A001","pickup_at":null,"picked_up_at":null`
 	getOrder := httptest.NewRequest("GET", "/v1/orders/0195f0b4-0000-7000-8000-000000000002", nil)
 	require.NoError(t, spec.Check(getOrder, 200, json, []byte("{"+order+"}")), "the well-formed answer passes")
 
