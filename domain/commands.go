@@ -110,6 +110,7 @@ func (o Order) laneOrNormal() Lane {
 // ProductRef is what placing an order needs to know about a product.
 type ProductRef struct {
 	ID           string
+	Name         string
 	MerchantID   string
 	PriceCents   int64
 	LoadUnits    int
@@ -199,7 +200,7 @@ func Place(p PlaceParams, now time.Time) ([]Event, error) {
 		// The product's validation keeps every choice at or above 0; a
 		// price lowered since is held to it too.
 		unit := max(prod.PriceCents+delta, 0)
-		items = append(items, Item{ProductID: l.ProductID, Quantity: l.Quantity, PriceCents: unit, Options: chosen})
+		items = append(items, Item{ProductID: l.ProductID, Name: prod.Name, Quantity: l.Quantity, PriceCents: unit, Options: chosen})
 		lineUnits = append(lineUnits, unitLoad(prod, l.Options))
 		total += unit * int64(l.Quantity)
 	}

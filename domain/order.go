@@ -102,7 +102,10 @@ const (
 // Item is one line of an order, priced when the order was placed.
 type Item struct {
 	ProductID string `json:"product_id"`
-	Quantity  int    `json:"quantity"`
+	// Name is the product's name at placement (absent from orders placed
+	// before lines kept it): the ticket reads the same after a rename.
+	Name     string `json:"name,omitempty"`
+	Quantity int    `json:"quantity"`
 	// PriceCents is a unit's price with its options' deltas.
 	PriceCents int64 `json:"price_cents"`
 	// Options are the chosen options as they were at placement.

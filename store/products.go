@@ -254,7 +254,7 @@ func loadProducts(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, ids []st
 // has not ended (at most one: drops_active_product_idx). A join, not a
 // correlated subquery, which kept Citus from pruning the read to the
 // merchants' shards: it read every shard.
-const productsSelect = `SELECT p.id::text, p.merchant_id::text, p.price_cents, p.stock_total IS NOT NULL, p.per_user_limit, p.load_units, d.id,
+const productsSelect = `SELECT p.id::text, p.merchant_id::text, p.name, p.price_cents, p.stock_total IS NOT NULL, p.per_user_limit, p.load_units, d.id,
 		p.option_groups, NOT p.available, p.hidden
 	FROM products p LEFT JOIN drops d ON d.merchant_id = p.merchant_id AND d.product_id = p.id AND d.state IN ('scheduled', 'open', 'selling')`
 
@@ -295,7 +295,7 @@ func scanProducts(rows pgx.Rows, out map[string]productInfo) error {
 	for rows.Next() {
 		var p productInfo
 		var dropID pgtype.UUID
-		if err := rows.Scan(&p.ID, &p.MerchantID, &p.PriceCents, &p.limited, &p.perUserLimit, &p.LoadUnits, &dropID,
+		if err := rows.Scan(&p.ID, &p.MerchantID, &p.Name, &p.PriceCents, &p.limited, &p.perUserLimit, &p.LoadUnits, &dropID,
 			&p.OptionGroups, &p.Unavailable, &p.Hidden); err != nil {
 			return fmt.Errorf("scan product: %w", err)
 		}

@@ -81,6 +81,12 @@ export declare const operations: {
         readonly idempotent: false;
         readonly auth: false;
     };
+    readonly hideProduct: {
+        readonly method: "DELETE";
+        readonly path: "/v1/merchants/{mid}/products/{pid}";
+        readonly idempotent: false;
+        readonly auth: true;
+    };
     readonly issueWebSocketTicket: {
         readonly method: "POST";
         readonly path: "/v1/ws/tickets";
@@ -177,6 +183,12 @@ export declare const operations: {
         readonly idempotent: false;
         readonly auth: true;
     };
+    readonly pickUpOrder: {
+        readonly method: "POST";
+        readonly path: "/v1/orders/{id}/picked-up";
+        readonly idempotent: false;
+        readonly auth: true;
+    };
     readonly placeOrder: {
         readonly method: "POST";
         readonly path: "/v1/orders";
@@ -194,6 +206,12 @@ export declare const operations: {
         readonly path: "/readyz";
         readonly idempotent: false;
         readonly auth: false;
+    };
+    readonly reopenOrder: {
+        readonly method: "POST";
+        readonly path: "/v1/orders/{id}/reopen";
+        readonly idempotent: false;
+        readonly auth: true;
     };
     readonly resolveDeadLetter: {
         readonly method: "POST";
@@ -237,9 +255,21 @@ export declare const operations: {
         readonly idempotent: false;
         readonly auth: false;
     };
+    readonly startGuestSession: {
+        readonly method: "POST";
+        readonly path: "/v1/merchants/{id}/guest-sessions";
+        readonly idempotent: false;
+        readonly auth: false;
+    };
     readonly updateMerchant: {
         readonly method: "PATCH";
         readonly path: "/v1/merchants/{id}";
+        readonly idempotent: false;
+        readonly auth: true;
+    };
+    readonly updateProduct: {
+        readonly method: "PATCH";
+        readonly path: "/v1/merchants/{mid}/products/{pid}";
         readonly idempotent: false;
         readonly auth: true;
     };
@@ -273,6 +303,8 @@ export declare abstract class Endpoints {
     getProduct(id: string, options?: CallOptions): Promise<Answer<"getProduct">>;
     /** Liveness (`GET /healthz`) */
     healthz(options?: CallOptions): Promise<Answer<"healthz">>;
+    /** Take a product off the menu (`DELETE /v1/merchants/{mid}/products/{pid}`) */
+    hideProduct(mid: string, pid: string, options?: CallOptions): Promise<Answer<"hideProduct">>;
     /** Issue a WebSocket ticket (`POST /v1/ws/tickets`) */
     issueWebSocketTicket(options?: CallOptions): Promise<Answer<"issueWebSocketTicket">>;
     /** Join a drop's line (`POST /v1/drops/{id}/entries`) */
@@ -305,12 +337,16 @@ export declare abstract class Endpoints {
     pauseMerchant(id: string, body: Body<"pauseMerchant">, options?: CallOptions): Promise<Answer<"pauseMerchant">>;
     /** Pay an order (`POST /v1/orders/{id}/pay`) */
     payOrder(id: string, body: Body<"payOrder">, options?: CallOptions): Promise<Answer<"payOrder">>;
+    /** Mark a completed order picked up (`POST /v1/orders/{id}/picked-up`) */
+    pickUpOrder(id: string, options?: CallOptions): Promise<Answer<"pickUpOrder">>;
     /** Place an order (`POST /v1/orders`) */
     placeOrder(body: Body<"placeOrder">, options?: CallOptions): Promise<Answer<"placeOrder">>;
     /** Move a queued order to the priority lane (`POST /v1/orders/{id}/prioritize`) */
     prioritizeOrder(id: string, body?: Body<"prioritizeOrder">, options?: CallOptions): Promise<Answer<"prioritizeOrder">>;
     /** Readiness (`GET /readyz`) */
     readyz(options?: CallOptions): Promise<Answer<"readyz">>;
+    /** Undo a completion (`POST /v1/orders/{id}/reopen`) */
+    reopenOrder(id: string, options?: CallOptions): Promise<Answer<"reopenOrder">>;
     /** Mark a dead letter handled (`POST /v1/admin/dead-letters/{id}/resolve`) */
     resolveDeadLetter(id: string, body?: Body<"resolveDeadLetter">, options?: CallOptions): Promise<Answer<"resolveDeadLetter">>;
     /** Add units to a limited product (`POST /v1/products/{id}/restock`) */
@@ -325,14 +361,19 @@ export declare abstract class Endpoints {
     rotateWebhookSecret(id: string, options?: CallOptions): Promise<Answer<"rotateWebhookSecret">>;
     /** Exchange a sign-in code for a bearer token (`POST /v1/sign-in`) */
     signIn(body: Body<"signIn">, options?: CallOptions): Promise<Answer<"signIn">>;
+    /** Start a walk-in customer's session (`POST /v1/merchants/{id}/guest-sessions`) */
+    startGuestSession(id: string, options?: CallOptions): Promise<Answer<"startGuestSession">>;
     /** Change a merchant's settings (`PATCH /v1/merchants/{id}`) */
     updateMerchant(id: string, body: Body<"updateMerchant">, options?: CallOptions): Promise<Answer<"updateMerchant">>;
+    /** Change a menu item (`PATCH /v1/merchants/{mid}/products/{pid}`) */
+    updateProduct(mid: string, pid: string, body: Body<"updateProduct">, options?: CallOptions): Promise<Answer<"updateProduct">>;
 }
 export type AuditCheck = components["schemas"]["AuditCheck"];
 export type AuditReport = components["schemas"]["AuditReport"];
 export type Cancel = components["schemas"]["Cancel"];
 export type CapacityUnit = components["schemas"]["CapacityUnit"];
 export type Checkpoint = components["schemas"]["Checkpoint"];
+export type ChosenOption = components["schemas"]["ChosenOption"];
 export type CreateDrop = components["schemas"]["CreateDrop"];
 export type CreateMerchant = components["schemas"]["CreateMerchant"];
 export type CreateProduct = components["schemas"]["CreateProduct"];
@@ -340,15 +381,19 @@ export type DeadLetter = components["schemas"]["DeadLetter"];
 export type Draw = components["schemas"]["Draw"];
 export type Drop = components["schemas"]["Drop"];
 export type Entry = components["schemas"]["Entry"];
+export type GuestSession = components["schemas"]["GuestSession"];
 export type Item = components["schemas"]["Item"];
 export type Load = components["schemas"]["Load"];
 export type Merchant = components["schemas"]["Merchant"];
 export type MintSignInCode = components["schemas"]["MintSignInCode"];
+export type Option = components["schemas"]["Option"];
+export type OptionGroup = components["schemas"]["OptionGroup"];
 export type Order = components["schemas"]["Order"];
 export type OrderEvent = components["schemas"]["OrderEvent"];
 export type OrderProof = components["schemas"]["OrderProof"];
 export type OrderStatus = components["schemas"]["OrderStatus"];
 export type PatchMerchant = components["schemas"]["PatchMerchant"];
+export type PatchProduct = components["schemas"]["PatchProduct"];
 export type Pause = components["schemas"]["Pause"];
 export type Pay = components["schemas"]["Pay"];
 export type Period = components["schemas"]["Period"];

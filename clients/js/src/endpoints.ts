@@ -19,6 +19,7 @@ export const operations = {
   getOrder: { method: "GET", path: "/v1/orders/{id}", idempotent: false, auth: true },
   getProduct: { method: "GET", path: "/v1/products/{id}", idempotent: false, auth: true },
   healthz: { method: "GET", path: "/healthz", idempotent: false, auth: false },
+  hideProduct: { method: "DELETE", path: "/v1/merchants/{mid}/products/{pid}", idempotent: false, auth: true },
   issueWebSocketTicket: { method: "POST", path: "/v1/ws/tickets", idempotent: false, auth: true },
   joinDrop: { method: "POST", path: "/v1/drops/{id}/entries", idempotent: false, auth: true },
   latestCheckpoint: { method: "GET", path: "/v1/audit/checkpoints/latest", idempotent: false, auth: true },
@@ -35,9 +36,11 @@ export const operations = {
   orderProof: { method: "GET", path: "/v1/orders/{id}/proof", idempotent: false, auth: true },
   pauseMerchant: { method: "POST", path: "/v1/merchants/{id}/pause", idempotent: false, auth: true },
   payOrder: { method: "POST", path: "/v1/orders/{id}/pay", idempotent: false, auth: true },
+  pickUpOrder: { method: "POST", path: "/v1/orders/{id}/picked-up", idempotent: false, auth: true },
   placeOrder: { method: "POST", path: "/v1/orders", idempotent: true, auth: true },
   prioritizeOrder: { method: "POST", path: "/v1/orders/{id}/prioritize", idempotent: false, auth: true },
   readyz: { method: "GET", path: "/readyz", idempotent: false, auth: false },
+  reopenOrder: { method: "POST", path: "/v1/orders/{id}/reopen", idempotent: false, auth: true },
   resolveDeadLetter: { method: "POST", path: "/v1/admin/dead-letters/{id}/resolve", idempotent: false, auth: true },
   restockProduct: { method: "POST", path: "/v1/products/{id}/restock", idempotent: false, auth: true },
   resumeMerchant: { method: "POST", path: "/v1/merchants/{id}/resume", idempotent: false, auth: true },
@@ -45,7 +48,9 @@ export const operations = {
   retryMerchantWebhooks: { method: "POST", path: "/v1/admin/dead-letters/retry", idempotent: false, auth: true },
   rotateWebhookSecret: { method: "POST", path: "/v1/merchants/{id}/webhook-secret", idempotent: false, auth: true },
   signIn: { method: "POST", path: "/v1/sign-in", idempotent: false, auth: false },
+  startGuestSession: { method: "POST", path: "/v1/merchants/{id}/guest-sessions", idempotent: false, auth: false },
   updateMerchant: { method: "PATCH", path: "/v1/merchants/{id}", idempotent: false, auth: true },
+  updateProduct: { method: "PATCH", path: "/v1/merchants/{mid}/products/{pid}", idempotent: false, auth: true },
 } as const;
 
 /** One typed method per operation; the client supplies call. */
@@ -115,6 +120,11 @@ export abstract class Endpoints {
   /** Liveness (`GET /healthz`) */
   healthz(options?: CallOptions): Promise<Answer<"healthz">> {
     return this.call("healthz", {}, options);
+  }
+
+  /** Take a product off the menu (`DELETE /v1/merchants/{mid}/products/{pid}`) */
+  hideProduct(mid: string, pid: string, options?: CallOptions): Promise<Answer<"hideProduct">> {
+    return this.call("hideProduct", { path: { mid, pid } }, options);
   }
 
   /** Issue a WebSocket ticket (`POST /v1/ws/tickets`) */
@@ -197,6 +207,11 @@ export abstract class Endpoints {
     return this.call("payOrder", { body, path: { id } }, options);
   }
 
+  /** Mark a completed order picked up (`POST /v1/orders/{id}/picked-up`) */
+  pickUpOrder(id: string, options?: CallOptions): Promise<Answer<"pickUpOrder">> {
+    return this.call("pickUpOrder", { path: { id } }, options);
+  }
+
   /** Place an order (`POST /v1/orders`) */
   placeOrder(body: Body<"placeOrder">, options?: CallOptions): Promise<Answer<"placeOrder">> {
     return this.call("placeOrder", { body }, options);
@@ -210,6 +225,11 @@ export abstract class Endpoints {
   /** Readiness (`GET /readyz`) */
   readyz(options?: CallOptions): Promise<Answer<"readyz">> {
     return this.call("readyz", {}, options);
+  }
+
+  /** Undo a completion (`POST /v1/orders/{id}/reopen`) */
+  reopenOrder(id: string, options?: CallOptions): Promise<Answer<"reopenOrder">> {
+    return this.call("reopenOrder", { path: { id } }, options);
   }
 
   /** Mark a dead letter handled (`POST /v1/admin/dead-letters/{id}/resolve`) */
@@ -247,9 +267,19 @@ export abstract class Endpoints {
     return this.call("signIn", { body }, options);
   }
 
+  /** Start a walk-in customer's session (`POST /v1/merchants/{id}/guest-sessions`) */
+  startGuestSession(id: string, options?: CallOptions): Promise<Answer<"startGuestSession">> {
+    return this.call("startGuestSession", { path: { id } }, options);
+  }
+
   /** Change a merchant's settings (`PATCH /v1/merchants/{id}`) */
   updateMerchant(id: string, body: Body<"updateMerchant">, options?: CallOptions): Promise<Answer<"updateMerchant">> {
     return this.call("updateMerchant", { body, path: { id } }, options);
+  }
+
+  /** Change a menu item (`PATCH /v1/merchants/{mid}/products/{pid}`) */
+  updateProduct(mid: string, pid: string, body: Body<"updateProduct">, options?: CallOptions): Promise<Answer<"updateProduct">> {
+    return this.call("updateProduct", { body, path: { mid, pid } }, options);
   }
 }
 
@@ -258,6 +288,7 @@ export type AuditReport = components["schemas"]["AuditReport"];
 export type Cancel = components["schemas"]["Cancel"];
 export type CapacityUnit = components["schemas"]["CapacityUnit"];
 export type Checkpoint = components["schemas"]["Checkpoint"];
+export type ChosenOption = components["schemas"]["ChosenOption"];
 export type CreateDrop = components["schemas"]["CreateDrop"];
 export type CreateMerchant = components["schemas"]["CreateMerchant"];
 export type CreateProduct = components["schemas"]["CreateProduct"];
@@ -265,15 +296,19 @@ export type DeadLetter = components["schemas"]["DeadLetter"];
 export type Draw = components["schemas"]["Draw"];
 export type Drop = components["schemas"]["Drop"];
 export type Entry = components["schemas"]["Entry"];
+export type GuestSession = components["schemas"]["GuestSession"];
 export type Item = components["schemas"]["Item"];
 export type Load = components["schemas"]["Load"];
 export type Merchant = components["schemas"]["Merchant"];
 export type MintSignInCode = components["schemas"]["MintSignInCode"];
+export type Option = components["schemas"]["Option"];
+export type OptionGroup = components["schemas"]["OptionGroup"];
 export type Order = components["schemas"]["Order"];
 export type OrderEvent = components["schemas"]["OrderEvent"];
 export type OrderProof = components["schemas"]["OrderProof"];
 export type OrderStatus = components["schemas"]["OrderStatus"];
 export type PatchMerchant = components["schemas"]["PatchMerchant"];
+export type PatchProduct = components["schemas"]["PatchProduct"];
 export type Pause = components["schemas"]["Pause"];
 export type Pay = components["schemas"]["Pay"];
 export type Period = components["schemas"]["Period"];

@@ -227,7 +227,7 @@ export interface paths {
         put?: never;
         /**
          * Place an order
-         * @description Customers only. Stock is reserved at once. The same key with the same body answers the original order (200); with another body 422 idempotency_key_reused.
+         * @description Customers only. Stock is reserved at once. The same key with the same body answers the original order (200); with another body 422 idempotency_key_reused. A line names options by id (options: [...]); a missing required group, too many choices, an option of another product or a repeated option answers 422 naming the line and group; a product sold out today or off the menu answers 409 product_unavailable.
          */
         post: operations["placeOrder"];
         delete?: never;
@@ -821,6 +821,99 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/merchants/{mid}/products/{pid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                mid: string;
+                pid: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Take a product off the menu
+         * @description That merchant or an admin.
+         */
+        delete: operations["hideProduct"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a menu item
+         * @description That merchant or an admin: name, price, option groups, available. Changes never alter orders already placed.
+         */
+        patch: operations["updateProduct"];
+        trace?: never;
+    };
+    "/v1/merchants/{id}/guest-sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a walk-in customer's session
+         * @description No token needed, for a merchant with guest_checkout: a customer token whose sub is guest: and 128 random bits, valid for ORDERD_GUEST_TTL (default 12 h). Limited per client address (ORDERD_RATE_GUEST). 404 when the merchant does not exist or does not take guests. The customer page at /?merchant=<id> calls it, so a QR code on the counter works.
+         */
+        post: operations["startGuestSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orders/{id}/picked-up": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mark a completed order picked up
+         * @description The merchant or an admin, on a completed order; repeating it is a no-op. 409 invalid_transition on an order that is not completed.
+         */
+        post: operations["pickUpOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orders/{id}/reopen": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Undo a completion
+         * @description The merchant or an admin, within 60 s of the completion and before pickup: the order goes back to accepted, holding its capacity again at once, ahead of the queued orders. 409 invalid_transition after 60 s, once picked up, or on an order that is not completed.
+         */
+        post: operations["reopenOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -840,7 +933,7 @@ export interface components {
              * @description Stable and machine-readable.
              * @enum {string}
              */
-            code: "validation_failed" | "malformed_json" | "unsupported_media_type" | "payload_too_large" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "sold_out" | "purchase_limit_reached" | "invalid_transition" | "drop_not_open" | "drop_ended" | "not_invited" | "conflict" | "idempotency_key_reused" | "idempotency_key_required" | "invalid_cursor" | "rate_limited" | "unavailable" | "internal" | "merchant_paused" | "merchant_closed" | "slot_full";
+            code: "validation_failed" | "malformed_json" | "unsupported_media_type" | "payload_too_large" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "sold_out" | "purchase_limit_reached" | "invalid_transition" | "drop_not_open" | "drop_ended" | "not_invited" | "conflict" | "idempotency_key_reused" | "idempotency_key_required" | "invalid_cursor" | "rate_limited" | "unavailable" | "internal" | "merchant_paused" | "merchant_closed" | "slot_full" | "product_unavailable";
             /** @description The request id (also in the X-Request-Id header). */
             instance?: string;
         };
@@ -883,6 +976,8 @@ export interface components {
             slots: components["schemas"]["SlotSettings"] | null;
             /** @description Opening hours; none: always open. */
             hours: components["schemas"]["Period"][];
+            /** @description Anyone without a token may take a guest session (POST /v1/merchants/{id}/guest-sessions) and order. */
+            guest_checkout: boolean;
         };
         /** @description stock_total and stock_remaining are null for an unlimited product. */
         Product: {
@@ -899,6 +994,9 @@ export interface components {
             created_at: string;
             /** @description The capacity one unit takes when the merchant counts items. */
             load_units: number;
+            option_groups: WithRequired<components["schemas"]["OptionGroup"], "id">[];
+            /** @description false while sold out for the day: on the menu, and placements naming it answer 409 product_unavailable. */
+            available: boolean;
         };
         /** @enum {string} */
         OrderStatus: "awaiting_payment" | "scheduled" | "queued" | "accepted" | "completed" | "closed" | "cancelled" | "expired";
@@ -906,7 +1004,12 @@ export interface components {
             /** Format: uuid */
             product_id: string;
             quantity: number;
+            /** @description A unit's price at placement, its options' deltas included. */
             price_cents: number;
+            /** @description The chosen options (absent when none); price_cents includes their deltas. */
+            options?: components["schemas"]["ChosenOption"][];
+            /** @description The product's name at placement (absent from orders placed before lines kept it). */
+            name?: string;
         };
         Order: {
             /** Format: uuid */
@@ -946,6 +1049,11 @@ export interface components {
              * @description The start of the order's pickup slot; null for as soon as possible. Paid before the slot's start minus prep_seconds, the order is scheduled and joins the live line then, ahead of orders paid after it.
              */
             pickup_at: string | null;
+            /**
+             * Format: date-time
+             * @description When a completed order was picked up; null until then.
+             */
+            picked_up_at: string | null;
         };
         OrderEvent: {
             version: number;
@@ -1020,6 +1128,8 @@ export interface components {
             timezone?: string;
             /** @description 0-2 upper-case letters, default empty */
             pickup_prefix?: string;
+            /** @description Let walk-in customers order without an account. */
+            guest_checkout?: boolean;
         };
         /** @description Any of the fields (an admin); the merchant itself may change its capacity only. A capacity change governs the very next admission decision; capacity_unit changes only while nothing is accepted or queued (409). */
         PatchMerchant: {
@@ -1039,6 +1149,8 @@ export interface components {
             slots?: components["schemas"]["SlotSettings"] | null;
             /** @description Replaces the opening hours; [] is always open. Outside them, orders for as soon as possible answer 409 merchant_closed. */
             hours?: components["schemas"]["Period"][];
+            /** @description Let walk-in customers order without an account. */
+            guest_checkout?: boolean;
         };
         CreateProduct: {
             name: string;
@@ -1048,6 +1160,7 @@ export interface components {
             per_user_limit?: number | null;
             /** @default 1 */
             load_units: number;
+            option_groups?: components["schemas"]["OptionGroup"][];
         };
         Restock: {
             quantity: number;
@@ -1059,6 +1172,8 @@ export interface components {
                 /** Format: uuid */
                 product_id: string;
                 quantity: number;
+                /** @description The ids of the chosen options, each at most once. */
+                options?: string[];
             }[];
             /** @description Pays the order as it is placed. */
             payment_ref?: string;
@@ -1285,6 +1400,47 @@ export interface components {
                 inclusion: string[];
             }[];
         };
+        /** @description A choice a product offers (size, sugar, toppings): between min_select and max_select of its options on each line. A group with min_select above 0 is required. */
+        OptionGroup: {
+            /** @description Given by the server when a request leaves it out. */
+            id?: string;
+            name: string;
+            min_select: number;
+            max_select: number;
+            options: components["schemas"]["Option"][];
+        };
+        Option: {
+            /** @description Given by the server when a request leaves it out. */
+            id?: string;
+            name: string;
+            /** @description Added to a unit's price; may be 0 or negative, but no choice brings a unit's price below 0. */
+            price_delta_cents?: number;
+            /** @description Added to a unit's load when the merchant counts items. */
+            load_units?: number;
+        };
+        /** @description An option as the order line recorded it at placement; later menu changes leave it as it was. */
+        ChosenOption: {
+            id: string;
+            name: string;
+            price_delta_cents: number;
+        };
+        PatchProduct: {
+            name?: string;
+            price_cents?: number;
+            /** @description Replaces every group; null or [] removes them. Groups and options sent with their ids keep them. */
+            option_groups?: components["schemas"]["OptionGroup"][] | null;
+            /** @description false: sold out today. */
+            available?: boolean;
+        };
+        /** @description A customer token of a walk-in guest. */
+        GuestSession: {
+            token: string;
+            /** @enum {string} */
+            token_type: "Bearer";
+            /** Format: date-time */
+            expires_at: string;
+            sub: string;
+        };
     };
     responses: {
         /** @description The body is not the JSON expected, a required header is missing, or a list's cursor is not one that list gave out. */
@@ -1358,7 +1514,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {unknown} */
-                    code?: "sold_out" | "purchase_limit_reached" | "invalid_transition" | "conflict" | "drop_not_open" | "drop_ended" | "not_invited" | "merchant_paused" | "merchant_closed" | "slot_full";
+                    code?: "sold_out" | "purchase_limit_reached" | "invalid_transition" | "conflict" | "drop_not_open" | "drop_ended" | "not_invited" | "merchant_paused" | "merchant_closed" | "slot_full" | "product_unavailable";
                 };
             };
         };
@@ -1647,7 +1803,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every product of the merchant. */
+            /** @description The merchant's menu: every product not taken off it, sold-out ones (available false) included. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2868,4 +3024,155 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    hideProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                mid: string;
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The product is off the menu; orders that name it keep their lines. Hiding it again is a no-op. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                mid: string;
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PatchProduct"];
+            };
+        };
+        responses: {
+            /** @description The product as changed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Product"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["Unprocessable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    startGuestSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A customer token for a new guest. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GuestSession"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    pickUpOrder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The order, still completed, with picked_up_at. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    reopenOrder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The order, accepted again. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Order"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
 }
+type WithRequired<T, K extends keyof T> = T & {
+    [P in K]-?: T[P];
+};

@@ -94,9 +94,24 @@ test("every endpoint answers through its typed method", async () => {
   assert.equal((await bob.getOrder(queued.id)).id, queued.id);
   assert.equal((await bob.cancelOrder(queued.id, { reason: "changed my mind" })).status, "cancelled");
   assert.equal((await kitchen.completeOrder(placed.id)).status, "completed");
+  // A mistaken completion is undone within a minute, then the order is
+  // completed again and handed over the counter.
+  assert.equal((await kitchen.reopenOrder(placed.id)).status, "accepted");
+  assert.equal((await kitchen.completeOrder(placed.id)).status, "completed");
+  assert.ok((await kitchen.pickUpOrder(placed.id)).picked_up_at);
   const events = (await ann.orderEvents(placed.id)).events;
   assert.deepEqual(events.map((e) => e.version), events.map((_, i) => i + 1));
-  assert.equal(events.at(-1).type, "order.completed");
+  assert.equal(events.at(-1).type, "order.picked_up");
+
+  // The menu changes: a new price, then the cake leaves the menu.
+  assert.equal((await kitchen.updateProduct(merchant.id, tea.id, { price_cents: 375 })).price_cents, 375);
+  assert.equal(await kitchen.hideProduct(merchant.id, cake.id), undefined);
+  assert.deepEqual((await kitchen.listProducts(merchant.id)).products.map((p) => p.name), ["Tea"]);
+
+  // A walk-in guest, at a merchant that takes them, needs no token.
+  await root.updateMerchant(merchant.id, { guest_checkout: true });
+  const guest = await nobody.startGuestSession(merchant.id);
+  assert.match(guest.sub, /^guest:[0-9a-f]{32}$/);
 
   // Ann's acceptance and completion and Bob's cancellation went to a dead
   // endpoint and were dead-lettered: one is retried, one resolved by a

@@ -15,6 +15,7 @@ var operations = {
   getOrder: { method: "GET", path: "/v1/orders/{id}", idempotent: false, auth: true },
   getProduct: { method: "GET", path: "/v1/products/{id}", idempotent: false, auth: true },
   healthz: { method: "GET", path: "/healthz", idempotent: false, auth: false },
+  hideProduct: { method: "DELETE", path: "/v1/merchants/{mid}/products/{pid}", idempotent: false, auth: true },
   issueWebSocketTicket: { method: "POST", path: "/v1/ws/tickets", idempotent: false, auth: true },
   joinDrop: { method: "POST", path: "/v1/drops/{id}/entries", idempotent: false, auth: true },
   latestCheckpoint: { method: "GET", path: "/v1/audit/checkpoints/latest", idempotent: false, auth: true },
@@ -31,9 +32,11 @@ var operations = {
   orderProof: { method: "GET", path: "/v1/orders/{id}/proof", idempotent: false, auth: true },
   pauseMerchant: { method: "POST", path: "/v1/merchants/{id}/pause", idempotent: false, auth: true },
   payOrder: { method: "POST", path: "/v1/orders/{id}/pay", idempotent: false, auth: true },
+  pickUpOrder: { method: "POST", path: "/v1/orders/{id}/picked-up", idempotent: false, auth: true },
   placeOrder: { method: "POST", path: "/v1/orders", idempotent: true, auth: true },
   prioritizeOrder: { method: "POST", path: "/v1/orders/{id}/prioritize", idempotent: false, auth: true },
   readyz: { method: "GET", path: "/readyz", idempotent: false, auth: false },
+  reopenOrder: { method: "POST", path: "/v1/orders/{id}/reopen", idempotent: false, auth: true },
   resolveDeadLetter: { method: "POST", path: "/v1/admin/dead-letters/{id}/resolve", idempotent: false, auth: true },
   restockProduct: { method: "POST", path: "/v1/products/{id}/restock", idempotent: false, auth: true },
   resumeMerchant: { method: "POST", path: "/v1/merchants/{id}/resume", idempotent: false, auth: true },
@@ -41,7 +44,9 @@ var operations = {
   retryMerchantWebhooks: { method: "POST", path: "/v1/admin/dead-letters/retry", idempotent: false, auth: true },
   rotateWebhookSecret: { method: "POST", path: "/v1/merchants/{id}/webhook-secret", idempotent: false, auth: true },
   signIn: { method: "POST", path: "/v1/sign-in", idempotent: false, auth: false },
-  updateMerchant: { method: "PATCH", path: "/v1/merchants/{id}", idempotent: false, auth: true }
+  startGuestSession: { method: "POST", path: "/v1/merchants/{id}/guest-sessions", idempotent: false, auth: false },
+  updateMerchant: { method: "PATCH", path: "/v1/merchants/{id}", idempotent: false, auth: true },
+  updateProduct: { method: "PATCH", path: "/v1/merchants/{mid}/products/{pid}", idempotent: false, auth: true }
 };
 var Endpoints = class {
   /** Run every invariant check (`GET /v1/admin/audit`) */
@@ -95,6 +100,10 @@ var Endpoints = class {
   /** Liveness (`GET /healthz`) */
   healthz(options) {
     return this.call("healthz", {}, options);
+  }
+  /** Take a product off the menu (`DELETE /v1/merchants/{mid}/products/{pid}`) */
+  hideProduct(mid, pid, options) {
+    return this.call("hideProduct", { path: { mid, pid } }, options);
   }
   /** Issue a WebSocket ticket (`POST /v1/ws/tickets`) */
   issueWebSocketTicket(options) {
@@ -160,6 +169,10 @@ var Endpoints = class {
   payOrder(id, body, options) {
     return this.call("payOrder", { body, path: { id } }, options);
   }
+  /** Mark a completed order picked up (`POST /v1/orders/{id}/picked-up`) */
+  pickUpOrder(id, options) {
+    return this.call("pickUpOrder", { path: { id } }, options);
+  }
   /** Place an order (`POST /v1/orders`) */
   placeOrder(body, options) {
     return this.call("placeOrder", { body }, options);
@@ -171,6 +184,10 @@ var Endpoints = class {
   /** Readiness (`GET /readyz`) */
   readyz(options) {
     return this.call("readyz", {}, options);
+  }
+  /** Undo a completion (`POST /v1/orders/{id}/reopen`) */
+  reopenOrder(id, options) {
+    return this.call("reopenOrder", { path: { id } }, options);
   }
   /** Mark a dead letter handled (`POST /v1/admin/dead-letters/{id}/resolve`) */
   resolveDeadLetter(id, body, options) {
@@ -200,9 +217,17 @@ var Endpoints = class {
   signIn(body, options) {
     return this.call("signIn", { body }, options);
   }
+  /** Start a walk-in customer's session (`POST /v1/merchants/{id}/guest-sessions`) */
+  startGuestSession(id, options) {
+    return this.call("startGuestSession", { path: { id } }, options);
+  }
   /** Change a merchant's settings (`PATCH /v1/merchants/{id}`) */
   updateMerchant(id, body, options) {
     return this.call("updateMerchant", { body, path: { id } }, options);
+  }
+  /** Change a menu item (`PATCH /v1/merchants/{mid}/products/{pid}`) */
+  updateProduct(mid, pid, body, options) {
+    return this.call("updateProduct", { body, path: { mid, pid } }, options);
   }
 };
 
