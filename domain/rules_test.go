@@ -443,7 +443,7 @@ func TestDecodeEveryEventType(t *testing.T) {
 		})
 		seen[e.Type] = true
 	}
-	require.Len(t, seen, 18, "every event type")
+	require.Len(t, seen, 20, "every event type")
 	for _, typ := range []string{"order.teleported", "", "ORDER.PLACED", "order.placed "} {
 		got, err := domain.DecodeEvent(typ, []byte(`{}`))
 		require.Error(t, err, typ)
