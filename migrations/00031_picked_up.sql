@@ -10,6 +10,7 @@ CREATE OR REPLACE FUNCTION audit.status_after(event_type text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE event_type
     WHEN 'order.placed' THEN 'awaiting_payment'
+    WHEN 'order.scheduled' THEN 'scheduled'
     WHEN 'order.queued' THEN 'queued'
     WHEN 'order.requeued' THEN 'queued'
     WHEN 'order.prioritized' THEN 'queued'
@@ -27,6 +28,7 @@ CREATE OR REPLACE FUNCTION audit.status_after(event_type text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE event_type
     WHEN 'order.placed' THEN 'awaiting_payment'
+    WHEN 'order.scheduled' THEN 'scheduled'
     WHEN 'order.queued' THEN 'queued'
     WHEN 'order.requeued' THEN 'queued'
     WHEN 'order.prioritized' THEN 'queued'
