@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+	qrcode "github.com/skip2/go-qrcode"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/web"
@@ -68,4 +71,28 @@ func TestPagesLoadThePackagesBuild(t *testing.T) {
 	page, err := os.ReadFile("static/assets/orderd-client.js")
 	require.NoError(t, err)
 	require.True(t, string(pkg) == string(page), "web/static/assets/orderd-client.js differs from clients/js/dist/index.js: run npm run build in clients/js")
+}
+
+// TestOrderHereQR: the QR code is the PNG of this host's customer page of
+// the merchant, and nothing else can be made into one.
+func TestOrderHereQR(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	for pattern, h := range web.Routes() {
+		mux.Handle(pattern, h)
+	}
+	id := uuid.NewString()
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/qr.png?merchant="+id, nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Equal(t, "image/png", rec.Header().Get("Content-Type"))
+	want, err := qrcode.Encode("http://example.com/?merchant="+id, qrcode.Medium, 512)
+	require.NoError(t, err)
+	require.Equal(t, want, rec.Body.Bytes(), "the code of the merchant's page on the host asked")
+
+	for _, bad := range []string{"", "?merchant=", "?merchant=https://evil.example/", "?merchant=" + id + "x"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/qr.png"+bad, nil))
+		require.Equal(t, http.StatusBadRequest, rec.Code, bad)
+	}
 }

@@ -55,6 +55,22 @@ export async function signIn() {
   return s;
 }
 
+// startGuest takes a guest session at a merchant that lets walk-in
+// customers order without an account (a QR code on the counter), and keeps
+// it like a signed-in one. It answers null when the shop takes no guests.
+export async function startGuest(merchantID) {
+  let data;
+  try {
+    data = await client.startGuestSession(merchantID);
+  } catch (e) {
+    if (e.code === "not_found") return null;
+    throw e;
+  }
+  const s = { ...data, role: "customer" };
+  sessionStorage.setItem(sessionKey, JSON.stringify(s));
+  return s;
+}
+
 // session is the tab's unexpired session, or null.
 export function session() {
   let s = null;
@@ -128,6 +144,11 @@ export function clock(seconds) {
   return h ? h + ":" + pad(m) + ":" + pad(s) : m + ":" + pad(s);
 }
 
+// optionNames is a line's chosen options as one short text.
+export function optionNames(item) {
+  return (item.options || []).map((o) => o.name).join(" · ");
+}
+
 // ticketCode is the order's pickup code, or on servers that assign none,
 // the end of its id.
 export function ticketCode(order) {
@@ -142,7 +163,8 @@ export async function features() {
     featureList = client.openapi().then((doc) => ({
       pause: Boolean(doc.paths && doc.paths["/v1/merchants/{id}/pause"]),
       prioritize: Boolean(doc.paths && doc.paths["/v1/orders/{id}/prioritize"]),
-    })).catch(() => ({ pause: false, prioritize: false }));
+      pickup: Boolean(doc.paths && doc.paths["/v1/orders/{id}/picked-up"]),
+    })).catch(() => ({ pause: false, prioritize: false, pickup: false }));
   }
   return featureList;
 }

@@ -1,13 +1,18 @@
-// The customer's page: the menu, a cart, place and pay (a demo payment),
-// then a live ticket for the order.
-import { $, el, client, indicate, signIn, money, duration, ticketCode, showError, pauseText, getJSON } from "/assets/common.js";
+// The customer's page: the menu with its choices, a cart, place and pay (a
+// demo payment), then a live ticket for the order. Opened from a QR code on
+// the counter (/?merchant=<id>) without a sign-in link, it offers to order
+// as a guest where the shop allows it.
+import { $, el, client, indicate, signIn, startGuest, money, duration, ticketCode, showError, pauseText, getJSON, optionNames } from "/assets/common.js";
 import { verifyReceipt } from "/assets/receipt.js";
 import { newKey } from "/assets/orderd-client.js";
 
 const merchantID = new URLSearchParams(location.search).get("merchant");
 const orderKey = "orderd.order." + merchantID;
 const cart = new Map(); // product id -> quantity
-let products = [], merchant = null, currency = "USD";
+// choices holds each product's chosen option ids, kept across menu
+// refreshes so a change of the menu never undoes what a person picked.
+const choices = new Map(); // product id -> Set of option ids
+let products = [], menuSeen = "", merchant = null, currency = "USD";
 let order = null, orderLive = null;
 // placeKey is the Idempotency-Key of the cart being placed; busy while a
 // placement is in flight.
@@ -26,31 +31,60 @@ const statusText = {
 const terminal = new Set(["completed", "cancelled", "expired", "closed"]);
 
 async function start() {
-  let s;
-  try { s = await signIn(); } catch (e) { $("signin-why").textContent = e.message; }
+  let s, failed = false;
+  try { s = await signIn(); } catch (e) { $("signin-why").textContent = e.message; failed = true; }
+  if (!s && merchantID) {
+    // A walk-in customer: the shop's QR code brought them here. A sign-in
+    // link that did not work says why, and ordering as a guest is offered
+    // all the same.
+    $("signin").classList.remove("hidden");
+    if (!failed) {
+      $("signin-title").textContent = "Welcome";
+      $("signin-why").textContent = "Order here and pick up at the counter when your code is called.";
+    }
+    $("order-here").classList.remove("hidden");
+    return;
+  }
   if (!s) { $("signin").classList.remove("hidden"); return; }
   if (!merchantID) { $("signin").classList.remove("hidden"); $("signin-why").textContent = "This link names no shop (?merchant=…)."; return; }
+  open();
+}
+
+$("order-here").onclick = async () => {
+  $("order-here").disabled = true;
+  try {
+    if (!(await startGuest(merchantID))) {
+      $("order-here").classList.add("hidden");
+      $("signin-why").textContent = "This shop takes orders through a sign-in link only; ask at the counter.";
+      return;
+    }
+  } catch (e) {
+    $("signin-why").textContent = e.message;
+    $("order-here").disabled = false;
+    return;
+  }
+  $("signin").classList.add("hidden");
+  open();
+};
+
+async function open() {
   $("app").classList.remove("hidden");
   try {
-    [merchant, { products }] = await Promise.all([
-      client.getMerchant(merchantID),
-      client.listProducts(merchantID),
-    ]);
+    [merchant] = await Promise.all([client.getMerchant(merchantID), readMenu()]);
   } catch (e) { showError(e.message, "read"); return; }
   currency = merchant.currency || "USD";
   $("shop").textContent = merchant.name;
   document.title = merchant.name;
   showLoad(merchant.load);
-  renderMenu();
   loadSlots();
   const kept = sessionStorage.getItem(orderKey);
   if (kept) {
     try { showOrder(await client.getOrder(kept)); watch(kept); }
     catch { sessionStorage.removeItem(orderKey); }
   }
-  // A customer may not watch the merchant's load live: a pause is read
-  // with the merchant every 10 s while the page is in view, when it comes
-  // back into view, and with every change of the order.
+  // A customer may not watch the merchant live: its pause and its menu (a
+  // new price, a drink sold out) are read every 10 s while the page is in
+  // view, when it comes back into view, and with every change of the order.
   setInterval(() => { if (!document.hidden) refreshMerchant(); }, 10000);
   document.addEventListener("visibilitychange", () => { if (!document.hidden) refreshMerchant(); });
 }
@@ -78,7 +112,25 @@ async function loadSlots() {
 $("when").onchange = () => { placeKey = null; };
 
 async function refreshMerchant() {
-  try { showLoad((await client.getMerchant(merchantID)).load); } catch { /* the next poll tries again */ }
+  try {
+    const [m] = await Promise.all([client.getMerchant(merchantID), readMenu()]);
+    showLoad(m.load);
+  } catch { /* the next poll tries again */ }
+}
+
+// readMenu reads the menu and draws it again only when it changed, so a
+// refresh never moves what is under a finger.
+async function readMenu() {
+  const { products: menu } = await client.listProducts(merchantID);
+  const seen = JSON.stringify(menu);
+  if (seen === menuSeen) return;
+  menuSeen = seen;
+  products = menu;
+  for (const id of [...cart.keys()]) {
+    const p = products.find((x) => x.id === id);
+    if (!p || !orderable(p)) cart.delete(id);
+  }
+  renderMenu();
 }
 
 function showLoad(load) {
@@ -87,10 +139,43 @@ function showLoad(load) {
   $("paused").classList.toggle("hidden", !text);
 }
 
+const orderable = (p) => p.available !== false && p.stock_remaining !== 0;
+
+// chosen is a product's current choice: what the person picked, with each
+// required one-of-a-kind group (a size) defaulting to its first option.
+function chosen(p) {
+  if (!choices.has(p.id)) {
+    const picked = new Set();
+    for (const g of p.option_groups || []) if (g.min_select === 1 && g.max_select === 1) picked.add(g.options[0].id);
+    choices.set(p.id, picked);
+  }
+  const picked = choices.get(p.id);
+  // Options the menu no longer has are no longer chosen.
+  const known = new Set((p.option_groups || []).flatMap((g) => g.options.map((o) => o.id)));
+  for (const id of [...picked]) if (!known.has(id)) picked.delete(id);
+  return picked;
+}
+
+// unitPrice is a unit's price with the chosen options.
+function unitPrice(p) {
+  const picked = chosen(p);
+  let cents = p.price_cents;
+  for (const g of p.option_groups || []) for (const o of g.options) if (picked.has(o.id)) cents += o.price_delta_cents;
+  return Math.max(cents, 0);
+}
+
+// missing names the first required group without enough choices.
+function missing(p) {
+  const picked = chosen(p);
+  const g = (p.option_groups || []).find((g) => g.options.filter((o) => picked.has(o.id)).length < g.min_select);
+  return g ? g.name : "";
+}
+
 function renderMenu() {
   $("menu").replaceChildren(...products.map((p) => {
-    const soldOut = p.stock_remaining === 0;
+    const soldOut = !orderable(p);
     const count = el("output", { text: String(cart.get(p.id) || 0) });
+    const price = el("span", { class: "price", text: soldOut ? "sold out today" : money(unitPrice(p), currency) });
     const change = (d) => {
       const n = Math.max(0, Math.min(100, (cart.get(p.id) || 0) + d));
       if (n) cart.set(p.id, n); else cart.delete(p.id);
@@ -98,21 +183,54 @@ function renderMenu() {
       count.textContent = String(n);
       renderCart();
     };
-    return el("li", { data: { productId: p.id } },
-      el("div", { class: "name" }, p.name, el("span", { class: "price", text: soldOut ? "sold out" : money(p.price_cents, currency) })),
-      el("div", { class: "qty" },
-        el("button", { class: "ghost less", "aria-label": "one less", text: "−", disabled: soldOut, onclick: () => change(-1) }),
-        count,
-        el("button", { class: "more", "aria-label": "one more", text: "+", disabled: soldOut, onclick: () => change(1) })));
+    const refresh = () => { price.textContent = money(unitPrice(p), currency); placeKey = null; renderCart(); };
+    return el("li", { data: { productId: p.id }, class: soldOut ? "soldout" : "" },
+      el("div", { class: "row" },
+        el("div", { class: "name" }, p.name, price),
+        el("div", { class: "qty" },
+          el("button", { class: "ghost less", "aria-label": "one less", text: "−", disabled: soldOut, onclick: () => change(-1) }),
+          count,
+          el("button", { class: "more", "aria-label": "one more", text: "+", disabled: soldOut, onclick: () => change(1) }))),
+      soldOut ? null : (p.option_groups || []).map((g) => groupChoices(p, g, refresh)));
   }));
   renderCart();
+}
+
+// groupChoices draws a group as radio buttons when exactly one is chosen
+// (a size), else as checkboxes that stop at max_select.
+function groupChoices(p, g, changed) {
+  const picked = chosen(p);
+  const one = g.min_select === 1 && g.max_select === 1;
+  const hint = one ? "" : g.max_select === 1 ? "optional" : (g.min_select ? "choose " + g.min_select + "–" : "up to ") + g.max_select;
+  const inputs = [];
+  const limit = () => {
+    if (one) return;
+    const n = inputs.filter((i) => i.checked).length;
+    for (const i of inputs) i.disabled = !i.checked && n >= g.max_select;
+  };
+  const box = el("fieldset", { class: "group", data: { groupId: g.id } },
+    el("legend", {}, g.name, hint ? el("span", { class: "muted", text: " · " + hint }) : null),
+    g.options.map((o) => {
+      const input = el("input", { type: one ? "radio" : "checkbox", name: p.id + "/" + g.id, value: o.id, checked: picked.has(o.id) });
+      inputs.push(input);
+      input.addEventListener("change", () => {
+        if (one) for (const other of g.options) picked.delete(other.id);
+        if (input.checked) picked.add(o.id); else picked.delete(o.id);
+        limit();
+        changed();
+      });
+      const delta = o.price_delta_cents ? (o.price_delta_cents > 0 ? " +" : " −") + money(Math.abs(o.price_delta_cents), currency) : "";
+      return el("label", { class: "choice", data: { optionId: o.id } }, input, " " + o.name, delta ? el("span", { class: "muted", text: delta }) : null);
+    }));
+  limit();
+  return box;
 }
 
 function renderCart() {
   let items = 0, cents = 0;
   for (const [id, n] of cart) {
     const p = products.find((x) => x.id === id);
-    if (p) { items += n; cents += n * p.price_cents; }
+    if (p) { items += n; cents += n * unitPrice(p); }
   }
   const busy = order && !terminal.has(order.status);
   $("cartbar").classList.toggle("hidden", busy);
@@ -125,7 +243,10 @@ function renderCart() {
 // the order exists or the cart changes, so pressing again after a lost
 // answer replays the same order rather than placing a second.
 $("place").onclick = async () => {
-  const items = [...cart].map(([product_id, quantity]) => ({ product_id, quantity }));
+  const lines = [...cart].map(([id, quantity]) => [products.find((x) => x.id === id), quantity]).filter(([p]) => p);
+  const incomplete = lines.find(([p]) => missing(p));
+  if (incomplete) { showError("Choose a " + missing(incomplete[0]).toLowerCase() + " for " + incomplete[0].name + "."); return; }
+  const items = lines.map(([p, quantity]) => ({ product_id: p.id, quantity, options: [...chosen(p)] }));
   const body = { merchant_id: merchantID, items };
   if ($("when").value) body.pickup_at = $("when").value;
   placeKey = placeKey || newKey();
@@ -144,6 +265,8 @@ $("place").onclick = async () => {
     showError(e.message);
     // A full slot or a closed shop: show what is left to choose from.
     if (e.code === "slot_full" || e.code === "merchant_closed") { placeKey = null; loadSlots(); }
+    // A product sold out since the menu was read: read it again.
+    if (e.code === "product_unavailable") refreshMerchant();
   } finally {
     busy = false;
     renderCart();
@@ -180,16 +303,19 @@ function watch(id) {
 }
 
 // showOrder shows an order unless an older state of it arrives after a
-// newer one (an answer and a push may cross).
+// newer one (an answer and a push may cross). An order the kitchen handed
+// over (picked up) is done; one whose completion it undid is being
+// prepared again.
 function showOrder(o) {
   if (order && order.id === o.id && o.version < order.version) return;
   order = o;
+  const ready = o.status === "completed" && !o.picked_up_at;
   const t = $("ticket");
   t.classList.remove("hidden");
-  t.classList.toggle("ready", o.status === "completed");
+  t.classList.toggle("ready", ready);
   $("pickup").textContent = ticketCode(o);
-  $("ready").classList.toggle("hidden", o.status !== "completed");
-  $("status").textContent = statusText[o.status] || o.status;
+  $("ready").classList.toggle("hidden", !ready);
+  $("status").textContent = o.picked_up_at ? "Picked up — enjoy!" : statusText[o.status] || o.status;
   $("status").dataset.status = o.status;
   const queued = o.status === "queued";
   $("waiting").classList.toggle("hidden", !queued);
@@ -197,7 +323,8 @@ function showOrder(o) {
   $("eta").textContent = queued ? duration(o.eta_seconds) : "—";
   $("ticket-items").replaceChildren(...o.items.map((it) => {
     const p = products.find((x) => x.id === it.product_id);
-    return el("li", { text: it.quantity + " × " + (p ? p.name : "item") });
+    const opts = optionNames(it);
+    return el("li", {}, it.quantity + " × " + (it.name || (p ? p.name : "item")), opts ? el("div", { class: "opts", text: opts }) : null);
   }));
   $("ticket-total").textContent = money(o.total_cents, currency) + (o.status_reason ? " · " + o.status_reason : "");
   $("pay").classList.toggle("hidden", o.status !== "awaiting_payment");

@@ -1,11 +1,15 @@
 // The kitchen display: accepted orders as tickets to complete or cancel,
-// the waiting line, capacity and pause, all kept live by the merchant's
-// load messages.
-import { $, el, client, indicate, signIn, duration, clock, ticketCode, showError, features, pauseText, getJSON } from "/assets/common.js";
+// completed ones waiting at the counter (picked up, or undone within a
+// minute), the waiting line, capacity and pause, all kept live by the
+// merchant's load messages; a chime and a flash for every new order; the
+// menu; and the shop's order-here QR code to show or print.
+import { $, el, client, indicate, signIn, money, duration, clock, ticketCode, showError, features, pauseText, getJSON, optionNames } from "/assets/common.js";
 
-let merchantID = null, canPrioritize = false;
+let merchantID = null, canPrioritize = false, canPickUp = false, merchant = null;
 const productNames = new Map();
 let lastLoad = null;
+// reopenWindow is how long after its completion the kitchen may undo it.
+const reopenWindow = 60;
 
 async function start() {
   let s;
@@ -15,7 +19,6 @@ async function start() {
   merchantID = s.merchant_id || new URLSearchParams(location.search).get("merchant");
   if (!merchantID) { $("signin").classList.remove("hidden"); $("signin-why").textContent = "Which merchant? Add ?merchant=<id> to the address."; return; }
   $("app").classList.remove("hidden");
-  let merchant;
   try {
     merchant = await client.getMerchant(merchantID);
     await loadProducts();
@@ -27,6 +30,7 @@ async function start() {
   const can = await features();
   if (can.pause) $("pause-controls").classList.remove("hidden");
   canPrioritize = can.prioritize;
+  canPickUp = can.pickup;
   client.watchMerchantLoad(merchantID, (load) => { showLoad(load); refresh(); },
     { onState: indicate($("live")), onError: (e) => showError(e.message, "read") });
   refresh();
@@ -56,9 +60,10 @@ async function renderSlots(merchant) {
     el("span", { class: "when", text: sl.taken + " / " + sl.capacity + unit }))) : [el("li", { class: "empty", text: "No coming slots" })]));
 }
 
+let menu = [];
 async function loadProducts() {
-  const { products } = await client.listProducts(merchantID);
-  for (const p of products) productNames.set(p.id, p.name);
+  ({ products: menu } = await client.listProducts(merchantID));
+  for (const p of menu) productNames.set(p.id, p.name);
 }
 
 function showLoad(load) {
@@ -87,14 +92,18 @@ async function refresh() {
   if (refreshing) { again = true; return; }
   refreshing = true;
   try {
-    const [merchant, accepted, queued] = await Promise.all([
+    const [m, accepted, queued, completed] = await Promise.all([
       client.getMerchant(merchantID),
       client.listMerchantOrders(merchantID, { status: "accepted", limit: 100 }),
-      client.listMerchantOrders(merchantID, { status: "queued", limit: 100 })]);
-    showLoad(merchant.load);
-    const unknown = [...accepted.orders, ...queued.orders].some((o) => o.items.some((it) => !productNames.has(it.product_id)));
+      client.listMerchantOrders(merchantID, { status: "queued", limit: 100 }),
+      canPickUp ? client.listMerchantOrders(merchantID, { status: "completed", limit: 50 }) : { orders: [] }]);
+    merchant = m;
+    showLoad(m.load);
+    const unknown = [...accepted.orders, ...queued.orders].some((o) => o.items.some((it) => !it.name && !productNames.has(it.product_id)));
     if (unknown) await loadProducts();
+    announce([...accepted.orders, ...queued.orders]);
     renderTickets(accepted.orders);
+    renderReady(completed.orders.filter((o) => !o.picked_up_at));
     renderLine(queued.orders);
     await renderSlots(merchant);
   } catch (e) {
@@ -105,9 +114,67 @@ async function refresh() {
   if (again) { again = false; refresh(); }
 }
 
+const nameOf = (it) => it.name || productNames.get(it.product_id) || "unknown item";
+
 function itemsOf(o) {
-  return o.items.map((it) => it.quantity + " × " + (productNames.get(it.product_id) || "unknown item"));
+  return o.items.map((it) => it.quantity + " × " + nameOf(it) + (it.options && it.options.length ? " (" + optionNames(it) + ")" : ""));
 }
+
+// lineItems draws an order's lines for a ticket: each on its own line, its
+// options under it, where the person making it looks.
+function lineItems(o) {
+  return el("ul", {}, o.items.map((it) => el("li", {}, it.quantity + " × " + nameOf(it),
+    it.options && it.options.length ? el("div", { class: "opts", text: optionNames(it) }) : null)));
+}
+
+// announce chimes and flashes once for every order the display has not
+// shown before; the orders present when it opens are not news.
+const announced = new Set();
+let primed = false;
+function announce(orders) {
+  const fresh = orders.filter((o) => !announced.has(o.id));
+  for (const o of fresh) announced.add(o.id);
+  if (!primed) { primed = true; return; }
+  if (fresh.length) { chime(); flash(); }
+}
+
+let audio = null;
+const muted = () => localStorage.getItem("orderd.kitchen.muted") === "1";
+// Browsers let a page make sound only after a person touched it; the
+// kitchen taps the display all day, and the first tap wakes the sound.
+document.addEventListener("pointerdown", () => {
+  if (!audio && window.AudioContext) audio = new AudioContext();
+  if (audio && audio.state === "suspended") audio.resume();
+}, { capture: true });
+function chime() {
+  if (muted()) return;
+  document.body.dataset.chimes = String(Number(document.body.dataset.chimes || 0) + 1);
+  if (!audio || audio.state !== "running") return;
+  const t = audio.currentTime;
+  for (const [i, freq] of [880, 1320].entries()) {
+    const osc = audio.createOscillator(), gain = audio.createGain();
+    osc.frequency.value = freq;
+    gain.gain.setValueAtTime(0.0001, t + i * 0.18);
+    gain.gain.exponentialRampToValueAtTime(0.3, t + i * 0.18 + 0.02);
+    gain.gain.exponentialRampToValueAtTime(0.0001, t + i * 0.18 + 0.35);
+    osc.connect(gain).connect(audio.destination);
+    osc.start(t + i * 0.18);
+    osc.stop(t + i * 0.18 + 0.4);
+  }
+}
+function flash() {
+  document.body.dataset.flashes = String(Number(document.body.dataset.flashes || 0) + 1);
+  document.body.classList.remove("flash");
+  void document.body.offsetWidth; // restart the animation
+  document.body.classList.add("flash");
+}
+function showMute() {
+  $("mute").textContent = muted() ? "🔕 Muted" : "🔔 Sound on";
+  $("mute").setAttribute("aria-pressed", String(muted()));
+}
+$("mute").onclick = () => { localStorage.setItem("orderd.kitchen.muted", muted() ? "0" : "1"); showMute(); };
+showMute();
+
 
 // cards keeps each ticket's element by order id. An accepted order's ticket
 // never changes, so a refresh moves the same elements rather than making
@@ -151,13 +218,42 @@ function ticketCard(o) {
   });
   const card = el("article", { class: "card kticket", data: { orderId: o.id } },
     el("div", { class: "code", text: ticketCode(o) }),
-    el("ul", {}, itemsOf(o).map((t) => el("li", { text: t }))),
+    lineItems(o),
     o.load != null && o.load !== 1 ? el("div", { class: "muted", text: "load " + o.load }) : null,
     el("div", { class: "age", data: { since: o.accepted_at } }),
     el("div", { class: "actions" },
       el("button", { class: "ok complete", text: "Complete", onclick: () => act(card, (id) => client.completeOrder(id)) }),
       el("button", { class: "ghost cancel", text: "Cancel…", onclick: () => { form.classList.remove("hidden"); reason.focus(); } })),
     form);
+  return card;
+}
+
+// readyCards keeps the ready column's cards by order id, as cards does.
+const readyCards = new Map();
+
+// renderReady shows completed orders waiting at the counter, oldest first:
+// picked up clears one; undo, within a minute of its completion, puts it
+// back among the tickets.
+function renderReady(orders) {
+  orders.sort((a, b) => new Date(a.completed_at) - new Date(b.completed_at));
+  const current = new Set(orders.map((o) => o.id));
+  for (const id of readyCards.keys()) if (!current.has(id)) readyCards.delete(id);
+  if (!orders.length) { $("ready-tickets").replaceChildren(el("p", { class: "empty", text: "Nothing waiting at the counter." })); return; }
+  arrange($("ready-tickets"), orders.map((o) => {
+    if (!readyCards.has(o.id)) readyCards.set(o.id, readyCard(o));
+    return readyCards.get(o.id);
+  }));
+  tick();
+}
+
+function readyCard(o) {
+  const card = el("article", { class: "card rticket", data: { orderId: o.id, completed: o.completed_at } },
+    el("div", { class: "code", text: ticketCode(o) }),
+    lineItems(o),
+    el("div", { class: "age" }),
+    el("div", { class: "actions" },
+      el("button", { class: "ok picked-up", text: "Picked up", onclick: () => act(card, (id) => client.pickUpOrder(id)) }),
+      el("button", { class: "ghost undo", text: "Undo", title: "back to preparing (within a minute of completing)", onclick: () => act(card, (id) => client.reopenOrder(id)) })));
   return card;
 }
 
@@ -189,6 +285,7 @@ async function act(card, call) {
   try {
     await call(card.dataset.orderId);
     cards.delete(card.dataset.orderId);
+    readyCards.delete(card.dataset.orderId);
     card.remove();
     refresh();
   } catch (e) {
@@ -197,14 +294,91 @@ async function act(card, call) {
   }
 }
 
-// tick moves every ticket's age on.
+// tick moves every ticket's age on, and hides an undo whose minute is up.
 function tick() {
   const now = Date.now();
   for (const a of document.querySelectorAll(".kticket .age")) {
     const age = (now - new Date(a.dataset.since)) / 1000;
     a.textContent = "accepted " + clock(age) + " ago";
   }
+  for (const card of document.querySelectorAll(".rticket")) {
+    const age = (now - new Date(card.dataset.completed)) / 1000;
+    card.querySelector(".age").textContent = "ready " + clock(age) + " ago";
+    card.querySelector(".undo").classList.toggle("hidden", age > reopenWindow);
+  }
 }
+
+// Views: the orders board, or the menu.
+function view(menuShown) {
+  $("board").classList.toggle("hidden", menuShown);
+  $("menu-screen").classList.toggle("hidden", !menuShown);
+  $("show-orders").setAttribute("aria-pressed", String(!menuShown));
+  $("show-menu").setAttribute("aria-pressed", String(menuShown));
+  if (menuShown) loadProducts().then(renderMenu, (e) => showError(e.message, "read"));
+}
+$("show-orders").onclick = () => view(false);
+$("show-menu").onclick = () => view(true);
+
+// renderMenu lists the menu, each item with its own form: a price typed in
+// the shop's currency units, sold out today, save, remove.
+function renderMenu() {
+  const currency = (merchant && merchant.currency) || "USD";
+  if (!menu.length) { $("menu-items").replaceChildren(el("p", { class: "empty", text: "The menu is empty." })); return; }
+  $("menu-items").replaceChildren(...menu.map((p) => {
+    const name = el("input", { type: "text", value: p.name, maxlength: "200", "aria-label": "name", class: "name" });
+    const price = el("input", { type: "text", inputmode: "decimal", value: (p.price_cents / 100).toFixed(2), "aria-label": "price", class: "price" });
+    const soldOut = el("input", { type: "checkbox", class: "sold-out", checked: p.available === false });
+    const groups = (p.option_groups || []).map((g) => g.name + ": " + g.options.map((o) =>
+      o.name + (o.price_delta_cents ? " " + (o.price_delta_cents > 0 ? "+" : "−") + money(Math.abs(o.price_delta_cents), currency) : "")).join(", "));
+    const form = el("form", { class: "card menu-item", data: { productId: p.id } },
+      el("div", { class: "fields" }, name, price,
+        el("label", { class: "choice" }, soldOut, " sold out today")),
+      groups.length ? el("ul", { class: "muted" }, groups.map((g) => el("li", { text: g }))) : null,
+      el("div", { class: "actions" },
+        el("button", { type: "submit", class: "save", text: "Save" }),
+        el("button", { type: "button", class: "ghost bad-text remove", text: "Remove from menu", onclick: () => removeItem(form) })));
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      const cents = Math.round(Number(price.value.replace(",", ".")) * 100);
+      if (!/^\d+([.,]\d{1,2})?$/.test(price.value.trim())) { showError("the price must be a number like 4.50"); return; }
+      saveItem(form, { name: name.value.trim(), price_cents: cents, available: !soldOut.checked });
+    });
+    return form;
+  }));
+}
+
+async function saveItem(form, body) {
+  try {
+    await client.updateProduct(merchantID, form.dataset.productId, body);
+    await loadProducts();
+    renderMenu();
+  } catch (e) { showError(e.message); }
+}
+async function removeItem(form) {
+  try {
+    await client.hideProduct(merchantID, form.dataset.productId);
+    await loadProducts();
+    renderMenu();
+  } catch (e) { showError(e.message); }
+}
+
+// The order-here QR code: the customer page of this shop, drawn by the
+// server, to show on a screen or print for the counter.
+$("show-qr").onclick = () => {
+  const url = location.origin + "/?merchant=" + merchantID;
+  $("qr-box").replaceChildren(el("img", { id: "qr", alt: "QR code of this shop's order page", width: "320", height: "320",
+    src: "/qr.png?merchant=" + encodeURIComponent(merchantID) }));
+  $("qr-url").textContent = url;
+  $("qr-shop").textContent = (merchant ? merchant.name : "") + " — order here";
+  $("qr-guests").textContent = merchant && merchant.guest_checkout === false
+    ? "Guest checkout is off for this shop: only customers with a sign-in link can order from this code. Ask the platform to turn on guest_checkout."
+    : "Scan to order; pick up at the counter when your code is called.";
+  $("qr-panel").classList.remove("hidden");
+  document.body.classList.add("showing-qr");
+};
+$("qr-close").onclick = () => { $("qr-panel").classList.add("hidden"); document.body.classList.remove("showing-qr"); };
+$("qr-print").onclick = () => window.print();
+
 
 let capacityEdited = false;
 $("capacity").addEventListener("input", () => { capacityEdited = true; });
