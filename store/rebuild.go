@@ -16,6 +16,9 @@ import (
 type RebuildReport struct {
 	Streams int `json:"streams"`
 	Events  int `json:"events"`
+	// MostOrdersHeld is the most folded orders the rebuild held in memory
+	// at once: orders are replayed and written a chunk at a time.
+	MostOrdersHeld int `json:"most_orders_held"`
 	// DifferenceCount is exact; Differences shows the first ones.
 	DifferenceCount int          `json:"difference_count"`
 	Differences     []Difference `json:"differences"`
@@ -63,7 +66,8 @@ func (s *Store) Rebuild(ctx context.Context, apply bool) (*RebuildReport, error)
 	if _, err := tx.Exec(ctx, `SET LOCAL jit = off; SET LOCAL work_mem = '256MB'`); err != nil {
 		return nil, mapErr(fmt.Errorf("configure rebuild: %w", err))
 	}
-	replayed, err := replay(ctx, tx, report)
+	chunk := orDefaultChunk(s.RebuildChunk)
+	replayed, err := replay(ctx, tx, report, chunk)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -71,7 +75,7 @@ func (s *Store) Rebuild(ctx context.Context, apply bool) (*RebuildReport, error)
 		return nil, mapErr(err)
 	}
 	if apply {
-		if err := writeBack(ctx, tx, replayed); err != nil {
+		if err := writeBack(ctx, tx, replayed, report, chunk); err != nil {
 			return nil, mapErr(err)
 		}
 		if err := swapIn(ctx, tx); err != nil {
@@ -85,9 +89,10 @@ func (s *Store) Rebuild(ctx context.Context, apply bool) (*RebuildReport, error)
 	return report, nil
 }
 
-// replayedState is what the replay folded, for writing back.
+// replayedState is what the replay folded and kept, for writing back:
+// every stream but the orders', which it folds and writes a chunk at a
+// time (foldOrders).
 type replayedState struct {
-	orders    map[uuid.UUID]*domain.Order
 	merchants map[uuid.UUID]domain.Merchant
 	products  map[uuid.UUID]domain.Product
 	drops     map[uuid.UUID]domain.Drop
@@ -100,7 +105,7 @@ type replayedState struct {
 // statements (orderColumnsOf, merchantColumnsOf, productColumnsOf,
 // dropColumnsOf, entryColumnsOf), so that what rebuild compares and writes
 // back is what a command would have written.
-func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedState, error) {
+func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport, chunk int) (*replayedState, error) {
 	if _, err := tx.Exec(ctx, `
 		CREATE TEMP TABLE rebuild_orders (LIKE orders) ON COMMIT DROP;
 		CREATE TEMP TABLE rebuild_merchants ON COMMIT DROP AS
@@ -110,11 +115,10 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedSta
 		CREATE TEMP TABLE rebuild_drop_entries (LIKE drop_entries) ON COMMIT DROP;`); err != nil {
 		return nil, fmt.Errorf("create rebuild tables: %w", err)
 	}
-	rows, err := tx.Query(ctx, `SELECT stream_id, stream_type, version, type, data FROM events ORDER BY global_position`)
+	rows, err := tx.Query(ctx, `SELECT stream_id, stream_type, version, type, data FROM events WHERE stream_type <> $1 ORDER BY global_position`, StreamOrder)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
-	orders := map[uuid.UUID]*domain.Order{}
 	merchants := map[uuid.UUID]domain.Merchant{}
 	products := map[uuid.UUID]domain.Product{}
 	drops := map[uuid.UUID]domain.Drop{}
@@ -135,16 +139,6 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedSta
 			return nil, err
 		}
 		switch streamType {
-		case StreamOrder:
-			o := orders[id]
-			if o == nil {
-				o = &domain.Order{}
-				orders[id] = o
-			}
-			if *o, err = o.Evolve(e); err != nil {
-				rows.Close()
-				return nil, err
-			}
 		case StreamMerchant:
 			if merchants[id], err = merchants[id].Evolve(e); err != nil {
 				rows.Close()
@@ -171,8 +165,14 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedSta
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
-	report.Streams = len(orders) + len(merchants) + len(products) + len(drops) + len(entries)
-	r := &replayedState{orders: orders, merchants: merchants, products: products, drops: drops, entries: entries, ranks: rankEntries(drops, entries)}
+	orders, err := foldOrders(ctx, tx, report, chunk, `stream_type = $1`, []any{StreamOrder}, func(chunk []domain.Order) error {
+		return writeOrderStates(ctx, tx, "rebuild_orders", true, chunk)
+	})
+	if err != nil {
+		return nil, err
+	}
+	report.Streams = orders + len(merchants) + len(products) + len(drops) + len(entries)
+	r := &replayedState{merchants: merchants, products: products, drops: drops, entries: entries, ranks: rankEntries(drops, entries)}
 	if err := writeMerchantStates(ctx, tx, "rebuild_merchants", true, valuesOf(merchants)); err != nil {
 		return nil, err
 	}
@@ -185,14 +185,100 @@ func replay(ctx context.Context, tx pgx.Tx, report *RebuildReport) (*replayedSta
 	if err := writeEntryStates(ctx, tx, "rebuild_drop_entries", true, valuesOf(entries), drops, r.ranks); err != nil {
 		return nil, err
 	}
-	orderStates := make([]domain.Order, 0, len(orders))
-	for _, o := range orders {
-		orderStates = append(orderStates, *o)
-	}
-	if err := writeOrderStates(ctx, tx, "rebuild_orders", true, orderStates); err != nil {
-		return nil, err
-	}
 	return r, nil
+}
+
+// defaultRebuildChunk is how many orders a rebuild folds and writes at a
+// time when the store does not say.
+const defaultRebuildChunk = 5000
+
+func orDefaultChunk(n int) int {
+	if n <= 0 {
+		return defaultRebuildChunk
+	}
+	return n
+}
+
+// foldOrders folds the order streams whose events match where (a condition
+// on events, with args), each stream whole, and hands them to write chunk
+// orders at a time, so that a rebuild holds one chunk of folded orders, not
+// every order in the log. The events come through a cursor, in stream and
+// version order (a stream's versions follow its commits), so that a stream
+// is complete when the next one begins. It returns how many streams it
+// folded.
+func foldOrders(ctx context.Context, tx pgx.Tx, report *RebuildReport, chunk int, where string, args []any, write func([]domain.Order) error) (int, error) {
+	if _, err := tx.Exec(ctx, `DECLARE rebuild_order_events NO SCROLL CURSOR FOR
+		SELECT stream_id, type, data FROM events WHERE `+where+` ORDER BY stream_id, version`, args...); err != nil {
+		return 0, fmt.Errorf("read order events: %w", err)
+	}
+	folded := make([]domain.Order, 0, chunk)
+	var current uuid.UUID
+	var o domain.Order
+	streams := 0
+	flush := func() error {
+		report.MostOrdersHeld = max(report.MostOrdersHeld, len(folded))
+		if err := write(folded); err != nil {
+			return err
+		}
+		folded = folded[:0]
+		return nil
+	}
+	for {
+		rows, err := tx.Query(ctx, `FETCH `+strconv.Itoa(chunk)+` FROM rebuild_order_events`)
+		if err != nil {
+			return 0, fmt.Errorf("read order events: %w", err)
+		}
+		n := 0
+		for rows.Next() {
+			n++
+			var id uuid.UUID
+			var typ string
+			var data []byte
+			if err := rows.Scan(&id, &typ, &data); err != nil {
+				rows.Close()
+				return 0, fmt.Errorf("scan event: %w", err)
+			}
+			report.Events++
+			e, err := domain.DecodeEvent(typ, data)
+			if err != nil {
+				rows.Close()
+				return 0, err
+			}
+			if id != current {
+				if streams > 0 {
+					folded = append(folded, o)
+				}
+				current, o = id, domain.Order{}
+				streams++
+			}
+			if o, err = o.Evolve(e); err != nil {
+				rows.Close()
+				return 0, err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, fmt.Errorf("read order events: %w", err)
+		}
+		if n == 0 {
+			break
+		}
+		if len(folded) >= chunk {
+			if err := flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if streams > 0 {
+		folded = append(folded, o)
+	}
+	if err := flush(); err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, `CLOSE rebuild_order_events`); err != nil {
+		return 0, fmt.Errorf("read order events: %w", err)
+	}
+	return streams, nil
 }
 
 func valuesOf[T any](m map[uuid.UUID]T) []T {
@@ -459,18 +545,27 @@ func writeEntryStates(ctx context.Context, tx pgx.Tx, table string, insert bool,
 // whose row is missing is left to a person, as rows with no stream are: a
 // merchant's webhook secret is not in the log, nor are a product's stock
 // buckets.
-func writeBack(ctx context.Context, tx pgx.Tx, r *replayedState) error {
+func writeBack(ctx context.Context, tx pgx.Tx, r *replayedState, report *RebuildReport, chunk int) error {
 	missing, drifted, err := findDrift(ctx, tx, "orders", `SELECT r.id, o.id IS NULL FROM rebuild_orders r LEFT JOIN orders o ON o.id = r.id
 		WHERE o.id IS NULL OR to_jsonb(o) IS DISTINCT FROM to_jsonb(r)`)
 	if err != nil {
 		return err
 	}
-	order := func(id uuid.UUID) domain.Order { return *r.orders[id] }
-	if err := writeOrderStates(ctx, tx, "orders", true, pick(missing, order)); err != nil {
-		return err
-	}
-	if err := writeOrderStates(ctx, tx, "orders", false, pick(drifted, order)); err != nil {
-		return err
+	// The orders to write are folded again from their events, a chunk of
+	// ids at a time: the replay kept none of them.
+	for _, set := range []struct {
+		ids    []uuid.UUID
+		insert bool
+	}{{missing, true}, {drifted, false}} {
+		for start := 0; start < len(set.ids); start += chunk {
+			ids := set.ids[start:min(start+chunk, len(set.ids))]
+			if _, err := foldOrders(ctx, tx, &RebuildReport{}, chunk, `stream_id = ANY($1)`, []any{ids}, func(orders []domain.Order) error {
+				report.MostOrdersHeld = max(report.MostOrdersHeld, len(orders))
+				return writeOrderStates(ctx, tx, "orders", set.insert, orders)
+			}); err != nil {
+				return err
+			}
+		}
 	}
 	_, drifted, err = findDrift(ctx, tx, "merchants", `SELECT r.id, false FROM (SELECT `+merchantFoldColumns+` FROM rebuild_merchants) r
 		JOIN (SELECT `+merchantFoldColumns+` FROM merchants) m ON m.id = r.id WHERE to_jsonb(m) IS DISTINCT FROM to_jsonb(r)`)

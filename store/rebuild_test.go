@@ -189,3 +189,55 @@ func TestRebuildRepairsMerchantsDropsAndEntries(t *testing.T) {
 		require.Equal(t, e.Rank, got.Rank)
 	}
 }
+
+// TestRebuildHoldsOneChunkOfOrders replays, compares and repairs 30 orders
+// four at a time: the rebuild never holds more than a chunk's worth of
+// folded orders (what a fetch of events may finish on top of a chunk), and
+// what it finds and writes back is what a rebuild holding them all would.
+func TestRebuildHoldsOneChunkOfOrders(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	const chunk = 4
+	st.RebuildChunk = chunk
+	m := createMerchant(t, st, &merchantOpts{Capacity: 5})
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(100)})
+	var orders []*store.Order
+	for i := range 30 {
+		ref := "r"
+		if i%3 == 2 {
+			ref = ""
+		}
+		orders = append(orders, mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i), PaymentRef: ref}))
+	}
+	for _, i := range []int{0, 1, 3} {
+		_, err := st.CompleteOrder(ctx, orders[i].ID, admin, "")
+		require.NoError(t, err)
+	}
+	report, err := st.Rebuild(ctx, false)
+	require.NoError(t, err)
+	require.Empty(t, report.Differences, "%+v", report.Differences)
+	require.Equal(t, 30+2, report.Streams)
+	require.Positive(t, report.MostOrdersHeld)
+	require.Less(t, report.MostOrdersHeld, 2*chunk, "folded orders held at once")
+
+	// Orders missing and drifted, spread over several chunks.
+	for i, o := range orders {
+		switch i % 5 {
+		case 1:
+			_, err = b.pool.Exec(ctx, `DELETE FROM orders WHERE id = $1`, o.ID)
+		case 3:
+			_, err = b.pool.Exec(ctx, `UPDATE orders SET total_cents = total_cents + 1 WHERE id = $1`, o.ID)
+		}
+		require.NoError(t, err)
+	}
+	report, err = st.Rebuild(ctx, true)
+	require.NoError(t, err)
+	require.Equal(t, 12, report.DifferenceCount, "six orders missing, six drifted")
+	require.True(t, report.Applied)
+	require.Less(t, report.MostOrdersHeld, 2*chunk)
+	report, err = st.Rebuild(ctx, false)
+	require.NoError(t, err)
+	require.Zero(t, report.DifferenceCount, "%+v", report.Differences)
+	require.Empty(t, violations(t, st))
+}

@@ -43,6 +43,9 @@ type Store struct {
 	// SellOutChunk bounds how many waiting entries one transaction of a
 	// drop's sell-out turns sold_out (see SettleDrop).
 	SellOutChunk int
+	// RebuildChunk is how many orders a rebuild folds and writes at a
+	// time, which bounds its memory; 0 is the default.
+	RebuildChunk int
 	// OnTransition, when set, hears every committed order status change.
 	OnTransition func(from, to domain.OrderStatus)
 

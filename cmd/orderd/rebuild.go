@@ -34,8 +34,8 @@ func rebuildCommand(ctx context.Context, args []string, stdout io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	fmt.Fprintf(stdout, "replayed %d events of %d streams; %d differences from the live projections\n",
-		report.Events, report.Streams, report.DifferenceCount)
+	fmt.Fprintf(stdout, "replayed %d events of %d streams, holding at most %d folded orders at once; %d differences from the live projections\n",
+		report.Events, report.Streams, report.MostOrdersHeld, report.DifferenceCount)
 	if len(report.Differences) > 0 {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "table\tid\tcolumn\tlive\treplayed")
