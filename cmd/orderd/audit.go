@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,7 +24,7 @@ var errBadCheckpoint = errors.New("bad checkpoint file")
 // against every checkpoint, and against one kept outside), prints every
 // invariant check, and fails on any break or violation.
 func auditCommand(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs := newFlagSet("audit")
 	var url, keyFile string
 	secretFlag(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")
 	fs.StringVar(&keyFile, "checkpoint-key", envString("ORDERD_CHECKPOINT_KEY", ""), "the seed file that signs checkpoints: every checkpoint must be signed by its key (ORDERD_CHECKPOINT_KEY)")

@@ -35,7 +35,7 @@ import (
 
 func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	def := app.DefaultConfig()
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := newFlagSet("bench")
 	url := fs.String("url", "", "a running orderd to load (default: start `orderd serve` as a process of its own)")
 	dbURL, secret := new(string), new(string)
 	fs.Var(secretValue{dbURL}, "database-url", "with --url, that orderd's database, for baselines and invariant checks; else a migrated database to run on (default: a fresh one on a private cluster; never shown)")

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -46,14 +45,39 @@ const (
 	devSignInTokenTTL = 12 * time.Hour
 )
 
-// demoMenu is the demo merchant's menu after its two original products.
+// demoMenu is the demo merchant's menu after its two original products:
+// drinks as a tea shop sells them, each size, sugar, ice and topping a
+// choice with its price and, for a large cup, the extra work it makes.
 var demoMenu = []struct {
-	name  string
-	cents int64
+	name   string
+	cents  int64
+	groups []domain.OptionGroup
 }{
-	{"Brown sugar boba milk", 1600},
-	{"Jasmine green tea", 1200},
-	{"Mango pomelo sago", 2200},
+	{"Brown sugar boba milk", 620, []domain.OptionGroup{demoSize(80), demoSugar, demoIce, demoToppings}},
+	{"Jasmine green tea", 450, []domain.OptionGroup{demoSize(60), demoSugar, demoIce, demoToppings}},
+	{"Mango pomelo sago", 690, []domain.OptionGroup{demoSize(90), demoIce}},
+}
+
+// The demo's option groups. The tour orders the oolong milk tea without
+// choosing anything, so its groups are all optional.
+var (
+	demoSugar = domain.OptionGroup{Name: "Sugar", MinSelect: 0, MaxSelect: 1, Options: []domain.Option{
+		{Name: "Full sugar"}, {Name: "Less sugar"}, {Name: "Half sugar"}, {Name: "No sugar"},
+	}}
+	demoIce = domain.OptionGroup{Name: "Ice", MinSelect: 0, MaxSelect: 1, Options: []domain.Option{
+		{Name: "Regular ice"}, {Name: "Less ice"}, {Name: "No ice"}, {Name: "Hot"},
+	}}
+	demoToppings = domain.OptionGroup{Name: "Toppings", MinSelect: 0, MaxSelect: 2, Options: []domain.Option{
+		{Name: "Pearls", PriceDeltaCents: 60}, {Name: "Coconut jelly", PriceDeltaCents: 50}, {Name: "Pudding", PriceDeltaCents: 70},
+	}}
+)
+
+// demoSize is a drink's required size; a large cup costs largeCents more
+// and takes one more unit of a kitchen that counts items.
+func demoSize(largeCents int64) domain.OptionGroup {
+	return domain.OptionGroup{Name: "Size", MinSelect: 1, MaxSelect: 1, Options: []domain.Option{
+		{Name: "Regular"}, {Name: "Large", PriceDeltaCents: largeCents, LoadUnits: 1},
+	}}
 }
 
 // devCommand runs orderd for a developer: it finds or starts PostgreSQL,
@@ -61,7 +85,7 @@ var demoMenu = []struct {
 func devCommand(ctx context.Context, args []string, stdout io.Writer, logger *slog.Logger) error {
 	cfg := app.DefaultConfig()
 	cfg.WebhookAllowLoopback = true
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs := newFlagSet("dev")
 	configFlags(fs, &cfg)
 	reset := fs.Bool("reset", false, "remove every table of orderd and River in the dev database first, for a clean demo")
 	if err := fs.Parse(args); err != nil {
@@ -181,21 +205,23 @@ func seedDemo(ctx context.Context, st *store.Store) (*store.Merchant, []store.Pr
 	m, err := st.FindMerchantByName(ctx, demoMerchant)
 	if errors.Is(err, domain.ErrNotFound) {
 		// Capacity 1: the third order already waits in line, which is what
-		// the tour and the pages are there to show.
+		// the tour and the pages are there to show. Walk-in customers may
+		// order from the counter's QR code.
 		m, err = st.CreateMerchant(ctx, domain.MerchantSettings{
-			Name: demoMerchant, Capacity: 1, PrepSeconds: 60,
+			Name: demoMerchant, Capacity: 1, PrepSeconds: 90,
 			MaxQueueWaitSeconds: domain.DefaultMaxQueueWaitSeconds, PaymentTimeoutSeconds: domain.DefaultPaymentTimeoutSeconds,
+			GuestCheckout: true,
 		}, meta)
 		if err != nil {
 			return nil, nil, err
 		}
 		stock, limit := 100, 1
 		menu := []store.CreateProductParams{
-			{MerchantID: m.ID, Name: demoTea, PriceCents: 1800, Meta: meta},
-			{MerchantID: m.ID, Name: demoLimitedItem, PriceCents: 2500, Stock: &stock, PerUserLimit: &limit, Meta: meta},
+			{MerchantID: m.ID, Name: demoTea, PriceCents: 580, Meta: meta, OptionGroups: []domain.OptionGroup{demoSugar, demoIce, demoToppings}},
+			{MerchantID: m.ID, Name: demoLimitedItem, PriceCents: 650, Stock: &stock, PerUserLimit: &limit, Meta: meta},
 		}
 		for _, item := range demoMenu {
-			menu = append(menu, store.CreateProductParams{MerchantID: m.ID, Name: item.name, PriceCents: item.cents, Meta: meta})
+			menu = append(menu, store.CreateProductParams{MerchantID: m.ID, Name: item.name, PriceCents: item.cents, OptionGroups: item.groups, Meta: meta})
 		}
 		for _, p := range menu {
 			if _, err := st.CreateProduct(ctx, p); err != nil {
@@ -273,6 +299,7 @@ func printWelcome(ctx context.Context, w io.Writer, a *app.App, cfg app.Config, 
 	fmt.Fprintf(&b, "\norderd dev is up at %s\n\n", base)
 	fmt.Fprintf(&b, "  customer page    %s/?merchant=%s\n", base, m.ID)
 	fmt.Fprintf(&b, "  kitchen display  %s/kitchen\n", base)
+	fmt.Fprintf(&b, "  order-here QR    %s/qr.png?merchant=%s (walk-in customers order as guests: docs/run-a-shop.md)\n", base, m.ID)
 	fmt.Fprintf(&b, "  OpenAPI          %s/openapi.json\n", base)
 	fmt.Fprintf(&b, "  metrics          %s/metrics\n", browseURL(a.OpsAddr()))
 	fmt.Fprintf(&b, "  River UI         %s/riverui/\n", browseURL(a.OpsAddr()))

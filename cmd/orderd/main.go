@@ -21,15 +21,47 @@ const usage = `orderd: order admission for food and drink platforms, on PostgreS
 
 Usage:
   orderd serve [flags]          serve REST, websocket and River workers (DATABASE_URL, ORDERD_JWT_SECRET)
-  orderd dev                    find or start a local PostgreSQL, migrate, load demo data, serve
-  orderd migrate up|down|status apply, roll back one, or list migrations (ours and River's)
-  orderd token --role R --sub S [--merchant-id ID] [--ttl D]   print a signed bearer token
+  orderd dev [--reset] [flags]  find or start a local PostgreSQL, migrate, load demo data, serve
+  orderd migrate up|down|status|citus   apply, roll back one, list, or lay out on Citus (ours and River's)
+  orderd token --role R --sub S [--merchant-id ID] [--lane L] [--ttl D]   print a signed bearer token
   orderd audit [--checkpoint F] recompute every chain, check the log against every checkpoint (and F, kept
                                 outside) and run every invariant check; exit 1 on any break or violation,
                                 2 when F is not a checkpoint or its signature fails
   orderd rebuild [--apply]      rebuild projections from events and compare (or swap them in)
-  orderd bench SCENARIO         load generator; see 'orderd bench -h'
+  orderd bench SCENARIO         load generator
+  orderd help                   this text, with every subcommand's flags
 `
+
+// helpOutput is where the subcommands' flag sets print their usage: the
+// standard error, unless help prints them all to the standard output.
+var helpOutput io.Writer = os.Stderr
+
+// newFlagSet is a subcommand's flag set, printing its usage to helpOutput.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(helpOutput)
+	return fs
+}
+
+// subcommands are every subcommand that takes flags, in the order help
+// lists them.
+var subcommands = []string{"serve", "dev", "migrate", "token", "audit", "rebuild", "bench"}
+
+// printHelp prints the usage and then every subcommand's flags, each asked
+// of the subcommand itself (-h), so that no flag is left out of it.
+func printHelp(ctx context.Context, stdout io.Writer) error {
+	fmt.Fprint(stdout, usage)
+	saved := helpOutput
+	helpOutput = stdout
+	defer func() { helpOutput = saved }()
+	for _, cmd := range subcommands {
+		fmt.Fprintf(stdout, "\norderd %s:\n", cmd)
+		if err := run(ctx, []string{cmd, "-h"}, stdout, stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
+			return fmt.Errorf("help of %s: %w", cmd, err)
+		}
+	}
+	return nil
+}
 
 // errViolations makes main exit 1 without printing an error line: the command
 // printed its report already.
@@ -99,8 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "rebuild":
 		return rebuildCommand(ctx, rest, stdout)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
+		return printHelp(ctx, stdout)
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown subcommand %q", cmd)

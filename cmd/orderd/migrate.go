@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -12,7 +11,7 @@ import (
 )
 
 func migrateCommand(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs := newFlagSet("migrate")
 	var url string
 	secretFlag(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")
 	fs.Usage = func() {

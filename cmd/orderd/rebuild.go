@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -15,7 +14,7 @@ import (
 // rebuildCommand replays every stream into fresh projections and reports
 // where the live ones differ; with --apply it swaps the replayed ones in.
 func rebuildCommand(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("rebuild", flag.ContinueOnError)
+	fs := newFlagSet("rebuild")
 	apply := fs.Bool("apply", false, "write the replayed projections over the live ones, atomically")
 	var url string
 	secretFlag(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")

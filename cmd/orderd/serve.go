@@ -83,7 +83,7 @@ func splitList(v string) []string {
 
 func serveCommand(ctx context.Context, args []string, logger *slog.Logger) error {
 	cfg := app.DefaultConfig()
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlagSet("serve")
 	configFlags(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
 		return err

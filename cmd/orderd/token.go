@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -15,7 +14,7 @@ import (
 )
 
 func tokenCommand(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs := newFlagSet("token")
 	role := fs.String("role", "customer", "customer, merchant or admin")
 	sub := fs.String("sub", "", "the caller's id (the token's sub)")
 	merchant := fs.String("merchant-id", "", "merchant id, for role merchant")

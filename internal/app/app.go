@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
+	"github.com/trustelem/zxcvbn"
 	"riverqueue.com/riverui"
 
 	"github.com/orderd/orderd/api"
@@ -132,19 +135,24 @@ func (c Config) LogValue() slog.Value {
 		slog.String("jwt_issuer", c.JWTIssuer),
 		slog.String("jwt_audience", c.JWTAudience),
 		slog.Int("webhook_max_attempts", c.WebhookMaxAttempts),
-		slog.Duration("webhook_backoff", c.WebhookBackoff),
-		slog.Duration("webhook_timeout", c.WebhookTimeout),
+		// Durations as a person writes them ("5s"): a JSON handler would
+		// print slog.Duration as nanoseconds.
+		slog.String("webhook_backoff", c.WebhookBackoff.String()),
+		slog.String("webhook_timeout", c.WebhookTimeout.String()),
 		slog.Bool("webhook_allow_loopback", c.WebhookAllowLoopback),
 		slog.Float64("rate_per_customer", c.RatePerCustomer),
 		slog.Float64("rate_drop_entries", c.RateDropEntries),
 		slog.Float64("rate_per_ip", c.RatePerIP),
 		slog.Float64("rate_sign_in", c.RateSignIn),
 		slog.Float64("rate_guest", c.RateGuest),
-		slog.Duration("guest_ttl", c.GuestTTL),
+		slog.String("guest_ttl", c.GuestTTL.String()),
 		slog.Float64("ws_subscribe_rate", c.WSSubscribeRate),
 		slog.Int("max_conns", c.MaxConns),
 		slog.String("checkpoint_key", c.CheckpointKey),
-		slog.Duration("checkpoint_interval", c.CheckpointInterval),
+		slog.String("checkpoint_interval", c.CheckpointInterval.String()),
+		slog.String("request_timeout", c.RequestTimeout.String()),
+		slog.String("statement_timeout", c.StatementTimeout.String()),
+		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
 	)
 }
 
@@ -169,18 +177,45 @@ func maskURL(raw string) string {
 	return fmt.Sprintf("postgres://%s@%s/%s", cfg.User, strings.Join(hosts, ","), cfg.Database)
 }
 
+// ErrNotMigrated is a database whose schema is behind this orderd's.
+var ErrNotMigrated = errors.New("the database is not migrated to this orderd's schema: run `orderd migrate up` (or serve with ORDERD_MIGRATE=true)")
+
+// requireMigrated refuses to serve a database that lacks migrations, which
+// would otherwise answer every request with a missing table.
+func requireMigrated(ctx context.Context, pool *pgxpool.Pool) error {
+	current, err := migrations.CurrentOn(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("read the database's migrations: %w", err)
+	}
+	if !current {
+		return ErrNotMigrated
+	}
+	return nil
+}
+
 // MinJWTSecret is the shortest HS256 secret orderd accepts: as many bytes
 // as the hash's output, below which the key is the weakest part of the MAC.
 const MinJWTSecret = 32
 
-// CheckJWTSecret refuses a missing or short secret, in one line that says
-// how to make a good one and never repeats the secret.
+// MinJWTSecretBits is the least strength orderd accepts in a secret, as
+// zxcvbn estimates it (log2 of the guesses its model of people's secrets
+// needs): it refuses a repeated character or word, a sequence, and a few
+// dictionary words, which an attacker who holds one token tries first.
+// zxcvbn gives 32 random letters and digits about 106 bits.
+const MinJWTSecretBits = 100
+
+// CheckJWTSecret refuses a missing, short or guessable secret, in one line
+// that says how to make a good one and never repeats the secret.
 func CheckJWTSecret(secret string) error {
 	if secret == "" {
 		return errors.New("ORDERD_JWT_SECRET is required (make one with: openssl rand -hex 32)")
 	}
 	if len(secret) < MinJWTSecret {
 		return fmt.Errorf("ORDERD_JWT_SECRET is %d bytes; at least %d are required (make one with: openssl rand -hex 32)", len(secret), MinJWTSecret)
+	}
+	if bits := math.Log2(zxcvbn.PasswordStrength(secret, nil).Guesses); bits < MinJWTSecretBits {
+		return fmt.Errorf("ORDERD_JWT_SECRET is too easy to guess (about %d bits: a repeated character or word, a sequence or dictionary words); at least %d are required (make one with: openssl rand -hex 32)",
+			int(bits), MinJWTSecretBits)
 	}
 	return nil
 }
@@ -240,13 +275,21 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		log = slog.Default()
 	}
 	if cfg.Migrate {
+		log.Info("migrating the database (ORDERD_MIGRATE=false skips it)")
 		if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)
 		}
+		log.Info("the database is migrated")
 	}
 	pool, err := NewPool(ctx, cfg.DatabaseURL, cfg.MaxConns, cfg.StatementTimeout)
 	if err != nil {
 		return nil, err
+	}
+	if !cfg.Migrate {
+		if err := requireMigrated(ctx, pool); err != nil {
+			pool.Close()
+			return nil, err
+		}
 	}
 	a := &App{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry(), checkpointKey: checkpointKey}
 	a.registry.MustRegister(collectors.NewGoCollector(
@@ -460,15 +503,24 @@ func (a *App) Auth() *auth.Authenticator { return a.auth }
 func (a *App) Listen() error {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", a.cfg.Addr, err)
+		return listenError(a.cfg.Addr, "--addr or ORDERD_ADDR", err)
 	}
 	opsLn, err := net.Listen("tcp", a.cfg.OpsAddr)
 	if err != nil {
 		_ = ln.Close()
-		return fmt.Errorf("listen ORDERD_OPS_ADDR %s: %w", a.cfg.OpsAddr, err)
+		return listenError(a.cfg.OpsAddr, "--ops-addr or ORDERD_OPS_ADDR", err)
 	}
 	a.listener, a.opsListener = ln, opsLn
 	return nil
+}
+
+// listenError says which setting names an address that could not be
+// listened on, and for one in use, that another process has it.
+func listenError(addr, setting string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen on %s: the address is in use by another process; choose another with %s: %w", addr, setting, err)
+	}
+	return fmt.Errorf("listen on %s (set with %s): %w", addr, setting, err)
 }
 
 // OpsAddr is the operator listener's bound address, after Listen.

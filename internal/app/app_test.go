@@ -24,7 +24,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	t.Parallel()
 	cfg := app.DefaultConfig()
 	cfg.DatabaseURL = storetest.URL(t)
-	cfg.JWTSecret = "routes-test-secret-0123456789abcdef"
+	cfg.JWTSecret = "routes-test-Vn5cK1xM8qT3wZ7pH2rJ9sD4"
 	cfg.OpsAddr = "127.0.0.1:0"
 	cfg.Migrate = false
 	cfg.MaxConns = 2

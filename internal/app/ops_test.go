@@ -30,7 +30,7 @@ func runApp(t *testing.T, configure func(*app.Config)) *app.App {
 	t.Helper()
 	cfg := app.DefaultConfig()
 	cfg.DatabaseURL = storetest.URL(t)
-	cfg.JWTSecret = "ops-test-secret-0123456789abcdef0123"
+	cfg.JWTSecret = "ops-test-Jd4kP8wQ2zN6vR9tX3mC7bF1"
 	cfg.Addr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Migrate = false
 	cfg.MaxConns = 8
@@ -170,7 +170,7 @@ func TestOperatorListenerOffLoopbackNeedsPassword(t *testing.T) {
 	t.Parallel()
 	cfg := app.DefaultConfig()
 	cfg.DatabaseURL = "postgres://nobody@127.0.0.1:1/none"
-	cfg.JWTSecret = "ops-test-secret-0123456789abcdef0123"
+	cfg.JWTSecret = "ops-test-Jd4kP8wQ2zN6vR9tX3mC7bF1"
 	cfg.OpsAddr = "0.0.0.0:0"
 	_, err := app.New(context.Background(), cfg)
 	require.ErrorContains(t, err, "ORDERD_OPS_PASSWORD")

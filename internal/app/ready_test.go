@@ -46,7 +46,7 @@ func TestReadyzUsesTheServingPool(t *testing.T) {
 	require.NoError(t, err)
 	u.User = neturl.User(role)
 	cfg.DatabaseURL = u.String()
-	cfg.JWTSecret = "readyz-test-secret-0123456789abcdef"
+	cfg.JWTSecret = "readyz-test-Hq7vT2kX9pR4mW8sZ3nB6yL1"
 	cfg.OpsAddr = "127.0.0.1:0"
 	cfg.Migrate = false
 	cfg.MaxConns = poolConns
