@@ -44,7 +44,7 @@ func TestCitusChangedStreamsSeesEveryEventOnce(t *testing.T) {
 	for i := range merchants {
 		merchants[i] = uuid.New()
 	}
-	_, since, err := st.ChangedStreams(ctx, "")
+	_, since, err := st.ChangedStreams(ctx, "", nil)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -78,7 +78,7 @@ func TestCitusChangedStreamsSeesEveryEventOnce(t *testing.T) {
 
 	seen := map[uuid.UUID]int{}
 	read := func() {
-		streams, next, err := st.ChangedStreams(ctx, since)
+		streams, next, err := st.ChangedStreams(ctx, since, nil)
 		require.NoError(t, err)
 		for _, s := range streams {
 			seen[s.ID]++

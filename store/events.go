@@ -154,14 +154,18 @@ func (s *Store) ReadStream(ctx context.Context, merchantID, streamID uuid.UUID) 
 // of its last read, in pg_snapshot's text form. The zero value is "from now".
 type LogSnapshot string
 
-// StreamRef names a stream.
+// StreamRef names a stream and the merchant it belongs to.
 type StreamRef struct {
-	Type string
-	ID   uuid.UUID
+	Type       string
+	ID         uuid.UUID
+	MerchantID uuid.UUID
 }
 
-// ChangedStreams returns the streams that received events committed since
-// the read that returned since, and the place to read from next.
+// ChangedStreams returns the streams of the given merchants (every
+// merchant's when merchants is nil) that received events committed since
+// the read that returned since, and the place to read from next. A reader
+// that names the merchants it serves reads only their part of the log's
+// tail, and on Citus only their shards.
 //
 // Positions are assigned at insert, not at commit, so "after the last
 // position seen" skips events whose transaction commits late. DESIGN.md's
@@ -187,27 +191,28 @@ type StreamRef struct {
 // transaction ending in between would be skipped. A transaction whose
 // coordinator crashed after its worker committed is reported too: aborted
 // is ended, and its rows are there.
-func (s *Store) ChangedStreams(ctx context.Context, since LogSnapshot) ([]StreamRef, LogSnapshot, error) {
+func (s *Store) ChangedStreams(ctx context.Context, since LogSnapshot, merchants []uuid.UUID) ([]StreamRef, LogSnapshot, error) {
 	var now string
 	if err := s.pool.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&now); err != nil {
 		return nil, since, mapErr(fmt.Errorf("log snapshot: %w", err))
 	}
-	if since == "" {
+	if since == "" || (merchants != nil && len(merchants) == 0) {
 		return nil, LogSnapshot(now), nil
 	}
 	// pg_visible_in_snapshot tells whether a transaction had ended by the
 	// snapshot, committed or not.
 	rows, err := s.pool.Query(ctx, `
-		SELECT DISTINCT stream_id, stream_type FROM events
+		SELECT DISTINCT stream_id, stream_type, merchant_id FROM events
 		WHERE (tx_id >= pg_snapshot_xmax($1::pg_snapshot) OR tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot))))
-		  AND pg_visible_in_snapshot(tx_id, $2::pg_snapshot)`,
-		string(since), now)
+		  AND pg_visible_in_snapshot(tx_id, $2::pg_snapshot)
+		  AND ($3::uuid[] IS NULL OR merchant_id = ANY ($3))`,
+		string(since), now, merchants)
 	if err != nil {
 		return nil, since, mapErr(fmt.Errorf("read log: %w", err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StreamRef, error) {
 		var r StreamRef
-		err := row.Scan(&r.ID, &r.Type)
+		err := row.Scan(&r.ID, &r.Type, &r.MerchantID)
 		return r, err
 	})
 	if err != nil {

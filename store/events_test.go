@@ -98,7 +98,7 @@ func TestChangedStreamsSeesEveryEventOnce(t *testing.T) {
 	defer cancel()
 
 	const writers, perWriter = 16, 40
-	_, since, err := st.ChangedStreams(ctx, "")
+	_, since, err := st.ChangedStreams(ctx, "", nil)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -132,7 +132,7 @@ func TestChangedStreamsSeesEveryEventOnce(t *testing.T) {
 
 	seen := map[uuid.UUID]int{}
 	read := func() {
-		streams, next, err := st.ChangedStreams(ctx, since)
+		streams, next, err := st.ChangedStreams(ctx, since, nil)
 		require.NoError(t, err)
 		for _, s := range streams {
 			seen[s.ID]++

@@ -65,7 +65,7 @@ func TestChangedStreamsNotHeldBackByOpenTransaction(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
 	ctx := context.Background()
-	_, since, err := st.ChangedStreams(ctx, "")
+	_, since, err := st.ChangedStreams(ctx, "", nil)
 	require.NoError(t, err)
 
 	older, err := b.pool.Begin(ctx)
@@ -83,19 +83,46 @@ func TestChangedStreamsNotHeldBackByOpenTransaction(t *testing.T) {
 		return id
 	}
 	later := insert(b.pool)
-	streams, since, err := st.ChangedStreams(ctx, since)
+	streams, since, err := st.ChangedStreams(ctx, since, nil)
 	require.NoError(t, err)
-	require.Equal(t, []store.StreamRef{{Type: "test", ID: later}}, streams)
+	require.Equal(t, []store.StreamRef{{Type: "test", ID: later, MerchantID: later}}, streams)
 
 	early := insert(older)
-	streams, since, err = st.ChangedStreams(ctx, since)
+	streams, since, err = st.ChangedStreams(ctx, since, nil)
 	require.NoError(t, err)
 	require.Empty(t, streams, "an uncommitted event is not read")
 	require.NoError(t, older.Commit(ctx))
-	streams, since, err = st.ChangedStreams(ctx, since)
+	streams, since, err = st.ChangedStreams(ctx, since, nil)
 	require.NoError(t, err)
-	require.Equal(t, []store.StreamRef{{Type: "test", ID: early}}, streams, "the older transaction's event, once")
-	streams, _, err = st.ChangedStreams(ctx, since)
+	require.Equal(t, []store.StreamRef{{Type: "test", ID: early, MerchantID: early}}, streams, "the older transaction's event, once")
+	streams, _, err = st.ChangedStreams(ctx, since, nil)
 	require.NoError(t, err)
 	require.Empty(t, streams)
+}
+
+// A reader that names its merchants reads their streams only, each with its
+// merchant, and one that names none reads nothing.
+func TestChangedStreamsOfSomeMerchants(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	_, since, err := st.ChangedStreams(ctx, "", nil)
+	require.NoError(t, err)
+	mine, theirs, stream := uuid.New(), uuid.New(), uuid.New()
+	for _, m := range []uuid.UUID{mine, theirs} {
+		_, err := b.pool.Exec(ctx, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data) VALUES ($1, $2, 'test', 1, 't', '{}')`, m, m)
+		require.NoError(t, err)
+	}
+	_, err = b.pool.Exec(ctx, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data) VALUES ($1, $2, 'test', 1, 't', '{}')`, stream, mine)
+	require.NoError(t, err)
+
+	streams, _, err := st.ChangedStreams(ctx, since, []uuid.UUID{mine})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []store.StreamRef{{Type: "test", ID: mine, MerchantID: mine}, {Type: "test", ID: stream, MerchantID: mine}}, streams)
+	streams, _, err = st.ChangedStreams(ctx, since, []uuid.UUID{})
+	require.NoError(t, err)
+	require.Empty(t, streams)
+	streams, _, err = st.ChangedStreams(ctx, since, nil)
+	require.NoError(t, err)
+	require.Len(t, streams, 3)
 }

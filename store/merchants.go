@@ -30,6 +30,11 @@ type Load struct {
 	Paused         bool                `json:"paused"`
 	PauseMode      *domain.PauseMode   `json:"pause_mode"`
 	PausedUntil    *time.Time          `json:"paused_until"`
+	// Open says whether the merchant takes new orders now, and Busy whether
+	// one placed and paid now would wait in line: its public status, which
+	// any customer may watch live, beside the line's length and estimate.
+	Open bool `json:"-"`
+	Busy bool `json:"-"`
 }
 
 // Merchant is the merchant read model in the API's shape.
@@ -155,7 +160,9 @@ func (m *merchantRow) fillLoad() {
 		mode := m.pause.Mode
 		m.Load.PauseMode = &mode
 	}
-	if m.load().CanAdmitNew(1, domain.LaneNormal) {
+	m.Load.Open = !m.pause.Refuses()
+	m.Load.Busy = !m.load().CanAdmitNew(1, domain.LaneNormal)
+	if !m.Load.Busy {
 		m.Load.EstWaitSeconds = 0
 		return
 	}

@@ -308,7 +308,7 @@ func TestAdmissionQueueFIFO(t *testing.T) {
 
 	got, err := st.GetMerchant(ctx, m.ID)
 	require.NoError(t, err)
-	require.Equal(t, store.Load{Capacity: 2, CapacityUnit: domain.UnitOrders, Active: 2, ActiveOrders: 2, Queued: 1, QueuedUnits: 1, EstWaitSeconds: got.Load.EstWaitSeconds}, got.Load)
+	require.Equal(t, store.Load{Capacity: 2, CapacityUnit: domain.UnitOrders, Active: 2, ActiveOrders: 2, Queued: 1, QueuedUnits: 1, EstWaitSeconds: got.Load.EstWaitSeconds, Open: true, Busy: true}, got.Load)
 
 	// A newly paid order arriving while units are free and the line is not
 	// empty queues behind the line. Raising the capacity by four with three

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -17,22 +18,28 @@ import (
 	"github.com/orderd/orderd/store"
 )
 
-// conn is one client. Only writeLoop writes data to the socket (gorilla
-// allows one writer). The tailer never queues messages: it leaves the latest
-// state of each subscription in a pending slot and wakes the writer, so a
+// conn is one client. An idle connection holds one goroutine, its reader,
+// and no write buffer: a writer goroutine runs only while messages wait
+// (flush), and takes a buffer from the pool for the length of one message;
+// pings are a timer that starts the writer. Only the writer writes data
+// frames (gorilla allows one writer). The tailer never queues messages: it
+// leaves the latest state of each subscription in a pending slot, so a
 // client that reads slowly gets fewer, newer messages, its memory is bounded
 // by its subscriptions, and fan-out never waits for it.
 type conn struct {
 	hub       *Hub
 	ws        *websocket.Conn
 	principal auth.Principal
-	wake      chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
 
-	mu        sync.Mutex
+	mu      sync.Mutex
+	closed  bool
+	writing bool // a writer goroutine runs
+	pingDue bool
+	ping    *time.Timer
+	// Subscriptions by kind, made when the first is.
 	orders    map[uuid.UUID]*orderSlot
 	merchants map[uuid.UUID]*loadSlot
+	statuses  map[uuid.UUID]*statusSlot
 	entries   map[uuid.UUID]*entrySlot
 	drops     map[uuid.UUID]*dropSlot
 	errs      [][]byte
@@ -43,104 +50,83 @@ type conn struct {
 }
 
 type orderSlot struct {
-	last    state // what the client has; zero before the first message
-	sentAt  time.Time
-	pending *store.Order
-	// deferred: the writer put off a move in the line and will come back
-	// for it, so further moves need not wake it.
-	deferred bool
+	last       state // what the client has; zero before the first message
+	sentAt     time.Time
+	pending    orderOffer
+	hasPending bool
 }
-
-// positionEvery spaces the messages of a subscription whose order only moved
-// in the line: in a burst the line moves on every commit, and a customer
-// needs "number 12, about 4 minutes" a few times a second, not per commit.
-// Status changes go out at once. Fewer messages keep fan-out cheap enough
-// that every final state reaches its client well within API.md's second.
-const positionEvery = 500 * time.Millisecond
 
 type loadSlot struct {
-	last    *merchantLoadMessage
-	pending *merchantLoadMessage
+	last    *encoded[merchantLoadMessage]
+	pending *encoded[merchantLoadMessage]
 }
 
-// state is what decides whether an order message is newer than another.
-type state struct {
-	version  int
-	position int // 0 when not queued
-	eta      int
-	lineSeq  int64
-}
-
-func stateOf(o store.Order) state {
-	s := state{version: o.Version, lineSeq: o.LineSeq}
-	if o.QueuePosition != nil {
-		s.position = *o.QueuePosition
-	}
-	if o.EtaSeconds != nil {
-		s.eta = *o.EtaSeconds
-	}
-	return s
-}
-
-// newer reports whether next may follow last: a higher version, or the same
-// version with the line moved forward, or back because a priority order
-// joined ahead (a later read of the line, which every join moves on), or
-// the estimate changed. Reads made by different goroutines can finish out
-// of order; this keeps a client's view monotonic whatever order they arrive
-// in.
-func newer(last, next state) bool {
-	switch {
-	case last.version == 0:
-		return true
-	case next.version != last.version:
-		return next.version > last.version
-	case next.position != 0 && last.position != 0 && next.lineSeq < last.lineSeq:
-		return false // an earlier read of the line
-	case next.position != last.position:
-		return next.position != 0 && (next.position < last.position || next.lineSeq > last.lineSeq)
-	default:
-		return next.eta != last.eta
-	}
+type statusSlot struct {
+	last    *encoded[merchantStatusMessage]
+	sentAt  time.Time
+	pending *encoded[merchantStatusMessage]
 }
 
 // offerOrder leaves o for the writer if it is newer than what the client has
-// or is about to get. The caller holds hub.mu.
-func (c *conn) offerOrder(o store.Order) {
+// or is about to get. A move in the line that is not worth a message yet is
+// held back: offerOrder then reports true, and the hub offers the order
+// again later. The caller holds hub.mu.
+func (c *conn) offerOrder(o orderOffer, now time.Time) (held bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	slot, ok := c.orders[o.ID]
+	slot, ok := c.orders[o.view.id]
 	if !ok {
-		return
+		return false
 	}
 	against := slot.last
-	if slot.pending != nil {
-		against = stateOf(*slot.pending)
+	if slot.hasPending {
+		against = slot.pending.state()
 	}
-	if !newer(against, stateOf(o)) {
-		return
+	next := o.state()
+	if !newer(against, next) {
+		return false
 	}
-	slot.pending = &o
-	if slot.deferred && o.Version == slot.last.version {
-		return // the writer holds a timer for this subscription's next move
+	if !slot.hasPending && slot.last.version == next.version && !worthSending(slot.last, next, now.Sub(slot.sentAt)) {
+		return true
 	}
+	slot.pending, slot.hasPending = o, true
 	c.signal()
+	return false
 }
 
 // offerLoad leaves a merchant's load for the writer. Loads carry no version:
 // only the tailer offers them after the snapshot, one batch at a time, so the
 // latest offer is the newest.
-func (c *conn) offerLoad(m merchantLoadMessage) {
+func (c *conn) offerLoad(id uuid.UUID, m *encoded[merchantLoadMessage]) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	slot, ok := c.merchants[m.MerchantID]
+	slot, ok := c.merchants[id]
 	if !ok {
 		return
 	}
-	if slot.pending == nil && slot.last != nil && *slot.last == m {
+	if slot.pending == nil && slot.last != nil && slot.last.value == m.value {
 		return
 	}
-	slot.pending = &m
+	slot.pending = m
 	c.signal()
+}
+
+// offerStatus leaves a merchant's status for the writer, or holds it back
+// (reporting true) while only its numbers moved, and by little. Like loads,
+// the latest offer is the newest.
+func (c *conn) offerStatus(id uuid.UUID, m *encoded[merchantStatusMessage], now time.Time) (held bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	slot, ok := c.statuses[id]
+	if !ok {
+		return false
+	}
+	if slot.pending == nil && slot.last != nil && !statusWorthSending(slot.last.value, m.value, now.Sub(slot.sentAt)) {
+		return slot.last.value != m.value
+	}
+	slot.pending = m
+	c.signal()
+	return false
 }
 
 // sendError queues an answer to a bad message. Errors cannot be coalesced, so
@@ -164,122 +150,126 @@ func (c *conn) sendErrorMessage(m errorMessage) {
 	c.mu.Unlock()
 	if full {
 		c.hub.Stats.Dropped.Add(1)
-		go c.close(websocket.ClosePolicyViolation, "too slow: replies were not read in time")
+		c.close(websocket.ClosePolicyViolation, "too slow: replies were not read in time")
 	}
 }
 
-// signal wakes the writer; the caller holds c.mu.
+// signal starts the writer unless it runs; the caller holds c.mu. The
+// reader's goroutine is counted in hub.wg until the connection is closed,
+// and no writer starts after that, so the writer's Add never races the
+// hub's Wait from zero.
 func (c *conn) signal() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if c.writing || c.closed {
+		return
 	}
+	c.writing = true
+	c.hub.wg.Add(1)
+	go c.flush()
 }
 
-// take empties the pending slots into messages, in a fixed order per wake-up;
-// the caller writes them before taking again, so what the client receives
-// follows what take recorded as sent. A move in the line that comes too soon
-// after the previous message stays pending; next says when to take it.
-func (c *conn) take(now time.Time) (msgs [][]byte, next time.Time) {
+// pingNow asks the writer for a ping; it runs on the ping timer.
+func (c *conn) pingNow() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	msgs = c.errs
-	c.errs = nil
+	if c.closed {
+		return
+	}
+	c.pingDue = true
+	c.signal()
+	c.ping.Reset(pingEvery)
+}
+
+// take empties the pending slots into messages, in a fixed order per call;
+// the writer writes them before taking again, so what the client receives
+// follows what take recorded as sent. With nothing to write, the writer is
+// done: take records that, so the next offer starts another.
+func (c *conn) take(now time.Time) (msgs [][]byte, ping bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	msgs, ping = c.errs, c.pingDue
+	c.errs, c.pingDue = nil, false
 	for _, slot := range c.orders {
-		if slot.pending == nil {
+		if !slot.hasPending {
 			continue
 		}
-		o := *slot.pending
-		if due := slot.sentAt.Add(positionEvery); o.Version == slot.last.version && now.Before(due) {
-			if next.IsZero() || due.Before(next) {
-				next = due
-			}
-			slot.deferred = true
-			continue
-		}
-		slot.pending, slot.deferred = nil, false
-		slot.last, slot.sentAt = stateOf(o), now
-		if msg, err := json.Marshal(orderMessage{Type: "order", Order: o}); err == nil {
-			msgs = append(msgs, msg)
-		}
+		o := slot.pending
+		slot.pending, slot.hasPending = orderOffer{}, false
+		slot.last, slot.sentAt = o.state(), now
+		msgs = append(msgs, o.encode())
 	}
 	for _, slot := range c.merchants {
-		if slot.pending == nil {
-			continue
-		}
-		m := *slot.pending
-		slot.pending = nil
-		slot.last = &m
-		if msg, err := json.Marshal(m); err == nil {
-			msgs = append(msgs, msg)
+		if slot.pending != nil {
+			msgs = append(msgs, slot.pending.msg)
+			slot.last, slot.pending = slot.pending, nil
 		}
 	}
-	return c.takeDrops(msgs), next
+	for _, slot := range c.statuses {
+		if slot.pending != nil {
+			msgs = append(msgs, slot.pending.msg)
+			slot.last, slot.pending, slot.sentAt = slot.pending, nil, now
+		}
+	}
+	msgs = c.takeDrops(msgs)
+	if len(msgs) == 0 && !ping {
+		c.writing = false
+	}
+	return msgs, ping
 }
 
 func (c *conn) close(code int, reason string) {
-	c.closeOnce.Do(func() {
-		close(c.done)
-		// A client that stopped reading cannot take a close frame either:
-		// try briefly, then cut the connection.
-		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeWait))
-		_ = c.ws.Close()
-	})
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	if c.ping != nil {
+		c.ping.Stop()
+	}
+	c.mu.Unlock()
+	// A client that stopped reading cannot take a close frame either: try
+	// briefly, then cut the connection.
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeWait))
+	_ = c.ws.Close()
 }
 
-func (c *conn) writeLoop() {
+// flush writes what waits until nothing does. A write that fails or times
+// out closes the connection, which is never written again.
+func (c *conn) flush() {
 	defer c.hub.wg.Done()
-	ping := time.NewTicker(pingEvery)
-	defer ping.Stop()
-	// Only connections with a deferred move in the line hold a timer.
-	var later *time.Timer
-	var laterC <-chan time.Time
-	defer func() {
-		if later != nil {
-			later.Stop()
-		}
-	}()
 	for {
-		select {
-		case <-c.done:
+		msgs, ping := c.take(time.Now())
+		if len(msgs) == 0 && !ping {
 			return
-		case <-c.wake:
-		case <-laterC:
-		case <-ping.C:
+		}
+		if ping {
 			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.hub.opts.WriteTimeout)); err != nil {
 				c.close(websocket.ClosePolicyViolation, "ping failed")
 				return
 			}
-			continue
 		}
-		msgs, next := c.take(time.Now())
 		for _, msg := range msgs {
 			_ = c.ws.SetWriteDeadline(time.Now().Add(c.hub.opts.WriteTimeout))
 			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-				c.hub.Stats.Dropped.Add(1)
+				// A client that left is not one cut off for reading slowly.
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					c.hub.Stats.Dropped.Add(1)
+				}
 				c.close(websocket.ClosePolicyViolation, "too slow: updates were not read in time")
 				return
 			}
 			c.hub.Stats.Sent.Add(1)
 		}
-		laterC = nil
-		if !next.IsZero() {
-			if later == nil {
-				later = time.NewTimer(time.Until(next))
-			} else {
-				later.Reset(time.Until(next))
-			}
-			laterC = later.C
-		}
 	}
 }
 
 type clientMessage struct {
-	Op         string `json:"op"`
-	OrderID    string `json:"order_id"`
-	MerchantID string `json:"merchant_id"`
-	EntryID    string `json:"entry_id"`
-	DropID     string `json:"drop_id"`
+	Op             string `json:"op"`
+	OrderID        string `json:"order_id"`
+	MerchantID     string `json:"merchant_id"`
+	MerchantStatus string `json:"merchant_status"`
+	EntryID        string `json:"entry_id"`
+	DropID         string `json:"drop_id"`
 }
 
 func (c *conn) readLoop() {
@@ -321,14 +311,14 @@ func (c *conn) handle(m clientMessage) {
 		return
 	}
 	named := 0
-	for _, f := range []string{m.OrderID, m.MerchantID, m.EntryID, m.DropID} {
+	for _, f := range []string{m.OrderID, m.MerchantID, m.MerchantStatus, m.EntryID, m.DropID} {
 		if f != "" {
 			named++
 		}
 	}
 	switch {
 	case named != 1:
-		c.sendError(domain.CodeValidation, "give exactly one of order_id, merchant_id, entry_id and drop_id")
+		c.sendError(domain.CodeValidation, "give exactly one of order_id, merchant_id, merchant_status, entry_id and drop_id")
 	case m.EntryID != "" || m.DropID != "":
 		c.handleDrop(m)
 	case m.OrderID != "":
@@ -342,6 +332,17 @@ func (c *conn) handle(m clientMessage) {
 			return
 		}
 		c.subscribeOrder(id)
+	case m.MerchantStatus != "":
+		id, err := uuid.Parse(m.MerchantStatus)
+		if err != nil {
+			c.sendError(domain.CodeNotFound, "merchant not found")
+			return
+		}
+		if m.Op == "unsubscribe" {
+			c.hub.unsubscribeStatus(c, id)
+			return
+		}
+		c.subscribeStatus(id)
 	default:
 		id, err := uuid.Parse(m.MerchantID)
 		if err != nil {
@@ -379,27 +380,6 @@ func accessOf(p auth.Principal) store.Access {
 	return store.Access{Actor: p.Actor(), Subject: p.Subject, MerchantID: p.MerchantID}
 }
 
-// subscribeOrder checks access with a read of the order, which is also the
-// snapshot. A change committed between that read and the registration would
-// reach nobody, so the tailer's next poll reads the new subscription again.
-func (c *conn) subscribeOrder(id uuid.UUID) {
-	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
-	defer cancel()
-	o, err := c.hub.store.GetOrder(ctx, id, accessOf(c.principal))
-	if err != nil {
-		c.sendError(domain.ErrorCode(err), domain.ErrorMessage(err))
-		return
-	}
-	h := c.hub
-	c.register(func() bool { _, known := c.orders[id]; return known }, func() {
-		c.orders[id] = &orderSlot{}
-		h.watchOrder(c, id, o.MerchantID)
-	}, func() {
-		c.offerOrder(*o)
-		h.refreshOrders[id] = struct{}{}
-	})
-}
-
 // register adds a subscription unless the connection has as many as it may
 // have, then offers its snapshot. known and add run under the hub's and the
 // connection's locks, offer under the hub's only: offers take the
@@ -410,7 +390,7 @@ func (c *conn) register(known func() bool, add, offer func()) {
 	defer h.mu.Unlock()
 	c.mu.Lock()
 	if !known() {
-		if len(c.orders)+len(c.merchants)+len(c.entries)+len(c.drops) >= maxSubscriptions {
+		if len(c.orders)+len(c.merchants)+len(c.statuses)+len(c.entries)+len(c.drops) >= maxSubscriptions {
 			c.mu.Unlock()
 			c.sendError(domain.CodeValidation, "too many subscriptions on one connection")
 			return
@@ -419,6 +399,35 @@ func (c *conn) register(known func() bool, add, offer func()) {
 	}
 	c.mu.Unlock()
 	offer()
+}
+
+// subscribeOrder checks access with a read of the order, which is also the
+// snapshot. A change committed between that read and the registration would
+// reach nobody, so the tailer's next read takes the new subscription again.
+func (c *conn) subscribeOrder(id uuid.UUID) {
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	defer cancel()
+	o, err := c.hub.store.GetOrder(ctx, id, accessOf(c.principal))
+	if err != nil {
+		c.sendError(domain.ErrorCode(err), domain.ErrorMessage(err))
+		return
+	}
+	offer, err := offerOf(*o)
+	if err != nil {
+		c.sendError(domain.CodeInternal, "the order could not be sent")
+		return
+	}
+	h := c.hub
+	c.register(func() bool { _, known := c.orders[id]; return known }, func() {
+		if c.orders == nil {
+			c.orders = map[uuid.UUID]*orderSlot{}
+		}
+		c.orders[id] = &orderSlot{}
+		h.watchOrder(c, id, o.MerchantID)
+	}, func() {
+		c.offerOrder(offer, time.Now())
+		h.snapshotOrder(offer)
+	})
 }
 
 func (c *conn) subscribeMerchant(id uuid.UUID) {
@@ -433,15 +442,48 @@ func (c *conn) subscribeMerchant(id uuid.UUID) {
 		c.sendError(domain.ErrorCode(err), domain.ErrorMessage(err))
 		return
 	}
+	msg, err := encode(loadMessage(id, m.Load))
+	if err != nil {
+		c.sendError(domain.CodeInternal, "the load could not be sent")
+		return
+	}
 	h := c.hub
 	c.register(func() bool { _, known := c.merchants[id]; return known }, func() {
-		c.merchants[id] = &loadSlot{}
-		if h.byMerch[id] == nil {
-			h.byMerch[id] = map[*conn]struct{}{}
+		if c.merchants == nil {
+			c.merchants = map[uuid.UUID]*loadSlot{}
 		}
-		h.byMerch[id][c] = struct{}{}
+		c.merchants[id] = &loadSlot{}
+		h.watchLoad(c, id)
 	}, func() {
-		c.offerLoad(loadMessage(id, m.Load))
-		h.refreshMerch[id] = struct{}{}
+		c.offerLoad(id, msg)
+		h.refreshLoads[id] = struct{}{}
+	})
+}
+
+// subscribeStatus: any authenticated caller may watch a merchant's public
+// status, as anyone may read the merchant.
+func (c *conn) subscribeStatus(id uuid.UUID) {
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	defer cancel()
+	m, err := c.hub.store.GetMerchant(ctx, id)
+	if err != nil {
+		c.sendError(domain.ErrorCode(err), domain.ErrorMessage(err))
+		return
+	}
+	msg, err := encode(statusMessage(id, m.Load))
+	if err != nil {
+		c.sendError(domain.CodeInternal, "the status could not be sent")
+		return
+	}
+	h := c.hub
+	c.register(func() bool { _, known := c.statuses[id]; return known }, func() {
+		if c.statuses == nil {
+			c.statuses = map[uuid.UUID]*statusSlot{}
+		}
+		c.statuses[id] = &statusSlot{}
+		h.watchStatus(c, id)
+	}, func() {
+		c.offerStatus(id, msg, time.Now())
+		h.refreshStatuses[id] = struct{}{}
 	})
 }

@@ -1,6 +1,8 @@
 package ws
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,43 +13,100 @@ import (
 	"github.com/orderd/orderd/store"
 )
 
-func queuedAt(id uuid.UUID, version, position int) store.Order {
-	return store.Order{ID: id, Version: version, Status: domain.StatusQueued, QueuePosition: &position}
+func queuedAt(t *testing.T, id uuid.UUID, version, position int) orderOffer {
+	t.Helper()
+	view, err := newOrderView(store.Order{ID: id, Version: version, Status: domain.StatusQueued})
+	require.NoError(t, err)
+	return orderOffer{view: view, position: position, eta: position * 30, lineSeq: 1}
 }
 
-// A move in the line waits until positionEvery after the previous message;
-// a new status goes out at once, carrying the newest position with it.
-func TestTakeSpacesMovesInTheLine(t *testing.T) {
+// busyConn is a connection whose writer the test plays: take stands for it.
+func busyConn(id uuid.UUID) *conn {
+	return &conn{writing: true, orders: map[uuid.UUID]*orderSlot{id: {}}}
+}
+
+// A move in the line is sent when the place changed by a sixteenth of
+// itself, or is among the first sixteen, or moveRefresh passed since the
+// last message; a new status always goes out, carrying the newest place.
+func TestMovesAreSentWhenAPersonWouldNotice(t *testing.T) {
 	id := uuid.New()
-	c := &conn{wake: make(chan struct{}, 1), orders: map[uuid.UUID]*orderSlot{id: {}}}
+	c := busyConn(id)
 	t0 := time.Now()
+	sent := func(at time.Time) []string {
+		msgs, _ := c.take(at)
+		c.writing = true
+		out := make([]string, len(msgs))
+		for i, m := range msgs {
+			out[i] = string(m)
+		}
+		return out
+	}
 
-	c.offerOrder(queuedAt(id, 3, 10))
-	msgs, next := c.take(t0)
-	require.Len(t, msgs, 1, "the snapshot goes out at once")
-	require.True(t, next.IsZero())
-
-	c.offerOrder(queuedAt(id, 3, 9))
-	msgs, next = c.take(t0.Add(100 * time.Millisecond))
-	require.Empty(t, msgs, "a move right after a message waits")
-	require.Equal(t, t0.Add(positionEvery), next)
-
-	<-c.wake
-	c.offerOrder(queuedAt(id, 3, 8))
-	require.Empty(t, c.wake, "a deferred move does not wake the writer again: it holds a timer")
-
-	msgs, next = c.take(t0.Add(positionEvery))
+	require.False(t, c.offerOrder(queuedAt(t, id, 3, 1000), t0))
+	require.Len(t, sent(t0), 1, "the snapshot goes out at once")
+	require.True(t, c.offerOrder(queuedAt(t, id, 3, 950), t0), "50 places of 1000 are held back")
+	require.Empty(t, sent(t0))
+	require.False(t, c.offerOrder(queuedAt(t, id, 3, 937), t0), "63 places of 1000 are a sixteenth")
+	msgs := sent(t0)
 	require.Len(t, msgs, 1)
-	require.Contains(t, string(msgs[0]), `"queue_position":8`, "only the newest move is sent")
-	require.True(t, next.IsZero())
+	require.Contains(t, msgs[0], `"queue_position":937,"eta_seconds":28110`)
 
-	c.offerOrder(queuedAt(id, 3, 7))
-	accepted := store.Order{ID: id, Version: 4, Status: domain.StatusAccepted}
-	c.offerOrder(accepted)
-	require.Len(t, c.wake, 1, "a new status wakes the writer")
-	msgs, _ = c.take(t0.Add(positionEvery + time.Millisecond))
+	require.True(t, c.offerOrder(queuedAt(t, id, 3, 936), t0.Add(moveRefresh-time.Millisecond)))
+	require.False(t, c.offerOrder(queuedAt(t, id, 3, 936), t0.Add(moveRefresh)), "any change after moveRefresh")
+	require.Len(t, sent(t0.Add(moveRefresh)), 1)
+
+	t1 := t0.Add(moveRefresh)
+	for pos := 16; pos >= 14; pos-- {
+		require.False(t, c.offerOrder(queuedAt(t, id, 3, pos), t1), "the first sixteen places count down one by one")
+		require.Contains(t, sent(t1)[0], fmt.Sprintf(`"queue_position":%d,`, pos))
+	}
+	require.False(t, c.offerOrder(queuedAt(t, id, 3, 20), t1), "an earlier read of the line is no news")
+	require.Empty(t, sent(t1))
+
+	accepted, err := offerOf(store.Order{ID: id, Version: 4, Status: domain.StatusAccepted})
+	require.NoError(t, err)
+	require.False(t, c.offerOrder(accepted, t1))
+	msgs = sent(t1)
 	require.Len(t, msgs, 1, "a new status is not held back")
-	require.Contains(t, string(msgs[0]), `"status":"accepted"`)
+	require.Contains(t, msgs[0], `"status":"accepted"`)
+	require.Contains(t, msgs[0], `"queue_position":null,"eta_seconds":null`)
+}
+
+// The place spliced into an order's encoding is what encoding the order
+// with that place gives.
+func TestOrderMessageCarriesItsPlace(t *testing.T) {
+	reason := `a "quoted" reason with "queue_position":null,"eta_seconds":null inside`
+	pos, eta := 12, 345
+	o := store.Order{ID: uuid.New(), Version: 7, Status: domain.StatusQueued, StatusReason: &reason,
+		Items: []domain.Item{{ProductID: uuid.NewString(), Quantity: 2}}, QueuePosition: &pos, EtaSeconds: &eta}
+	offer, err := offerOf(o)
+	require.NoError(t, err)
+	want, err := json.Marshal(orderMessage{Type: "order", Order: o})
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), string(offer.encode()))
+}
+
+// A merchant's status goes out at once when it opens, closes, pauses or
+// gets busy; its line's length and estimate are coalesced like places.
+func TestStatusWorthSending(t *testing.T) {
+	base := merchantStatusMessage{Type: "merchant_status", Open: true, Busy: true, Queued: 400, EstWaitSeconds: 1200}
+	with := func(f func(*merchantStatusMessage)) merchantStatusMessage { m := base; f(&m); return m }
+	cases := []struct {
+		name string
+		next merchantStatusMessage
+		want bool
+	}{
+		{"nothing changed", base, false},
+		{"a few more in line", with(func(m *merchantStatusMessage) { m.Queued = 410; m.EstWaitSeconds = 1230 }), false},
+		{"a sixteenth more in line", with(func(m *merchantStatusMessage) { m.Queued = 425 }), true},
+		{"no longer busy", with(func(m *merchantStatusMessage) { m.Busy = false }), true},
+		{"paused", with(func(m *merchantStatusMessage) { m.Paused = true; m.PauseMode = "queue" }), true},
+		{"refusing", with(func(m *merchantStatusMessage) { m.Open = false }), true},
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.want, statusWorthSending(base, tc.next, time.Second), tc.name)
+	}
+	require.True(t, statusWorthSending(base, cases[1].next, moveRefresh), "any change after moveRefresh")
 }
 
 // A position grows only in a later read of the line (a priority order

@@ -26,6 +26,12 @@ type dropWatch struct {
 	// Subscriptions to read once more: registered after their snapshot.
 	refreshDrops   map[uuid.UUID]struct{}
 	refreshEntries map[uuid.UUID]struct{}
+	// merchants counts the watched drops and entries of each merchant,
+	// whose streams the tailer reads; dropMerchant and entryMerchant say
+	// whose each is.
+	merchants     map[uuid.UUID]int
+	dropMerchant  map[uuid.UUID]uuid.UUID
+	entryMerchant map[uuid.UUID]uuid.UUID
 }
 
 func newDropWatch() dropWatch {
@@ -33,11 +39,18 @@ func newDropWatch() dropWatch {
 		byDrop: map[uuid.UUID]map[*conn]struct{}{}, byEntry: map[uuid.UUID]map[*conn]struct{}{},
 		entryDrop: map[uuid.UUID]uuid.UUID{}, entriesOf: map[uuid.UUID]map[uuid.UUID]struct{}{},
 		refreshDrops: map[uuid.UUID]struct{}{}, refreshEntries: map[uuid.UUID]struct{}{},
+		merchants: map[uuid.UUID]int{}, dropMerchant: map[uuid.UUID]uuid.UUID{}, entryMerchant: map[uuid.UUID]uuid.UUID{},
 	}
 }
 
-func (w *dropWatch) idle() bool {
-	return len(w.byDrop) == 0 && len(w.byEntry) == 0 && len(w.refreshDrops) == 0 && len(w.refreshEntries) == 0
+func (w *dropWatch) refreshing() bool {
+	return len(w.refreshDrops) > 0 || len(w.refreshEntries) > 0
+}
+
+func (w *dropWatch) unwatchMerchant(m uuid.UUID) {
+	if w.merchants[m]--; w.merchants[m] <= 0 {
+		delete(w.merchants, m)
+	}
 }
 
 func (w *dropWatch) refreshAll() {
@@ -49,10 +62,12 @@ func (w *dropWatch) refreshAll() {
 	}
 }
 
-func (w *dropWatch) watchEntry(c *conn, id, drop uuid.UUID) {
+func (w *dropWatch) watchEntry(c *conn, id, drop, merchant uuid.UUID) {
 	if w.byEntry[id] == nil {
 		w.byEntry[id] = map[*conn]struct{}{}
 		w.entryDrop[id] = drop
+		w.entryMerchant[id] = merchant
+		w.merchants[merchant]++
 		if w.entriesOf[drop] == nil {
 			w.entriesOf[drop] = map[uuid.UUID]struct{}{}
 		}
@@ -69,15 +84,19 @@ func (w *dropWatch) unwatchEntry(c *conn, id uuid.UUID) {
 	delete(w.byEntry, id)
 	drop := w.entryDrop[id]
 	delete(w.entryDrop, id)
+	w.unwatchMerchant(w.entryMerchant[id])
+	delete(w.entryMerchant, id)
 	delete(w.entriesOf[drop], id)
 	if len(w.entriesOf[drop]) == 0 {
 		delete(w.entriesOf, drop)
 	}
 }
 
-func (w *dropWatch) watchDrop(c *conn, id uuid.UUID) {
+func (w *dropWatch) watchDrop(c *conn, id, merchant uuid.UUID) {
 	if w.byDrop[id] == nil {
 		w.byDrop[id] = map[*conn]struct{}{}
+		w.dropMerchant[id] = merchant
+		w.merchants[merchant]++
 	}
 	w.byDrop[id][c] = struct{}{}
 }
@@ -86,6 +105,8 @@ func (w *dropWatch) unwatchDrop(c *conn, id uuid.UUID) {
 	delete(w.byDrop[id], c)
 	if len(w.byDrop[id]) == 0 {
 		delete(w.byDrop, id)
+		w.unwatchMerchant(w.dropMerchant[id])
+		delete(w.dropMerchant, id)
 	}
 }
 
@@ -142,10 +163,10 @@ func (h *Hub) readAndOfferDrops(ctx context.Context, drops map[uuid.UUID]bool, c
 	}
 	var readDrops, readEntries []uuid.UUID
 	h.mu.Lock()
-	wantEntry := map[uuid.UUID]bool{}
+	wantEntry := map[uuid.UUID]struct{}{}
 	for id := range refreshEntries {
 		if len(h.drops.byEntry[id]) > 0 {
-			wantEntry[id] = true
+			wantEntry[id] = struct{}{}
 		}
 	}
 	for d := range drops {
@@ -153,11 +174,11 @@ func (h *Hub) readAndOfferDrops(ctx context.Context, drops map[uuid.UUID]bool, c
 			readDrops = append(readDrops, d)
 		}
 		for e := range h.drops.entriesOf[d] {
-			wantEntry[e] = true
+			wantEntry[e] = struct{}{}
 		}
 	}
 	h.mu.Unlock()
-	readEntries = keys(wantEntry)
+	readEntries = setKeys(wantEntry)
 	var views []store.Drop
 	for _, id := range readDrops {
 		d, err := h.store.GetDrop(ctx, id)
@@ -314,8 +335,11 @@ func (c *conn) subscribeEntry(id uuid.UUID) {
 	}
 	h := c.hub
 	c.register(func() bool { _, known := c.entries[id]; return known }, func() {
+		if c.entries == nil {
+			c.entries = map[uuid.UUID]*entrySlot{}
+		}
 		c.entries[id] = &entrySlot{}
-		h.drops.watchEntry(c, id, e.DropID)
+		h.drops.watchEntry(c, id, e.DropID, e.MerchantID)
 	}, func() {
 		c.offerEntry(*e)
 		h.drops.refreshEntries[id] = struct{}{}
@@ -333,8 +357,11 @@ func (c *conn) subscribeDrop(id uuid.UUID) {
 	}
 	h := c.hub
 	c.register(func() bool { _, known := c.drops[id]; return known }, func() {
+		if c.drops == nil {
+			c.drops = map[uuid.UUID]*dropSlot{}
+		}
 		c.drops[id] = &dropSlot{}
-		h.drops.watchDrop(c, id)
+		h.drops.watchDrop(c, id, d.MerchantID)
 	}, func() {
 		c.offerDrop(*d)
 		h.drops.refreshDrops[id] = struct{}{}

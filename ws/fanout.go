@@ -1,0 +1,288 @@
+package ws
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orderd/orderd/store"
+)
+
+// batch is what one reading of the log, and the subscriptions waiting to be
+// read once more, ask the hub to read.
+type batch struct {
+	orders   map[uuid.UUID]struct{} // watched orders to read whole
+	loads    map[uuid.UUID]struct{} // merchants whose load watchers hear their load
+	statuses map[uuid.UUID]struct{} // merchants whose status watchers hear it now
+	// The refreshes taken, given back if the batch fails.
+	refreshOrders, refreshLoads, refreshStatuses map[uuid.UUID]struct{}
+}
+
+// publish sends what one batch of changed streams, and the subscriptions
+// waiting to be read once more, change for this process's watchers. On
+// error the refreshes stay due and the caller reads the batch again.
+func (h *Hub) publish(ctx context.Context, streams []store.StreamRef, now time.Time) error {
+	if err := h.pushDrops(ctx, streams); err != nil {
+		return err
+	}
+	b := h.collect(streams)
+	err := h.push(ctx, b, now)
+	if err != nil {
+		h.mu.Lock()
+		for _, pair := range [][2]map[uuid.UUID]struct{}{{h.refreshOrders, b.refreshOrders}, {h.refreshLoads, b.refreshLoads}, {h.refreshStatuses, b.refreshStatuses}} {
+			for id := range pair[1] {
+				pair[0][id] = struct{}{}
+			}
+		}
+		h.mu.Unlock()
+	}
+	return err
+}
+
+// collect marks the lines that changed and says what to read.
+func (h *Hub) collect(streams []store.StreamRef) batch {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b := batch{orders: map[uuid.UUID]struct{}{}, loads: map[uuid.UUID]struct{}{}, statuses: map[uuid.UUID]struct{}{},
+		refreshOrders: h.refreshOrders, refreshLoads: h.refreshLoads, refreshStatuses: h.refreshStatuses}
+	h.refreshOrders, h.refreshLoads, h.refreshStatuses = map[uuid.UUID]struct{}{}, map[uuid.UUID]struct{}{}, map[uuid.UUID]struct{}{}
+	for id := range b.refreshOrders {
+		b.orders[id] = struct{}{}
+	}
+	for id := range b.refreshLoads {
+		b.loads[id] = struct{}{}
+	}
+	for id := range b.refreshStatuses {
+		b.statuses[id] = struct{}{}
+	}
+	for _, st := range streams {
+		m := st.MerchantID
+		l := h.lines[m]
+		switch st.Type {
+		case store.StreamOrder:
+			if _, ok := h.orders[st.ID]; ok {
+				b.orders[st.ID] = struct{}{}
+			}
+			if l != nil {
+				l.dirty = true
+			}
+		case store.StreamMerchant:
+			// Pauses, resumptions and new settings: the status at once.
+			if l != nil {
+				l.dirty = true
+				if len(l.statuses) > 0 {
+					b.statuses[m] = struct{}{}
+				}
+			}
+		default:
+			continue
+		}
+		if len(h.loads[m]) > 0 {
+			b.loads[m] = struct{}{}
+		}
+	}
+	return b
+}
+
+// push reads what b asks for and offers it. Orders read whole go out first,
+// before any line is ranked: a new status (accepted, completed) waits for no
+// ranking. A line is ranked when it is due, once however many watch it, or
+// sooner when a watched order just joined it and needs its place; only a
+// due line's watchers hear of moves, so they hear at most one a
+// positionEvery.
+func (h *Hub) push(ctx context.Context, b batch, now time.Time) error {
+	whole, err := h.store.UnrankedOrders(ctx, setKeys(b.orders))
+	if err != nil {
+		return fmt.Errorf("orders: %w", err)
+	}
+	offers := make([]orderOffer, 0, len(whole))
+	for _, o := range whole {
+		offer, err := offerOf(o)
+		if err != nil {
+			return err
+		}
+		offers = append(offers, offer)
+	}
+
+	h.mu.Lock()
+	waiting := map[uuid.UUID]orderOffer{} // queued: offered once ranked
+	joined := map[uuid.UUID]bool{}        // lines they wait in
+	for _, o := range offers {
+		w := h.orders[o.view.id]
+		if w == nil || (w.last.view != nil && o.view.version <= w.last.view.version) {
+			continue
+		}
+		if o.view.queued {
+			waiting[o.view.id] = o
+			joined[w.merchant] = true
+			continue
+		}
+		h.offerOrder(w, o, now)
+	}
+	due := map[uuid.UUID]bool{}
+	var rank []uuid.UUID
+	statuses := b.statuses
+	for m, l := range h.lines {
+		if !l.dirty || now.Before(l.rankedAt.Add(positionEvery)) {
+			continue
+		}
+		due[m] = true
+		if len(l.orders) > 0 {
+			rank = append(rank, m)
+		}
+		if len(l.statuses) > 0 {
+			statuses[m] = struct{}{}
+		}
+	}
+	read := map[uuid.UUID]struct{}{}
+	for _, set := range []map[uuid.UUID]struct{}{b.loads, statuses} {
+		for m := range set {
+			read[m] = struct{}{}
+		}
+	}
+	for m := range joined {
+		if !due[m] {
+			rank = append(rank, m)
+		}
+	}
+	h.mu.Unlock()
+
+	loads, err := h.store.MerchantLoads(ctx, setKeys(read))
+	if err != nil {
+		return fmt.Errorf("merchant loads: %w", err)
+	}
+	positions, err := h.store.QueuePositions(ctx, rank)
+	if err != nil {
+		return fmt.Errorf("queue positions: %w", err)
+	}
+	encodedLoads := map[uuid.UUID]*encoded[merchantLoadMessage]{}
+	encodedStatuses := map[uuid.UUID]*encoded[merchantStatusMessage]{}
+	for m, load := range loads {
+		if _, ok := b.loads[m]; ok {
+			if encodedLoads[m], err = encode(loadMessage(m, load)); err != nil {
+				return err
+			}
+		}
+		if _, ok := statuses[m]; ok {
+			if encodedStatuses[m], err = encode(statusMessage(m, load)); err != nil {
+				return err
+			}
+		}
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	held := map[uuid.UUID]bool{}
+	for _, p := range positions {
+		w := h.orders[p.OrderID]
+		if w == nil {
+			continue
+		}
+		if o, ok := waiting[p.OrderID]; ok {
+			delete(waiting, p.OrderID)
+			if p.Version != o.view.version {
+				// It changed between the two reads: the next batch, which
+				// that change is part of, reads it again.
+				h.refreshOrders[p.OrderID] = struct{}{}
+				continue
+			}
+			o.position, o.eta, o.lineSeq = p.Position, p.EtaSeconds, p.LineSeq
+			h.offerOrder(w, o, now)
+			continue
+		}
+		if !due[w.merchant] || w.last.view == nil {
+			continue
+		}
+		if p.Version != w.last.view.version {
+			if p.Version > w.last.view.version {
+				h.refreshOrders[p.OrderID] = struct{}{}
+			}
+			continue
+		}
+		if h.offerOrder(w, orderOffer{view: w.last.view, position: p.Position, eta: p.EtaSeconds, lineSeq: p.LineSeq}, now) {
+			held[w.merchant] = true
+		}
+	}
+	// A queued order missing from its line's ranking left the line in
+	// between: read it again.
+	for id := range waiting {
+		h.refreshOrders[id] = struct{}{}
+	}
+	for m, msg := range encodedLoads {
+		for c := range h.loads[m] {
+			c.offerLoad(m, msg)
+		}
+	}
+	for m, msg := range encodedStatuses {
+		l := h.lines[m]
+		if l == nil || len(l.statuses) == 0 {
+			continue
+		}
+		l.status = msg
+		for c := range l.statuses {
+			if c.offerStatus(m, msg, now) {
+				held[m] = true
+			}
+		}
+	}
+	for m, l := range h.lines {
+		switch {
+		case due[m]:
+			l.dirty, l.rankedAt = false, now
+			l.held, l.heldAt = held[m], now
+		case held[m]:
+			l.held, l.heldAt = true, now
+		case l.held && !now.Before(l.heldAt.Add(positionEvery)):
+			l.held, l.heldAt = h.offerAgain(l, now), now
+		}
+	}
+	return nil
+}
+
+// offerOrder offers o to the order's watchers when it is newer than what
+// they were offered, and reports whether any held a move back.
+func (h *Hub) offerOrder(w *watchedOrder, o orderOffer, now time.Time) (held bool) {
+	if w.last.view != nil && !newer(w.last.state(), o.state()) {
+		return false
+	}
+	w.last = o
+	for c := range w.conns {
+		if c.offerOrder(o, now) {
+			held = true
+		}
+	}
+	return held
+}
+
+// offerAgain offers a line's newest states once more, to the watchers that
+// held a move back, and reports whether any still does.
+func (h *Hub) offerAgain(l *line, now time.Time) (held bool) {
+	for _, w := range l.orders {
+		if w.last.view == nil {
+			continue
+		}
+		for c := range w.conns {
+			if c.offerOrder(w.last, now) {
+				held = true
+			}
+		}
+	}
+	if l.status != nil {
+		for c := range l.statuses {
+			if c.offerStatus(l.status.value.MerchantID, l.status, now) {
+				held = true
+			}
+		}
+	}
+	return held
+}
+
+func setKeys(m map[uuid.UUID]struct{}) []uuid.UUID {
+	out := make([]uuid.UUID, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
