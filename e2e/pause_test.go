@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -27,13 +29,14 @@ func TestKitchenPausesAndTheCustomerSeesIt(t *testing.T) {
 	click(kitchen, t, "#pause-queue")
 	until(kitchen, t, `!document.querySelector("#paused-badge").classList.contains("hidden") && !document.querySelector("#resume").classList.contains("hidden")`)
 
-	// The phone reads the merchant every 10 s; the banner comes without a
-	// reload.
-	until(phone, t, `!document.querySelector("#paused").classList.contains("hidden")`)
+	// The phone watches the merchant's status over its websocket: the
+	// banner comes without a reload, and well within the 10 s a poll took.
+	untilWithin(phone, t, 5*time.Second, `!document.querySelector("#paused").classList.contains("hidden")`)
 	require.Contains(t, text(phone, t, "#paused"), "paused")
 	click(phone, t, "#menu li .more")
 	click(phone, t, "#place")
 	until(phone, t, `document.querySelector("#status").dataset.status === "queued" && document.querySelector("#position").textContent === "1"`)
+	until(phone, t, `document.querySelector("#line").textContent.startsWith("1 order in line")`)
 	until(kitchen, t, `document.querySelectorAll("#line li[data-order-id]").length === 1`)
 
 	// Bob queues behind; the kitchen moves him to the priority lane, so he
@@ -69,4 +72,12 @@ func TestKitchenPausesAndTheCustomerSeesIt(t *testing.T) {
 	// The merchant's own kitchen may change its capacity.
 	click(kitchen, t, "#capacity-more")
 	until(kitchen, t, `document.querySelector("#capacity-now").textContent === "2" && document.querySelector("#error").textContent === ""`)
+}
+
+// untilWithin is until with a deadline.
+func untilWithin(ctx context.Context, t *testing.T, d time.Duration, cond string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	until(ctx, t, cond)
 }

@@ -1,7 +1,7 @@
 import { Endpoints } from "./endpoints.js";
 import type { Order } from "./endpoints.js";
 import type { Answer, CallOptions, Input, OperationId } from "./types.js";
-import type { MerchantLoad, ReconnectOptions, Watch, WatchOptions, WebSocketLike } from "./watch.js";
+import type { MerchantLoad, MerchantStatus, ReconnectOptions, Watch, WatchOptions, WebSocketLike } from "./watch.js";
 /** A token, or a function that returns the current one (called before
  * every request, so a refreshed token is used at once). */
 export type TokenSource = string | null | undefined | (() => string | null | undefined | Promise<string | null | undefined>);
@@ -43,6 +43,12 @@ export declare class OrderdClient extends Endpoints {
      * itself or an admin): onUpdate gets it at once, on every change, and
      * after every reconnection. */
     watchMerchantLoad(id: string, onUpdate: (load: MerchantLoad) => void, options?: WatchOptions): Watch;
+    /** Watches a merchant's public status, as any signed-in customer may:
+     * open, paused (with the mode and end), busy, and the line's length and
+     * estimated wait. onUpdate gets it at once, when it opens, pauses or
+     * gets busy, as the line's numbers move by enough to notice, and after
+     * every reconnection. */
+    watchMerchant(id: string, onUpdate: (status: MerchantStatus) => void, options?: WatchOptions): Watch;
     private connection;
     /** The current bearer token, if any. */
     token(): Promise<string | undefined>;

@@ -2,7 +2,7 @@ export { OrderdClient, newKey } from "./client.js";
 export type { ClientOptions, TokenSource } from "./client.js";
 export { OrderdError, WatchError } from "./errors.js";
 export type { Problem, ProblemCode } from "./errors.js";
-export type { MerchantLoad, ReconnectOptions, Watch, WatchOptions, WatchState, WebSocketLike } from "./watch.js";
+export type { MerchantLoad, MerchantStatus, ReconnectOptions, Watch, WatchOptions, WatchState, WebSocketLike } from "./watch.js";
 export { verifyWebhook, WebhookSignatureError, signatureHeader, maxAgeSeconds } from "./webhook.js";
 export type { HeadersLike, VerifyOptions, WebhookErrorCode, WebhookEvent } from "./webhook.js";
 export { ProofError, verifyCheckpoint, verifyConsistency, verifyProof } from "./proof.js";

@@ -18,6 +18,21 @@ export interface WebSocketLike {
 export type MerchantLoad = Load & {
     merchant_id: string;
 };
+/** A merchant's public status (the merchant_status message). */
+export interface MerchantStatus {
+    merchant_id: string;
+    /** Placements are taken now (false while paused to refuse). */
+    open: boolean;
+    paused: boolean;
+    pause_mode: "queue" | "refuse" | null;
+    paused_until: string | null;
+    /** An order paid now would wait in line. */
+    busy: boolean;
+    /** Orders in line. */
+    queued: number;
+    /** The estimated wait of an order paid now; 0 when not busy. */
+    est_wait_seconds: number;
+}
 /** connecting: not yet subscribed; live: subscribed, and the server's
  * current state received; reconnecting: the connection was lost and a
  * new one will be made; closed: the watch ended. */

@@ -3,7 +3,7 @@ import type { Order } from "./endpoints.js";
 import { OrderdError } from "./errors.js";
 import type { Answer, CallOptions, Input, OperationId } from "./types.js";
 import { Live } from "./watch.js";
-import type { MerchantLoad, ReconnectOptions, Watch, WatchOptions, WebSocketLike } from "./watch.js";
+import type { MerchantLoad, MerchantStatus, ReconnectOptions, Watch, WatchOptions, WebSocketLike } from "./watch.js";
 
 /** A token, or a function that returns the current one (called before
  * every request, so a refreshed token is used at once). */
@@ -66,6 +66,15 @@ export class OrderdClient extends Endpoints {
    * after every reconnection. */
   watchMerchantLoad(id: string, onUpdate: (load: MerchantLoad) => void, options: WatchOptions = {}): Watch {
     return this.connection().watch({ key: "merchant_id", id }, (m) => onUpdate(m as MerchantLoad), options);
+  }
+
+  /** Watches a merchant's public status, as any signed-in customer may:
+   * open, paused (with the mode and end), busy, and the line's length and
+   * estimated wait. onUpdate gets it at once, when it opens, pauses or
+   * gets busy, as the line's numbers move by enough to notice, and after
+   * every reconnection. */
+  watchMerchant(id: string, onUpdate: (status: MerchantStatus) => void, options: WatchOptions = {}): Watch {
+    return this.connection().watch({ key: "merchant_status", id }, (m) => onUpdate(m as MerchantStatus), options);
   }
 
   private connection(): Live {

@@ -75,18 +75,20 @@ async function open() {
   currency = merchant.currency || "USD";
   $("shop").textContent = merchant.name;
   document.title = merchant.name;
-  showLoad(merchant.load);
+  showStatus(merchant.load);
   loadSlots();
+  // The shop's public status (open, paused, how long the line is) comes
+  // live over the client's one websocket, which the ticket shares.
+  client.watchMerchant(merchantID, showStatus, { onState: indicate($("live")), onError: (e) => showError(e.message, "read") });
   const kept = sessionStorage.getItem(orderKey);
   if (kept) {
     try { showOrder(await client.getOrder(kept)); watch(kept); }
     catch { sessionStorage.removeItem(orderKey); }
   }
-  // A customer may not watch the merchant live: its pause and its menu (a
-  // new price, a drink sold out) are read every 10 s while the page is in
-  // view, when it comes back into view, and with every change of the order.
-  setInterval(() => { if (!document.hidden) refreshMerchant(); }, 10000);
-  document.addEventListener("visibilitychange", () => { if (!document.hidden) refreshMerchant(); });
+  // The menu (a new price, a drink sold out) is read every 10 s while the
+  // page is in view and when it comes back into view; the pause comes live.
+  setInterval(() => { if (!document.hidden) refreshMenu(); }, 10000);
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) refreshMenu(); });
 }
 
 // loadSlots offers "as soon as possible" and the published pickup slots
@@ -111,11 +113,8 @@ async function loadSlots() {
 }
 $("when").onchange = () => { placeKey = null; };
 
-async function refreshMerchant() {
-  try {
-    const [m] = await Promise.all([client.getMerchant(merchantID), readMenu()]);
-    showLoad(m.load);
-  } catch { /* the next poll tries again */ }
+async function refreshMenu() {
+  try { await readMenu(); } catch { /* the next poll tries again */ }
 }
 
 // readMenu reads the menu and draws it again only when it changed, so a
@@ -133,10 +132,14 @@ async function readMenu() {
   renderMenu();
 }
 
-function showLoad(load) {
-  const text = pauseText(load);
+// showStatus shows a pause and the line's length and wait: the fields of a
+// merchant's load as the merchant is read, or of its public status.
+function showStatus(status) {
+  const text = pauseText(status);
   $("paused").textContent = text;
   $("paused").classList.toggle("hidden", !text);
+  $("line").textContent = !status.queued ? "No wait right now"
+    : (status.queued === 1 ? "1 order" : status.queued + " orders") + " in line · about " + duration(status.est_wait_seconds);
 }
 
 const orderable = (p) => p.available !== false && p.stock_remaining !== 0;
@@ -266,7 +269,7 @@ $("place").onclick = async () => {
     // A full slot or a closed shop: show what is left to choose from.
     if (e.code === "slot_full" || e.code === "merchant_closed") { placeKey = null; loadSlots(); }
     // A product sold out since the menu was read: read it again.
-    if (e.code === "product_unavailable") refreshMerchant();
+    if (e.code === "product_unavailable") refreshMenu();
   } finally {
     busy = false;
     renderCart();
@@ -298,7 +301,7 @@ $("again").onclick = () => {
 
 function watch(id) {
   if (orderLive) orderLive.close();
-  orderLive = client.watchOrder(id, (o) => { showOrder(o); refreshMerchant(); },
+  orderLive = client.watchOrder(id, showOrder,
     { onState: indicate($("live")), onError: (e) => showError(e.message, "read") });
 }
 

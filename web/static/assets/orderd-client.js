@@ -533,6 +533,14 @@ var OrderdClient = class extends Endpoints {
   watchMerchantLoad(id, onUpdate, options = {}) {
     return this.connection().watch({ key: "merchant_id", id }, (m) => onUpdate(m), options);
   }
+  /** Watches a merchant's public status, as any signed-in customer may:
+   * open, paused (with the mode and end), busy, and the line's length and
+   * estimated wait. onUpdate gets it at once, when it opens, pauses or
+   * gets busy, as the line's numbers move by enough to notice, and after
+   * every reconnection. */
+  watchMerchant(id, onUpdate, options = {}) {
+    return this.connection().watch({ key: "merchant_status", id }, (m) => onUpdate(m), options);
+  }
   connection() {
     this.live ?? (this.live = new Live(this, this.options.reconnect));
     return this.live;
