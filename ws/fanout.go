@@ -83,15 +83,15 @@ func (h *Hub) collect(streams []store.StreamRef) batch {
 			b.loads[m] = struct{}{}
 		}
 	}
+	h.kickRanker()
 	return b
 }
 
-// push reads what b asks for and offers it. Orders read whole go out first,
-// before any line is ranked: a new status (accepted, completed) waits for no
-// ranking. A line is ranked when it is due, once however many watch it, or
-// sooner when a watched order just joined it and needs its place; only a
-// due line's watchers hear of moves, so they hear at most one a
-// positionEvery.
+// push reads what b asks for and offers it: the new states of watched
+// orders, loads and statuses at once, whatever the lines' pace. A watched
+// order that joined a line (paid, or prioritized) is ranked with its line
+// here, so that its message carries its place; the line's other watchers
+// hear of moves from the ranker (rankLines), at its pace.
 func (h *Hub) push(ctx context.Context, b batch, now time.Time) error {
 	whole, err := h.store.UnrankedOrders(ctx, setKeys(b.orders))
 	if err != nil {
@@ -108,7 +108,7 @@ func (h *Hub) push(ctx context.Context, b batch, now time.Time) error {
 
 	h.mu.Lock()
 	waiting := map[uuid.UUID]orderOffer{} // queued: offered once ranked
-	joined := map[uuid.UUID]bool{}        // lines they wait in
+	joined := map[uuid.UUID]struct{}{}    // the lines they wait in
 	for _, o := range offers {
 		w := h.orders[o.view.id]
 		if w == nil || (w.last.view != nil && o.view.version <= w.last.view.version) {
@@ -116,94 +116,57 @@ func (h *Hub) push(ctx context.Context, b batch, now time.Time) error {
 		}
 		if o.view.queued {
 			waiting[o.view.id] = o
-			joined[w.merchant] = true
+			joined[w.merchant] = struct{}{}
 			continue
 		}
 		h.offerOrder(w, o, now)
 	}
-	due := map[uuid.UUID]bool{}
-	var rank []uuid.UUID
-	statuses := b.statuses
-	for m, l := range h.lines {
-		if !l.dirty || now.Before(l.rankedAt.Add(positionEvery)) {
-			continue
-		}
-		due[m] = true
-		if len(l.orders) > 0 {
-			rank = append(rank, m)
-		}
-		if len(l.statuses) > 0 {
-			statuses[m] = struct{}{}
-		}
-	}
+	h.mu.Unlock()
+
 	read := map[uuid.UUID]struct{}{}
-	for _, set := range []map[uuid.UUID]struct{}{b.loads, statuses} {
+	for _, set := range []map[uuid.UUID]struct{}{b.loads, b.statuses} {
 		for m := range set {
 			read[m] = struct{}{}
 		}
 	}
-	for m := range joined {
-		if !due[m] {
-			rank = append(rank, m)
-		}
-	}
-	h.mu.Unlock()
-
 	loads, err := h.store.MerchantLoads(ctx, setKeys(read))
 	if err != nil {
 		return fmt.Errorf("merchant loads: %w", err)
 	}
-	positions, err := h.store.QueuePositions(ctx, rank)
+	positions, err := h.store.QueuePositions(ctx, setKeys(joined))
 	if err != nil {
 		return fmt.Errorf("queue positions: %w", err)
 	}
 	encodedLoads := map[uuid.UUID]*encoded[merchantLoadMessage]{}
-	encodedStatuses := map[uuid.UUID]*encoded[merchantStatusMessage]{}
-	for m, load := range loads {
-		if _, ok := b.loads[m]; ok {
+	for m := range b.loads {
+		if load, ok := loads[m]; ok {
 			if encodedLoads[m], err = encode(loadMessage(m, load)); err != nil {
 				return err
 			}
 		}
-		if _, ok := statuses[m]; ok {
-			if encodedStatuses[m], err = encode(statusMessage(m, load)); err != nil {
-				return err
-			}
-		}
+	}
+	encodedStatuses, err := encodeStatuses(loads, b.statuses)
+	if err != nil {
+		return err
 	}
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	held := map[uuid.UUID]bool{}
 	for _, p := range positions {
+		o, ok := waiting[p.OrderID]
 		w := h.orders[p.OrderID]
-		if w == nil {
+		if !ok || w == nil {
 			continue
 		}
-		if o, ok := waiting[p.OrderID]; ok {
-			delete(waiting, p.OrderID)
-			if p.Version != o.view.version {
-				// It changed between the two reads: the next batch, which
-				// that change is part of, reads it again.
-				h.refreshOrders[p.OrderID] = struct{}{}
-				continue
-			}
-			o.position, o.eta, o.lineSeq = p.Position, p.EtaSeconds, p.LineSeq
-			h.offerOrder(w, o, now)
+		delete(waiting, p.OrderID)
+		if p.Version != o.view.version {
+			// It changed between the two reads: the next batch, which
+			// that change is part of, reads it again.
+			h.refreshOrders[p.OrderID] = struct{}{}
 			continue
 		}
-		if !due[w.merchant] || w.last.view == nil {
-			continue
-		}
-		if p.Version != w.last.view.version {
-			if p.Version > w.last.view.version {
-				h.refreshOrders[p.OrderID] = struct{}{}
-			}
-			continue
-		}
-		if h.offerOrder(w, orderOffer{view: w.last.view, position: p.Position, eta: p.EtaSeconds, lineSeq: p.LineSeq}, now) {
-			held[w.merchant] = true
-		}
+		o.position, o.eta, o.lineSeq = p.Position, p.EtaSeconds, p.LineSeq
+		h.offerOrder(w, o, now)
 	}
 	// A queued order missing from its line's ranking left the line in
 	// between: read it again.
@@ -215,41 +178,55 @@ func (h *Hub) push(ctx context.Context, b batch, now time.Time) error {
 			c.offerLoad(m, msg)
 		}
 	}
-	for m, msg := range encodedStatuses {
-		l := h.lines[m]
-		if l == nil || len(l.statuses) == 0 {
-			continue
-		}
-		l.status = msg
-		for c := range l.statuses {
-			if c.offerStatus(m, msg, now) {
-				held[m] = true
-			}
-		}
-	}
-	for m, l := range h.lines {
-		switch {
-		case due[m]:
-			l.dirty, l.rankedAt = false, now
-			l.held, l.heldAt = held[m], now
-		case held[m]:
-			l.held, l.heldAt = true, now
-		case l.held && !now.Before(l.heldAt.Add(positionEvery)):
-			l.held, l.heldAt = h.offerAgain(l, now), now
-		}
-	}
+	h.offerStatuses(encodedStatuses, now)
 	return nil
 }
 
-// offerOrder offers o to the order's watchers when it is newer than what
-// they were offered, and reports whether any held a move back.
-func (h *Hub) offerOrder(w *watchedOrder, o orderOffer, now time.Time) (held bool) {
-	if w.last.view != nil && !newer(w.last.state(), o.state()) {
-		return false
+func encodeStatuses(loads map[uuid.UUID]store.Load, of map[uuid.UUID]struct{}) (map[uuid.UUID]*encoded[merchantStatusMessage], error) {
+	out := map[uuid.UUID]*encoded[merchantStatusMessage]{}
+	for m := range of {
+		if load, ok := loads[m]; ok {
+			msg, err := encode(statusMessage(m, load))
+			if err != nil {
+				return nil, err
+			}
+			out[m] = msg
+		}
 	}
-	w.last = o
+	return out, nil
+}
+
+// offerStatuses offers each merchant's status to its watchers; a line
+// whose watchers hold a change back is offered it again later. The caller
+// holds h.mu.
+func (h *Hub) offerStatuses(statuses map[uuid.UUID]*encoded[merchantStatusMessage], now time.Time) {
+	for m, msg := range statuses {
+		l := h.lines[m]
+		if l == nil {
+			continue
+		}
+		l.status = msg
+		held := false
+		for c := range l.statuses {
+			if c.offerStatus(m, msg, now) {
+				held = true
+			}
+		}
+		if held && !l.held {
+			l.held, l.heldAt = true, now
+		}
+	}
+}
+
+// offerOrder keeps o as the order's newest state when it is, and offers the
+// newest to the order's watchers: each takes it only when it is newer than
+// what it has. It reports whether any held a move back.
+func (h *Hub) offerOrder(w *watchedOrder, o orderOffer, now time.Time) (held bool) {
+	if w.last.view == nil || newer(w.last.state(), o.state()) {
+		w.last = o
+	}
 	for c := range w.conns {
-		if c.offerOrder(o, now) {
+		if c.offerOrder(w.last, now) {
 			held = true
 		}
 	}

@@ -97,7 +97,8 @@ type Hub struct {
 	drops           dropWatch
 	closing         bool
 	wg              sync.WaitGroup
-	wake            chan struct{}
+	wake            chan struct{} // the tailer's
+	rankWake        chan struct{} // the ranker's
 }
 
 // New builds a hub; call Run to start its tailer.
@@ -119,7 +120,7 @@ func New(st *store.Store, a *auth.Authenticator, opts Options) *Hub {
 		conns: map[*conn]struct{}{}, orders: map[uuid.UUID]*watchedOrder{}, lines: map[uuid.UUID]*line{},
 		loads: map[uuid.UUID]map[*conn]struct{}{}, refreshOrders: map[uuid.UUID]struct{}{},
 		refreshLoads: map[uuid.UUID]struct{}{}, refreshStatuses: map[uuid.UUID]struct{}{},
-		drops: newDropWatch(), wake: make(chan struct{}, 1),
+		drops: newDropWatch(), wake: make(chan struct{}, 1), rankWake: make(chan struct{}, 1),
 	}
 	// Idle connections hold no write buffer: it is taken from the pool for
 	// the length of one message.

@@ -643,3 +643,28 @@ func TestAnIdleConnectionHoldsOneGoroutine(t *testing.T) {
 	require.Equal(t, conns, h.Connections())
 	require.InDelta(t, conns, settled()-before, 3, "one goroutine per idle connection")
 }
+
+// TestAHeldMoveArrivesWhenTheLineStops: one place of forty-one is too
+// little to send at once; the line then stops, and the watcher still hears
+// its new place, moveRefresh after its last message.
+func TestAHeldMoveArrivesWhenTheLineStops(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := startHub(t, b)
+	s := newShop(t, b.store, 1)
+	head := s.place(t, b.store, "head")
+	for i := range 40 {
+		s.place(t, b.store, fmt.Sprintf("c%d", i))
+	}
+	mine := s.place(t, b.store, "alice")
+	c := dial(t, url, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
+	subscribed := time.Now()
+	send(t, c, map[string]string{"op": "subscribe", "order_id": mine.ID.String()})
+	require.Equal(t, 41, *read(t, c, deliver).Order.QueuePosition)
+
+	_, err := b.store.CompleteOrder(context.Background(), head.ID, admin, "")
+	require.NoError(t, err)
+	m := read(t, c, 5*time.Second+deliver)
+	require.Equal(t, 40, *m.Order.QueuePosition)
+	require.GreaterOrEqual(t, time.Since(subscribed), 5*time.Second, "held back until five seconds after the last message")
+}

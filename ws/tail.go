@@ -7,17 +7,19 @@ import (
 	"github.com/orderd/orderd/store"
 )
 
-// Run tails the committed log until ctx ends and fans each batch out. It
-// reads when a process hints that it committed events (store.LogChannel, sent
-// by each process's store.RunLogHints), when a line is due for its next
-// reading, and otherwise every Poll, since hints can be lost; a read is one
-// index range scan of the log's tail, limited to the merchants this
-// process's clients watch. Reads are at least MinInterval apart.
+// Run tails the committed log until ctx ends and fans each batch out; the
+// lines it finds changed are ranked by a goroutine of their own (rankLines),
+// so that no new status waits for a ranking. It reads when a process hints
+// that it committed events (store.LogChannel, sent by each process's
+// store.RunLogHints), and otherwise every Poll, since hints can be lost; a
+// read is one index range scan of the log's tail, limited to the merchants
+// this process's clients watch. Reads are at least MinInterval apart.
 func (h *Hub) Run(ctx context.Context) {
 	listenCtx, stopListening := context.WithCancel(ctx)
-	listening := make(chan struct{})
+	listening, ranking := make(chan struct{}), make(chan struct{})
 	go func() { defer close(listening); h.listen(listenCtx) }()
-	defer func() { stopListening(); <-listening }()
+	go func() { defer close(ranking); h.rankLines(listenCtx) }()
+	defer func() { stopListening(); <-listening; <-ranking }()
 
 	var since store.LogSnapshot
 	for {
@@ -83,21 +85,14 @@ func (h *Hub) Run(ctx context.Context) {
 }
 
 // nextDue is when the tailer must run again without a hint: now when a
-// subscription waits to be read once more, else when the first line is due
-// (zero when none is).
+// subscription waits to be read once more, else never (zero).
 func (h *Hub) nextDue() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.refreshOrders) > 0 || len(h.refreshLoads) > 0 || len(h.refreshStatuses) > 0 || h.drops.refreshing() {
 		return time.Now()
 	}
-	var at time.Time
-	for _, l := range h.lines {
-		if due := l.due(); !due.IsZero() && (at.IsZero() || due.Before(at)) {
-			at = due
-		}
-	}
-	return at
+	return time.Time{}
 }
 
 // wakeUp makes the tailer read the log now rather than at its next poll.
