@@ -402,12 +402,15 @@ func (c *conn) register(known func() bool, add, offer func()) {
 }
 
 // subscribeOrder checks access with a read of the order, which is also the
-// snapshot. A change committed between that read and the registration would
-// reach nobody, so the tailer's next read takes the new subscription again.
+// snapshot, without its place in line: a queued order's first message waits
+// for the tailer's next batch, which ranks its line once for every order
+// subscribed meanwhile, rather than counting the line ahead of each. A
+// change committed between that read and the registration would reach
+// nobody, so the tailer's next read takes the new subscription again.
 func (c *conn) subscribeOrder(id uuid.UUID) {
 	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 	defer cancel()
-	o, err := c.hub.store.GetOrder(ctx, id, accessOf(c.principal))
+	o, err := c.hub.store.GetUnrankedOrder(ctx, id, accessOf(c.principal))
 	if err != nil {
 		c.sendError(domain.ErrorCode(err), domain.ErrorMessage(err))
 		return
@@ -425,8 +428,7 @@ func (c *conn) subscribeOrder(id uuid.UUID) {
 		c.orders[id] = &orderSlot{}
 		h.watchOrder(c, id, o.MerchantID)
 	}, func() {
-		c.offerOrder(offer, time.Now())
-		h.snapshotOrder(offer)
+		h.snapshotOrder(c, offer, time.Now())
 	})
 }
 

@@ -87,17 +87,24 @@ func (h *Hub) watchOrder(c *conn, id, merchant uuid.UUID) {
 	h.lines[merchant].dirty = true
 }
 
-// snapshotOrder keeps a subscription's snapshot as the order's newest state
-// when it is, and has the tailer read the order once more.
-func (h *Hub) snapshotOrder(o orderOffer) {
+// snapshotOrder answers c's new subscription: with the newest state the hub
+// holds when that is at least as new as the snapshot (it has a place in
+// line), else with the snapshot unless it is queued; the tailer reads the
+// order once more, and ranks its line if it is queued.
+func (h *Hub) snapshotOrder(c *conn, o orderOffer, now time.Time) {
 	w := h.orders[o.view.id]
 	if w == nil {
 		return
 	}
-	if w.last.view == nil || newer(w.last.state(), o.state()) {
-		w.last = o
-	}
 	h.refreshOrders[o.view.id] = struct{}{}
+	h.wakeUp()
+	switch {
+	case w.last.view != nil && w.last.view.version >= o.view.version:
+		c.offerOrder(w.last, now)
+	case !o.view.queued:
+		w.last = o
+		c.offerOrder(o, now)
+	}
 }
 
 func (h *Hub) unwatchOrder(c *conn, id uuid.UUID) {

@@ -61,12 +61,16 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator, and the server with --in-process) to this file")
 	citusURL := fs.String("citus-url", "", "also run every scenario on a fresh database of this Citus cluster (its coordinator, any database on it), after the same scenario on one PostgreSQL, and compare their CPU per order node by node")
 	compare := fs.Bool("compare", false, "compare two --json files: orderd bench --compare OLD.json NEW.json")
+	wsWatchers := fs.Bool("ws-watchers", false, "run the ws scenario's websocket clients described on standard input (the scenario starts such processes itself)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: orderd bench [flags] %s|all (or several, comma-separated)\n       orderd bench --compare OLD.json NEW.json\n", strings.Join(bench.Scenarios, "|"))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *wsWatchers {
+		return bench.RunWatchers(ctx, os.Stdin, stdout)
 	}
 	if *compare {
 		if fs.NArg() != 2 {
@@ -99,6 +103,13 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer stop()
+	if exe, err := os.Executable(); err == nil {
+		target.WatcherCommand = func() *exec.Cmd {
+			cmd := exec.Command(exe, "bench", "--ws-watchers")
+			cmd.Stderr = os.Stderr
+			return cmd
+		}
+	}
 	var cluster *bench.ClusterRun
 	var onCitus *bench.Target
 	if *citusURL != "" {
@@ -116,6 +127,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer stopCitus()
 		ct.Nodes, ct.Citus = db.nodes, true
+		ct.WatcherCommand = target.WatcherCommand
 		onCitus = ct
 		cluster = &bench.ClusterRun{Settings: bench.CitusSettings(ctx, ct), Scenarios: map[string]*bench.Result{}, Comparisons: map[string]*bench.Comparison{}}
 		fmt.Fprintln(os.Stderr, "== idle, on one PostgreSQL and on Citus")

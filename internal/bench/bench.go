@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"sort"
@@ -149,6 +150,10 @@ type Target struct {
 	// no payment timer, for the timers scenario's baseline; nil when the
 	// bench cannot.
 	SpawnUntimed func(ctx context.Context) (*Instance, error)
+	// WatcherCommand starts a process that runs the ws scenario's clients
+	// (RunWatchers on its standard input and output); nil runs them in
+	// this process.
+	WatcherCommand func() *exec.Cmd
 	// InProcess: the server runs in the load generator's process, so their
 	// CPU cannot be told apart.
 	InProcess bool
@@ -197,7 +202,7 @@ func NewTarget(baseURL string, pool *pgxpool.Pool, a *auth.Authenticator) *Targe
 // operator listener and CPU are that process's.
 func (t *Target) via(inst *Instance) *Target {
 	return &Target{BaseURL: inst.BaseURL, OpsURL: inst.OpsURL, Pool: t.Pool, Auth: t.Auth, http: t.http,
-		ServerPIDs: func() []int { return []int{inst.PID} }, Nodes: t.nodes(), Citus: t.Citus}
+		ServerPIDs: func() []int { return []int{inst.PID} }, Nodes: t.nodes(), Citus: t.Citus, WatcherCommand: t.WatcherCommand}
 }
 
 // token returns a signed token for p, signing each principal once: clients

@@ -66,24 +66,31 @@ func TestTimerPhasesAreJudgedFromWhatClosed(t *testing.T) {
 	}
 }
 
-// TestWSIsJudgedOnLagAndIdleMemory: both goals, in every round.
+// TestWSIsJudgedOnLagAndIdleMemory: the lag's p99 and maximum, the memory
+// of an idle connection and every watcher heard, each from what was measured.
 func TestWSIsJudgedOnLagAndIdleMemory(t *testing.T) {
-	round := func(p99, kib float64) *Result {
-		return &Result{P99ms: p99, Extra: map[string]any{"idle_conn_kib": kib}}
+	run := func(p99, maxMs, kib float64, dropped, heard int64) *Result {
+		return &Result{P99ms: p99, Extra: map[string]any{"lag_max_ms": maxMs, "idle_conn_kib": kib,
+			"clients_dropped": dropped, "accepted_heard": heard, "clients": 20000}}
 	}
 	for _, c := range []struct {
-		name   string
-		rounds []*Result
-		met    bool
+		name string
+		run  *Result
+		want wsGoals
 	}{
-		{"both met", []*Result{round(400, 15), round(450, 18)}, true},
-		{"lag missed by the second", []*Result{round(400, 15), round(600, 18)}, false},
-		{"idle connection too large", []*Result{round(400, 21)}, false},
-		{"idle memory not measured", []*Result{{P99ms: 100, Extra: map[string]any{}}}, false},
-		{"no round", nil, false},
+		{"all met", run(240, 900, 9.5, 0, 20000), wsGoals{true, true, true}},
+		{"p99 missed", run(260, 900, 9.5, 0, 20000), wsGoals{false, true, true}},
+		{"one update later than a second", run(240, 1100, 9.5, 0, 20000), wsGoals{false, true, true}},
+		{"idle connection too large", run(240, 900, 10.5, 0, 20000), wsGoals{true, false, true}},
+		{"a watcher dropped", run(240, 900, 9.5, 1, 20000), wsGoals{true, true, false}},
+		{"a watcher never heard", run(240, 900, 9.5, 0, 19999), wsGoals{true, true, false}},
+		{"nothing measured", &Result{P99ms: 100, Extra: map[string]any{}}, wsGoals{}},
 	} {
-		if met := judgeWS(c.rounds...); met != c.met {
-			t.Errorf("%s: met %v, want %v", c.name, met, c.met)
+		if got := judgeWS(c.run); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+		if c.run.Extra["clients"] != nil && judgeWS(c.run).all() != (c.want == wsGoals{true, true, true}) {
+			t.Errorf("%s: all() disagrees", c.name)
 		}
 	}
 }
