@@ -57,7 +57,7 @@ type watcherReport struct {
 
 // dialsAtOnce bounds a watcher process's handshakes in flight, so that the
 // servers' listen queues are not what is measured.
-const dialsAtOnce = 256
+const dialsAtOnce = 64
 
 // RunWatchers is a watcher process's body: it reads a spec from in, runs
 // its clients, and reports to out until in ends.
@@ -108,7 +108,7 @@ func RunWatchers(ctx context.Context, in io.Reader, out io.Writer) error {
 			defer c.Close()
 			go func() { <-stopped; c.Close() }()
 			_ = c.WriteJSON(map[string]string{"op": "subscribe", "order_id": w.Order})
-			lastPos, lastVersion, first := 1<<30, 0, true
+			lastPos, lastVersion, first, retries := 1<<30, 0, true, 0
 			for {
 				var m struct {
 					Type  string `json:"type"`
@@ -130,7 +130,8 @@ func RunWatchers(ctx context.Context, in io.Reader, out io.Writer) error {
 				}
 				at := time.Now()
 				// A busy server may answer a subscription "unavailable";
-				// like any client, this one subscribes again. The client
+				// like any client, this one subscribes again, backing off
+				// so as not to add to what keeps it busy. The client
 				// is subscribed once it hears its order (or another error).
 				retry := m.Type == "error" && m.Code == "unavailable"
 				if first && !retry {
@@ -140,7 +141,8 @@ func RunWatchers(ctx context.Context, in io.Reader, out io.Writer) error {
 				if m.Type == "error" {
 					lastSeen.Store(w.Order, "error "+m.Code)
 					if retry {
-						time.Sleep(100 * time.Millisecond)
+						retries++
+						time.Sleep(min(time.Duration(retries)*time.Second, 5*time.Second))
 						_ = c.WriteJSON(map[string]string{"op": "subscribe", "order_id": w.Order})
 					}
 					continue
