@@ -23,9 +23,19 @@ func (s *Store) UnrankedOrders(ctx context.Context, ids []uuid.UUID) ([]Order, e
 	return views, mapErr(err)
 }
 
-// MaySee reports whether a may see o, as GetOrder decides: readers of
-// orders in bulk (UnrankedOrders) check each reader's access themselves.
-func (a Access) MaySee(o Order) bool { return a.canSee(o.CustomerID, o.MerchantID) }
+// GetUnrankedOrder is GetOrder without the order's place in line, for
+// readers that take it from a ranking of the whole line: counting the
+// orders ahead of one far back in a long line reads every one of them.
+func (s *Store) GetUnrankedOrder(ctx context.Context, id uuid.UUID, access Access) (*Order, error) {
+	views, err := s.UnrankedOrders(ctx, []uuid.UUID{id})
+	if err != nil {
+		return nil, err
+	}
+	if len(views) == 0 || !access.canSee(views[0].CustomerID, views[0].MerchantID) {
+		return nil, errOrderNotFound
+	}
+	return &views[0], nil
+}
 
 // QueuePosition is a queued order's place in its merchant's line.
 type QueuePosition struct {

@@ -389,11 +389,6 @@ func (c *conn) register(known func() bool, add, offer func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c.mu.Lock()
-	if c.closed {
-		// Its reader has ended, or is removing its subscriptions.
-		c.mu.Unlock()
-		return
-	}
 	if !known() {
 		if len(c.orders)+len(c.merchants)+len(c.statuses)+len(c.entries)+len(c.drops) >= maxSubscriptions {
 			c.mu.Unlock()
@@ -406,30 +401,35 @@ func (c *conn) register(known func() bool, add, offer func()) {
 	offer()
 }
 
-// subscribeOrder leaves the subscription to the tailer, which reads every
-// order subscribed to since its last batch in one query, checks each
-// subscriber's access, and answers with the order, ranking the lines of
-// queued ones once for all of them: a burst of customers opening their
-// tickets costs a few reads, not one (and a count of the line ahead) each.
-// The connection's next message waits for the answer, so that answers keep
-// the order of the messages they answer.
+// subscribeOrder checks access with a read of the order, which is also the
+// snapshot, without its place in line: a queued order's first message waits
+// for the tailer's next batch, which ranks its line once for every order
+// subscribed meanwhile, rather than counting the line ahead of each. A
+// change committed between that read and the registration would reach
+// nobody, so the tailer's next read takes the new subscription again.
 func (c *conn) subscribeOrder(id uuid.UUID) {
-	h := c.hub
-	done := make(chan struct{})
-	h.mu.Lock()
-	h.requests = append(h.requests, orderRequest{c: c, id: id, done: done})
-	h.mu.Unlock()
-	h.wakeUp()
-	t := time.NewTimer(subscribeTimeout)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		h.mu.Lock()
-		h.dropRequests(c, id)
-		h.mu.Unlock()
-		c.sendError(domain.CodeUnavailable, "the order could not be read in time; subscribe again")
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	defer cancel()
+	o, err := c.hub.store.GetUnrankedOrder(ctx, id, accessOf(c.principal))
+	if err != nil {
+		c.sendError(domain.ErrorCode(err), domain.ErrorMessage(err))
+		return
 	}
+	offer, err := offerOf(*o)
+	if err != nil {
+		c.sendError(domain.CodeInternal, "the order could not be sent")
+		return
+	}
+	h := c.hub
+	c.register(func() bool { _, known := c.orders[id]; return known }, func() {
+		if c.orders == nil {
+			c.orders = map[uuid.UUID]*orderSlot{}
+		}
+		c.orders[id] = &orderSlot{}
+		h.watchOrder(c, id, o.MerchantID)
+	}, func() {
+		h.snapshotOrder(c, offer, time.Now())
+	})
 }
 
 func (c *conn) subscribeMerchant(id uuid.UUID) {

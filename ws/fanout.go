@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/store"
 )
 
@@ -17,10 +16,6 @@ type batch struct {
 	orders   map[uuid.UUID]struct{} // watched orders to read whole
 	loads    map[uuid.UUID]struct{} // merchants whose load watchers hear their load
 	statuses map[uuid.UUID]struct{} // merchants whose status watchers hear it now
-	requests []orderRequest
-	// answered: the requests were read and answered (or registered, to
-	// be answered with their place in line).
-	answered bool
 	// The refreshes taken, given back if the batch fails.
 	refreshOrders, refreshLoads, refreshStatuses map[uuid.UUID]struct{}
 }
@@ -33,20 +28,13 @@ func (h *Hub) publish(ctx context.Context, streams []store.StreamRef, now time.T
 		return err
 	}
 	b := h.collect(streams)
-	err := h.push(ctx, &b, now)
+	err := h.push(ctx, b, now)
 	if err != nil {
 		h.mu.Lock()
 		for _, pair := range [][2]map[uuid.UUID]struct{}{{h.refreshOrders, b.refreshOrders}, {h.refreshLoads, b.refreshLoads}, {h.refreshStatuses, b.refreshStatuses}} {
 			for id := range pair[1] {
 				pair[0][id] = struct{}{}
 			}
-		}
-		if b.answered {
-			for _, r := range b.requests {
-				h.refreshOrders[r.id] = struct{}{}
-			}
-		} else {
-			h.requests = append(b.requests, h.requests...)
 		}
 		h.mu.Unlock()
 	}
@@ -58,14 +46,10 @@ func (h *Hub) collect(streams []store.StreamRef) batch {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	b := batch{orders: map[uuid.UUID]struct{}{}, loads: map[uuid.UUID]struct{}{}, statuses: map[uuid.UUID]struct{}{},
-		requests: h.requests, refreshOrders: h.refreshOrders, refreshLoads: h.refreshLoads, refreshStatuses: h.refreshStatuses}
-	h.requests = nil
+		refreshOrders: h.refreshOrders, refreshLoads: h.refreshLoads, refreshStatuses: h.refreshStatuses}
 	h.refreshOrders, h.refreshLoads, h.refreshStatuses = map[uuid.UUID]struct{}{}, map[uuid.UUID]struct{}{}, map[uuid.UUID]struct{}{}
 	for id := range b.refreshOrders {
 		b.orders[id] = struct{}{}
-	}
-	for _, r := range b.requests {
-		b.orders[r.id] = struct{}{}
 	}
 	for id := range b.refreshLoads {
 		b.loads[id] = struct{}{}
@@ -108,49 +92,18 @@ func (h *Hub) collect(streams []store.StreamRef) batch {
 // order that joined a line (paid, or prioritized) is ranked with its line
 // here, so that its message carries its place; the line's other watchers
 // hear of moves from the ranker (rankLines), at its pace.
-func (h *Hub) push(ctx context.Context, b *batch, now time.Time) error {
+func (h *Hub) push(ctx context.Context, b batch, now time.Time) error {
 	whole, err := h.store.UnrankedOrders(ctx, setKeys(b.orders))
 	if err != nil {
 		return fmt.Errorf("orders: %w", err)
 	}
 	offers := make([]orderOffer, 0, len(whole))
-	byID := make(map[uuid.UUID]int, len(whole))
-	for i, o := range whole {
+	for _, o := range whole {
 		offer, err := offerOf(o)
 		if err != nil {
 			return err
 		}
 		offers = append(offers, offer)
-		byID[o.ID] = i
-	}
-	b.answered = true
-	// New subscriptions: the order as read is the subscriber's snapshot.
-	// A change committed after this read is in the next batch, which
-	// reads the order's merchant now that it is watched.
-	var registered []orderRequest
-	defer func() {
-		// Answered, or (queued) answered below with its place, before the
-		// subscriber's next message is handled.
-		for _, r := range registered {
-			close(r.done)
-		}
-	}()
-	for _, r := range b.requests {
-		i, ok := byID[r.id]
-		if !ok || !accessOf(r.c.principal).MaySee(whole[i]) {
-			r.c.sendError(domain.CodeNotFound, "order not found")
-			close(r.done)
-			continue
-		}
-		registered = append(registered, r)
-		o, merchant := offers[i], whole[i].MerchantID
-		r.c.register(func() bool { _, known := r.c.orders[r.id]; return known }, func() {
-			if r.c.orders == nil {
-				r.c.orders = map[uuid.UUID]*orderSlot{}
-			}
-			r.c.orders[r.id] = &orderSlot{}
-			h.watchOrder(r.c, r.id, merchant)
-		}, func() { h.answerOrder(r.c, o, now) })
 	}
 
 	h.mu.Lock()

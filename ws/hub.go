@@ -94,13 +94,11 @@ type Hub struct {
 	refreshOrders   map[uuid.UUID]struct{}
 	refreshLoads    map[uuid.UUID]struct{}
 	refreshStatuses map[uuid.UUID]struct{}
-	// requests are order subscriptions the tailer has yet to read.
-	requests []orderRequest
-	drops    dropWatch
-	closing  bool
-	wg       sync.WaitGroup
-	wake     chan struct{} // the tailer's
-	rankWake chan struct{} // the ranker's
+	drops           dropWatch
+	closing         bool
+	wg              sync.WaitGroup
+	wake            chan struct{} // the tailer's
+	rankWake        chan struct{} // the ranker's
 }
 
 // New builds a hub; call Run to start its tailer.

@@ -20,16 +20,6 @@ func (h *Hub) Run(ctx context.Context) {
 	go func() { defer close(listening); h.listen(listenCtx) }()
 	go func() { defer close(ranking); h.rankLines(listenCtx) }()
 	defer func() { stopListening(); <-listening; <-ranking }()
-	// Subscriptions nobody will read are let go, so that their readers
-	// do not wait for them.
-	defer func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		for _, r := range h.requests {
-			close(r.done)
-		}
-		h.requests = nil
-	}()
 
 	var since store.LogSnapshot
 	for {
@@ -99,7 +89,7 @@ func (h *Hub) Run(ctx context.Context) {
 func (h *Hub) nextDue() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.requests) > 0 || len(h.refreshOrders) > 0 || len(h.refreshLoads) > 0 || len(h.refreshStatuses) > 0 || h.drops.refreshing() {
+	if len(h.refreshOrders) > 0 || len(h.refreshLoads) > 0 || len(h.refreshStatuses) > 0 || h.drops.refreshing() {
 		return time.Now()
 	}
 	return time.Time{}

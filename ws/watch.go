@@ -87,22 +87,17 @@ func (h *Hub) watchOrder(c *conn, id, merchant uuid.UUID) {
 	h.lines[merchant].dirty = true
 }
 
-// orderRequest is a subscription to an order, waiting for the tailer.
-type orderRequest struct {
-	c    *conn
-	id   uuid.UUID
-	done chan struct{} // closed once answered
-}
-
-// answerOrder answers c's new subscription to an order read in this batch:
-// with the newest state the hub holds when that is at least as new (it has
-// a place in line), else with o unless it is queued, which the batch ranks
-// with its line. The caller holds h.mu.
-func (h *Hub) answerOrder(c *conn, o orderOffer, now time.Time) {
+// snapshotOrder answers c's new subscription: with the newest state the hub
+// holds when that is at least as new as the snapshot (it has a place in
+// line), else with the snapshot unless it is queued; the tailer reads the
+// order once more, and ranks its line if it is queued.
+func (h *Hub) snapshotOrder(c *conn, o orderOffer, now time.Time) {
 	w := h.orders[o.view.id]
 	if w == nil {
 		return
 	}
+	h.refreshOrders[o.view.id] = struct{}{}
+	h.wakeUp()
 	switch {
 	case w.last.view != nil && w.last.view.version >= o.view.version:
 		c.offerOrder(w.last, now)
@@ -110,21 +105,6 @@ func (h *Hub) answerOrder(c *conn, o orderOffer, now time.Time) {
 		w.last = o
 		c.offerOrder(o, now)
 	}
-}
-
-// dropRequests forgets c's pending subscriptions to id, all of them when id
-// is nil. The caller holds h.mu.
-func (h *Hub) dropRequests(c *conn, id uuid.UUID) {
-	kept := h.requests[:0]
-	for _, r := range h.requests {
-		if r.c != c || (id != uuid.Nil && r.id != id) {
-			kept = append(kept, r)
-		} else {
-			close(r.done)
-		}
-	}
-	clear(h.requests[len(kept):])
-	h.requests = kept
 }
 
 func (h *Hub) unwatchOrder(c *conn, id uuid.UUID) {
@@ -193,7 +173,6 @@ func (h *Hub) remove(c *conn) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.conns, c)
-	h.dropRequests(c, uuid.Nil)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.orders {
@@ -216,7 +195,6 @@ func (h *Hub) remove(c *conn) {
 func (h *Hub) unsubscribeOrder(c *conn, id uuid.UUID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.dropRequests(c, id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.orders[id]; ok {
