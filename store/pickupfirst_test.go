@@ -200,7 +200,12 @@ func TestNumberingFirstAndLastNeverDeadlock(t *testing.T) {
 // counter. Here a paid order of a limited product (its first, so not yet
 // known to take stock) waits for buckets another connection holds; unpaid
 // orders of another product of the merchant, placed through a second store
-// (another process's lanes), are numbered meanwhile.
+// (another process's lanes), are numbered meanwhile. The stock stays held
+// until they are, so one that waited for a counter held by the waiting
+// batch would never be numbered before its deadline; the deadline is a
+// generous one, since a loaded machine slows every request alike, and the
+// waiting order outlasts all of them, so that its batch keeps its locks
+// until the stock goes.
 func TestStockWaitHoldsNoPickupCounter(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
@@ -211,11 +216,12 @@ func TestStockWaitHoldsNoPickupCounter(t *testing.T) {
 	warmPool(t, b.pool, 6)
 	other := store.New(b.pool, st.Jobs)
 
+	const quick, deadline = 4, 5 * time.Second
 	release := holdLock(t, b.pool, `SELECT 1 FROM stock_buckets WHERE merchant_id = $1 AND product_id = $2 FOR UPDATE`, m.ID, limited.ID)
-	waiting := placeAsync(st, m.ID, limited.ID, placeOpts{Customer: "patient", PaymentRef: "r"})
+	waiting := placeAsyncWithin(st, m.ID, limited.ID, placeOpts{Customer: "patient", PaymentRef: "r"}, (quick+1)*deadline)
 	time.Sleep(200 * time.Millisecond)
-	for i := range 4 {
-		reqCtx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+	for i := range quick {
+		reqCtx, cancel := context.WithTimeout(ctx, deadline)
 		res, err := place(reqCtx, other, m.ID, plain.ID, placeOpts{Customer: fmt.Sprintf("quick-%d", i)})
 		cancel()
 		require.NoError(t, err, "an unpaid placement waited for the counter of a batch waiting for stock")
