@@ -301,6 +301,25 @@ test("watchMerchantLoad follows the merchant's load; a watch the server refuses 
   }
 });
 
+test("watchMerchant follows a merchant's public status, for a customer", async () => {
+  const { merchant, tea, kitchen } = await shop(1);
+  const rae = orderd.client({ sub: "rae", role: "customer" }, fast);
+  const got = recorder();
+  const w = rae.watchMerchant(merchant.id, (s) => got.push(s));
+  try {
+    await got.next("open and idle", (s) => s.open && !s.paused && !s.busy && s.queued === 0);
+    await rae.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }], payment_ref: "a" });
+    await got.next("busy", (s) => s.busy);
+    await kitchen.pauseMerchant(merchant.id, { mode: "refuse" });
+    await got.next("paused, refusing", (s) => s.paused && s.pause_mode === "refuse" && !s.open);
+    await kitchen.resumeMerchant(merchant.id);
+    await got.next("open again", (s) => s.open && !s.paused);
+    assert.ok(got.seen.every((s) => s.merchant_id === merchant.id));
+  } finally {
+    w.close();
+  }
+});
+
 test("reconnection waits back off, with jitter, while the server stays away", async () => {
   const proxy = await cuttingProxy(orderd.port);
   proxy.block(true);
