@@ -40,7 +40,7 @@ func (s *Store) CloseUnpaid(ctx context.Context, merchantID, orderID uuid.UUID) 
 func (s *Store) closeBatch(batch []*closeRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), placeBatchTimeout)
 	defer cancel()
-	if batch[0].merchantID == uuid.Nil && s.splitByMerchant() {
+	if batch[0].merchantID == uuid.Nil && s.splitOnCitus() {
 		s.closeFindingMerchants(ctx, batch)
 		return
 	}
@@ -178,14 +178,14 @@ func findMerchants(ctx context.Context, tx querier, batch []*closeRequest) error
 }
 
 // closeOverdueBatch is the sweep's way in: the same batched close, one
-// merchant per transaction on Citus (splitByMerchant).
+// merchant per transaction on Citus (splitOnCitus).
 func (s *Store) closeOverdueBatch(ctx context.Context, orders []orderRef) error {
 	reqs := make([]*closeRequest, len(orders))
 	for i, o := range orders {
 		reqs[i] = &closeRequest{merchantID: o.MerchantID, orderID: o.ID, done: make(chan struct{})}
 	}
 	groups := [][]*closeRequest{reqs}
-	if s.splitByMerchant() {
+	if s.splitOnCitus() {
 		groups = pgkit.GroupBy(reqs, closeMerchant)
 	}
 	for _, g := range groups {

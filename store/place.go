@@ -196,7 +196,7 @@ var errStockHeldElsewhere = errors.New("stock held by another transaction")
 var errAbandoned = errors.New("a caller abandoned its placement before the commit")
 
 // placeBatch decides a lane's batch (on Citus, one shard's part of it:
-// splitByMerchant). It never waits for a merchant's row: requests of a
+// splitOnCitus). It never waits for a merchant's row: requests of a
 // merchant another transaction holds are parked and decided by that
 // merchant's own waiter (placeParked), in arrival order, while the lane
 // goes on with other merchants.

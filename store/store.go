@@ -109,17 +109,17 @@ func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
 		// statement of a batch names its merchants, so a shard's
 		// merchants share one transaction on that shard.
 		s.placers[i] = pgkit.NewBatcher[*placement, int64](1, maxPlacementBatch, s.placeBatch).
-			SplitBy(s.splitByMerchant, func(pl *placement) int64 { return pl.shard }, merchantsAtOnce)
+			SplitBy(s.splitOnCitus, func(pl *placement) int64 { return pl.shard }, merchantsAtOnce)
 	}
 	s.closer = pgkit.NewBatcher[*closeRequest, uuid.UUID](2, 200, s.closeBatch).
-		SplitBy(s.splitByMerchant, closeMerchant, merchantsAtOnce)
+		SplitBy(s.splitOnCitus, closeMerchant, merchantsAtOnce)
 	s.joiner = pgkit.NewBatcher[*joinRequest, uuid.UUID](joinLanes, maxJoinBatch, s.joinBatch).
-		SplitBy(s.splitByMerchant, func(r *joinRequest) uuid.UUID { return r.merchantID }, merchantsAtOnce)
+		SplitBy(s.splitOnCitus, func(r *joinRequest) uuid.UUID { return r.merchantID }, merchantsAtOnce)
 	return s
 }
 
 // merchantsAtOnce bounds how many merchants (a placement batch's shards)
-// of a batch split by merchant (splitByMerchant) are decided at once, each
+// of a batch split by merchant (splitOnCitus) are decided at once, each
 // in a transaction on a connection of its own.
 const merchantsAtOnce = 4
 
@@ -131,13 +131,13 @@ func (s *Store) Distributed(ctx context.Context) bool {
 	return err == nil && citus
 }
 
-// splitByMerchant reports whether batches are decided one merchant per
-// transaction: on Citus, where a transaction that writes several merchants'
-// rows spans shards and commits in two phases, the coordinator's first, so
-// that the log reader could read past an event before the worker holding it
-// commits. A failed question keeps the batch whole; its own transaction
-// meets the same trouble and reports it.
-func (s *Store) splitByMerchant() bool {
+// splitOnCitus reports whether batches are split before they are decided:
+// on Citus, where a transaction that writes rows of several shards commits
+// in two phases, the coordinator's first, so that the log reader could read
+// past an event before the worker holding it commits. Placements split by
+// shard, closes and drop joins by merchant. A failed question keeps the
+// batch whole; its own transaction meets the same trouble and reports it.
+func (s *Store) splitOnCitus() bool {
 	return s.Distributed(context.Background())
 }
 
