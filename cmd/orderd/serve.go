@@ -20,7 +20,7 @@ func configFlags(fs *flag.FlagSet, cfg *app.Config) {
 	fs.StringVar(&cfg.Addr, "addr", envString("ORDERD_ADDR", cfg.Addr), "listen address (ORDERD_ADDR)")
 	secretFlag(fs, &cfg.JWTSecret, "jwt-secret", "ORDERD_JWT_SECRET", "HS256 secret for bearer tokens, at least 32 bytes")
 	jwtClaimFlags(fs, &cfg.JWTIssuer, &cfg.JWTAudience)
-	fs.StringVar(&cfg.OpsAddr, "ops-addr", envString("ORDERD_OPS_ADDR", cfg.OpsAddr), "operator listener for /metrics and /riverui/ (ORDERD_OPS_ADDR)")
+	fs.StringVar(&cfg.OpsAddr, "ops-addr", envString("ORDERD_OPS_ADDR", cfg.OpsAddr), "operator listener for /metrics, /riverui/ and /debug/pprof/ (ORDERD_OPS_ADDR)")
 	fs.StringVar(&cfg.OpsUser, "ops-user", envString("ORDERD_OPS_USER", cfg.OpsUser), "basic auth user of the operator listener (ORDERD_OPS_USER)")
 	secretFlag(fs, &cfg.OpsPassword, "ops-password", "ORDERD_OPS_PASSWORD", "basic auth password of the operator listener; required off loopback")
 	fs.IntVar(&cfg.WebhookMaxAttempts, "webhook-max-attempts", envInt("ORDERD_WEBHOOK_MAX_ATTEMPTS", cfg.WebhookMaxAttempts), "delivery attempts before a webhook is dead-lettered (ORDERD_WEBHOOK_MAX_ATTEMPTS)")

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestMemoryKeepsItsRoundsViolations: the memory scenario's rounds are
@@ -43,5 +44,35 @@ func TestMemoryKeepsItsRoundsViolations(t *testing.T) {
 	want := []string{"round 2 hot: hot broke", "round 3 ws: ws broke"}
 	if !slices.Equal(res.Violations, want) || res.InvariantsOK {
 		t.Fatalf("violations %q (invariants ok: %v), want %q", res.Violations, res.InvariantsOK, want)
+	}
+}
+
+// TestCollectedScrapeAsksForTheCollections: a server that is idle and whose
+// heap is large collects only when the runtime forces it, minutes apart; the
+// weighing asks each server for its two collections instead of waiting for
+// them (it once waited past five minutes inside bench all's memory round).
+func TestCollectedScrapeAsksForTheCollections(t *testing.T) {
+	var gcs atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/pprof/heap", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("gc") == "1" {
+			gcs.Add(1)
+		}
+		fmt.Fprint(w, "heap profile")
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "go_gc_duration_seconds_count %d\ngo_goroutines 7\n", gcs.Load())
+	})
+	a, b := httptest.NewServer(mux), httptest.NewServer(mux)
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := collectedScrape(ctx, []string{a.URL, b.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.sum("go_gc_duration_seconds_count"); got != 8 {
+		t.Fatalf("the scrapes saw %v collections in all, want both servers weighed after all four asked for (4+4)", got)
 	}
 }

@@ -1,5 +1,5 @@
-// Package ops serves the operator listener: Prometheus metrics and River UI,
-// apart from the public API so that neither is exposed with it.
+// Package ops serves the operator listener: Prometheus metrics, River UI and
+// Go's profiles, apart from the public API so that none is exposed with it.
 package ops
 
 import (
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,8 +53,11 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Handler serves /metrics and /riverui/ behind basic auth when a password is
-// configured, and an index at /.
+// Handler serves /metrics, /riverui/ and /debug/pprof/ behind basic auth when
+// a password is configured, and an index at /. The profiles are what a
+// performance change starts from, taken from the server under real load;
+// /debug/pprof/heap?gc=1 also lets a benchmark weigh a server right after a
+// collection instead of waiting for the runtime's own.
 func Handler(cfg Config) (http.Handler, error) {
 	if cfg.Password != "" && cfg.User == "" {
 		return nil, errors.New("ORDERD_OPS_USER must be set with ORDERD_OPS_PASSWORD")
@@ -69,9 +73,14 @@ func Handler(cfg Config) (http.Handler, error) {
 	if cfg.RiverUI != nil {
 		mux.Handle("/riverui/", cfg.RiverUI)
 	}
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = w.Write([]byte(`<!doctype html><title>orderd operations</title><ul><li><a href="/metrics">metrics</a></li><li><a href="/riverui/">River UI</a></li></ul>`))
+		_, _ = w.Write([]byte(`<!doctype html><title>orderd operations</title><ul><li><a href="/metrics">metrics</a></li><li><a href="/riverui/">River UI</a></li><li><a href="/debug/pprof/">profiles</a></li></ul>`))
 	})
 	if cfg.Password == "" {
 		return mux, nil

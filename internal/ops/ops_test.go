@@ -3,6 +3,7 @@ package ops_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,4 +60,32 @@ func TestBasicAuthWhenPasswordIsSet(t *testing.T) {
 	rec := httptest.NewRecorder()
 	open.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	require.Equal(t, http.StatusOK, rec.Code, "no password: no auth (loopback only, which CheckAddr enforces)")
+}
+
+func TestProfilesAreServedBehindTheSameAuth(t *testing.T) {
+	// Not parallel: it counts this process's garbage collections.
+	guarded, err := ops.Handler(ops.Config{User: "ops", Password: "s3cret", Registry: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	guarded.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/heap?gc=1", nil))
+	require.Equal(t, http.StatusUnauthorized, rec.Code, "profiles name the code and cost CPU: never without the password")
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r := httptest.NewRequest("GET", "/debug/pprof/heap?gc=1", nil)
+	r.SetBasicAuth("ops", "s3cret")
+	rec = httptest.NewRecorder()
+	guarded.ServeHTTP(rec, r)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.NotEmpty(t, rec.Body.Bytes(), "a heap profile")
+	runtime.ReadMemStats(&after)
+	require.Greater(t, after.NumGC, before.NumGC, "gc=1 collects before profiling, which the benchmark's weighing relies on")
+
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
+		r := httptest.NewRequest("GET", path, nil)
+		r.SetBasicAuth("ops", "s3cret")
+		rec := httptest.NewRecorder()
+		guarded.ServeHTTP(rec, r)
+		require.Equal(t, http.StatusOK, rec.Code, path)
+	}
 }
