@@ -57,6 +57,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	jsonPath := fs.String("json", "", "write every figure to this JSON file")
 	chartPath := fs.String("chart", "", "write throughput, latency and queue depth charts to this HTML file")
 	mdPath := fs.String("markdown", "", "write the summary as a Markdown page (docs/performance.md) to this file")
+	readmePath := fs.String("readme", "", "replace the figures block of this README (README.md) with the run's headline table")
 	quiet := fs.Bool("quiet", false, "no progress bars")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator, and the server with --in-process) to this file")
 	citusURL := fs.String("citus-url", "", "also run every scenario on a fresh database of this Citus cluster (its coordinator, any database on it), after the same scenario on one PostgreSQL, and compare their CPU per order node by node")
@@ -211,6 +212,19 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	if *mdPath != "" {
 		if err := os.WriteFile(*mdPath, []byte(bench.Markdown(names, report)), 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", *mdPath, err)
+		}
+	}
+	if *readmePath != "" {
+		readme, err := os.ReadFile(*readmePath)
+		if err != nil {
+			return err
+		}
+		updated, err := bench.ReadmeFigures(string(readme), names, report)
+		if err != nil {
+			return fmt.Errorf("%s: %w", *readmePath, err)
+		}
+		if err := os.WriteFile(*readmePath, []byte(updated), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", *readmePath, err)
 		}
 	}
 	if *chartPath != "" {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -335,8 +336,45 @@ func (r *recorder) summarize(res *Result) {
 func Machine() map[string]any {
 	return map[string]any{
 		"cpus": runtime.NumCPU(), "goos": runtime.GOOS, "goarch": runtime.GOARCH, "go": runtime.Version(),
-		"when": time.Now().UTC().Format(time.RFC3339), "load_average": loadAverage(),
+		"when": time.Now().UTC().Format(time.RFC3339), "load_average": loadAverage(), "commit": commit(),
 	}
+}
+
+// commit names the code that was measured: the revision the binary was
+// built from, else the checkout's (go run stamps none), with "-dirty" when
+// files differed from it; empty outside a checkout.
+func commit() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		var rev string
+		var modified bool
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			return shortRevision(rev, modified)
+		}
+	}
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	status, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output()
+	return shortRevision(strings.TrimSpace(string(out)), err != nil || len(bytes.TrimSpace(status)) > 0)
+}
+
+func shortRevision(rev string, modified bool) string {
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if modified {
+		rev += "-dirty"
+	}
+	return rev
 }
 
 // loadAverage is the machine's one-minute load average when the run starts

@@ -78,7 +78,11 @@ func Markdown(names []string, r Report) string {
 	var b strings.Builder
 	b.WriteString("# Performance\n\n<!-- Written by `orderd bench --markdown`; do not edit. -->\n\n")
 	fmt.Fprintf(&b, "The latest `orderd bench %s` run, as the bench wrote it. [How orderd is measured](benchmarks.md) says what each scenario does, what it is compared with and how to run it yourself.\n\n", strings.Join(names, ","))
-	fmt.Fprintf(&b, "Run %v on %v CPUs (%v), mode: %s.", r.Machine["when"], r.Machine["cpus"], r.Machine["go"], r.Settings.Mode)
+	fmt.Fprintf(&b, "Run %v", r.Machine["when"])
+	if c, ok := r.Machine["commit"].(string); ok && c != "" {
+		fmt.Fprintf(&b, " of commit `%s`", c)
+	}
+	fmt.Fprintf(&b, " on %v CPUs (%v), mode: %s.", r.Machine["cpus"], r.Machine["go"], r.Settings.Mode)
 	if la, ok := r.Machine["load_average"].(string); ok && la != "" {
 		fmt.Fprintf(&b, " Load average at the start: %s.", la)
 	}
@@ -163,4 +167,43 @@ func Markdown(names []string, r Report) string {
 		}
 	}
 	return b.String()
+}
+
+// The README's block of figures lies between these two lines, which
+// WriteReadme replaces and nothing else.
+const (
+	readmeBegin = "<!-- figures: written by orderd bench --readme; do not edit -->"
+	readmeEnd   = "<!-- end of figures -->"
+)
+
+// ReadmeFigures replaces the figures block of a README with the run's
+// headline table: each scenario's rate, its goal and whether the bench
+// judged it met. The run's date, commit and machine are on the performance
+// page it links to, so the README names no run.
+func ReadmeFigures(readme string, names []string, r Report) (string, error) {
+	begin := strings.Index(readme, readmeBegin)
+	end := strings.Index(readme, readmeEnd)
+	if begin < 0 || end < begin {
+		return "", fmt.Errorf("no figures block: the README needs the lines %q and %q", readmeBegin, readmeEnd)
+	}
+	var b strings.Builder
+	b.WriteString(readmeBegin + "\n\n")
+	fmt.Fprintf(&b, "From the latest `orderd bench %s` on a %v-CPU machine, PostgreSQL on the same machine ([the run and every figure](docs/performance.md)):\n\n", strings.Join(names, ","), r.Machine["cpus"])
+	b.WriteString("| scenario | orderd /s | p99 ms | goal | met |\n|---|---:|---:|---|---|\n")
+	for _, n := range names {
+		res := r.Scenarios[n]
+		if res == nil {
+			continue
+		}
+		met := res.Met()
+		if met == "no" {
+			met = "**no**"
+		}
+		if !res.InvariantsOK {
+			met += ", invariants **broken**"
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %.1f | %s | %s |\n", n, res.PerS, res.P99ms, res.GoalStated(), met)
+	}
+	b.WriteString("\n")
+	return readme[:begin] + b.String() + readme[end:], nil
 }
