@@ -15,23 +15,7 @@ INSERT INTO pickup_counters (merchant_id, day, issued)
 SELECT id, pickup_day, pickup_issued FROM merchants WHERE pickup_day IS NOT NULL AND pickup_issued > 0;
 ALTER TABLE merchants DROP COLUMN pickup_day, DROP COLUMN pickup_issued;
 
--- A pickup code names one order of its merchant's local day of placement.
-CREATE OR REPLACE VIEW audit.duplicate_pickup_codes AS
-SELECT o.merchant_id, (o.placed_at AT TIME ZONE m.timezone)::date AS local_day, o.pickup_code, count(*) AS orders,
-       array_agg(o.id ORDER BY o.placed_at) AS order_ids
-FROM orders o JOIN merchants m ON m.id = o.merchant_id
-WHERE o.pickup_code IS NOT NULL
-GROUP BY 1, 2, 3
-HAVING count(*) > 1;
-
 -- +goose Down
-CREATE OR REPLACE VIEW audit.duplicate_pickup_codes AS
-SELECT o.merchant_id, (o.paid_at AT TIME ZONE m.timezone)::date AS local_day, o.pickup_code, count(*) AS orders,
-       array_agg(o.id ORDER BY o.paid_at) AS order_ids
-FROM orders o JOIN merchants m ON m.id = o.merchant_id
-WHERE o.pickup_code IS NOT NULL
-GROUP BY 1, 2, 3
-HAVING count(*) > 1;
 ALTER TABLE merchants
     ADD COLUMN pickup_day    date,
     ADD COLUMN pickup_issued integer NOT NULL DEFAULT 0;

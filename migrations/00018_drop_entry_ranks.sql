@@ -16,20 +16,7 @@ DROP INDEX drop_entries_rank_idx;
 DROP INDEX drop_entries_status_idx;
 CREATE INDEX drop_entries_status_idx ON drop_entries (merchant_id, drop_id, status, rank);
 
--- A stored rank that is not the entry's place in the order of the keys
--- the rules give (audit.drop_draw_mismatch checks the keys).
-CREATE VIEW audit.drop_rank_mismatch AS
-SELECT merchant_id, drop_id, id AS entry_id, rank AS stored_rank, expected_rank
-FROM (
-    SELECT merchant_id, drop_id, id, rank,
-           CASE WHEN order_key IS NOT NULL THEN row_number() OVER (PARTITION BY merchant_id, drop_id ORDER BY order_key NULLS LAST) END AS expected_rank
-    FROM drop_entries
-) r
-WHERE rank IS DISTINCT FROM expected_rank;
-GRANT SELECT ON audit.drop_rank_mismatch TO orderd_auditor;
-
 -- +goose Down
-DROP VIEW audit.drop_rank_mismatch;
 DROP INDEX drop_entries_status_idx;
 ALTER TABLE drop_entries DROP CONSTRAINT drop_entries_one_per_rank;
 ALTER TABLE drop_entries DROP COLUMN rank;

@@ -25,15 +25,7 @@ CREATE TRIGGER merchants_kept
     FOR EACH ROW EXECUTE FUNCTION merchants_reject_removal();
 ALTER TABLE orders DROP CONSTRAINT orders_merchant_id_fkey;
 
--- The key's promise, for auditors: every order's merchant exists.
-CREATE VIEW audit.orders_without_merchant AS
-SELECT o.id AS order_id, o.merchant_id
-FROM orders o LEFT JOIN merchants m ON m.id = o.merchant_id
-WHERE m.id IS NULL;
-GRANT SELECT ON audit.orders_without_merchant TO orderd_auditor;
-
 -- +goose Down
-DROP VIEW audit.orders_without_merchant;
 ALTER TABLE orders ADD CONSTRAINT orders_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants (id);
 DROP TRIGGER merchants_kept ON merchants;
 DROP FUNCTION merchants_reject_removal();

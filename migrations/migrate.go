@@ -19,7 +19,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 )
 
-//go:embed *.sql
+//go:embed *.sql views/*.sql
 var files embed.FS
 
 // FS is the embedded migration files.
@@ -28,11 +28,14 @@ var FS fs.FS = files
 // lockKey serializes migrations across processes that start at once.
 const lockKey = 0x6f72646572640001
 
-// Fingerprint identifies the embedded migrations' contents, so that a test
-// template built from other migrations is never reused.
+// Fingerprint identifies the embedded migrations' and views' contents, so
+// that a test template built from others is never reused and a database
+// whose views are older is given these.
 func Fingerprint() string {
 	h := sha256.New()
 	names, _ := fs.Glob(files, "*.sql")
+	views, _ := viewFiles()
+	names = append(names, views...)
 	sort.Strings(names)
 	for _, n := range names {
 		b, _ := files.ReadFile(n)
@@ -87,7 +90,8 @@ func riverMigrator(pool *pgxpool.Pool) (*rivermigrate.Migrator[pgx.Tx], error) {
 	return m, nil
 }
 
-// Up brings an empty or older database to current: River's schema, then ours.
+// Up brings an empty or older database to current: River's schema, then
+// ours, then the audit views (views.go).
 func Up(ctx context.Context, url string) error {
 	return withLock(ctx, url, func(pool *pgxpool.Pool, provider *goose.Provider) error {
 		rm, err := riverMigrator(pool)
@@ -97,10 +101,21 @@ func Up(ctx context.Context, url string) error {
 		if _, err := rm.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 			return fmt.Errorf("river migrations: %w", err)
 		}
-		if _, err := provider.Up(ctx); err != nil {
+		pending, err := provider.HasPending(ctx)
+		if err != nil {
 			return fmt.Errorf("orderd migrations: %w", err)
 		}
-		return nil
+		if pending {
+			if err := removeViews(ctx, pool); err != nil {
+				return err
+			}
+			if _, err := provider.Up(ctx); err != nil {
+				return fmt.Errorf("orderd migrations: %w", err)
+			}
+		} else if current, err := viewsCurrent(ctx, pool); err != nil || current {
+			return err
+		}
+		return createViews(ctx, pool)
 	})
 }
 
@@ -113,6 +128,9 @@ func Down(ctx context.Context, url string) error {
 			return fmt.Errorf("orderd version: %w", err)
 		}
 		if version > 0 {
+			if err := removeViews(ctx, pool); err != nil {
+				return err
+			}
 			if _, err := provider.Down(ctx); err != nil {
 				return fmt.Errorf("orderd down: %w", err)
 			}
@@ -125,6 +143,9 @@ func Down(ctx context.Context, url string) error {
 // Reset removes every migration, ours and River's.
 func Reset(ctx context.Context, url string) error {
 	return withLock(ctx, url, func(pool *pgxpool.Pool, provider *goose.Provider) error {
+		if err := removeViews(ctx, pool); err != nil {
+			return err
+		}
 		if _, err := provider.DownTo(ctx, 0); err != nil {
 			return fmt.Errorf("orderd down: %w", err)
 		}

@@ -31,6 +31,7 @@ func TestUpDownUpRoundTrip(t *testing.T) {
 	current, err = migrations.Current(ctx, url)
 	require.NoError(t, err)
 	require.False(t, current, "one migration rolled back")
+	require.Empty(t, auditObjects(ctx, t, url), "the views read the newest schema only")
 
 	require.NoError(t, migrations.Reset(ctx, url))
 	conn, err := pgx.Connect(ctx, url)
@@ -45,6 +46,7 @@ func TestUpDownUpRoundTrip(t *testing.T) {
 	current, err = migrations.Current(ctx, url)
 	require.NoError(t, err)
 	require.True(t, current)
+	requireTheFiles(ctx, t, url)
 
 	statuses, err := migrations.Status(ctx, url)
 	require.NoError(t, err)

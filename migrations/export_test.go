@@ -1,0 +1,20 @@
+package migrations
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pressly/goose/v3"
+)
+
+// UpTo applies our migrations up to version only, without River's or the
+// views, as a database an older release migrated stands.
+func UpTo(ctx context.Context, url string, version int64) error {
+	return withLock(ctx, url, func(_ *pgxpool.Pool, provider *goose.Provider) error {
+		_, err := provider.UpTo(ctx, version)
+		return err
+	})
+}
+
+// ViewFiles lists the files of views/.
+var ViewFiles = viewFiles
