@@ -25,30 +25,27 @@ type guestSessionResponse struct {
 // guests a customer token of its own. It takes no token, so it is limited
 // per client address; a merchant that takes no guests answers as if it did
 // not exist.
-func (s *Server) startGuestSession(w http.ResponseWriter, r *http.Request) {
+func (s *Server) startGuestSession(w http.ResponseWriter, r *http.Request) error {
 	if ok, retry := s.guestLimit.Allow(clientKey(r.RemoteAddr)); !ok {
-		writeProblem(w, r, rateLimited(retry))
-		return
+		return rateLimited(retry)
 	}
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	m, err := s.store.GetMerchant(r.Context(), id)
 	if domain.ErrorCode(err) == domain.CodeNotFound || (err == nil && !m.Settings().TakesGuests()) {
 		err = errNoGuests
 	}
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	p := auth.Principal{Subject: auth.NewGuestSubject(), Role: auth.RoleCustomer}
 	token, expires, err := s.auth.IssueExpiring(p, s.cfg.GuestTTL)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, guestSessionResponse{Token: token, TokenType: "Bearer", ExpiresAt: expires.UTC(), Sub: p.Subject})
+	return nil
 }

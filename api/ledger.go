@@ -30,58 +30,52 @@ func sizeParam(r *http.Request, name string, required bool) (int64, error) {
 	return n, nil
 }
 
-func (s *Server) latestCheckpoint(w http.ResponseWriter, r *http.Request) {
+func (s *Server) latestCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	if !principalOf(r).Party().MayAudit() {
-		writeProblem(w, r, errAuditOnly)
-		return
+		return errAuditOnly
 	}
 	c, err := s.store.LatestCheckpoint(r.Context(), logParam(r))
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, c)
+	return nil
 }
 
-func (s *Server) checkpointConsistency(w http.ResponseWriter, r *http.Request) {
+func (s *Server) checkpointConsistency(w http.ResponseWriter, r *http.Request) error {
 	if !principalOf(r).Party().MayAudit() {
-		writeProblem(w, r, errAuditOnly)
-		return
+		return errAuditOnly
 	}
 	from, err := sizeParam(r, "from", true)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	to, err := sizeParam(r, "to", true)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	log := logParam(r)
 	proof, err := s.store.ConsistencyProof(r.Context(), log, from, to)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"log": log, "from": from, "to": to, "proof": proof})
+	return nil
 }
 
-func (s *Server) orderProof(w http.ResponseWriter, r *http.Request) {
+func (s *Server) orderProof(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	size, err := sizeParam(r, "size", false)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	proof, err := s.store.OrderProof(r.Context(), id, accessOf(principalOf(r)), logParam(r), size)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, proof)
+	return nil
 }

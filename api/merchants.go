@@ -57,19 +57,16 @@ func orDefault(v *int, def int) int {
 	return *v
 }
 
-func (s *Server) createMerchant(w http.ResponseWriter, r *http.Request) {
+func (s *Server) createMerchant(w http.ResponseWriter, r *http.Request) error {
 	if !principalOf(r).IsAdmin() {
-		writeProblem(w, r, errAdminOnly)
-		return
+		return errAdminOnly
 	}
 	var req createMerchantRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	if req.Capacity == nil {
-		writeProblem(w, r, domain.Errorf(domain.CodeValidation, "capacity is required"))
-		return
+		return domain.Errorf(domain.CodeValidation, "capacity is required")
 	}
 	settings := domain.MerchantSettings{
 		Name: req.Name, Capacity: *req.Capacity,
@@ -84,25 +81,24 @@ func (s *Server) createMerchant(w http.ResponseWriter, r *http.Request) {
 	}
 	m, err := s.store.CreateMerchant(r.Context(), settings, metaOf(r))
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	w.Header().Set("Location", "/v1/merchants/"+m.ID.String())
 	writeJSON(w, http.StatusCreated, m)
+	return nil
 }
 
-func (s *Server) getMerchant(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getMerchant(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	m, err := s.store.GetMerchant(r.Context(), id)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, m)
+	return nil
 }
 
 // optionalString tells an absent field (nil *optionalString) from an explicit
@@ -177,28 +173,26 @@ func (p patchMerchantRequest) fields() []string {
 	return out
 }
 
-func (s *Server) patchMerchant(w http.ResponseWriter, r *http.Request) {
+func (s *Server) patchMerchant(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r)
 	if !p.IsAdmin() && p.Role != auth.RoleMerchant {
-		writeProblem(w, r, errAdminOnly)
-		return
+		return errAdminOnly
 	}
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	var req patchMerchantRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	if !p.Party().MayChangeMerchantSettings(id.String(), req.fields()) {
-		writeProblem(w, r, errOwnCapacityOnly)
-		return
+		return errOwnCapacityOnly
 	}
-	if !p.IsAdmin() && !allowed(w, r, s.limits.merchantOps) {
-		return
+	if !p.IsAdmin() {
+		if err := allow(r, s.limits.merchantOps); err != nil {
+			return err
+		}
 	}
 	patch := store.MerchantPatch{
 		Name: req.Name, Capacity: req.Capacity, PrepSeconds: req.PrepSeconds,
@@ -218,10 +212,10 @@ func (s *Server) patchMerchant(w http.ResponseWriter, r *http.Request) {
 	}
 	m, err := s.store.UpdateMerchant(r.Context(), id, patch, metaOf(r))
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, m)
+	return nil
 }
 
 type pauseRequest struct {
@@ -232,70 +226,64 @@ type pauseRequest struct {
 }
 
 // pauseTarget is the merchant a pause or resume names, once the caller is
-// known to act for it (admin or the merchant itself) and within its rate;
-// otherwise it has answered, and reports false.
-func (s *Server) pauseTarget(w http.ResponseWriter, r *http.Request) (uuid.UUID, bool) {
+// known to act for it (admin or the merchant itself) and within its rate.
+func (s *Server) pauseTarget(r *http.Request) (uuid.UUID, error) {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return uuid.Nil, false
+		return uuid.Nil, err
 	}
 	if !principalOf(r).Party().MayPauseMerchant(id.String()) {
-		writeProblem(w, r, errNotYourShop)
-		return uuid.Nil, false
+		return uuid.Nil, errNotYourShop
 	}
-	return id, allowed(w, r, s.limits.merchantOps)
+	return id, allow(r, s.limits.merchantOps)
 }
 
-func (s *Server) pauseMerchant(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.pauseTarget(w, r)
-	if !ok {
-		return
+func (s *Server) pauseMerchant(w http.ResponseWriter, r *http.Request) error {
+	id, err := s.pauseTarget(r)
+	if err != nil {
+		return err
 	}
 	var req pauseRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	m, err := s.store.PauseMerchant(r.Context(), id, domain.PauseRequest{
 		Mode: req.Mode, Until: req.Until, ForSeconds: req.ForSeconds, Reason: req.Reason,
 	}, metaOf(r))
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, m)
+	return nil
 }
 
-func (s *Server) resumeMerchant(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.pauseTarget(w, r)
-	if !ok {
-		return
+func (s *Server) resumeMerchant(w http.ResponseWriter, r *http.Request) error {
+	id, err := s.pauseTarget(r)
+	if err != nil {
+		return err
 	}
 	m, err := s.store.ResumeMerchant(r.Context(), id, metaOf(r))
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, m)
+	return nil
 }
 
-func (s *Server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
+func (s *Server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	if !principalOf(r).ActsForMerchant(id) {
-		writeProblem(w, r, errNotYourShop)
-		return
+		return errNotYourShop
 	}
 	m, err := s.store.RotateWebhookSecret(r.Context(), id, metaOf(r))
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, m)
+	return nil
 }
 
 type createProductRequest struct {
@@ -308,58 +296,51 @@ type createProductRequest struct {
 	OptionGroups []domain.OptionGroup `json:"option_groups"`
 }
 
-func (s *Server) createProduct(w http.ResponseWriter, r *http.Request) {
+func (s *Server) createProduct(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	if !principalOf(r).ActsForMerchant(id) {
-		writeProblem(w, r, errNotYourShop)
-		return
+		return errNotYourShop
 	}
 	var req createProductRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	if req.PriceCents == nil {
-		writeProblem(w, r, domain.Errorf(domain.CodeValidation, "price_cents is required"))
-		return
+		return domain.Errorf(domain.CodeValidation, "price_cents is required")
 	}
 	loadUnits := orDefault(req.LoadUnits, domain.DefaultLoadUnits)
 	if err := domain.ValidateLoadUnits(loadUnits); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	p, err := s.store.CreateProduct(r.Context(), store.CreateProductParams{
 		MerchantID: id, Name: req.Name, PriceCents: *req.PriceCents, Stock: req.Stock,
 		PerUserLimit: req.PerUserLimit, LoadUnits: loadUnits, OptionGroups: req.OptionGroups, Meta: metaOf(r),
 	})
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	w.Header().Set("Location", "/v1/products/"+p.ID.String())
 	writeJSON(w, http.StatusCreated, p)
+	return nil
 }
 
-func (s *Server) listProducts(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listProducts(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	if _, err := s.store.GetMerchant(r.Context(), id); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	products, err := s.store.ListProducts(r.Context(), id)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"products": products})
+	return nil
 }
 
 type patchProductRequest struct {
@@ -370,35 +351,30 @@ type patchProductRequest struct {
 }
 
 // menuTarget is the merchant and product a menu change names, once the
-// caller is known to edit that merchant's menu; otherwise it has answered,
-// and reports false.
-func menuTarget(w http.ResponseWriter, r *http.Request) (merchantID, productID uuid.UUID, ok bool) {
-	merchantID, err := pathUUID(r, "mid")
+// caller is known to edit that merchant's menu.
+func menuTarget(r *http.Request) (merchantID, productID uuid.UUID, err error) {
+	merchantID, err = pathUUID(r, "mid")
 	if err != nil {
-		writeProblem(w, r, err)
-		return uuid.Nil, uuid.Nil, false
+		return uuid.Nil, uuid.Nil, err
 	}
 	productID, err = pathUUID(r, "pid")
 	if err != nil {
-		writeProblem(w, r, err)
-		return uuid.Nil, uuid.Nil, false
+		return uuid.Nil, uuid.Nil, err
 	}
 	if !principalOf(r).Party().MayEditMenu(merchantID.String()) {
-		writeProblem(w, r, errNotYourShop)
-		return uuid.Nil, uuid.Nil, false
+		return uuid.Nil, uuid.Nil, errNotYourShop
 	}
-	return merchantID, productID, true
+	return merchantID, productID, nil
 }
 
-func (s *Server) patchProduct(w http.ResponseWriter, r *http.Request) {
-	merchantID, productID, ok := menuTarget(w, r)
-	if !ok {
-		return
+func (s *Server) patchProduct(w http.ResponseWriter, r *http.Request) error {
+	merchantID, productID, err := menuTarget(r)
+	if err != nil {
+		return err
 	}
 	var req patchProductRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	if req.OptionGroups != nil && *req.OptionGroups == nil {
 		// "option_groups": null clears them, like [].
@@ -409,72 +385,66 @@ func (s *Server) patchProduct(w http.ResponseWriter, r *http.Request) {
 		Patch: domain.ProductPatch{Name: req.Name, PriceCents: req.PriceCents, OptionGroups: req.OptionGroups, Available: req.Available},
 	})
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, p)
+	return nil
 }
 
-func (s *Server) hideProduct(w http.ResponseWriter, r *http.Request) {
-	merchantID, productID, ok := menuTarget(w, r)
-	if !ok {
-		return
+func (s *Server) hideProduct(w http.ResponseWriter, r *http.Request) error {
+	merchantID, productID, err := menuTarget(r)
+	if err != nil {
+		return err
 	}
 	if err := s.store.HideProduct(r.Context(), merchantID, productID, metaOf(r)); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-func (s *Server) getProduct(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getProduct(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	p, err := s.store.GetProduct(r.Context(), id)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, p)
+	return nil
 }
 
 type restockRequest struct {
 	Quantity *int `json:"quantity"`
 }
 
-func (s *Server) restock(w http.ResponseWriter, r *http.Request) {
+func (s *Server) restock(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	p, err := s.store.GetProduct(r.Context(), id)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	if !principalOf(r).ActsForMerchant(p.MerchantID) {
-		writeProblem(w, r, errNotYourShop)
-		return
+		return errNotYourShop
 	}
 	var req restockRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	if req.Quantity == nil {
-		writeProblem(w, r, domain.Errorf(domain.CodeValidation, "quantity is required"))
-		return
+		return domain.Errorf(domain.CodeValidation, "quantity is required")
 	}
 	p, err = s.store.Restock(r.Context(), id, *req.Quantity, metaOf(r))
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, p)
+	return nil
 }
 
 const (
@@ -482,15 +452,13 @@ const (
 	maxListLimit     = 1000
 )
 
-func (s *Server) listMerchantOrders(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listMerchantOrders(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	if !principalOf(r).ActsForMerchant(id) {
-		writeProblem(w, r, errNotYourShop)
-		return
+		return errNotYourShop
 	}
 	status := domain.OrderStatus(r.URL.Query().Get("status"))
 	if status == "" {
@@ -498,25 +466,22 @@ func (s *Server) listMerchantOrders(w http.ResponseWriter, r *http.Request) {
 	}
 	limit, err := parsePageLimit(r)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	scope := listScope("merchant orders", id.String(), string(status))
 	after, err := s.cursors.open(r, scope)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	if _, err := s.store.GetMerchant(r.Context(), id); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	orders, next, err := s.store.ListOrders(r.Context(), store.OrderList{MerchantID: id, Status: status, Limit: limit, After: after})
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"orders": orders, "next_cursor": s.cursors.seal(scope, next)})
+	return nil
 }
 
 func parseLimit(r *http.Request) (int, error) {
@@ -545,16 +510,15 @@ func queryUUID(r *http.Request, name string) (uuid.UUID, error) {
 
 // listSlots answers a merchant's pickup slots of a local date (?date=
 // YYYY-MM-DD, default today in its time zone) with their room.
-func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	slots, err := s.store.ListSlots(r.Context(), id, r.URL.Query().Get("date"))
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"slots": slots})
+	return nil
 }

@@ -50,62 +50,54 @@ func idempotencyKey(r *http.Request) (string, error) {
 }
 
 // listOwnOrders answers a customer's own orders, newest first.
-func (s *Server) listOwnOrders(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listOwnOrders(w http.ResponseWriter, r *http.Request) error {
 	customerID, ok := principalOf(r).Party().OwnOrderList()
 	if !ok {
-		writeProblem(w, r, errOwnOrdersOnly)
-		return
+		return errOwnOrdersOnly
 	}
 	status := domain.OrderStatus(r.URL.Query().Get("status"))
 	limit, err := parsePageLimit(r)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	scope := listScope("own orders", customerID, string(status))
 	after, err := s.cursors.open(r, scope)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	orders, next, err := s.store.ListOrders(r.Context(), store.OrderList{CustomerID: customerID, Status: status, Limit: limit, After: after})
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"orders": orders, "next_cursor": s.cursors.seal(scope, next)})
+	return nil
 }
 
-func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
+func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r)
 	if p.Role != auth.RoleCustomer {
-		writeProblem(w, r, errCustomersOnly)
-		return
+		return errCustomersOnly
 	}
-	if !allowed(w, r, s.limits.place) {
-		return
+	if err := allow(r, s.limits.place); err != nil {
+		return err
 	}
 	key, err := idempotencyKey(r)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	var req placeOrderRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	merchantID, err := uuid.Parse(req.MerchantID)
 	if err != nil {
-		writeProblem(w, r, domain.Errorf(domain.CodeValidation, "merchant_id must be a UUID"))
-		return
+		return domain.Errorf(domain.CodeValidation, "merchant_id must be a UUID")
 	}
 	lines := make([]domain.LineRequest, len(req.Items))
 	for i, it := range req.Items {
 		id, err := uuid.Parse(it.ProductID)
 		if err != nil {
-			writeProblem(w, r, domain.Errorf(domain.CodeValidation, "items[%d].product_id must be a UUID", i))
-			return
+			return domain.Errorf(domain.CodeValidation, "items[%d].product_id must be a UUID", i)
 		}
 		lines[i] = domain.LineRequest{ProductID: id.String(), Quantity: it.Quantity, Options: it.Options}
 	}
@@ -113,16 +105,14 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 	if req.PaymentRef != nil {
 		paymentRef = *req.PaymentRef
 		if paymentRef == "" || len(paymentRef) > domain.MaxIDLength {
-			writeProblem(w, r, domain.Errorf(domain.CodeValidation, "payment_ref must be 1-%d characters", domain.MaxIDLength))
-			return
+			return domain.Errorf(domain.CodeValidation, "payment_ref must be 1-%d characters", domain.MaxIDLength)
 		}
 	}
 	var pickupAt *time.Time
 	if req.PickupAt != nil {
 		at, err := time.Parse(time.RFC3339, *req.PickupAt)
 		if err != nil {
-			writeProblem(w, r, domain.Errorf(domain.CodeValidation, "pickup_at must be an RFC 3339 time, a pickup slot's starts_at"))
-			return
+			return domain.Errorf(domain.CodeValidation, "pickup_at must be an RFC 3339 time, a pickup slot's starts_at")
 		}
 		at = at.UTC()
 		pickupAt = &at
@@ -131,8 +121,7 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 	// same body still replay.
 	canonical, err := json.Marshal(req)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	hash := sha256.Sum256(canonical)
 	res, err := s.store.PlaceOrder(r.Context(), store.PlaceParams{
@@ -141,171 +130,159 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 		PickupAt: pickupAt,
 	})
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	if res.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 		writeJSON(w, http.StatusOK, res.Order)
-		return
+		return nil
 	}
 	w.Header().Set("Location", "/v1/orders/"+res.Order.ID.String())
 	writeJSON(w, http.StatusCreated, res.Order)
+	return nil
 }
 
-func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	o, err := s.store.GetOrder(r.Context(), id, accessOf(principalOf(r)))
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, o)
+	return nil
 }
 
-func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Server) orderEvents(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	events, err := s.store.OrderEvents(r.Context(), id, accessOf(principalOf(r)))
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": events})
+	return nil
 }
 
 type payRequest struct {
 	PaymentRef string `json:"payment_ref"`
 }
 
-func (s *Server) payOrder(w http.ResponseWriter, r *http.Request) {
+func (s *Server) payOrder(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	p := principalOf(r)
 	if p.Role != auth.RoleCustomer {
-		writeProblem(w, r, errCustomersOnly)
-		return
+		return errCustomersOnly
 	}
-	if !allowed(w, r, s.limits.pay) {
-		return
+	if err := allow(r, s.limits.pay); err != nil {
+		return err
 	}
 	var req payRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	o, err := s.store.PayOrder(r.Context(), id, req.PaymentRef, accessOf(p), requestIDFrom(r.Context()))
-	respondOrder(w, r, o, err)
+	return respondOrder(w, o, err)
 }
 
 type cancelRequest struct {
 	Reason string `json:"reason"`
 }
 
-func (s *Server) cancelOrder(w http.ResponseWriter, r *http.Request) {
+func (s *Server) cancelOrder(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	// Merchants and admins cancel on behalf of their shops and are not
 	// limited; customers are.
-	if principalOf(r).Role == auth.RoleCustomer && !allowed(w, r, s.limits.cancel) {
-		return
+	if principalOf(r).Role == auth.RoleCustomer {
+		if err := allow(r, s.limits.cancel); err != nil {
+			return err
+		}
 	}
 	var req cancelRequest
 	if r.ContentLength != 0 {
 		if err := decodeJSON(w, r, &req); err != nil {
-			writeProblem(w, r, err)
-			return
+			return err
 		}
 	}
 	o, err := s.store.CancelOrder(r.Context(), id, req.Reason, accessOf(principalOf(r)), requestIDFrom(r.Context()))
-	respondOrder(w, r, o, err)
+	return respondOrder(w, o, err)
 }
 
-func (s *Server) completeOrder(w http.ResponseWriter, r *http.Request) {
+func (s *Server) completeOrder(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	p := principalOf(r)
 	if p.Role == auth.RoleCustomer {
 		// A customer may not complete even its own order; answering 404 for
 		// orders it cannot see is left to the store.
 		if _, err := s.store.GetOrder(r.Context(), id, accessOf(p)); err != nil {
-			writeProblem(w, r, err)
-			return
+			return err
 		}
-		writeProblem(w, r, domain.Errorf(domain.CodeForbidden, "only the merchant or an admin may complete an order"))
-		return
+		return domain.Errorf(domain.CodeForbidden, "only the merchant or an admin may complete an order")
 	}
 	o, err := s.store.CompleteOrder(r.Context(), id, accessOf(p), requestIDFrom(r.Context()))
-	respondOrder(w, r, o, err)
+	return respondOrder(w, o, err)
 }
 
 type prioritizeRequest struct {
 	Reason string `json:"reason"`
 }
 
-func (s *Server) prioritizeOrder(w http.ResponseWriter, r *http.Request) {
+func (s *Server) prioritizeOrder(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
-	if !allowed(w, r, s.limits.merchantOps) {
-		return
+	if err := allow(r, s.limits.merchantOps); err != nil {
+		return err
 	}
 	var req prioritizeRequest
 	if r.ContentLength != 0 {
 		if err := decodeJSON(w, r, &req); err != nil {
-			writeProblem(w, r, err)
-			return
+			return err
 		}
 	}
 	o, err := s.store.PrioritizeOrder(r.Context(), id, req.Reason, accessOf(principalOf(r)), requestIDFrom(r.Context()))
-	respondOrder(w, r, o, err)
+	return respondOrder(w, o, err)
 }
 
-func respondOrder(w http.ResponseWriter, r *http.Request, o *store.Order, err error) {
+func respondOrder(w http.ResponseWriter, o *store.Order, err error) error {
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, o)
+	return nil
 }
 
 // pickUpOrder and reopenOrder are the kitchen's counter: the order's
 // merchant or an admin; the owner customer is refused, anyone else finds
 // no order.
-func (s *Server) pickUpOrder(w http.ResponseWriter, r *http.Request) {
+func (s *Server) pickUpOrder(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	o, err := s.store.PickUpOrder(r.Context(), id, accessOf(principalOf(r)), requestIDFrom(r.Context()))
-	respondOrder(w, r, o, err)
+	return respondOrder(w, o, err)
 }
 
-func (s *Server) reopenOrder(w http.ResponseWriter, r *http.Request) {
+func (s *Server) reopenOrder(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathUUID(r, "id")
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	o, err := s.store.ReopenOrder(r.Context(), id, accessOf(principalOf(r)), requestIDFrom(r.Context()))
-	respondOrder(w, r, o, err)
+	return respondOrder(w, o, err)
 }

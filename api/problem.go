@@ -89,6 +89,16 @@ var (
 	errCancelled = domain.Errorf(domain.CodeUnavailable, "the request was cancelled")
 )
 
+// handlerFunc is a route's handler: it writes its answer, or returns the
+// error that ServeHTTP, the one adapter, answers as a problem.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (h handlerFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := h(w, r); err != nil {
+		writeProblem(w, r, err)
+	}
+}
+
 // writeProblem answers err as application/problem+json. Errors that are not
 // domain errors are internal: logged once here, with the request id, and
 // shown to the client only as "Internal error.".

@@ -127,19 +127,18 @@ type customerLimits struct {
 	merchantOps *RateLimiter
 }
 
-// allowed reports whether the authenticated caller is within l, and if not
-// answers 429 with Retry-After. A handler calls it once it knows the request
-// is the caller's to make, before any database work:
+// allow refuses, with 429 and Retry-After, an authenticated caller over l.
+// A handler calls it once it knows the request is the caller's to make,
+// before any database work:
 //
-//	if !allowed(w, r, s.limits.dropEntries) {
-//		return
+//	if err := allow(r, s.limits.dropEntries); err != nil {
+//		return err
 //	}
-func allowed(w http.ResponseWriter, r *http.Request, l *RateLimiter) bool {
+func allow(r *http.Request, l *RateLimiter) error {
 	if ok, retry := l.Allow(principalOf(r).Subject); !ok {
-		writeProblem(w, r, rateLimited(retry))
-		return false
+		return rateLimited(retry)
 	}
-	return true
+	return nil
 }
 
 // perIPLimit limits every request by the client's address. X-Forwarded-For

@@ -175,7 +175,7 @@ func TestClientKey(t *testing.T) {
 }
 
 // TestDropEntryLimitIsOneLineAway: a handler guards itself with
-// allowed(w, r, s.limits.dropEntries); RateDropEntries configures it, per
+// allow(r, s.limits.dropEntries); RateDropEntries configures it, per
 // caller, with 429 and Retry-After, and 0 turns it off.
 func TestDropEntryLimitIsOneLineAway(t *testing.T) {
 	t.Parallel()
@@ -183,9 +183,13 @@ func TestDropEntryLimitIsOneLineAway(t *testing.T) {
 		r := httptest.NewRequest("POST", "/v1/drops/x/entries", nil)
 		r = r.WithContext(auth.WithPrincipal(r.Context(), auth.Principal{Subject: sub, Role: auth.RoleCustomer}))
 		rec := httptest.NewRecorder()
-		if allowed(rec, r, s.limits.dropEntries) {
-			rec.WriteHeader(http.StatusCreated)
-		}
+		handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			if err := allow(r, s.limits.dropEntries); err != nil {
+				return err
+			}
+			w.WriteHeader(http.StatusCreated)
+			return nil
+		}).ServeHTTP(rec, r)
 		return rec
 	}
 	limited := New(Config{RateDropEntries: 1})

@@ -122,7 +122,7 @@ func (s *Server) Routes() []string { return s.routes }
 
 func (s *Server) buildRoutes() http.Handler {
 	mux := newRouteMux()
-	authed := func(h http.HandlerFunc) http.Handler { return requireAuth(s.auth, h) }
+	authed := func(h handlerFunc) http.Handler { return requireAuth(s.auth, h) }
 
 	mux.Handle("POST /v1/merchants", authed(s.createMerchant))
 	mux.Handle("GET /v1/merchants/{id}", authed(s.getMerchant))
@@ -157,8 +157,8 @@ func (s *Server) buildRoutes() http.Handler {
 	mux.Handle("POST /v1/orders/{id}/reopen", authed(s.reopenOrder))
 
 	mux.Handle("POST /v1/ws/tickets", authed(s.issueTicket))
-	mux.HandleFunc("POST /v1/sign-in", s.signIn)
-	mux.HandleFunc("POST /v1/merchants/{id}/guest-sessions", s.startGuestSession)
+	mux.Handle("POST /v1/sign-in", handlerFunc(s.signIn))
+	mux.Handle("POST /v1/merchants/{id}/guest-sessions", handlerFunc(s.startGuestSession))
 
 	mux.Handle("GET /v1/admin/dead-letters", authed(s.listDeadLetters))
 	mux.Handle("POST /v1/admin/dead-letters/{id}/retry", authed(s.retryDeadLetter))

@@ -45,46 +45,40 @@ type signInCodeResponse struct {
 // a code with its admin token and hands the page a link carrying the code in
 // its fragment; the page exchanges the code for a token. The code is worth
 // little in a browser history: it works once, for minutes.
-func (s *Server) mintSignInCode(w http.ResponseWriter, r *http.Request) {
+func (s *Server) mintSignInCode(w http.ResponseWriter, r *http.Request) error {
 	if !principalOf(r).IsAdmin() {
-		writeProblem(w, r, errAdminOnly)
-		return
+		return errAdminOnly
 	}
 	var req mintSignInCodeRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	holder, err := s.signInHolder(r, req)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	lane, err := signInLane(req)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	codeTTL, err := secondsIn("expires_in_seconds", req.ExpiresInSeconds, defaultSignInCodeSeconds, minSignInCodeSeconds, maxSignInCodeSeconds)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	tokenTTL, err := secondsIn("token_ttl_seconds", req.TokenTTLSeconds, defaultSignInTokenTTL, minSignInTokenTTL, maxSignInTokenTTL)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	code, hash := auth.NewSignInCode()
 	expires, err := s.store.IssueSignInCode(r.Context(), &store.IssueSignInCodeParams{Hash: hash, Holder: holder, Lane: string(lane),
 		TTL: codeTTL, TokenTTL: tokenTTL})
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, signInCodeResponse{Code: code, ExpiresAt: expires.UTC(), Sub: holder.Subject, Role: req.Role,
 		MerchantID: req.MerchantID, Lane: laneOf(req.Role, lane)})
+	return nil
 }
 
 // signInLane is the lane a code's token carries: customers only; "" when
@@ -166,35 +160,30 @@ type signInResponse struct {
 // signIn exchanges a sign-in code for a bearer token, once. It takes no
 // token, so it is limited per client address; a code is 32 random bytes, so
 // the limit protects the database, not the codes.
-func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {
 	if ok, retry := s.signInLimit.Allow(clientKey(r.RemoteAddr)); !ok {
-		writeProblem(w, r, rateLimited(retry))
-		return
+		return rateLimited(retry)
 	}
 	var req signInRequest
 	if err := decodeJSON(w, r, &req); err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	hash, err := auth.ParseSignInCode(req.Code)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	code, err := s.store.RedeemSignInCode(r.Context(), hash)
 	if errors.Is(err, store.ErrTicketNotFound) {
 		err = auth.ErrBadSignInCode
 	}
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	p := auth.Principal{Subject: code.Holder.Subject, Role: auth.Role(code.Holder.Role), MerchantID: code.Holder.MerchantID,
 		Lane: domain.Lane(code.Lane)}
 	token, expires, err := s.auth.IssueExpiring(p, code.TokenTTL)
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	resp := signInResponse{Token: token, TokenType: "Bearer", ExpiresAt: expires.UTC(), Sub: p.Subject, Role: p.Role, Lane: laneOf(p.Role, p.Lane)}
 	if p.MerchantID != uuid.Nil {
@@ -202,4 +191,5 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, resp)
+	return nil
 }

@@ -16,9 +16,9 @@ type ticketResponse struct {
 // issueTicket gives the caller a single-use ticket that opens one websocket
 // within a minute, so that browsers, which cannot set headers on a
 // websocket, never put their bearer token in a URL.
-func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) {
-	if !allowed(w, r, s.limits.tickets) {
-		return
+func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) error {
+	if err := allow(r, s.limits.tickets); err != nil {
+		return err
 	}
 	p := principalOf(r)
 	ticket, hash := auth.NewTicket()
@@ -28,9 +28,9 @@ func (s *Server) issueTicket(w http.ResponseWriter, r *http.Request) {
 		TTL:    auth.TicketTTL,
 	})
 	if err != nil {
-		writeProblem(w, r, err)
-		return
+		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, ticketResponse{Ticket: ticket, ExpiresAt: expires.UTC()})
+	return nil
 }
