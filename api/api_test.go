@@ -39,10 +39,9 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	pool := storetest.Pool(t)
-	st := store.New(pool, nil)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	st.Jobs = ins
+	st := store.New(store.Config{Pool: pool, Jobs: ins})
 	a := auth.New(secret, nil)
 	srv := httptest.NewServer(api.New(api.Config{Store: st, Auth: a, RequestTimeout: 5 * time.Second}))
 	t.Cleanup(srv.Close)
@@ -330,7 +329,7 @@ func TestDatabaseDownAnswers503(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	a := auth.New(secret, nil)
-	srv := httptest.NewServer(api.New(api.Config{Store: store.New(pool, nil), Auth: a, RequestTimeout: 3 * time.Second}))
+	srv := httptest.NewServer(api.New(api.Config{Store: store.New(store.Config{Pool: pool}), Auth: a, RequestTimeout: 3 * time.Second}))
 	t.Cleanup(srv.Close)
 	b := &testBundle{srv: srv, client: openapitest.Client(t), auth: a}
 	start := time.Now()

@@ -29,10 +29,9 @@ import (
 func serveWith(tb testing.TB, configure func(*api.Config)) *testBundle {
 	tb.Helper()
 	pool := storetest.Pool(tb)
-	st := store.New(pool, nil)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(tb, err)
-	st.Jobs = ins
+	st := store.New(store.Config{Pool: pool, Jobs: ins})
 	a := auth.New(secret, nil)
 	cfg := api.Config{Store: st, Auth: a, RequestTimeout: 5 * time.Second, Now: stoppedClock()}
 	if configure != nil {

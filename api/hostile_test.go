@@ -219,7 +219,7 @@ func TestSecretsStayOutOfLogsAndAnswers(t *testing.T) {
 	closed, err := pgxpool.New(context.Background(), b.pool.Config().ConnString())
 	require.NoError(t, err)
 	closed.Close()
-	broken := serveWith(t, func(c *api.Config) { c.Logger = logger; c.Store = store.New(closed, nil) })
+	broken := serveWith(t, func(c *api.Config) { c.Logger = logger; c.Store = store.New(store.Config{Pool: closed}) })
 	internal := 0
 	for _, r := range []req{
 		{method: "GET", path: "/v1/orders/" + orderID, token: alice},

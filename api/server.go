@@ -21,6 +21,10 @@ type Config struct {
 	// Registry receives the HTTP and order metrics; the operator listener
 	// serves it.
 	Registry prometheus.Registerer
+	// Metrics, when set, are the server's metrics, made beforehand by
+	// NewMetrics for others to record into as well; else the server makes
+	// them on Registry.
+	Metrics *Metrics
 	// Ready reports whether the service may take traffic (database reachable,
 	// migrations current).
 	Ready func(ctx context.Context) error
@@ -90,10 +94,13 @@ func New(cfg Config) *Server {
 	if cfg.GuestTTL <= 0 {
 		cfg.GuestTTL = DefaultGuestTTL
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(cfg.Registry)
+	}
 	limiter := func(perSecond float64) *RateLimiter { return newRateLimiter(perSecond, cfg.Now) }
 	s := &Server{
 		cfg: cfg, store: cfg.Store, auth: cfg.Auth, log: cfg.Logger,
-		metrics:     NewMetrics(cfg.Registry),
+		metrics:     cfg.Metrics,
 		cursors:     newCursors(cfg.CursorKey),
 		signInLimit: limiter(cfg.RateSignIn),
 		guestLimit:  limiter(cfg.RateGuest),

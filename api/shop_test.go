@@ -385,8 +385,7 @@ func TestPickedUpAndReopen(t *testing.T) {
 	r = b.do(t, req{method: "POST", path: secondPath + "/complete", token: s.kitchen})
 	require.Equal(t, "completed", r.body["status"], string(r.raw))
 	before = tableCounts(t, b)
-	late := store.New(b.pool, nil)
-	late.Now = func() time.Time { return time.Now().Add(domain.ReopenWindow + time.Second) }
+	late := store.New(store.Config{Pool: b.pool, Now: func() time.Time { return time.Now().Add(domain.ReopenWindow + time.Second) }})
 	lateSrv := httptest.NewServer(api.New(api.Config{Store: late, Auth: b.auth}))
 	t.Cleanup(lateSrv.Close)
 	lateBundle := &testBundle{srv: lateSrv, client: b.client, pool: b.pool, store: late, auth: b.auth, admin: b.admin}

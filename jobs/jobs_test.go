@@ -30,13 +30,17 @@ type bundle struct {
 	store *store.Store
 }
 
-func setup(t *testing.T) *bundle {
+// setup makes a store on a new database, configured further by configure.
+func setup(t *testing.T, configure ...func(*store.Config)) *bundle {
 	t.Helper()
 	pool := storetest.Pool(t)
-	st := store.New(pool, nil)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	st.Jobs = ins
+	cfg := store.Config{Pool: pool, Jobs: ins}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	st := store.New(cfg)
 	return &bundle{pool: pool, store: st}
 }
 
@@ -206,8 +210,7 @@ func TestTimersSurviveRestart(t *testing.T) {
 
 func TestDrainJobAdmitsWhatInlineLeft(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	b.store.InlineDrainLimit = 0
+	b := setup(t, func(c *store.Config) { c.InlineDrainLimit = -1 })
 	startWorkers(t, b)
 	m, p := merchantAndProduct(t, b.store, 1, 900)
 	first := placeUnpaid(t, b.store, m, p, "c0", "r")

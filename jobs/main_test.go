@@ -36,13 +36,16 @@ func runWorkers(url string) error {
 	if err != nil {
 		return err
 	}
-	st := store.New(pool, nil)
+	ins, err := jobs.NewInserter(pool)
+	if err != nil {
+		return err
+	}
+	st := store.New(store.Config{Pool: pool, Jobs: ins})
 	cfg := jobs.DefaultConfig()
 	client, err := jobs.NewClient(pool, st, cfg)
 	if err != nil {
 		return err
 	}
-	st.Jobs = client
 	if err := client.Start(ctx); err != nil {
 		return err
 	}

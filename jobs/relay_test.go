@@ -345,7 +345,7 @@ func TestRelayKilledMidDeliveryLosesNothing(t *testing.T) {
 	}
 	doomedPool, err := pgxpool.New(context.Background(), b.pool.Config().ConnString())
 	require.NoError(t, err)
-	_, stop := b.startRelayOn(t, store.New(doomedPool, nil), 5*time.Second)
+	_, stop := b.startRelayOn(t, store.New(store.Config{Pool: doomedPool}), 5*time.Second)
 	waitFor(t, 5*time.Second, func() bool { return len(r.arrived()) == 10 }, "all sent and held")
 	doomedPool.Close()
 	stop()
@@ -474,7 +474,7 @@ func TestRelayKeepsOrderThroughRetries(t *testing.T) {
 // receiver that answers 200 and reports deliveries/s.
 func BenchmarkRelay(b *testing.B) {
 	pool := storetest.Pool(b)
-	st := store.New(pool, nil)
+	st := store.New(store.Config{Pool: pool})
 	ctx := context.Background()
 	var received atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -132,7 +132,7 @@ func NewBackstop(st *store.Store, cfg Config) *Backstop {
 	}
 	return &Backstop{
 		kinds: timerKinds(st), interval: cfg.TimerBackstopInterval, grace: cfg.TimerGrace, limit: 500,
-		now: st.Now, log: log, fullEvery: cfg.TimerBackstopFullEvery, overdue: st.OverdueTimerKinds,
+		now: st.Config().Now, log: log, fullEvery: cfg.TimerBackstopFullEvery, overdue: st.OverdueTimerKinds,
 	}
 }
 

@@ -48,7 +48,7 @@ func TestChainMigrationChainsExistingStreams(t *testing.T) {
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	defer pool.Close()
-	broken, err := store.New(pool, nil).BrokenChains(ctx)
+	broken, err := store.New(store.Config{Pool: pool}).BrokenChains(ctx)
 	require.NoError(t, err)
 	require.Empty(t, broken)
 	var distinct int

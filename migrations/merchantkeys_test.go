@@ -125,7 +125,7 @@ func TestMerchantKeysKeepData(t *testing.T) {
 	defer pool.Close()
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	st := store.New(pool, ins)
+	st := store.New(store.Config{Pool: pool, Jobs: ins})
 	var merchants []uuid.UUID
 	for range 2 {
 		m, err := st.CreateMerchant(ctx, domain.MerchantSettings{Name: "m " + uuid.NewString(), Capacity: 1, PrepSeconds: 60,

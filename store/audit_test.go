@@ -597,7 +597,7 @@ func TestAuditCleanOnSeededHistory(t *testing.T) {
 // go test ./store -run '^$' -bench Audit1M -benchtime 1x -timeout 30m
 func BenchmarkAudit1M(b *testing.B) {
 	pool := storetest.Pool(b)
-	st := store.New(pool, nil)
+	st := newStore(store.Config{Pool: pool})
 	start := time.Now()
 	seedHistory(b, pool, 1000, 1000)
 	b.Logf("seeded 1,000,000 orders in %s", time.Since(start).Round(time.Second))

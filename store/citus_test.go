@@ -37,7 +37,7 @@ func TestCitusChangedStreamsSeesEveryEventOnce(t *testing.T) {
 	pool, err := pgxpool.New(ctx, citustest.URL(t))
 	require.NoError(t, err)
 	defer pool.Close()
-	st := store.New(pool, nil)
+	st := store.New(store.Config{Pool: pool})
 
 	const writers, perWriter = 16, 40
 	merchants := make([]uuid.UUID, 8)
@@ -108,7 +108,7 @@ func TestCitusBackstopQueriesRun(t *testing.T) {
 	pool, err := pgxpool.New(ctx, citustest.URL(t))
 	require.NoError(t, err)
 	defer pool.Close()
-	st := store.New(pool, nil)
+	st := store.New(store.Config{Pool: pool})
 	_, err = st.DropsToSettle(ctx, time.Now(), 10)
 	require.NoError(t, err)
 }
@@ -131,7 +131,7 @@ func TestCitusPlacesManyMerchantsAtOnce(t *testing.T) {
 		t.Cleanup(p.Close)
 		ins, err := jobs.NewInserter(p)
 		require.NoError(t, err)
-		stores = append(stores, store.New(p, ins))
+		stores = append(stores, store.New(store.Config{Pool: p, Jobs: ins}))
 		pool = p
 	}
 	st := stores[0]
@@ -306,7 +306,7 @@ func citusStore(t *testing.T) (*store.Store, *pgxpool.Pool, *shardLog) {
 	t.Cleanup(pool.Close)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	return store.New(pool, ins), pool, rc
+	return store.New(store.Config{Pool: pool, Jobs: ins}), pool, rc
 }
 
 // merchantsOnEveryWorker creates merchants until there are at least n and

@@ -101,10 +101,9 @@ func TestCitusWritesCommitInOnePhase(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	defer pool.Close()
-	st := store.New(pool, nil)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	st.Jobs = ins
+	st := store.New(store.Config{Pool: pool, Jobs: ins})
 
 	m := createMerchant(t, st, &merchantOpts{Capacity: 1})
 	tea := createProduct(t, st, m.ID, nil)
@@ -193,10 +192,9 @@ func TestCitusPlacesAShardsMerchantsInOneTransaction(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	defer pool.Close()
-	st := store.New(pool, nil)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	st.Jobs = ins
+	st := store.New(store.Config{Pool: pool, Jobs: ins})
 
 	// Merchants until two share a shard (32 shards: a handful).
 	type shop struct{ merchant, product uuid.UUID }

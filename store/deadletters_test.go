@@ -36,7 +36,7 @@ func TestQueueExpiryAndRetry(t *testing.T) {
 	st, _ := setup(t)
 	ctx := context.Background()
 	clk := &clock{now: time.Now().UTC()}
-	st.Now = clk.Now
+	setClock(st, clk.Now)
 	m := createMerchant(t, st, &merchantOpts{Capacity: 1, MaxQueueWait: 60})
 	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(10)})
 
@@ -135,7 +135,7 @@ func TestETAFollowsCompletionRate(t *testing.T) {
 	st, _ := setup(t)
 	ctx := context.Background()
 	clk := &clock{now: time.Now().UTC()}
-	st.Now = clk.Now
+	setClock(st, clk.Now)
 	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
 	p := createProduct(t, st, m.ID, nil)
 	const interval = 2 * time.Second

@@ -505,7 +505,7 @@ func (s *Store) settleDrop(ctx context.Context, tx pgx.Tx, merchantID, dropID uu
 		}
 	}
 	if after.State == domain.DropStateSoldOut {
-		if more, err = sellOutWaiting(ctx, tx, after, max(1, s.SellOutChunk), now); err != nil {
+		if more, err = sellOutWaiting(ctx, tx, after, max(1, s.cfg.SellOutChunk), now); err != nil {
 			return false, err
 		}
 		if more {

@@ -28,7 +28,7 @@ func newFakeClock(st ...*store.Store) *fakeClock {
 	c := &fakeClock{}
 	c.ns.Store(time.Now().UnixNano())
 	for _, s := range st {
-		s.Now = c.Now
+		setClock(s, c.Now)
 	}
 	return c
 }
@@ -158,8 +158,8 @@ func TestLateEntryCannotJoinTheDraw(t *testing.T) {
 	require.NotNil(t, before.EntriesDigest)
 	require.Empty(t, violations(t, st))
 
-	slow := store.New(b.pool, st.Jobs)
-	slow.Now = func() time.Time { return f.drop.StartsAt.Add(-time.Minute) }
+	slow := newStore(store.Config{Pool: b.pool, Jobs: st.Config().Jobs})
+	setClock(slow, func() time.Time { return f.drop.StartsAt.Add(-time.Minute) })
 	res, err := slow.JoinDrop(ctx, f.drop.ID, "behind", "")
 	require.NoError(t, err)
 	require.False(t, res.Entry.JoinedAt.Before(f.drop.StartsAt), "a join after the draw joins after the start")
@@ -616,7 +616,7 @@ func TestDropJoinsAfterStartRankInArrivalOrder(t *testing.T) {
 	ctx := context.Background()
 	stores, b := instances(t, 2)
 	clock := newFakeClock(stores...)
-	stores[1].Now = func() time.Time { return clock.Now().Add(-20 * time.Millisecond) }
+	setClock(stores[1], func() time.Time { return clock.Now().Add(-20 * time.Millisecond) })
 	st := stores[0]
 	m := createMerchant(t, st, &merchantOpts{Capacity: 1000})
 	// More units than the buyers below can buy: the drop never sells out
@@ -785,9 +785,8 @@ func TestDropEndsWhenNobodyIsInLine(t *testing.T) {
 func TestDropSellOutInChunks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, b := setup(t)
 	const chunk, line = 7, 40
-	st.SellOutChunk = chunk
+	st, b := setup(t, func(c *store.Config) { c.SellOutChunk = chunk })
 	f := newDropFixture(t, st, domain.DropFIFO, 2, 2)
 	f.clock.Set(f.drop.OpensAt)
 	var customers []string

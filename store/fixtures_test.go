@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,14 +23,54 @@ type testBundle struct {
 	store *store.Store
 }
 
-func setup(t *testing.T) (*store.Store, *testBundle) {
+// setup makes a store on a new database, configured further by configure.
+func setup(t *testing.T, configure ...func(*store.Config)) (*store.Store, *testBundle) {
 	t.Helper()
 	pool := storetest.Pool(t)
-	st := store.New(pool, nil)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	st.Jobs = ins
+	cfg := store.Config{Pool: pool, Jobs: ins}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	st := newStore(cfg)
 	return st, &testBundle{pool: pool, store: st}
+}
+
+// clocks are the clocks of the stores newStore made, which a test may set.
+var clocks sync.Map
+
+// testClock is time.Now until a test sets it.
+type testClock struct {
+	now atomic.Pointer[func() time.Time]
+}
+
+func (c *testClock) Now() time.Time {
+	if f := c.now.Load(); f != nil {
+		return (*f)()
+	}
+	return time.Now()
+}
+
+// newStore is store.New with a clock that setClock sets.
+func newStore(cfg store.Config) *store.Store {
+	c := &testClock{}
+	if cfg.Now != nil {
+		c.now.Store(&cfg.Now)
+	}
+	cfg.Now = c.Now
+	st := store.New(cfg)
+	clocks.Store(st, c)
+	return st
+}
+
+// setClock makes now the clock of st, a store newStore made.
+func setClock(st *store.Store, now func() time.Time) {
+	c, ok := clocks.Load(st)
+	if !ok {
+		panic("setClock on a store newStore did not make")
+	}
+	c.(*testClock).now.Store(&now)
 }
 
 // instances returns n stores on one new database, each with a pool, lanes
@@ -45,7 +86,7 @@ func instances(t *testing.T, n int) ([]*store.Store, *testBundle) {
 		t.Cleanup(pool.Close)
 		ins, err := jobs.NewInserter(pool)
 		require.NoError(t, err)
-		stores = append(stores, store.New(pool, ins))
+		stores = append(stores, newStore(store.Config{Pool: pool, Jobs: ins}))
 		if first == nil {
 			first = pool
 		}

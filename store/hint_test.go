@@ -23,7 +23,7 @@ func waitWake(t *testing.T, wakes <-chan struct{}, what string) {
 
 func TestLogHintsReachListenersOfOtherStores(t *testing.T) {
 	listener, b := setup(t)
-	writer := store.New(b.pool, nil)
+	writer := newStore(store.Config{Pool: b.pool})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

@@ -21,7 +21,7 @@ import (
 func BenchmarkLedgerMillion(b *testing.B) {
 	ctx := context.Background()
 	pool := storetest.Pool(b)
-	st := store.New(pool, nil)
+	st := newStore(store.Config{Pool: pool})
 	merchant := uuid.New()
 	start := time.Now()
 	_, err := pool.Exec(ctx, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data, metadata, recorded_at)

@@ -614,7 +614,7 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 			return err
 		}
 		if m.capacityInForce() > inForce {
-			return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+			return s.drainLocked(ctx, tx, m, now, s.cfg.InlineDrainLimit)
 		}
 		return nil
 	})
@@ -676,7 +676,7 @@ func (s *Store) resumeLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, eve
 	if err := writeMerchant(ctx, tx, m, events, meta, now); err != nil {
 		return err
 	}
-	return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+	return s.drainLocked(ctx, tx, m, now, s.cfg.InlineDrainLimit)
 }
 
 // ResumeDue resumes a merchant whose pause ending at until has ended: the

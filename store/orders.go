@@ -140,10 +140,10 @@ func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, jobs []river.InsertMa
 	if len(jobs) == 0 {
 		return nil
 	}
-	if s.Jobs == nil {
+	if s.cfg.Jobs == nil {
 		return errors.New("insert jobs: store has no job inserter")
 	}
-	if _, err := s.Jobs.InsertManyTx(ctx, tx, jobs); err != nil {
+	if _, err := s.cfg.Jobs.InsertManyTx(ctx, tx, jobs); err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
 	return nil
@@ -168,11 +168,11 @@ func (s *Store) insertJobsWithCommit(ctx context.Context, tx pgx.Tx, pt *pgkit.P
 	if len(copied) == 0 {
 		return nil
 	}
-	if s.Jobs == nil {
+	if s.cfg.Jobs == nil {
 		return errors.New("insert jobs: store has no job inserter")
 	}
 	return pt.Deferring(func() error {
-		if _, err := s.Jobs.InsertManyFastTx(ctx, tx, copied); err != nil {
+		if _, err := s.cfg.Jobs.InsertManyFastTx(ctx, tx, copied); err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
 		}
 		return nil
@@ -424,7 +424,7 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 			// A freed unit, or a queued order leaving (the head, say, whose
 			// load did not fit), may let the head in.
 			if c.before.Status == domain.StatusAccepted || c.before.Status == domain.StatusQueued {
-				return s.drain(ctx, tx, m, now, s.InlineDrainLimit, w)
+				return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
 			}
 			return w, nil
 		},
@@ -446,7 +446,7 @@ func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Acc
 			return events, nil, nil
 		},
 		after: func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error) {
-			return s.drain(ctx, tx, m, now, s.InlineDrainLimit, w)
+			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
 		},
 	})
 }
@@ -504,7 +504,7 @@ func (s *Store) PrioritizeOrder(ctx context.Context, orderID uuid.UUID, reason s
 			return events, nil, nil
 		},
 		after: func(tx pgx.Tx, w writeSet, _ change, m *merchantRow, now time.Time) (writeSet, error) {
-			return s.drain(ctx, tx, m, now, s.InlineDrainLimit, w)
+			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
 		},
 	})
 }
@@ -539,7 +539,7 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 				return w, fmt.Errorf("file dead letter: %w", err)
 			}
 			// The head leaving may let the next one in.
-			return s.drain(ctx, tx, m, now, s.InlineDrainLimit, w)
+			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
 		},
 	})
 	if errors.Is(err, domain.ErrNotFound) {
@@ -584,7 +584,7 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 			if err := closeDeadLetter(ctx, tx, m.ID, deadLetterID, "retried", ""); err != nil {
 				return w, err
 			}
-			return s.drain(ctx, tx, m, now, s.InlineDrainLimit, w)
+			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
 		},
 	})
 }

@@ -319,9 +319,10 @@ func TestAdmissionQueueFIFO(t *testing.T) {
 		require.Equal(t, domain.StatusQueued, o.Status)
 		orders = append(orders, o)
 	}
-	st.InlineDrainLimit = 1
+	oneInline := st.Config()
+	oneInline.InlineDrainLimit = 1
 	six := 6
-	got, err = st.UpdateMerchant(ctx, m.ID, store.MerchantPatch{Capacity: &six}, store.Meta{Actor: domain.ActorAdmin})
+	got, err = store.New(oneInline).UpdateMerchant(ctx, m.ID, store.MerchantPatch{Capacity: &six}, store.Meta{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
 	require.Equal(t, 3, got.Load.Active)
 	require.Equal(t, 2, got.Load.Queued, "units free while two orders wait")
@@ -329,7 +330,6 @@ func TestAdmissionQueueFIFO(t *testing.T) {
 	require.Equal(t, domain.StatusQueued, late.Status, "a new order overtook the line while units were free")
 	require.Equal(t, 3, *late.QueuePosition)
 	// The drain admits the line in its order, the late order last.
-	st.InlineDrainLimit = 100
 	admitted, err := st.DrainMerchant(ctx, m.ID)
 	require.NoError(t, err)
 	require.Equal(t, 3, admitted)

@@ -64,7 +64,7 @@ const (
 )
 
 func (p pickupPlan) run(ctx context.Context, st *store.Store, pool *pgxpool.Pool) error {
-	st.Now = func() time.Time { return time.Now().Add(p.offset) }
+	setClock(st, func() time.Time { return time.Now().Add(p.offset) })
 	spacing := pickupSpread / time.Duration(p.count)
 	var next atomic.Int64
 	var answered sync.Map // order id -> the code of its placement's answer
@@ -201,7 +201,7 @@ func runInHelperProcess(ctx context.Context, url string, maxConns int32, run fun
 	if err != nil {
 		return err
 	}
-	return run(ctx, store.New(pool, ins), pool)
+	return run(ctx, newStore(store.Config{Pool: pool, Jobs: ins}), pool)
 }
 
 func pickupHelper() error {
@@ -239,7 +239,7 @@ func TestPickupCodesUniqueAcrossMidnight(t *testing.T) {
 	t.Cleanup(pool.Close)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	st := store.New(pool, ins)
+	st := newStore(store.Config{Pool: pool, Jobs: ins})
 	const zone = "Asia/Kathmandu" // UTC+05:45: a midnight that is no UTC hour
 	m, err := st.CreateMerchant(ctx, domain.MerchantSettings{Name: "Momo", Capacity: 100_000, PrepSeconds: 60,
 		MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, Timezone: zone, PickupPrefix: "K"}, store.Meta{Actor: domain.ActorAdmin})

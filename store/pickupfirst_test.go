@@ -214,7 +214,7 @@ func TestStockWaitHoldsNoPickupCounter(t *testing.T) {
 	plain := createProduct(t, st, m.ID, nil)
 	limited := createProduct(t, st, m.ID, &productOpts{Stock: intp(5)})
 	warmPool(t, b.pool, 6)
-	other := store.New(b.pool, st.Jobs)
+	other := newStore(store.Config{Pool: b.pool, Jobs: st.Config().Jobs})
 
 	const quick, deadline = 4, 5 * time.Second
 	release := holdLock(t, b.pool, `SELECT 1 FROM stock_buckets WHERE merchant_id = $1 AND product_id = $2 FOR UPDATE`, m.ID, limited.ID)

@@ -17,7 +17,7 @@ import (
 func TestPipelinedTxCommitsOrNothing(t *testing.T) {
 	t.Parallel()
 	pool := storetest.Pool(t)
-	s := New(pool, nil)
+	s := New(Config{Pool: pool})
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `CREATE TABLE pipelined (id int PRIMARY KEY)`)
 	require.NoError(t, err)

@@ -263,7 +263,7 @@ func TestDecisionTimeIsReadUnderTheLock(t *testing.T) {
 	st, b := setup(t)
 	ctx := context.Background()
 	clock := &manualClock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
-	st.Now = clock.Now
+	setClock(st, clock.Now)
 	m := createMerchant(t, st, &merchantOpts{Capacity: 5, PaymentTimeout: 60})
 	p := createProduct(t, st, m.ID, nil)
 	unpaid := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "slow"})

@@ -66,7 +66,7 @@ func (s *Store) Rebuild(ctx context.Context, apply bool) (*RebuildReport, error)
 	if _, err := tx.Exec(ctx, `SET LOCAL jit = off; SET LOCAL work_mem = '256MB'`); err != nil {
 		return nil, mapErr(fmt.Errorf("configure rebuild: %w", err))
 	}
-	chunk := orDefaultChunk(s.RebuildChunk)
+	chunk := orDefaultChunk(s.cfg.RebuildChunk)
 	replayed, err := replay(ctx, tx, report, chunk)
 	if err != nil {
 		return nil, mapErr(err)

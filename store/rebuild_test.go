@@ -196,10 +196,9 @@ func TestRebuildRepairsMerchantsDropsAndEntries(t *testing.T) {
 // what it finds and writes back is what a rebuild holding them all would.
 func TestRebuildHoldsOneChunkOfOrders(t *testing.T) {
 	t.Parallel()
-	st, b := setup(t)
-	ctx := context.Background()
 	const chunk = 4
-	st.RebuildChunk = chunk
+	st, b := setup(t, func(c *store.Config) { c.RebuildChunk = chunk })
+	ctx := context.Background()
 	m := createMerchant(t, st, &merchantOpts{Capacity: 5})
 	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(100)})
 	var orders []*store.Order

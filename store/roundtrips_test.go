@@ -85,7 +85,7 @@ func tracedStore(t *testing.T) (*store.Store, *roundTrips) {
 	t.Cleanup(pool.Close)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	return store.New(pool, ins), rt
+	return newStore(store.Config{Pool: pool, Jobs: ins}), rt
 }
 
 // TestFlashBuyerClaimsAndTakesInOneRoundTrip: a buyer of a limited product

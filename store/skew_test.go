@@ -26,8 +26,8 @@ import (
 func skewedStores(t *testing.T) (fast, slow *store.Store, b *testBundle) {
 	t.Helper()
 	fast, b = setup(t)
-	slow = store.New(b.pool, fast.Jobs)
-	fast.Now = func() time.Time { return time.Now().Add(3 * time.Second) }
+	slow = newStore(store.Config{Pool: b.pool, Jobs: fast.Config().Jobs})
+	setClock(fast, func() time.Time { return time.Now().Add(3 * time.Second) })
 	return fast, slow, b
 }
 
@@ -136,7 +136,7 @@ const (
 )
 
 func (p skewPlan) run(ctx context.Context, st *store.Store, pool *pgxpool.Pool) error {
-	st.Now = func() time.Time { return time.Now().Add(p.offset) }
+	setClock(st, func() time.Time { return time.Now().Add(p.offset) })
 	errs := make(chan error, skewWorkers)
 	var wg sync.WaitGroup
 	for w := range skewWorkers {
@@ -223,7 +223,7 @@ func TestSkewedClocksNeverRunBackwardsAcrossProcesses(t *testing.T) {
 	pool, err := smallPool(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	st := store.New(pool, nil)
+	st := newStore(store.Config{Pool: pool})
 	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
 	p := createProduct(t, st, m.ID, nil)
 

@@ -351,7 +351,7 @@ func (s *Store) ReleaseDue(ctx context.Context, merchantID uuid.UUID) (int, erro
 		if err := s.commit(ctx, tx, w, now); err != nil {
 			return err
 		}
-		return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+		return s.drainLocked(ctx, tx, m, now, s.cfg.InlineDrainLimit)
 	})
 	if err != nil {
 		return 0, mapErr(err)
@@ -402,7 +402,7 @@ func (s *Store) ApplyPeriodEdge(ctx context.Context, merchantID uuid.UUID) (bool
 			return err
 		}
 		if m.capacityInForce() > inForce {
-			return s.drainLocked(ctx, tx, m, now, s.InlineDrainLimit)
+			return s.drainLocked(ctx, tx, m, now, s.cfg.InlineDrainLimit)
 		}
 		return nil
 	})

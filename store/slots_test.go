@@ -369,7 +369,7 @@ func TestProcessesRaceForASlotsLastPlace(t *testing.T) {
 	t.Cleanup(pool.Close)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	st := store.New(pool, ins)
+	st := newStore(store.Config{Pool: pool, Jobs: ins})
 	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
 	p := createProduct(t, st, m.ID, nil)
 	const capacity = 5

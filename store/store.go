@@ -28,26 +28,34 @@ type JobInserter interface {
 	InsertManyFastTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) (int, error)
 }
 
-// Store is safe for concurrent use.
-type Store struct {
-	pool *pgxpool.Pool
-	// Jobs inserts River jobs in the store's transactions; set it before use.
+// Config is what a Store is made with.
+type Config struct {
+	Pool *pgxpool.Pool
+	// Jobs inserts River jobs in the store's transactions: a River client,
+	// with workers or without.
 	Jobs JobInserter
-	// Now is read once per transaction, so every event of one decision carries
-	// the same time. Tests replace it.
+	// Now is read once per transaction, so every event of one decision
+	// carries the same time; time.Now unless set. Tests replace it.
 	Now func() time.Time
-	// InlineDrainLimit bounds how many queued orders a completion, cancellation
-	// or capacity change admits in its own transaction; the rest is left to a
-	// drain job.
+	// InlineDrainLimit bounds how many queued orders a completion,
+	// cancellation or capacity change admits in its own transaction; the
+	// rest is left to a drain job. 100 unless set; a negative limit admits
+	// none inline.
 	InlineDrainLimit int
 	// SellOutChunk bounds how many waiting entries one transaction of a
-	// drop's sell-out turns sold_out (see SettleDrop).
+	// drop's sell-out turns sold_out (see SettleDrop); 1000 unless set.
 	SellOutChunk int
 	// RebuildChunk is how many orders a rebuild folds and writes at a
 	// time, which bounds its memory; 0 is the default.
 	RebuildChunk int
 	// OnTransition, when set, hears every committed order status change.
 	OnTransition func(from, to domain.OrderStatus)
+}
+
+// Store is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  Config
 
 	// placers are lanes of placement batches, one batch at a time each; a
 	// merchant's paid orders always take the same lane, so that they are
@@ -98,10 +106,19 @@ func noteTransition(tx pgx.Tx, from, to domain.OrderStatus) {
 	}
 }
 
-// New returns a Store on pool. jobs may be a River client configured with or
-// without workers.
-func New(pool *pgxpool.Pool, jobs JobInserter) *Store {
-	s := &Store{pool: pool, Jobs: jobs, Now: time.Now, InlineDrainLimit: 100, SellOutChunk: 1000, hints: make(chan struct{}, 1),
+// New returns a Store as cfg says.
+func New(cfg Config) *Store {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.InlineDrainLimit == 0 {
+		cfg.InlineDrainLimit = 100
+	}
+	cfg.InlineDrainLimit = max(0, cfg.InlineDrainLimit)
+	if cfg.SellOutChunk == 0 {
+		cfg.SellOutChunk = 1000
+	}
+	s := &Store{pool: cfg.Pool, cfg: cfg, hints: make(chan struct{}, 1),
 		parked: map[uuid.UUID][]*placement{}, dropMerchants: map[uuid.UUID]uuid.UUID{}}
 	s.placers = make([]*pgkit.Batcher[*placement, int64], placementLanes)
 	for i := range s.placers {
@@ -141,10 +158,14 @@ func (s *Store) splitOnCitus() bool {
 	return s.Distributed(context.Background())
 }
 
+// Config is what the store was made with (its defaults filled in), for a
+// second store alike.
+func (s *Store) Config() Config { return s.cfg }
+
 // Pool exposes the pool for components that share it (River, the log tailer).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-func (s *Store) now() time.Time { return s.Now().UTC().Truncate(time.Microsecond) }
+func (s *Store) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Microsecond) }
 
 func newID() uuid.UUID { return uuid.Must(uuid.NewV7()) }
 
@@ -237,9 +258,9 @@ func (s *Store) committed(t *txn) {
 	if t.wroteEvents {
 		s.logWritten()
 	}
-	if s.OnTransition != nil {
+	if s.cfg.OnTransition != nil {
 		for _, tr := range t.transitions {
-			s.OnTransition(tr[0], tr[1])
+			s.cfg.OnTransition(tr[0], tr[1])
 		}
 	}
 }

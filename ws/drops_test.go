@@ -39,17 +39,17 @@ func readDrop(t *testing.T, c *websocket.Conn, within time.Duration) dropMessage
 func TestDropAndEntrySubscriptions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t)
-	url := startHub(t, b)
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixNano())
-	b.store.Now = func() time.Time { return time.Unix(0, clock.Load()) }
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	b := setup(t, func(c *store.Config) { c.Now = now })
+	url := startHub(t, b)
 	s := newShop(t, b.store, 10)
 	stock := 2
 	p, err := b.store.CreateProduct(ctx, store.CreateProductParams{MerchantID: s.merchant, Name: "cup", PriceCents: 100, Stock: &stock})
 	require.NoError(t, err)
 	d, err := b.store.CreateDrop(ctx, store.CreateDropParams{
-		ProductID: p.ID, OpensAt: b.store.Now().Add(time.Second), StartsAt: b.store.Now().Add(time.Hour),
+		ProductID: p.ID, OpensAt: now().Add(time.Second), StartsAt: now().Add(time.Hour),
 		Mode: domain.DropFIFO, PurchaseWindowSeconds: intp(60), Units: intp(1), Access: admin,
 	})
 	require.NoError(t, err)

@@ -76,10 +76,9 @@ func FuzzClientMessage(f *testing.F) {
 	// One database, hub and server for the whole run: inputs only read, and
 	// building them per input would make fuzzing crawl.
 	pool := storetest.Pool(f)
-	st := store.New(pool, nil)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(f, err)
-	st.Jobs = ins
+	st := store.New(store.Config{Pool: pool, Jobs: ins})
 	hub := ws.New(st, authn, ws.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})

@@ -45,13 +45,17 @@ type bundle struct {
 	store *store.Store
 }
 
-func setup(t *testing.T) *bundle {
+// setup makes a store on a new database, configured further by configure.
+func setup(t *testing.T, configure ...func(*store.Config)) *bundle {
 	t.Helper()
 	pool := storetest.Pool(t)
-	st := store.New(pool, nil)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	st.Jobs = ins
+	cfg := store.Config{Pool: pool, Jobs: ins}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	st := store.New(cfg)
 	return &bundle{pool: pool, store: st}
 }
 
@@ -294,7 +298,7 @@ func TestTwoInstancesBothDeliver(t *testing.T) {
 func TestHintsWakeEveryInstance(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	other := &bundle{pool: b.pool, store: store.New(b.pool, b.store.Jobs)}
+	other := &bundle{pool: b.pool, store: store.New(store.Config{Pool: b.pool, Jobs: b.store.Config().Jobs})}
 	noPolling := ws.Options{Poll: time.Hour}
 	urls := []string{startHubWith(t, b, noPolling), startHubWith(t, other, noPolling)}
 	s := newShop(t, b.store, 1)

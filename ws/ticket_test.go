@@ -43,7 +43,7 @@ func TestTicketOpensOneWebsocketOnAnyInstance(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	// Two instances share the database, as two orderd serve processes do.
-	second := &bundle{pool: b.pool, store: store.New(b.pool, b.store.Jobs)}
+	second := &bundle{pool: b.pool, store: store.New(store.Config{Pool: b.pool, Jobs: b.store.Config().Jobs})}
 	urlA, urlB := startHub(t, b), startHub(t, second)
 	s := newShop(t, b.store, 1)
 	o := s.place(t, b.store, "alice")
@@ -65,8 +65,8 @@ func TestTicketOpensOneWebsocketOnAnyInstance(t *testing.T) {
 	send(t, m, map[string]string{"op": "subscribe", "merchant_id": s.merchant.String()})
 	require.Equal(t, "merchant_load", read(t, m, deliver).Type)
 
-	late := &bundle{pool: b.pool, store: store.New(b.pool, b.store.Jobs)}
-	late.store.Now = func() time.Time { return time.Now().Add(auth.TicketTTL + time.Second) }
+	late := &bundle{pool: b.pool, store: store.New(store.Config{Pool: b.pool, Jobs: b.store.Config().Jobs,
+		Now: func() time.Time { return time.Now().Add(auth.TicketTTL + time.Second) }})}
 	urlLate := startHub(t, late)
 	expired := issueTicket(t, b.store, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
 	require.Equal(t, http.StatusUnauthorized, dialStatus(t, urlLate, "ticket="+expired), "61 s after issue")
@@ -82,7 +82,7 @@ func TestTicketOpensOneWebsocketOnAnyInstance(t *testing.T) {
 func TestTicketRaceHasOneWinner(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	second := &bundle{pool: b.pool, store: store.New(b.pool, b.store.Jobs)}
+	second := &bundle{pool: b.pool, store: store.New(store.Config{Pool: b.pool, Jobs: b.store.Config().Jobs})}
 	urls := []string{startHub(t, b), startHub(t, second)}
 	for range 5 {
 		ticket := issueTicket(t, b.store, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})

@@ -58,7 +58,7 @@ func auditCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	st := store.New(pool, nil)
+	st := store.New(store.Config{Pool: pool})
 	history, err := st.AuditHistory(ctx, params)
 	if err != nil {
 		return err

@@ -29,7 +29,7 @@ func rebuildCommand(ctx context.Context, args []string, stdout io.Writer) error 
 		return err
 	}
 	defer pool.Close()
-	report, err := store.New(pool, nil).Rebuild(ctx, *apply)
+	report, err := store.New(store.Config{Pool: pool}).Rebuild(ctx, *apply)
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}

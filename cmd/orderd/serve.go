@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orderd/orderd/internal/app"
+	"github.com/orderd/orderd/store"
 )
 
 // configFlags binds every setting to a flag whose default comes from the
@@ -94,13 +95,13 @@ func serveCommand(ctx context.Context, args []string, logger *slog.Logger) error
 
 func serve(ctx context.Context, cfg app.Config) error {
 	tuneGC(os.LookupEnv, serverGCPercent)
+	if envBool(benchWithoutTimersEnv, false) {
+		cfg.Logger.Warn("payment timers are not inserted: a benchmark's baseline; only the backstop closes unpaid orders", "env", benchWithoutTimersEnv)
+		cfg.WrapJobs = func(j store.JobInserter) store.JobInserter { return &timerDropper{JobInserter: j} }
+	}
 	a, err := app.New(ctx, cfg)
 	if err != nil {
 		return err
-	}
-	if envBool(benchWithoutTimersEnv, false) {
-		cfg.Logger.Warn("payment timers are not inserted: a benchmark's baseline; only the backstop closes unpaid orders", "env", benchWithoutTimersEnv)
-		a.Store().Jobs = &timerDropper{JobInserter: a.Store().Jobs}
 	}
 	return a.Run(ctx)
 }

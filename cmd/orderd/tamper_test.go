@@ -43,7 +43,7 @@ func newHistory(t *testing.T) *history {
 	h.pool = pool
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	st := store.New(pool, ins)
+	st := store.New(store.Config{Pool: pool, Jobs: ins})
 	meta := store.Meta{Actor: domain.ActorAdmin, Subject: "root"}
 	m, err := st.CreateMerchant(ctx, domain.MerchantSettings{Name: "Tea", Capacity: 10, PrepSeconds: 60, MaxQueueWaitSeconds: 600, PaymentTimeoutSeconds: 600}, meta)
 	require.NoError(t, err)

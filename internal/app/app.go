@@ -45,6 +45,10 @@ import (
 // Config is everything orderd serve needs; cmd/orderd fills it from flags and
 // the environment.
 type Config struct {
+	// WrapJobs, when set, stands between the store and the jobs it inserts
+	// (a benchmark's baseline drops the payment timers).
+	WrapJobs func(store.JobInserter) store.JobInserter
+
 	DatabaseURL string
 	Addr        string
 	JWTSecret   string
@@ -298,7 +302,22 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	a.store = store.New(pool, nil)
+	// The store inserts its jobs through a client of its own, which works
+	// none: River's working client is made with the store, for its workers.
+	inserter, err := jobs.NewInserter(pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	var jobsInserter store.JobInserter = inserter
+	if cfg.WrapJobs != nil {
+		jobsInserter = cfg.WrapJobs(jobsInserter)
+	}
+	metrics := api.NewMetrics(a.registry)
+	a.store = store.New(store.Config{
+		Pool: pool, Jobs: jobsInserter,
+		OnTransition: func(from, to domain.OrderStatus) { metrics.ObserveTransition(string(from), string(to)) },
+	})
 	jobsCfg := cfg.Jobs
 	jobsCfg.Logger = log
 	if jobsCfg.TimerBackstopFullEvery == 0 && a.store.Distributed(ctx) {
@@ -310,7 +329,6 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		pool.Close()
 		return nil, err
 	}
-	a.store.Jobs = a.river
 	a.backstop = jobs.NewBackstop(a.store, jobsCfg)
 	a.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_timers_backstop_fired_total",
 		Help: "Timers found still pending a grace period after their deadline and fired by the backstop."},
@@ -344,7 +362,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	)
 	a.api = api.New(api.Config{
 		Mount: mounts(a.hub),
-		Store: a.store, Auth: a.auth, Logger: log, Registry: a.registry,
+		Store: a.store, Auth: a.auth, Logger: log, Registry: a.registry, Metrics: metrics,
 		Ready:           a.ready,
 		RequestTimeout:  cfg.RequestTimeout,
 		RatePerCustomer: cfg.RatePerCustomer,
@@ -355,8 +373,6 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		RateGuest:       cfg.RateGuest,
 		GuestTTL:        cfg.GuestTTL,
 	})
-	metrics := a.api.Metrics()
-	a.store.OnTransition = func(from, to domain.OrderStatus) { metrics.ObserveTransition(string(from), string(to)) }
 
 	a.http = &http.Server{
 		Handler:           a.api,
@@ -386,7 +402,7 @@ func (a *App) buildOps(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("operator pool: %w", err)
 	}
 	a.opsPool = opsPool
-	opsStore := store.New(opsPool, nil)
+	opsStore := store.New(store.Config{Pool: opsPool})
 	a.registry.MustRegister(ops.NewQueueCollector(opsStore), ops.NewPoolCollector(a.pool))
 	// River UI reads and acts through a client of its own that works no jobs.
 	uiClient, err := jobs.NewInserter(opsPool)
@@ -556,34 +572,10 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.riverUI.Start(uiCtx); err != nil {
 		return fmt.Errorf("start river ui: %w", err)
 	}
-	backgroundCtx, stopBackground := context.WithCancel(context.Background())
-	backgroundDone := make(chan struct{}, 3)
-	go func() {
-		defer func() { backgroundDone <- struct{}{} }()
-		a.relay.Run(backgroundCtx)
-	}()
-	go func() {
-		defer func() { backgroundDone <- struct{}{} }()
-		if a.checkpointKey != nil {
-			a.runLog(backgroundCtx)
-		}
-	}()
-	// Every process, not only River's leader, fires overdue timers.
-	go func() {
-		defer func() { backgroundDone <- struct{}{} }()
-		a.backstop.Run(backgroundCtx)
-	}()
-	tailCtx, stopTail := context.WithCancel(context.Background())
-	tailDone := make(chan struct{}, 2)
-	go func() {
-		defer func() { tailDone <- struct{}{} }()
-		a.hub.Run(tailCtx)
-	}()
-	// Every process's commits wake the live-update tailers of all of them.
-	go func() {
-		defer func() { tailDone <- struct{}{} }()
-		a.store.RunLogHints(tailCtx)
-	}()
+	var running []*serviceGroup
+	for _, group := range a.services() {
+		running = append(running, startServices(group))
+	}
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- a.http.Serve(a.listener) }()
 	go func() { serveErr <- a.ops.Serve(a.opsListener) }()
@@ -598,18 +590,58 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}
 	err := a.shutdown()
-	stopTail()
-	<-tailDone
-	<-tailDone
-	stopBackground()
-	<-backgroundDone
-	<-backgroundDone
-	<-backgroundDone
+	for _, g := range running {
+		g.stop()
+	}
 	stopUI()
 	a.opsPool.Close()
 	a.pool.Close()
 	a.log.Info("orderd stopped")
 	return errors.Join(runErr, err)
+}
+
+// service is a loop that runs until its context ends.
+type service func(ctx context.Context)
+
+// services are the loops a process runs beside its listeners and River, in
+// groups that stop one after the other once those have stopped: first the
+// live updates, which read the log, then the background work.
+func (a *App) services() [][]service {
+	background := []service{
+		a.relay.Run,
+		// Every process, not only River's leader, fires overdue timers.
+		a.backstop.Run,
+	}
+	if a.checkpointKey != nil {
+		background = append(background, a.runLog)
+	}
+	return [][]service{
+		// Every process's commits wake the live-update tailers of all of
+		// them (RunLogHints).
+		{a.hub.Run, a.store.RunLogHints},
+		background,
+	}
+}
+
+// serviceGroup is a group of services running until it is stopped.
+type serviceGroup struct {
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+func startServices(group []service) *serviceGroup {
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &serviceGroup{cancel: cancel}
+	for _, run := range group {
+		g.done.Go(func() { run(ctx) })
+	}
+	return g
+}
+
+// stop ends the group's services and waits for them.
+func (g *serviceGroup) stop() {
+	g.cancel()
+	g.done.Wait()
 }
 
 func (a *App) shutdown() error {
