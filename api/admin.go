@@ -8,7 +8,7 @@ import (
 )
 
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) error {
-	if !principalOf(r).IsAdmin() {
+	if !principalOf(r).Party().MayAdminister() {
 		return errAdminOnly
 	}
 	limit, err := parsePageLimit(r)
@@ -36,7 +36,7 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) retryDeadLetter(w http.ResponseWriter, r *http.Request) error {
-	if !principalOf(r).IsAdmin() {
+	if !principalOf(r).Party().MayAdminister() {
 		return errAdminOnly
 	}
 	id, err := pathUUID(r, "id")
@@ -56,7 +56,7 @@ type resolveRequest struct {
 }
 
 func (s *Server) resolveDeadLetter(w http.ResponseWriter, r *http.Request) error {
-	if !principalOf(r).IsAdmin() {
+	if !principalOf(r).Party().MayAdminister() {
 		return errAdminOnly
 	}
 	id, err := pathUUID(r, "id")

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/orderd/orderd/auth"
 	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/store"
 )
@@ -59,7 +58,7 @@ func (s *Server) getDrop(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) joinDrop(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r)
-	if p.Role != auth.RoleCustomer {
+	if !p.Party().MayBuy() {
 		return errCustomersJoin
 	}
 	if err := allow(r, s.limits.dropEntries); err != nil {
@@ -83,7 +82,7 @@ func (s *Server) joinDrop(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) myEntry(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r)
-	if p.Role != auth.RoleCustomer {
+	if !p.Party().MayBuy() {
 		return errCustomersJoin
 	}
 	id, err := pathUUID(r, "id")

@@ -58,7 +58,7 @@ func orDefault(v *int, def int) int {
 }
 
 func (s *Server) createMerchant(w http.ResponseWriter, r *http.Request) error {
-	if !principalOf(r).IsAdmin() {
+	if !principalOf(r).Party().MayAdminister() {
 		return errAdminOnly
 	}
 	var req createMerchantRequest

@@ -75,7 +75,7 @@ func (s *Server) listOwnOrders(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r)
-	if p.Role != auth.RoleCustomer {
+	if !p.Party().MayBuy() {
 		return errCustomersOnly
 	}
 	if err := allow(r, s.limits.place); err != nil {
@@ -178,7 +178,7 @@ func (s *Server) payOrder(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := principalOf(r)
-	if p.Role != auth.RoleCustomer {
+	if !p.Party().MayBuy() {
 		return errCustomersOnly
 	}
 	if err := allow(r, s.limits.pay); err != nil {

@@ -46,7 +46,7 @@ type signInCodeResponse struct {
 // its fragment; the page exchanges the code for a token. The code is worth
 // little in a browser history: it works once, for minutes.
 func (s *Server) mintSignInCode(w http.ResponseWriter, r *http.Request) error {
-	if !principalOf(r).IsAdmin() {
+	if !principalOf(r).Party().MayAdminister() {
 		return errAdminOnly
 	}
 	var req mintSignInCodeRequest

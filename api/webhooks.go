@@ -11,7 +11,7 @@ import (
 // retryWebhookDeadLetters hands every dead-lettered webhook of one merchant
 // back to the relay, after the merchant's outage ends.
 func (s *Server) retryWebhookDeadLetters(w http.ResponseWriter, r *http.Request) error {
-	if !principalOf(r).IsAdmin() {
+	if !principalOf(r).Party().MayAdminister() {
 		return errAdminOnly
 	}
 	merchantID, err := queryUUID(r, "merchant_id")
@@ -34,7 +34,7 @@ func (s *Server) retryWebhookDeadLetters(w http.ResponseWriter, r *http.Request)
 
 // listWebhookAttempts shows every recorded attempt of one message or merchant.
 func (s *Server) listWebhookAttempts(w http.ResponseWriter, r *http.Request) error {
-	if !principalOf(r).IsAdmin() {
+	if !principalOf(r).Party().MayAdminister() {
 		return errAdminOnly
 	}
 	outboxID, err := queryUUID(r, "outbox_id")

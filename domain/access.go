@@ -26,6 +26,15 @@ func (p Party) MaySeeOrder(customerID, merchantID string) bool {
 	return false
 }
 
+// MayBuy reports whether the party may place and pay orders and join
+// drops: customers only; merchants and admins serve and run the shops.
+func (p Party) MayBuy() bool { return p.Actor == ActorCustomer }
+
+// MayAdminister reports whether the party may run the platform: create
+// merchants, mint sign-in codes, retry dead letters and read the webhook
+// attempts and the audits' report. Admins only.
+func (p Party) MayAdminister() bool { return p.Actor == ActorAdmin }
+
 // MayAudit reports whether the party may read the audits, the log's
 // checkpoints and proofs: an admin or an auditor.
 func (p Party) MayAudit() bool { return p.Actor == ActorAdmin || p.Actor == ActorAuditor }

@@ -56,6 +56,25 @@ func TestWhoMayAudit(t *testing.T) {
 	}
 }
 
+func TestWhoMayBuyAndAdminister(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		actor             domain.Actor
+		buys, administers bool
+	}{
+		{domain.ActorCustomer, true, false},
+		{domain.ActorMerchant, false, false},
+		{domain.ActorAdmin, false, true},
+		{domain.ActorAuditor, false, false},
+		{domain.ActorSystem, false, false},
+		{"root", false, false},
+	} {
+		party := domain.Party{Actor: tc.actor, Subject: "s", MerchantID: "m-1"}
+		require.Equal(t, tc.buys, party.MayBuy(), tc.actor)
+		require.Equal(t, tc.administers, party.MayAdminister(), tc.actor)
+	}
+}
+
 func TestPlacementRules(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)

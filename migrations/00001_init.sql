@@ -1,6 +1,8 @@
 -- +goose Up
 -- The event log: the source of truth. Everything else in this file is a
--- projection of it or transport state around it.
+-- projection of it or transport state around it. The unique stream version
+-- backs the folds (domain's Apply of an order, merchant, product or drop):
+-- one event per version, so that two writers of a stream cannot both win.
 CREATE TABLE events (
     global_position bigserial PRIMARY KEY,
     stream_id       uuid        NOT NULL,
@@ -35,7 +37,9 @@ CREATE TRIGGER events_no_truncate
     FOR EACH STATEMENT EXECUTE FUNCTION events_reject_change();
 
 -- Merchants, with their live load. The row lock on a merchant serializes every
--- admission decision for it (DESIGN.md point 3).
+-- admission decision for it (DESIGN.md point 3). The CHECKs on the load back
+-- domain.Load's admission rules (Fits, CanAdmitNew, CanDrain), which never
+-- take a count below zero.
 CREATE TABLE merchants (
     id                        uuid PRIMARY KEY,
     name                      text        NOT NULL,
@@ -70,7 +74,8 @@ CREATE INDEX products_merchant_idx ON products (merchant_id);
 
 -- Limited stock split into buckets so that buyers of one hot product claim
 -- different rows with SKIP LOCKED instead of queueing on one row lock. The
--- CHECK makes overselling impossible whatever the application does.
+-- CHECK makes overselling impossible whatever the application does: it backs
+-- domain.SoldOut and domain.TakeFromBuckets.
 CREATE TABLE stock_buckets (
     product_id  uuid    NOT NULL REFERENCES products (id),
     bucket      integer NOT NULL,
@@ -81,7 +86,8 @@ CREATE TABLE stock_buckets (
 
 -- Per-customer purchase totals for products with a per-user limit. The upsert
 -- takes the row lock and the CHECK refuses going over the limit: no
--- check-then-insert race.
+-- check-then-insert race. It backs domain.OverPurchaseLimit and
+-- domain.PurchaseLimitReached.
 CREATE TABLE purchase_claims (
     product_id   uuid    NOT NULL REFERENCES products (id),
     customer_id  text    NOT NULL,
@@ -98,6 +104,7 @@ CREATE TABLE orders (
     customer_id       text        NOT NULL,
     items             jsonb       NOT NULL,
     total_cents       bigint      NOT NULL,
+    -- The statuses of domain.OrderStatus, which domain.Order.Evolve moves.
     status            text        NOT NULL CHECK (status IN ('awaiting_payment','queued','accepted','completed','closed','cancelled','expired')),
     version           integer     NOT NULL,
     placed_at         timestamptz NOT NULL,

@@ -50,7 +50,8 @@ CREATE TABLE drop_entries (
     order_id          uuid,
     version           integer     NOT NULL,
     PRIMARY KEY (merchant_id, drop_id, id),
-    -- One entry per customer per drop, whatever the concurrency.
+    -- One entry per customer per drop, whatever the concurrency: backs
+    -- domain.Join and domain.EntryID, a customer's one entry of a drop.
     CONSTRAINT drop_entries_one_per_customer UNIQUE (merchant_id, drop_id, customer_id),
     FOREIGN KEY (merchant_id, drop_id) REFERENCES drops (merchant_id, id)
 );

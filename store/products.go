@@ -339,11 +339,13 @@ func newStockMemo() *stockMemo {
 func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo, memo *stockMemo) (err error) {
 	items := sortedItems(o.Items)
 	for _, it := range items {
-		if left, known := memo.known(it.ProductID); known && left < it.Quantity && products[it.ProductID].limited {
-			return domain.Errorf(domain.CodeSoldOut, "product %s is sold out", it.ProductID)
+		if left, known := memo.known(it.ProductID); known && products[it.ProductID].limited {
+			if err := domain.SoldOut(it.ProductID, left, it.Quantity); err != nil {
+				return err
+			}
 		}
-		if limit := products[it.ProductID].perUserLimit; limit != nil && it.Quantity > *limit {
-			return domain.Errorf(domain.CodePurchaseLimit, "at most %d of product %s per customer", *limit, it.ProductID)
+		if err := domain.OverPurchaseLimit(it.ProductID, products[it.ProductID].perUserLimit, it.Quantity); err != nil {
+			return err
 		}
 	}
 	var claimed []domain.Item
@@ -368,7 +370,8 @@ func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[s
 			continue
 		}
 		// The upsert locks the customer's row; the WHERE refuses going over
-		// the limit without an error, so a refusal does not abort a batch.
+		// the limit (domain.PurchaseLimitReached) without an error, so a
+		// refusal does not abort a batch.
 		b.Queue(`
 			INSERT INTO purchase_claims (product_id, customer_id, merchant_id, quantity, limit_qty)
 			VALUES ($1, $2, $3, $4, $5)
@@ -378,7 +381,7 @@ func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[s
 			it.ProductID, o.CustomerID, o.MerchantID, it.Quantity, *p.perUserLimit).Exec(func(tag pgconn.CommandTag) error {
 			if tag.RowsAffected() == 0 {
 				if refused == nil {
-					refused = domain.Errorf(domain.CodePurchaseLimit, "the per-customer limit of %d for product %s is reached", *p.perUserLimit, it.ProductID)
+					refused = domain.PurchaseLimitReached(it.ProductID, *p.perUserLimit)
 				}
 				return nil
 			}
@@ -511,11 +514,11 @@ func takeHeldUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string,
 		productID, merchantID).Scan(&available); err != nil {
 		return t, fmt.Errorf("sum stock: %w", err)
 	}
-	if available < quantity {
+	if err := domain.SoldOut(productID, available, quantity); err != nil {
 		// Units may come back (a cancellation, a restock) but not within the
 		// few milliseconds this batch has left: the rest of it answers from memory.
 		memo.set(productID, available)
-		return t, domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
+		return t, err
 	}
 	if !memo.mayWaitFor(productID) {
 		return t, errStockHeldElsewhere
@@ -525,11 +528,10 @@ func takeHeldUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string,
 	if err != nil {
 		return t, fmt.Errorf("lock stock: %w", err)
 	}
-	type bucketRow struct{ id, remaining int }
-	var buckets []bucketRow
+	var buckets []domain.BucketTake
 	for rows.Next() {
-		var b bucketRow
-		if err := rows.Scan(&b.id, &b.remaining); err != nil {
+		var b domain.BucketTake
+		if err := rows.Scan(&b.Bucket, &b.Units); err != nil {
 			rows.Close()
 			return t, fmt.Errorf("scan stock: %w", err)
 		}
@@ -541,23 +543,16 @@ func takeHeldUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string,
 	}
 	total := 0
 	for _, b := range buckets {
-		total += b.remaining
+		total += b.Units
 	}
 	memo.set(productID, total)
 	memo.hold(productID)
-	need := quantity
-	for _, b := range buckets {
-		if need == 0 {
-			break
-		}
-		n := min(b.remaining, need)
-		if n > 0 {
-			t.buckets, t.counts = append(t.buckets, int32(b.id)), append(t.counts, int32(n))
-			need -= n
-		}
+	takes, err := domain.TakeFromBuckets(productID, buckets, quantity)
+	if err != nil {
+		return t, err
 	}
-	if need > 0 {
-		return takenUnits{merchantID: merchantID, productID: productID}, domain.Errorf(domain.CodeSoldOut, "product %s is sold out", productID)
+	for _, take := range takes {
+		t.buckets, t.counts = append(t.buckets, int32(take.Bucket)), append(t.counts, int32(take.Units))
 	}
 	if _, err := tx.Exec(ctx, `
 		UPDATE stock_buckets s SET remaining = s.remaining - t.take

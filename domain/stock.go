@@ -1,0 +1,57 @@
+package domain
+
+// A product with stock keeps its units in buckets (rows of stock_buckets),
+// so that concurrent placements take units from different rows. These are
+// the rules a placement's stock follows; store applies them to the rows it
+// reads and locks, and the schema backs them (stock_buckets' remaining >= 0,
+// purchase_claims' quantity <= limit_qty).
+
+// SoldOut refuses quantity units of a product of which available remain.
+func SoldOut(productID string, available, quantity int) error {
+	if available < quantity {
+		return Errorf(CodeSoldOut, "product %s is sold out", productID)
+	}
+	return nil
+}
+
+// OverPurchaseLimit refuses a line of quantity units of a product that a
+// customer may buy at most limit of (nil: no limit), before any claim.
+func OverPurchaseLimit(productID string, limit *int, quantity int) error {
+	if limit != nil && quantity > *limit {
+		return Errorf(CodePurchaseLimit, "at most %d of product %s per customer", *limit, productID)
+	}
+	return nil
+}
+
+// PurchaseLimitReached is the refusal of a claim that would take a customer
+// past limit, the units it already holds counted.
+func PurchaseLimitReached(productID string, limit int) error {
+	return Errorf(CodePurchaseLimit, "the per-customer limit of %d for product %s is reached", limit, productID)
+}
+
+// BucketTake is how many units a placement takes from one bucket.
+type BucketTake struct {
+	Bucket, Units int
+}
+
+// TakeFromBuckets decides which buckets give quantity units of a product:
+// the buckets in the order given (their lock order), each giving what it
+// has until the quantity is met. It refuses when all of them together hold
+// fewer.
+func TakeFromBuckets(productID string, remaining []BucketTake, quantity int) ([]BucketTake, error) {
+	var takes []BucketTake
+	need := quantity
+	for _, b := range remaining {
+		if need == 0 {
+			break
+		}
+		if n := min(b.Units, need); n > 0 {
+			takes = append(takes, BucketTake{Bucket: b.Bucket, Units: n})
+			need -= n
+		}
+	}
+	if need > 0 {
+		return nil, SoldOut(productID, quantity-need, quantity)
+	}
+	return takes, nil
+}

@@ -1,0 +1,87 @@
+package domain_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+)
+
+func TestSoldOut(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                string
+		available, quantity int
+		want                domain.Code
+	}{
+		{"enough", 3, 2, ""},
+		{"the last units", 2, 2, ""},
+		{"one short", 1, 2, domain.CodeSoldOut},
+		{"none left", 0, 1, domain.CodeSoldOut},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := domain.SoldOut("p", tc.available, tc.quantity)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Equal(t, tc.want, domain.ErrorCode(err))
+		})
+	}
+}
+
+func TestOverPurchaseLimit(t *testing.T) {
+	t.Parallel()
+	two := 2
+	for _, tc := range []struct {
+		name     string
+		limit    *int
+		quantity int
+		want     domain.Code
+	}{
+		{"no limit", nil, 1000, ""},
+		{"under", &two, 1, ""},
+		{"at", &two, 2, ""},
+		{"over in one line", &two, 3, domain.CodePurchaseLimit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := domain.OverPurchaseLimit("p", tc.limit, tc.quantity)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Equal(t, tc.want, domain.ErrorCode(err))
+		})
+	}
+	require.Equal(t, domain.CodePurchaseLimit, domain.ErrorCode(domain.PurchaseLimitReached("p", 2)))
+}
+
+func TestTakeFromBuckets(t *testing.T) {
+	t.Parallel()
+	buckets := []domain.BucketTake{{Bucket: 0, Units: 1}, {Bucket: 1, Units: 0}, {Bucket: 2, Units: 3}, {Bucket: 3, Units: 5}}
+	for _, tc := range []struct {
+		name     string
+		quantity int
+		want     []domain.BucketTake
+		refused  bool
+	}{
+		{"one bucket enough", 1, []domain.BucketTake{{Bucket: 0, Units: 1}}, false},
+		{"spills over, skipping the empty", 3, []domain.BucketTake{{Bucket: 0, Units: 1}, {Bucket: 2, Units: 2}}, false},
+		{"every unit", 9, []domain.BucketTake{{Bucket: 0, Units: 1}, {Bucket: 2, Units: 3}, {Bucket: 3, Units: 5}}, false},
+		{"one more than all", 10, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := domain.TakeFromBuckets("p", buckets, tc.quantity)
+			if tc.refused {
+				require.Equal(t, domain.CodeSoldOut, domain.ErrorCode(err))
+				require.Nil(t, got)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+	_, err := domain.TakeFromBuckets("p", nil, 1)
+	require.Equal(t, domain.CodeSoldOut, domain.ErrorCode(err), "a product without buckets has nothing to give")
+}
