@@ -46,6 +46,9 @@ type RelayConfig struct {
 	HintGap time.Duration
 	// FlushEvery bounds how long an outcome waits before it is recorded.
 	FlushEvery time.Duration
+	// WitnessURL and WitnessSecret are where the log's checkpoints go
+	// (the outbox's messages of store.WitnessMerchant) and what signs them.
+	WitnessURL, WitnessSecret string
 }
 
 // DefaultRelayConfig returns API.md's retry defaults.
@@ -245,6 +248,10 @@ func (r *Relay) reserve() (int, []uuid.UUID, []uuid.UUID) {
 	limit := min(free, r.cfg.Batch)
 	r.outstanding += limit
 	var skip, probing []uuid.UUID
+	if r.cfg.WitnessURL == "" {
+		// Left to the instances that know where the witness is.
+		skip = append(skip, store.WitnessMerchant)
+	}
 	for m, n := range r.perMerchant {
 		if n >= r.cfg.PerMerchant || (n > 0 && r.failing[m] >= probeAfterFailures) {
 			skip = append(skip, m)
@@ -294,7 +301,11 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) {
 	started := time.Now()
 	sent := ctx.Err() == nil
 	if sent {
-		res = r.sender.Send(ctx, webhook.Message{ID: d.ID.String(), URL: d.URL, Secret: d.Secret, Body: d.Payload})
+		url, secret := d.URL, d.Secret
+		if d.MerchantID == store.WitnessMerchant {
+			url, secret = r.cfg.WitnessURL, r.cfg.WitnessSecret
+		}
+		res = r.sender.Send(ctx, webhook.Message{ID: d.ID.String(), URL: url, Secret: secret, Body: d.Payload})
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

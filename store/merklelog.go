@@ -27,6 +27,9 @@ type ExtendLogParams struct {
 	// Interval: a checkpoint is made when the tree grew since the last one
 	// and the last is at least this old (or there is none).
 	Interval time.Duration
+	// Witness queues each checkpoint in the outbox for the witness
+	// (WitnessMerchant), in the checkpoint's transaction.
+	Witness bool
 }
 
 // ExtendLogResult is what one extension did.
@@ -154,6 +157,11 @@ func (s *Store) checkpointIfDue(ctx context.Context, tx pgx.Tx, p ExtendLogParam
 	if _, err := tx.Exec(ctx, `INSERT INTO checkpoints (log, size, root, at, signature, public_key) VALUES ($1, $2, $3, $4, $5, $6)`,
 		c.Log, size, c.Root, c.At, c.Signature, c.PublicKey); err != nil {
 		return nil, fmt.Errorf("store checkpoint: %w", err)
+	}
+	if p.Witness {
+		if err := queueForWitness(ctx, tx, &c); err != nil {
+			return nil, err
+		}
 	}
 	return &c, nil
 }

@@ -104,13 +104,17 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 			-- Round robin: every merchant's first message before anyone's second.
 			ORDER BY turn, next_attempt_at
 			LIMIT $1
+		), claimed AS (
+			UPDATE outbox o SET attempts = o.attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond'
+			-- An array, so that the rows are fetched by primary key even when the
+			-- planner guesses the outbox small and would hash all of it.
+			WHERE o.id = ANY(ARRAY(SELECT id FROM due))
+			RETURNING o.id, o.merchant_id, o.order_id, o.event_type, o.payload, o.attempts
 		)
-		UPDATE outbox o SET attempts = o.attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond'
-		FROM merchants m
-		-- An array, so that the rows are fetched by primary key even when the
-		-- planner guesses the outbox small and would hash all of it.
-		WHERE o.id = ANY(ARRAY(SELECT id FROM due)) AND m.id = o.merchant_id
-		RETURNING o.id, o.merchant_id, o.order_id, o.event_type, o.payload::text, o.attempts, coalesce(m.webhook_url, ''), m.webhook_secret`,
+		-- The witness's messages (WitnessMerchant) have no merchant: the
+		-- relay knows where they go.
+		SELECT c.id, c.merchant_id, c.order_id, c.event_type, c.payload::text, c.attempts, coalesce(m.webhook_url, ''), coalesce(m.webhook_secret, '')
+		FROM claimed c LEFT JOIN merchants m ON m.id = c.merchant_id`,
 		pgx.QueryExecModeExec, p.Limit, p.Lease.Milliseconds(), skip, perMerchant, probing)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("claim webhooks: %w", err))
@@ -394,9 +398,15 @@ func (s *Store) claimWebhooksByMerchant(ctx context.Context, p ClaimParams) ([]D
 		if slices.Contains(p.Probing, m) {
 			n = 1
 		}
+		// The witness's messages (WitnessMerchant) have no merchant: the
+		// relay knows where they go.
+		endpoint := `merchants m`
+		if m == WitnessMerchant {
+			endpoint = `(SELECT $1::uuid AS id, NULL::text AS webhook_url, '' AS webhook_secret) m`
+		}
 		rows, err := s.pool.Query(ctx, `
 			UPDATE outbox o SET attempts = o.attempts + 1, next_attempt_at = now() + $3 * interval '1 millisecond'
-			FROM merchants m
+			FROM `+endpoint+`
 			WHERE o.merchant_id = $1 AND m.id = $1 AND o.id = ANY(ARRAY(
 				SELECT d.id FROM outbox d
 				WHERE d.merchant_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= now()

@@ -39,6 +39,8 @@ func configFlags(fs *flag.FlagSet, cfg *app.Config) {
 	fs.BoolVar(&cfg.Migrate, "migrate", envBool("ORDERD_MIGRATE", cfg.Migrate), "migrate the database before serving (ORDERD_MIGRATE)")
 	fs.StringVar(&cfg.CheckpointKey, "checkpoint-key", envString("ORDERD_CHECKPOINT_KEY", cfg.CheckpointKey), "file holding the base64 Ed25519 seed that signs the log's checkpoints; set, this instance keeps the tamper-evident log (ORDERD_CHECKPOINT_KEY)")
 	fs.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", envDuration("ORDERD_CHECKPOINT_INTERVAL", cfg.CheckpointInterval), "longest time between two checkpoints of a growing log (ORDERD_CHECKPOINT_INTERVAL)")
+	fs.StringVar(&cfg.WitnessURL, "witness-url", envString("ORDERD_WITNESS_URL", cfg.WitnessURL), "where every checkpoint is sent through the outbox, signed like a webhook with the witness secret; instances without it leave the witness's messages to those with it (ORDERD_WITNESS_URL)")
+	secretFlag(fs, &cfg.WitnessSecret, "witness-secret", "ORDERD_WITNESS_SECRET", "signs what is sent to the witness, as a merchant's webhook secret signs webhooks; at least 32 bytes")
 	fs.Func("allowed-origins", "comma-separated origins that may open websockets besides the same origin (ORDERD_ALLOWED_ORIGINS)", func(v string) error {
 		cfg.AllowedOrigins = splitList(v)
 		return nil

@@ -98,6 +98,10 @@ type Config struct {
 	// and checkpoints it at least every CheckpointInterval while it grows.
 	CheckpointKey      string
 	CheckpointInterval time.Duration
+	// WitnessURL receives every checkpoint through the outbox, signed
+	// like a webhook with WitnessSecret; empty, no witness.
+	WitnessURL    string
+	WitnessSecret string
 
 	Jobs   jobs.Config
 	Logger *slog.Logger
@@ -154,6 +158,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("max_conns", c.MaxConns),
 		slog.String("checkpoint_key", c.CheckpointKey),
 		slog.String("checkpoint_interval", c.CheckpointInterval.String()),
+		slog.String("witness_url", c.WitnessURL),
+		slog.String("witness_secret", mask(c.WitnessSecret)),
 		slog.String("request_timeout", c.RequestTimeout.String()),
 		slog.String("statement_timeout", c.StatementTimeout.String()),
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
@@ -274,6 +280,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 		checkpointKey = key
 	}
+	if err := CheckWitness(cfg.WitnessURL, cfg.WitnessSecret); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -337,6 +346,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	relayCfg := jobs.DefaultRelayConfig()
 	relayCfg.Policy = store.RetryPolicy{First: cfg.WebhookBackoff, Max: time.Hour, MaxAttempts: cfg.WebhookMaxAttempts}
 	relayCfg.Lease = max(relayCfg.Lease, 3*cfg.WebhookTimeout)
+	relayCfg.WitnessURL, relayCfg.WitnessSecret = cfg.WitnessURL, cfg.WitnessSecret
 	a.relay = jobs.NewRelay(a.store,
 		webhook.NewSender(webhook.Options{Timeout: cfg.WebhookTimeout, AllowLoopback: cfg.WebhookAllowLoopback}), relayCfg, log)
 	a.registry.MustRegister(

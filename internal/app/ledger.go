@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -26,6 +28,25 @@ func LoadCheckpointKey(path string) (ed25519.PrivateKey, error) {
 	return ed25519.NewKeyFromSeed(seed), nil
 }
 
+// CheckWitness refuses a witness that cannot be sent anything: a URL that
+// is not absolute http or https, or one without a secret to sign with.
+func CheckWitness(witnessURL, secret string) error {
+	if witnessURL == "" {
+		if secret != "" {
+			return errors.New("ORDERD_WITNESS_SECRET is set without ORDERD_WITNESS_URL")
+		}
+		return nil
+	}
+	u, err := url.Parse(witnessURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("ORDERD_WITNESS_URL %q is not an absolute http or https URL", witnessURL)
+	}
+	if len(secret) < MinJWTSecret {
+		return fmt.Errorf("ORDERD_WITNESS_SECRET must be at least %d bytes when ORDERD_WITNESS_URL is set (make one with: openssl rand -hex 32)", MinJWTSecret)
+	}
+	return nil
+}
+
 // logTick is how often an instance tries to extend the log: the log
 // follows the events by about this much, whatever the checkpoint interval.
 const logTick = time.Second
@@ -36,7 +57,8 @@ func (a *App) runLog(ctx context.Context) {
 	t := time.NewTicker(min(logTick, a.cfg.CheckpointInterval))
 	defer t.Stop()
 	for {
-		res, err := a.store.ExtendLog(ctx, store.ExtendLogParams{Log: store.LogMain, Key: a.checkpointKey, Interval: a.cfg.CheckpointInterval})
+		res, err := a.store.ExtendLog(ctx, store.ExtendLogParams{Log: store.LogMain, Key: a.checkpointKey, Interval: a.cfg.CheckpointInterval,
+			Witness: a.cfg.WitnessURL != ""})
 		switch {
 		case ctx.Err() != nil:
 			return
