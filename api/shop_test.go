@@ -399,7 +399,7 @@ func TestPickedUpAndReopen(t *testing.T) {
 	for _, e := range events.body["events"].([]any) {
 		types = append(types, e.(map[string]any)["type"].(string))
 	}
-	require.Equal(t, []string{"order.placed", "order.accepted", "order.completed", "order.reopened", "order.completed", "order.picked_up"}, types)
+	require.Equal(t, []string{"order.accepted", "order.completed", "order.reopened", "order.completed", "order.picked_up"}, types)
 
 	audit := b.do(t, req{method: "GET", path: "/v1/admin/audit", token: b.admin})
 	require.Equal(t, true, audit.body["ok"], string(audit.raw))

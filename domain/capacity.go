@@ -102,9 +102,10 @@ func LocalDay(now time.Time, loc *time.Location) string { return now.In(loc).For
 // zero-padded to three digits.
 func PickupCode(prefix string, n int) string { return fmt.Sprintf("%s%03d", prefix, n) }
 
-// StampPickupCode records an order's pickup code in the order.placed event
-// that starts its stream, paid or not: the code is the order's from its
-// placement on, and no later event changes it. An order placed before
+// StampPickupCode records an order's pickup code in the placement that
+// starts its stream (order.placed, or the placement an order.accepted
+// carries), paid or not: the code is the order's from its placement on, and
+// no later event changes it. An order placed before
 // codes were numbered at placement gets its code in its order.paid event
 // (NeedsPickupCodeAtPayment).
 func StampPickupCode(events []Event, code string) []Event {
@@ -113,6 +114,15 @@ func StampPickupCode(events []Event, code string) []Event {
 		switch d := e.Data.(type) {
 		case OrderPlaced:
 			d.PickupCode = code
+			out[i].Data = d
+			return out
+		case OrderAccepted:
+			if d.Placed == nil {
+				continue
+			}
+			placed := *d.Placed
+			placed.PickupCode = code
+			d.Placed = &placed
 			out[i].Data = d
 			return out
 		case OrderPaid:

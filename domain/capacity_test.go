@@ -412,7 +412,7 @@ func TestPickupCodeIsTheOrdersFromPlacement(t *testing.T) {
 	paid, _, err := domain.PayAtPlacement(placed[0], "ref", weighted(10, 0, 0), maxWait, t0)
 	require.NoError(t, err)
 	paid = domain.StampPickupCode(paid, "A002")
-	require.Equal(t, "A002", paid[0].Data.(domain.OrderPlaced).PickupCode)
+	require.Equal(t, "A002", paid[0].Data.(domain.OrderAccepted).Placed.PickupCode, "an order accepted at once is numbered in the placement its one event carries")
 	require.Equal(t, "A002", mustApply(t, domain.Order{}, paid...).PickupCode)
 
 	// Orders paid while codes were issued at payment carry it in order.paid.

@@ -230,6 +230,10 @@ type OrderAccepted struct {
 	// Load is the order's load (absent before weighted capacity: 1); an
 	// order alone in the kitchen may exceed Capacity.
 	Load int `json:"load,omitempty"`
+	// Placed is the placement of an order paid and accepted by the request
+	// that placed it, whose stream is this one event (PayAtPlacement); nil
+	// for an order placed before.
+	Placed *OrderPlaced `json:"placed,omitempty"`
 }
 
 type OrderCompleted struct {
@@ -290,19 +294,7 @@ func (o Order) Evolve(e Event) (Order, error) {
 	o.Version++
 	switch d := e.Data.(type) {
 	case OrderPlaced:
-		o.ID, o.MerchantID, o.CustomerID = d.OrderID, d.MerchantID, d.CustomerID
-		o.Items = append([]Item(nil), d.Items...)
-		o.TotalCents = d.TotalCents
-		o.Status = StatusAwaitingPayment
-		o.PlacedAt, o.PaymentDeadline = d.PlacedAt, d.PaymentDeadline
-		if d.PaidAt != nil {
-			o.PaymentRef, o.PaidAt = d.PaymentRef, ptr(*d.PaidAt)
-		}
-		o.Load, o.Lane, o.PickupCode = max(d.Load, 1), d.Lane, d.PickupCode
-		o.PickupAt, o.ReleaseAt = d.PickupAt, d.ReleaseAt
-		if o.Lane == "" {
-			o.Lane = LaneNormal
-		}
+		o = o.place(d)
 	case OrderPaid:
 		o.PaymentRef = d.PaymentRef
 		o.PaidAt = ptr(d.PaidAt)
@@ -324,6 +316,12 @@ func (o Order) Evolve(e Event) (Order, error) {
 	case OrderPrioritized:
 		o.Lane, o.QueueSeq = LanePriority, d.Seq
 	case OrderAccepted:
+		if d.Placed != nil {
+			if o.ID != "" {
+				return o, fmt.Errorf("order evolve: %s places order %s again", e.Type, o.ID)
+			}
+			o = o.place(*d.Placed)
+		}
 		o.Status = StatusAccepted
 		o.AcceptedAt = ptr(d.AcceptedAt)
 	case OrderCompleted:
@@ -347,6 +345,24 @@ func (o Order) Evolve(e Event) (Order, error) {
 		return o, fmt.Errorf("order evolve: unknown event %q (%T)", e.Type, e.Data)
 	}
 	return o, nil
+}
+
+// place is the order as its placement makes it.
+func (o Order) place(d OrderPlaced) Order {
+	o.ID, o.MerchantID, o.CustomerID = d.OrderID, d.MerchantID, d.CustomerID
+	o.Items = append([]Item(nil), d.Items...)
+	o.TotalCents = d.TotalCents
+	o.Status = StatusAwaitingPayment
+	o.PlacedAt, o.PaymentDeadline = d.PlacedAt, d.PaymentDeadline
+	if d.PaidAt != nil {
+		o.PaymentRef, o.PaidAt = d.PaymentRef, ptr(*d.PaidAt)
+	}
+	o.Load, o.Lane, o.PickupCode = max(d.Load, 1), d.Lane, d.PickupCode
+	o.PickupAt, o.ReleaseAt = d.PickupAt, d.ReleaseAt
+	if o.Lane == "" {
+		o.Lane = LaneNormal
+	}
+	return o
 }
 
 // LastDecidedAt is the latest time recorded on the order.

@@ -585,9 +585,10 @@ func TestEstimateWaitSmoothsJitter(t *testing.T) {
 	}
 }
 
-// Paying at placement folds the payment into order.placed: two events whose
-// fold, and whose round trip through JSON, equal placing and then paying,
-// except for the version, which counts one event fewer.
+// Paying at placement folds the payment into order.placed, and an order
+// accepted at once its placement into order.accepted: events whose fold, and
+// whose round trip through JSON, equal placing and then paying, except for
+// the version, which counts the events fewer.
 func TestPayAtPlacement(t *testing.T) {
 	t.Parallel()
 	placed, err := domain.Place(domain.PlaceParams{
@@ -600,17 +601,21 @@ func TestPayAtPlacement(t *testing.T) {
 		name   string
 		load   domain.Load
 		status domain.OrderStatus
+		types  []string
 	}{
-		{"accepted", v1(domain.Load{Capacity: 1}), domain.StatusAccepted},
-		{"queued", v1(domain.Load{Capacity: 1, Active: 1, NextSeq: 7}), domain.StatusQueued},
+		{"accepted", v1(domain.Load{Capacity: 1}), domain.StatusAccepted, []string{domain.EventOrderAccepted}},
+		{"queued", v1(domain.Load{Capacity: 1, Active: 1, NextSeq: 7}), domain.StatusQueued, []string{domain.EventOrderPlaced, domain.EventOrderQueued}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			events, load, err := domain.PayAtPlacement(placed[0], " ref-1 ", tc.load, maxWait, t0)
 			require.NoError(t, err)
-			require.Len(t, events, 2)
-			require.Equal(t, domain.EventOrderPlaced, events[0].Type)
+			var types []string
+			for _, e := range events {
+				types = append(types, e.Type)
+			}
+			require.Equal(t, tc.types, types)
 			got := mustApply(t, domain.Order{}, events...)
 
 			want, wantLoad := payOne(t, mustApply(t, domain.Order{}, placed...), tc.load, t0)
@@ -618,7 +623,7 @@ func TestPayAtPlacement(t *testing.T) {
 			require.Equal(t, tc.status, got.Status)
 			require.Equal(t, "ref-1", got.PaymentRef)
 			want.PaymentRef = "ref-1"
-			want.Version--
+			want.Version = len(events)
 			require.Equal(t, want, got)
 
 			var stored []domain.Event
@@ -637,10 +642,14 @@ func TestPayAtPlacement(t *testing.T) {
 	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err))
 	_, _, err = domain.PayAtPlacement(domain.Event{Type: domain.EventOrderPaid, Data: domain.OrderPaid{}}, "r", v1(domain.Load{Capacity: 1}), maxWait, t0)
 	require.Error(t, err)
-	paidPlacement, _, err := domain.PayAtPlacement(placed[0], "r", v1(domain.Load{Capacity: 1}), maxWait, t0)
+	paidPlacement, _, err := domain.PayAtPlacement(placed[0], "r", v1(domain.Load{Capacity: 1, Active: 1}), maxWait, t0)
 	require.NoError(t, err)
 	_, _, err = domain.PayAtPlacement(paidPlacement[0], "r", v1(domain.Load{Capacity: 1}), maxWait, t0)
 	require.Error(t, err, "a placement that carries its payment is not paid again")
+	accepted, _, err := domain.PayAtPlacement(placed[0], "r", v1(domain.Load{Capacity: 1}), maxWait, t0)
+	require.NoError(t, err)
+	_, err = mustApply(t, domain.Order{}, placed...).Evolve(accepted[0])
+	require.Error(t, err, "an acceptance that carries a placement starts its stream")
 	_, _, err = domain.PayAtPlacement(placed[0], "r", v1(domain.Load{Capacity: 1}), maxWait, t0.Add(deadline))
 	require.ErrorIs(t, err, domain.ErrInvalidTransition, "a payment at or after the deadline is refused")
 }

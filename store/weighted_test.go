@@ -190,6 +190,9 @@ func replayAdmissions(t *testing.T, b *testBundle, merchantID uuid.UUID, capacit
 			lane[id] = domain.LanePriority
 			lines[domain.LanePriority] = append(lines[domain.LanePriority], waiting{id, d.Seq, load[id]})
 		case domain.OrderAccepted:
+			if d.Placed != nil {
+				load[id], lane[id] = max(d.Placed.Load, 1), d.Placed.Lane
+			}
 			admissions++
 			if d.FromQueue {
 				h, l, ok := head()
