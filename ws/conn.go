@@ -18,8 +18,9 @@ import (
 	"github.com/orderd/orderd/store"
 )
 
-// conn is one client. An idle connection holds one goroutine, its reader,
-// and no write buffer: a writer goroutine runs only while messages wait
+// conn is one client. An idle connection holds no goroutine and no buffer:
+// its socket waits in the hub's poller, and a reader runs only while the
+// client sends (read); a writer goroutine runs only while messages wait
 // (flush), and takes a buffer from the pool for the length of one message;
 // pings are a timer that starts the writer. Only the writer writes data
 // frames (gorilla allows one writer). The tailer never queues messages: it
@@ -29,10 +30,18 @@ import (
 type conn struct {
 	hub       *Hub
 	ws        *websocket.Conn
+	frames    *frameConn
 	principal auth.Principal
+	// poll watches the socket while the connection is idle; nil where it
+	// cannot, and the reader then waits in its read.
+	poll *poller
+	// Only the reader, or the poller while the connection is parked.
+	pollID uint64
+	polled bool
 
 	mu      sync.Mutex
 	closed  bool
+	parked  bool // in the poller, with no reader: whoever unparks it reads or finishes it
 	writing bool // a writer goroutine runs
 	pingDue bool
 	ping    *time.Timer
@@ -168,7 +177,12 @@ func (c *conn) signal() {
 }
 
 // pingNow asks the writer for a ping; it runs on the ping timer.
+// A client that sent nothing, not even a pong, for pongWait is gone.
 func (c *conn) pingNow() {
+	if time.Since(time.Unix(0, c.frames.heard.Load())) > pongWait {
+		c.close(websocket.ClosePolicyViolation, "pings were not answered")
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -226,11 +240,68 @@ func (c *conn) close(code int, reason string) {
 	if c.ping != nil {
 		c.ping.Stop()
 	}
+	parked := c.parked
+	c.parked = false
 	c.mu.Unlock()
 	// A client that stopped reading cannot take a close frame either: try
 	// briefly, then cut the connection.
 	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeWait))
 	_ = c.ws.Close()
+	// No reader is left to see the socket end.
+	if parked {
+		c.finish()
+	}
+}
+
+// finish forgets a closed connection; its reader's, or its closer's when it
+// was parked.
+func (c *conn) finish() {
+	c.hub.remove(c)
+	if c.poll != nil {
+		c.poll.forget(c)
+	}
+	c.hub.wg.Done()
+}
+
+// park leaves the idle connection to the poller, which wakes it when its
+// client sends. It reports false when the reader must go on reading: the
+// connection closed, or its socket could not be watched.
+func (c *conn) park() bool {
+	c.frames.idle()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	c.parked = true
+	c.mu.Unlock()
+	if err := c.poll.arm(c); err != nil {
+		c.mu.Lock()
+		mine := c.parked
+		c.parked = false
+		c.mu.Unlock()
+		// Unless close took it over, the read that follows fails or waits.
+		return !mine
+	}
+	return true
+}
+
+// wake gives the parked connection a reader again; the poller calls it
+// once the socket has something to read.
+func (c *conn) wake() {
+	c.mu.Lock()
+	if !c.parked {
+		c.mu.Unlock()
+		return
+	}
+	c.parked = false
+	c.mu.Unlock()
+	go func() {
+		// The socket is readable: this does not wait, and an error is
+		// kept for the read that follows.
+		_ = c.frames.fill()
+		c.read()
+	}()
 }
 
 // flush writes what waits until nothing does. A write that fails or times
@@ -272,34 +343,29 @@ type clientMessage struct {
 	DropID         string `json:"drop_id"`
 }
 
-func (c *conn) readLoop() {
-	defer c.hub.wg.Done()
-	defer c.hub.remove(c)
-	defer c.close(websocket.CloseNormalClosure, "")
-	c.ws.SetReadLimit(maxMessageBytes)
-	_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
-	c.ws.SetPongHandler(func(string) error { return c.ws.SetReadDeadline(time.Now().Add(pongWait)) })
+// read handles the client's messages while it sends them, then parks the
+// connection. The hub counted it in wg until it is finished.
+func (c *conn) read() {
 	for {
+		if c.poll != nil && !c.frames.ready() && c.park() {
+			return
+		}
 		_, data, err := c.ws.ReadMessage()
 		if err != nil {
 			if errors.Is(err, websocket.ErrReadLimit) {
 				c.close(websocket.CloseMessageTooBig, "messages are limited to 4 KiB")
 			}
-			return
+			break
 		}
-		_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
 		var m clientMessage
 		if err := json.Unmarshal(data, &m); err != nil {
 			c.sendError(domain.CodeMalformedJSON, `messages must be JSON objects like {"op":"subscribe","order_id":"..."}`)
 			continue
 		}
-		// The subscribe path (a database read, auth) would grow this
-		// goroutine's stack, and an idle connection keeps its stack for
-		// good; a short-lived goroutine takes that growth and frees it.
-		handled := make(chan struct{})
-		go func() { defer close(handled); c.handle(m) }()
-		<-handled
+		c.handle(m)
 	}
+	c.close(websocket.CloseNormalClosure, "")
+	c.finish()
 }
 
 func (c *conn) handle(m clientMessage) {

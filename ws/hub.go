@@ -6,14 +6,17 @@
 package ws
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -97,8 +100,11 @@ type Hub struct {
 	drops           dropWatch
 	closing         bool
 	wg              sync.WaitGroup
-	wake            chan struct{} // the tailer's
-	rankWake        chan struct{} // the ranker's
+	// poller holds idle connections' sockets; started with the first.
+	poller   *poller
+	noPoller bool
+	wake     chan struct{} // the tailer's
+	rankWake chan struct{} // the ranker's
 }
 
 // New builds a hub; call Run to start its tailer.
@@ -168,11 +174,16 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"type":"https://orderd.dev/problems/unauthorized","title":"Authentication is required","status":401,"detail":"a valid ticket or bearer token is required","code":"unauthorized"}`))
 		return
 	}
-	ws, err := h.upgrader.Upgrade(w, r, nil)
+	var frames *frameConn
+	ws, err := h.upgrader.Upgrade(hijacked{w, func(nc net.Conn) net.Conn { frames = newFrameConn(nc); return frames }}, r, nil)
 	if err != nil {
 		return // the upgrader answered already
 	}
-	c := &conn{hub: h, ws: ws, principal: p}
+	ws.SetReadLimit(maxMessageBytes)
+	c := &conn{hub: h, ws: ws, frames: frames, principal: p}
+	frames.pong = func(payload []byte) {
+		_ = ws.WriteControl(websocket.PongMessage, payload, time.Now().Add(h.opts.WriteTimeout))
+	}
 	if perSecond := h.opts.SubscribesPerSecond; perSecond > 0 {
 		c.subscribes = rate.NewLimiter(rate.Limit(perSecond), max(1, int(2*perSecond)))
 	}
@@ -182,13 +193,45 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.close(websocket.CloseGoingAway, "server shutting down")
 		return
 	}
+	if _, socket := frames.Conn.(syscall.Conn); socket {
+		c.poll = h.pollerLocked()
+	}
 	h.conns[c] = struct{}{}
 	h.wg.Add(1)
 	c.mu.Lock()
 	c.ping = time.AfterFunc(pingEvery, c.pingNow)
 	c.mu.Unlock()
 	h.mu.Unlock()
-	go c.readLoop()
+	go c.read()
+}
+
+// pollerLocked starts the poller with the first connection; nil where there
+// is none to start. The caller holds h.mu.
+func (h *Hub) pollerLocked() *poller {
+	if h.poller == nil && !h.noPoller {
+		p, err := newPoller()
+		if err != nil {
+			h.log.Warn("idle websockets keep a goroutine each", slog.String("err", err.Error()))
+			h.noPoller = true
+			return nil
+		}
+		h.poller = p
+	}
+	return h.poller
+}
+
+// hijacked lets the upgrader take the connection through wrap.
+type hijacked struct {
+	http.ResponseWriter
+	wrap func(net.Conn) net.Conn
+}
+
+func (h hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	return h.wrap(nc), rw, nil
 }
 
 // authenticate takes a ticket (consumed, whether the upgrade then succeeds
@@ -231,5 +274,11 @@ func (h *Hub) Shutdown(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.poller != nil {
+		h.poller.close()
+		h.poller = nil
 	}
 }

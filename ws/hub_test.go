@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -30,6 +32,13 @@ import (
 var authn = auth.New([]byte("ws-test-secret"), nil)
 
 func TestMain(m *testing.M) {
+	if url := os.Getenv(idleClientsEnv); url != "" {
+		if err := runIdleClients(url); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
 }
 
@@ -620,10 +629,11 @@ func TestCustomerWatchesMerchantStatus(t *testing.T) {
 	require.Nil(t, m.PausedUntil)
 }
 
-// TestAnIdleConnectionHoldsOneGoroutine: a connection that was answered and
-// waits holds its reader only; its writer ran for the answer and ended. Not
-// parallel, so that no other test's goroutines are counted.
-func TestAnIdleConnectionHoldsOneGoroutine(t *testing.T) {
+// TestAnIdleConnectionHoldsNoGoroutine: a connection that was answered and
+// waits holds no goroutine: its writer ran for the answer and ended, and
+// its socket waits in the poller. Before the poller, each kept its reader.
+// Not parallel, so that no other test's goroutines are counted.
+func TestAnIdleConnectionHoldsNoGoroutine(t *testing.T) {
 	b := setup(t)
 	h, url := serveHub(t, b, ws.Options{Poll: 20 * time.Millisecond})
 	s := newShop(t, b.store, 1)
@@ -645,7 +655,7 @@ func TestAnIdleConnectionHoldsOneGoroutine(t *testing.T) {
 		require.Equal(t, "order", read(t, c, deliver).Type)
 	}
 	require.Equal(t, conns, h.Connections())
-	require.InDelta(t, conns, settled()-before, 3, "one goroutine per idle connection")
+	require.InDelta(t, 0, settled()-before, 3, "no goroutine per idle connection")
 }
 
 // TestAHeldMoveArrivesWhenTheLineStops: one place of forty-one is too
@@ -671,4 +681,70 @@ func TestAHeldMoveArrivesWhenTheLineStops(t *testing.T) {
 	m := read(t, c, 5*time.Second+deliver)
 	require.Equal(t, 40, *m.Order.QueuePosition)
 	require.GreaterOrEqual(t, time.Since(subscribed), 5*time.Second, "held back until five seconds after the last message")
+}
+
+// TestFramesArriveHoweverTheClientSendsThem writes frames straight to the
+// socket: several in one write, a ping between them and inside a
+// fragmented message, a frame cut in two with a pause between the halves,
+// and a lone ping to a connection left idle. Every message is answered,
+// in order, and every ping too.
+func TestFramesArriveHoweverTheClientSendsThem(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := startHub(t, b)
+	var raw net.Conn
+	dialer := websocket.Dialer{NetDial: func(network, addr string) (net.Conn, error) {
+		c, err := net.Dial(network, addr)
+		raw = c
+		return c, err
+	}}
+	c, _, err := dialer.Dial(url+"/?access_token="+token(t, auth.Principal{Subject: "alice", Role: auth.RoleCustomer}), nil)
+	require.NoError(t, err)
+	defer c.Close()
+	pongs := make(chan string, 8)
+	c.SetPongHandler(func(p string) error { pongs <- p; return nil })
+	// A client's frame: FIN and opcode, then a zero mask, which leaves the
+	// payload as it is.
+	frame := func(first byte, payload string) []byte {
+		return append([]byte{first, 0x80 | byte(len(payload)), 0, 0, 0, 0}, payload...)
+	}
+	const text, continuation, ping, fin = 0x1, 0x0, 0x9, 0x80
+	answers := func(n int) []string {
+		t.Helper()
+		var codes []string
+		for range n {
+			codes = append(codes, read(t, c, deliver).Code)
+		}
+		return codes
+	}
+
+	var batch []byte
+	batch = append(batch, frame(fin|text, "x")...)
+	batch = append(batch, frame(fin|ping, "one")...)
+	batch = append(batch, frame(text, `{"op"`)...)
+	batch = append(batch, frame(fin|ping, "two")...)
+	batch = append(batch, frame(fin|continuation, `:"x"}`)...)
+	batch = append(batch, frame(fin|text, `{"op":"subscribe"}`)...)
+	_, err = raw.Write(batch)
+	require.NoError(t, err)
+	require.Equal(t, []string{"malformed_json", "validation_failed", "validation_failed"}, answers(3))
+	require.Equal(t, "one", <-pongs)
+	require.Equal(t, "two", <-pongs)
+
+	cut := frame(fin|text, "y")
+	for _, part := range [][]byte{cut[:3], cut[3:]} {
+		time.Sleep(100 * time.Millisecond)
+		_, err = raw.Write(part)
+		require.NoError(t, err)
+	}
+	require.Equal(t, []string{"malformed_json"}, answers(1))
+
+	time.Sleep(100 * time.Millisecond)
+	_, err = raw.Write(frame(fin|ping, "idle"))
+	require.NoError(t, err)
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	_, _, err = c.ReadMessage() // pongs are handled while reading
+	var timeout net.Error
+	require.ErrorAs(t, err, &timeout, "nothing else is sent")
+	require.Equal(t, "idle", <-pongs)
 }
