@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"net"
 	"sync"
 	"time"
 
@@ -315,23 +315,30 @@ func (c *conn) flush() {
 		}
 		if ping {
 			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.hub.opts.WriteTimeout)); err != nil {
-				c.close(websocket.ClosePolicyViolation, "ping failed")
+				c.cutOff(err, "too slow: a ping was not read in time")
 				return
 			}
 		}
 		for _, msg := range msgs {
 			_ = c.ws.SetWriteDeadline(time.Now().Add(c.hub.opts.WriteTimeout))
 			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-				// A client that left is not one cut off for reading slowly.
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					c.hub.Stats.Dropped.Add(1)
-				}
-				c.close(websocket.ClosePolicyViolation, "too slow: updates were not read in time")
+				c.cutOff(err, "too slow: updates were not read in time")
 				return
 			}
 			c.hub.Stats.Sent.Add(1)
 		}
 	}
+}
+
+// cutOff closes the connection after a write failed, counting it dropped
+// when the write timed out: a client that left is not one cut off for
+// reading slowly. gorilla returns a timeout error of its own.
+func (c *conn) cutOff(err error, reason string) {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		c.hub.Stats.Dropped.Add(1)
+	}
+	c.close(websocket.ClosePolicyViolation, reason)
 }
 
 type clientMessage struct {

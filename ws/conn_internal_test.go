@@ -1,12 +1,17 @@
 package ws
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
@@ -131,4 +136,36 @@ func TestNewerLetsAPriorityJoinMoveAnOrderBack(t *testing.T) {
 	for _, tc := range cases {
 		require.Equal(t, tc.newer, newer(tc.last, tc.next), tc.name)
 	}
+}
+
+// TestAClientCutOffForNotReadingIsCounted: a client that stops reading is
+// cut off when a write times out, and counted as dropped. gorilla hides the
+// deadline's error behind its own, which is a timeout all the same.
+func TestAClientCutOffForNotReadingIsCounted(t *testing.T) {
+	h := New(nil, nil, Options{WriteTimeout: 100 * time.Millisecond})
+	accepted := make(chan *conn, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := h.upgrader.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		accepted <- &conn{hub: h, ws: ws}
+	}))
+	defer srv.Close()
+	client, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	require.NoError(t, err)
+	defer client.Close()
+	c := <-accepted
+	big := bytes.Repeat([]byte("x"), 64<<10)
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.closed && len(c.errs) < 2 {
+			c.errs = append(c.errs, big)
+			c.signal()
+		}
+		return c.closed
+	}, 30*time.Second, time.Millisecond, "the client that never reads was not cut off")
+	h.wg.Wait()
+	require.Equal(t, int64(1), h.Stats.Dropped.Load())
 }
