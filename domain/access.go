@@ -97,9 +97,16 @@ func (p Party) MayPauseMerchant(merchantID string) bool { return p.MayActForMerc
 // into the priority lane: an admin or that merchant.
 func (p Party) MayPrioritize(merchantID string) bool { return p.MayActForMerchant(merchantID) }
 
-// PaymentDeadline is when an order placed at placedAt closes unpaid.
-func PaymentDeadline(placedAt time.Time, paymentTimeoutSeconds int) time.Time {
-	return placedAt.Add(time.Duration(paymentTimeoutSeconds) * time.Second)
+// PaymentDeadline is when an order placed at placedAt closes unpaid: after
+// its merchant's payment timeout, or when the purchase window of a drop it
+// buys from ends (purchaseWindowEnds, nil when it buys from none), whichever
+// comes first, since a drop's order is paid within its window or not at all.
+func PaymentDeadline(placedAt time.Time, paymentTimeoutSeconds int, purchaseWindowEnds *time.Time) time.Time {
+	deadline := placedAt.Add(time.Duration(paymentTimeoutSeconds) * time.Second)
+	if purchaseWindowEnds != nil && purchaseWindowEnds.Before(deadline) {
+		return *purchaseWindowEnds
+	}
+	return deadline
 }
 
 // PlacementTakesMerchantLock reports whether a placement decides admission,

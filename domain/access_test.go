@@ -75,10 +75,30 @@ func TestWhoMayBuyAndAdminister(t *testing.T) {
 	}
 }
 
-func TestPlacementRules(t *testing.T) {
+func TestPaymentDeadline(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	require.Equal(t, at.Add(15*time.Minute), domain.PaymentDeadline(at, 900))
+	window := func(d time.Duration) *time.Time { t := at.Add(d); return &t }
+	for _, tc := range []struct {
+		name       string
+		timeout    int
+		windowEnds *time.Time
+		want       time.Time
+	}{
+		{"the merchant's timeout", 900, nil, at.Add(15 * time.Minute)},
+		{"a drop's window ends first", 900, window(2 * time.Minute), at.Add(2 * time.Minute)},
+		{"the timeout ends first", 60, window(10 * time.Minute), at.Add(time.Minute)},
+		{"both at once", 120, window(2 * time.Minute), at.Add(2 * time.Minute)},
+		{"a window already over", 900, window(-time.Second), at.Add(-time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, domain.PaymentDeadline(at, tc.timeout, tc.windowEnds))
+		})
+	}
+}
+
+func TestPlacementRules(t *testing.T) {
+	t.Parallel()
 	require.True(t, domain.PlacementTakesMerchantLock("pay-1"))
 	require.False(t, domain.PlacementTakesMerchantLock(""))
 }

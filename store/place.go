@@ -730,15 +730,11 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 			guarded = guarded || pi.limited || pi.perUserLimit != nil
 		}
 	}
-	deadline := domain.PaymentDeadline(now, m.PaymentTimeoutSeconds)
 	entries, windowEnds, err := claimInvitations(ctx, tx, pl.p.MerchantID, products, pl.p.Lines, pl.p.CustomerID, pl.orderID.String(), now)
 	if err != nil {
 		return err
 	}
-	if windowEnds != nil && windowEnds.Before(deadline) {
-		// A drop's order is paid within its purchase window or not at all.
-		deadline = *windowEnds
-	}
+	deadline := domain.PaymentDeadline(now, m.PaymentTimeoutSeconds, windowEnds)
 	events, err := domain.Place(domain.PlaceParams{
 		OrderID: pl.orderID.String(), MerchantID: pl.p.MerchantID.String(), CustomerID: pl.p.CustomerID,
 		Lines: pl.p.Lines, Products: refs, PaymentDeadline: deadline,
