@@ -1,6 +1,3 @@
-// Package store keeps orderd's state in PostgreSQL: the append-only event log,
-// the projections updated in the same transaction as each append, merchant
-// load and queues, stock, the outbox and dead letters.
 package store
 
 import (
