@@ -115,6 +115,7 @@ func runIdleClients(url string) error {
 	}
 	conns := make([]*websocket.Conn, len(clients))
 	var g errgroup.Group
+	var readers sync.WaitGroup
 	// As many at once as the test placed orders with, so that the
 	// server's database pool does not grow on their account.
 	g.SetLimit(8)
@@ -136,31 +137,31 @@ func runIdleClients(url string) error {
 			if !strings.Contains(string(msg), `"type":"order"`) {
 				return fmt.Errorf("client %d heard %s", i, msg)
 			}
+			// Answer pings from now on: on a busy machine the last
+			// clients may connect minutes after the first.
+			_ = conn.SetReadDeadline(time.Time{})
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				for {
+					if _, _, err := conn.ReadMessage(); err != nil {
+						return
+					}
+				}
+			}()
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
+	err := g.Wait()
+	if err == nil {
+		fmt.Println("ready")
+		_, _ = os.NewFile(3, "hold").Read(make([]byte, 1))
 	}
-	fmt.Println("ready")
-	// Answer pings while holding on.
-	var wg sync.WaitGroup
 	for _, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = c.SetReadDeadline(time.Time{})
-			for {
-				if _, _, err := c.ReadMessage(); err != nil {
-					return
-				}
-			}
-		}()
+		if c != nil {
+			c.Close()
+		}
 	}
-	_, _ = os.NewFile(3, "hold").Read(make([]byte, 1))
-	for _, c := range conns {
-		c.Close()
-	}
-	wg.Wait()
-	return nil
+	readers.Wait()
+	return err
 }
