@@ -34,7 +34,7 @@
 //  1. a placement's idempotency keys;
 //  2. merchants, in id order: FOR NO KEY UPDATE where the decision changes
 //     the merchant's load, FOR KEY SHARE for unpaid placements, which change
-//     none (queueBatchMerchants); a batch skips a merchant held elsewhere;
+//     none (addBatchMerchants); a batch skips a merchant held elsewhere;
 //  3. drops, in id order (joins), then their entries after the orders they
 //     lapse with (drops.go);
 //  4. orders, in id order (closeInTx; one order after its merchant in

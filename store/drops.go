@@ -577,7 +577,7 @@ func drawEntries(ctx context.Context, tx pgx.Tx, d domain.Drop, write int) (pend
 		from = n + 1
 	}
 	b := &pgx.Batch{}
-	queueRanks(b, d, all[:n], 1)
+	addRanks(b, d, all[:n], 1)
 	b.Queue(`UPDATE drop_lines SET ranked = $3, last_joined_at = greatest(last_joined_at, $4), draw_pending_from = $5
 		WHERE merchant_id = $1 AND drop_id = $2`, d.MerchantID, d.DropID, len(all), all[len(all)-1].joinedAt, from)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -601,7 +601,7 @@ func finishDraw(ctx context.Context, tx pgx.Tx, d domain.Drop) error {
 		return err
 	}
 	b := &pgx.Batch{}
-	queueRanks(b, d, rest, *from)
+	addRanks(b, d, rest, *from)
 	b.Queue(`UPDATE drop_lines SET draw_pending_from = NULL WHERE merchant_id = $1 AND drop_id = $2`, d.MerchantID, d.DropID)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("finish draw: %w", err)
@@ -644,8 +644,8 @@ func readUndrawn(ctx context.Context, tx pgx.Tx, d domain.Drop) ([]drawn, error)
 	return all, nil
 }
 
-// queueRanks adds to b the write of entries' keys and ranks, from first on.
-func queueRanks(b *pgx.Batch, d domain.Drop, entries []drawn, first int) {
+// addRanks adds to b the write of entries' keys and ranks, from first on.
+func addRanks(b *pgx.Batch, d domain.Drop, entries []drawn, first int) {
 	if len(entries) == 0 {
 		return
 	}

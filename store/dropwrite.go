@@ -130,7 +130,7 @@ func newEntryChange(e domain.Entry, events []domain.Event, meta Meta) (entryChan
 // writeEntries writes changes of existing entries in one round trip.
 func writeEntries(ctx context.Context, tx pgx.Tx, changes []entryChange, now time.Time) error {
 	b := &pgx.Batch{}
-	if err := queueEntries(tx, b, changes, now, nil); err != nil {
+	if err := addEntries(tx, b, changes, now, nil); err != nil {
 		return err
 	}
 	if b.Len() == 0 {
@@ -143,11 +143,11 @@ func writeEntries(ctx context.Context, tx pgx.Tx, changes []entryChange, now tim
 	return nil
 }
 
-// queueEntries adds to b the one write of entry changes: new entries
+// addEntries adds to b the one write of entry changes: new entries
 // inserted unless their customer has one already, with their events only
 // when inserted (their ids recorded in inserted, when not nil); existing
 // ones updated, with their events, one statement each.
-func queueEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time, inserted map[uuid.UUID]bool) error {
+func addEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time, inserted map[uuid.UUID]bool) error {
 	var ins, upd entryColumnsOf
 	// ev holds existing entries' events; first, new entries' first ones.
 	var ev, first eventRows

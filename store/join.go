@@ -268,7 +268,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 	})
 	inserted := map[uuid.UUID]bool{}
 	b = &pgx.Batch{}
-	if err := queueEntries(tx, b, ordered, now, inserted); err != nil {
+	if err := addEntries(tx, b, ordered, now, inserted); err != nil {
 		return err
 	}
 	if len(lineArgs.drop) > 0 {

@@ -228,10 +228,10 @@ func (s *Store) lockMerchant(ctx context.Context, tx pgx.Tx, l merchantLock) (*m
 	}
 	locks.queue(b, sql, l.id)
 	if l.order != nil {
-		queueOrderLock(b, l.id, l.orderID, l.order)
+		addOrderLock(b, l.id, l.orderID, l.order)
 	}
 	if l.head != nil {
-		queueHeadRead(b, l.id, l.head.limit, &l.head.orders)
+		addLineHeadRead(b, l.id, l.head.limit, &l.head.orders)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, time.Time{}, fmt.Errorf("lock merchant %s: %w", l.id, err)
@@ -299,9 +299,9 @@ func (l *merchantLocks) held(clock func() time.Time, follows ...time.Time) (map[
 	return l.rows, now
 }
 
-// queueSaveLoad adds to b the statement that writes the merchant's load
+// addSaveLoad adds to b the statement that writes the merchant's load
 // counters and completion stats, to travel with other writes.
-func queueSaveLoad(b *pgx.Batch, m *merchantRow) {
+func addSaveLoad(b *pgx.Batch, m *merchantRow) {
 	b.Queue(`
 		UPDATE merchants SET active = $2, queued = $3, next_seq = $4,
 			completion_interval_s = $5, completion_samples = $6, last_completion_at = $7,

@@ -88,10 +88,10 @@ func scanOrderInto(o *domain.Order, dest ...any) []any {
 		&o.Load, &o.Lane, pgkit.NullString{Dst: &o.PickupCode}, &o.PickupAt, &o.ReleaseAt, &o.PickedUpAt}, dest...)
 }
 
-// queueOrderLock adds to b the read of the order's projection row into o
+// addOrderLock adds to b the read of the order's projection row into o
 // under a row lock; every command on an order goes through it, so the
 // version it reads is the stream's.
-func queueOrderLock(b *pgx.Batch, merchantID, id uuid.UUID, o *domain.Order) {
+func addOrderLock(b *pgx.Batch, merchantID, id uuid.UUID, o *domain.Order) {
 	b.Queue(`SELECT `+orderColumns+` FROM orders o WHERE o.merchant_id = $1 AND o.id = $2 FOR UPDATE`,
 		[16]byte(merchantID), [16]byte(id)).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(scanOrderInto(o)...)
@@ -626,7 +626,7 @@ func (s *Store) drain(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.T
 	// The load is saved once, with the admissions.
 	w.loads = nil
 	w.readBack = func(b *pgx.Batch) {
-		queueHeadRead(b, m.ID, n, &head)
+		addLineHeadRead(b, m.ID, n, &head)
 	}
 	if err := s.commit(ctx, tx, w, now); err != nil {
 		return w, err
@@ -661,13 +661,13 @@ func (s *Store) admitHead(ctx context.Context, tx pgx.Tx, m *merchantRow, now ti
 	return w, nil
 }
 
-// queueHeadRead adds to b the read of the first n queued orders of the
+// addLineHeadRead adds to b the read of the first n queued orders of the
 // merchant, the priority lane's first, locked, into head. The read is
 // planned for each execution: a connection caches a generic plan made from
 // the statistics of the moment, and one made while orders looked empty (a
 // new database before its first ANALYZE) sorts every queued order of every
 // merchant on each read, for the rest of the connection's life.
-func queueHeadRead(b *pgx.Batch, merchantID uuid.UUID, n int, head *[]domain.Order) {
+func addLineHeadRead(b *pgx.Batch, merchantID uuid.UUID, n int, head *[]domain.Order) {
 	b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
 	b.Queue(`SELECT `+orderColumns+` FROM orders o
 		WHERE o.merchant_id = $1 AND o.status = 'queued' ORDER BY o.lane DESC, o.queue_seq LIMIT $2 FOR UPDATE`, [16]byte(merchantID), n).

@@ -280,10 +280,10 @@ func (r *pickupReservation) number(placed []*placement, merchants map[uuid.UUID]
 	return nil
 }
 
-// queueUnused adds to b the return of the numbers the batch did not use,
+// addUnused adds to b the return of the numbers the batch did not use,
 // which it still holds: a day's counter that has issued none is no row
 // (deleted first, so that the decrement cannot be mistaken for it).
-func (r *pickupReservation) queueUnused(b *pgx.Batch) {
+func (r *pickupReservation) addUnused(b *pgx.Batch) {
 	for id, n := range r.unused {
 		day := r.counters.day[id]
 		b.Queue(`DELETE FROM pickup_counters WHERE merchant_id = $1 AND day = $2::date AND issued = $3`, id, day, n)

@@ -372,9 +372,9 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	// Merchants and products are read for every request, even those the
 	// keys turn out to be replays of.
 	b := &pgx.Batch{}
-	keys := queueIdempotencyKeys(tx, b, batch)
-	locked := queueBatchMerchants(b, batch, mode.waitForMerchants)
-	products := queueProducts(b, batchMerchantIDs(batch), batchProductIDs(batch))
+	keys := addIdempotencyKeys(tx, b, batch)
+	locked := addBatchMerchants(b, batch, mode.waitForMerchants)
+	products := addProducts(b, batchMerchantIDs(batch), batchProductIDs(batch))
 	var numbers *pickupReservation
 	if !mode.numberLast && s.mayNumberFirst(ctx, batch) {
 		numbers = reservePickupNumbers(b, batch, s.now())
@@ -450,12 +450,12 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 		return nil, err
 	}
 	b = &pgx.Batch{}
-	slots.queueUnplaced(b, placed)
+	slots.addUnplaced(b, placed)
 	if numbers != nil {
 		if err := numbers.number(placed, merchants); err != nil {
 			return nil, err
 		}
-		numbers.queueUnused(b)
+		numbers.addUnused(b)
 	}
 	if len(placed) == 0 {
 		return b, nil
@@ -477,17 +477,17 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 		view := toView(pl.order, pl.answer.position, pl.answer.unitsAhead, pl.answer.eta)
 		pl.result = &PlaceResult{Order: &view}
 	}
-	if err := queuePlacements(tx, b, placed, merchants, now); err != nil {
+	if err := addPlacements(tx, b, placed, merchants, now); err != nil {
 		return nil, err
 	}
 	var entries []entryChange
 	for _, pl := range placed {
 		entries = append(entries, pl.entries...)
 	}
-	if err := queueEntries(tx, b, entries, now, nil); err != nil {
+	if err := addEntries(tx, b, entries, now, nil); err != nil {
 		return nil, err
 	}
-	queueLoads(b, merchants, now)
+	addLoads(b, merchants, now)
 	return b, nil
 }
 
@@ -553,11 +553,11 @@ type keyClaim struct {
 	inserted map[customerKey]bool
 }
 
-// queueIdempotencyKeys adds the insert of every request's key, in one
+// addIdempotencyKeys adds the insert of every request's key, in one
 // statement and in key order, to b. A key already there is a replay (same
 // body) or a misuse (another body); a key inserted by a transaction still
 // running makes this one wait for it.
-func queueIdempotencyKeys(tx pgx.Tx, b *pgx.Batch, batch []*placement) *keyClaim {
+func addIdempotencyKeys(tx pgx.Tx, b *pgx.Batch, batch []*placement) *keyClaim {
 	sorted := append([]*placement(nil), batch...)
 	sort.Slice(sorted, func(i, j int) bool {
 		a, b := sorted[i].p, sorted[j].p
@@ -673,13 +673,13 @@ func forgetUndecidedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) err
 	return nil
 }
 
-// queueBatchMerchants adds the read of the batch's merchants to b, locking
+// addBatchMerchants adds the read of the batch's merchants to b, locking
 // in id order those that will make admission decisions and sharing the key
 // lock of the others. A merchant read is one that exists: merchants are
 // never deleted (migration 23), so new orders need no foreign key to check
 // it again. Unless told to wait, a merchant whose row another transaction
 // holds is left out of the rows.
-func queueBatchMerchants(b *pgx.Batch, batch []*placement, wait bool) *merchantLocks {
+func addBatchMerchants(b *pgx.Batch, batch []*placement, wait bool) *merchantLocks {
 	var lock, share [][16]byte
 	seen := map[uuid.UUID]bool{}
 	for _, pl := range batch {
@@ -810,9 +810,9 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 	return nil
 }
 
-// queuePlacements adds to b the write of every placed order: one change
+// addPlacements adds to b the write of every placed order: one change
 // each, with the webhook messages of those accepted at once.
-func queuePlacements(tx pgx.Tx, b *pgx.Batch, placed []*placement, merchants map[uuid.UUID]*merchantRow, now time.Time) error {
+func addPlacements(tx pgx.Tx, b *pgx.Batch, placed []*placement, merchants map[uuid.UUID]*merchantRow, now time.Time) error {
 	changes := make([]change, len(placed))
 	var outbox []outboxMessage
 	for i, pl := range placed {
@@ -824,12 +824,12 @@ func queuePlacements(tx pgx.Tx, b *pgx.Batch, placed []*placement, merchants map
 		}
 		outbox = append(outbox, msgs...)
 	}
-	return queueChanges(tx, b, changes, outbox, now)
+	return addChanges(tx, b, changes, outbox, now)
 }
 
-// queueLoads adds to b the write of the load of every merchant the batch
+// addLoads adds to b the write of the load of every merchant the batch
 // changed, in one statement, with the batch's decision time.
-func queueLoads(b *pgx.Batch, merchants map[uuid.UUID]*merchantRow, now time.Time) {
+func addLoads(b *pgx.Batch, merchants map[uuid.UUID]*merchantRow, now time.Time) {
 	var ids [][16]byte
 	var active, activeOrders, queued, queuedPriority, queuedUnits []int32
 	var next []int64

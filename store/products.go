@@ -243,7 +243,7 @@ func (p productInfo) takesStock() bool {
 
 func loadProducts(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, ids []string) (map[string]productInfo, error) {
 	b := &pgx.Batch{}
-	out := queueProducts(b, [][16]byte{merchantID}, ids)
+	out := addProducts(b, [][16]byte{merchantID}, ids)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
@@ -258,11 +258,11 @@ const productsSelect = `SELECT p.id::text, p.merchant_id::text, p.name, p.price_
 		p.option_groups, NOT p.available, p.hidden
 	FROM products p LEFT JOIN drops d ON d.merchant_id = p.merchant_id AND d.product_id = p.id AND d.state IN ('scheduled', 'open', 'selling')`
 
-// queueProducts adds the read of merchants' products to b; the map is
+// addProducts adds the read of merchants' products to b; the map is
 // filled when the batch's results are read. The merchants keep the read on
 // their shards on Citus (by id alone it reads every shard); a product of
 // another merchant is left to readMissingProducts.
-func queueProducts(b *pgx.Batch, merchants [][16]byte, ids []string) map[string]productInfo {
+func addProducts(b *pgx.Batch, merchants [][16]byte, ids []string) map[string]productInfo {
 	out := make(map[string]productInfo, len(ids))
 	b.Queue(productsSelect+` WHERE p.id = ANY($1::uuid[]) AND p.merchant_id = ANY($2)`, ids, merchants).
 		Query(func(rows pgx.Rows) error { return scanProducts(rows, out) })
@@ -393,7 +393,7 @@ func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[s
 	tookFirst := false
 	if first >= 0 {
 		it := items[first]
-		queueTakeFree(b, o.MerchantID, it.ProductID, it.Quantity, func(t takenUnits) {
+		addTakeFree(b, o.MerchantID, it.ProductID, it.Quantity, func(t takenUnits) {
 			taken, tookFirst = append(taken, t), true
 			memo.add(it.ProductID, -it.Quantity)
 			memo.hold(it.ProductID)
@@ -467,7 +467,7 @@ func undoReservation(ctx context.Context, tx pgx.Tx, merchantID, customerID stri
 func takeUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string, quantity int, memo *stockMemo) (takenUnits, error) {
 	b := &pgx.Batch{}
 	var took *takenUnits
-	queueTakeFree(b, merchantID, productID, quantity, func(t takenUnits) {
+	addTakeFree(b, merchantID, productID, quantity, func(t takenUnits) {
 		took = &t
 		memo.add(productID, -quantity)
 		memo.hold(productID)
@@ -481,9 +481,9 @@ func takeUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string, qua
 	return takeHeldUnits(ctx, tx, merchantID, productID, quantity, memo)
 }
 
-// queueTakeFree adds to b the take of quantity units from one bucket no
+// addTakeFree adds to b the take of quantity units from one bucket no
 // other transaction holds; took is called when it took them.
-func queueTakeFree(b *pgx.Batch, merchantID, productID string, quantity int, took func(takenUnits)) {
+func addTakeFree(b *pgx.Batch, merchantID, productID string, quantity int, took func(takenUnits)) {
 	b.Queue(`
 		UPDATE stock_buckets SET remaining = remaining - $2
 		WHERE merchant_id = $3 AND (product_id, bucket) = (

@@ -24,7 +24,7 @@ import (
 // fits; the table's CHECK refuses any write that would not. Scheduled
 // orders hold nothing of the live line until their release, a timer at the
 // slot's start minus prep_seconds; a cancelled or closed order for a slot
-// gives its load back in the write that ends it (queueSlotReturns).
+// gives its load back in the write that ends it (addSlotReturns).
 
 // Slot is one published pickup slot with what its orders hold of it.
 type Slot struct {
@@ -211,10 +211,10 @@ func requestLoad(m *merchantRow, lines []domain.LineRequest, products map[string
 	return domain.RequestLoad(m.CapacityUnit, lines, refs)
 }
 
-// queueUnplaced adds to b the return of the room taken by requests that
+// addUnplaced adds to b the return of the room taken by requests that
 // were not placed after all (refused by a later step, or left for a later
 // batch, which takes it again).
-func (t *slotTakes) queueUnplaced(b *pgx.Batch, placed []*placement) {
+func (t *slotTakes) addUnplaced(b *pgx.Batch, placed []*placement) {
 	if len(t.took) == 0 {
 		return
 	}
@@ -228,13 +228,13 @@ func (t *slotTakes) queueUnplaced(b *pgx.Batch, placed []*placement) {
 			back = append(back, take)
 		}
 	}
-	queueSlotGiveBack(b, back)
+	addSlotGiveBack(b, back)
 }
 
-// queueSlotReturns adds to b the return of their slots' room by the orders
+// addSlotReturns adds to b the return of their slots' room by the orders
 // of changes that end cancelled or closed: an order for a slot holds its
 // load of it in every other status.
-func queueSlotReturns(b *pgx.Batch, changes []change) {
+func addSlotReturns(b *pgx.Batch, changes []change) {
 	var back []slotTake
 	for _, c := range changes {
 		if c.after.PickupAt == nil || !freesSlot(c.after.Status) || freesSlot(c.before.Status) || c.before.Version == 0 {
@@ -242,14 +242,14 @@ func queueSlotReturns(b *pgx.Batch, changes []change) {
 		}
 		back = append(back, slotTake{slot: slotKey{uuid.MustParse(c.after.MerchantID), c.after.PickupAt.UTC()}, load: max(c.after.Load, 1)})
 	}
-	queueSlotGiveBack(b, back)
+	addSlotGiveBack(b, back)
 }
 
 func freesSlot(s domain.OrderStatus) bool {
 	return s == domain.StatusCancelled || s == domain.StatusClosed
 }
 
-func queueSlotGiveBack(b *pgx.Batch, back []slotTake) {
+func addSlotGiveBack(b *pgx.Batch, back []slotTake) {
 	if len(back) == 0 {
 		return
 	}

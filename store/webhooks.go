@@ -199,11 +199,11 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 	if distributed {
 		for _, group := range pgkit.GroupBy(results, func(r AttemptResult) uuid.UUID { return r.Delivery.MerchantID }) {
 			b.Queue("begin")
-			queueAttempts(b, group, policy, now, true)
+			addAttempts(b, group, policy, now, true)
 			b.Queue("commit")
 		}
 	} else {
-		queueAttempts(b, results, policy, now, false)
+		addAttempts(b, results, policy, now, false)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return mapErr(fmt.Errorf("record attempts: %w", err))
@@ -211,10 +211,10 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, results []AttemptResu
 	return nil
 }
 
-// queueAttempts adds to b the writes of outcomes, each statement filtered by
+// addAttempts adds to b the writes of outcomes, each statement filtered by
 // the merchants of its rows, rendered for Citus when citus is set: failures
 // are rescheduled from now.
-func queueAttempts(b *pgx.Batch, results []AttemptResult, policy RetryPolicy, now time.Time, citus bool) {
+func addAttempts(b *pgx.Batch, results []AttemptResult, policy RetryPolicy, now time.Time, citus bool) {
 	// [16]byte is pgx's native uuid; uuid.UUID goes through its text form,
 	// which costs the relay more than the rest of recording.
 	var outbox, merchants [][16]byte

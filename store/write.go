@@ -33,7 +33,7 @@ type outboxMessage struct {
 	payload             []byte
 }
 
-// queueChanges adds to b the one write of a set of changes: their events,
+// addChanges adds to b the one write of a set of changes: their events,
 // appended after each stream's version and recorded at now (the decision's
 // time), in one statement; the folded state of new orders inserted and of
 // the others updated, one statement each; and the outbox messages. The
@@ -44,7 +44,7 @@ type outboxMessage struct {
 // driver.Valuer, encoded through its text form, and a slice of them cost
 // placement more CPU than any statement it sends. Nullable columns go as
 // pgtype values, not pointers, for the same reason.
-func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessage, now time.Time) error {
+func addChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessage, now time.Time) error {
 	var ev eventRows
 	var ins, upd orderColumnsOf
 	for _, c := range changes {
@@ -85,7 +85,7 @@ func queueChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMess
 		return nil
 	}
 	noteEvents(tx)
-	queueSlotReturns(b, changes)
+	addSlotReturns(b, changes)
 	ev.insert(StreamOrder, now).queue(tx, b, nil)
 	ins.queue(tx, b, "orders", true)
 	upd.queue(tx, b, "orders", false)
@@ -137,7 +137,7 @@ func (w *writeSet) add(m *merchantRow, c change, now time.Time) error {
 // commit writes w in the transaction tx, in one round trip, after what its
 // changes do to drop entries (dropEffects).
 func (s *Store) commit(ctx context.Context, tx pgx.Tx, w writeSet, now time.Time) error {
-	b, err := s.queueWrite(ctx, tx, w, now)
+	b, err := s.writeBatch(ctx, tx, w, now)
 	if err != nil || b.Len() == 0 {
 		return err
 	}
@@ -151,7 +151,7 @@ func (s *Store) commit(ctx context.Context, tx pgx.Tx, w writeSet, now time.Time
 // COMMIT of pt, tx's pipelined transaction, so that the locks are let go a
 // round trip sooner.
 func (s *Store) commitAndEnd(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, w writeSet, now time.Time) error {
-	b, err := s.queueWrite(ctx, tx, w, now)
+	b, err := s.writeBatch(ctx, tx, w, now)
 	if err != nil {
 		return err
 	}
@@ -161,18 +161,18 @@ func (s *Store) commitAndEnd(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx
 	return nil
 }
 
-// queueWrite returns the batch that writes w, once what its changes do to
+// writeBatch returns the batch that writes w, once what its changes do to
 // drop entries is done (dropEffects).
-func (s *Store) queueWrite(ctx context.Context, tx pgx.Tx, w writeSet, now time.Time) (*pgx.Batch, error) {
+func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, w writeSet, now time.Time) (*pgx.Batch, error) {
 	if err := s.dropEffects(ctx, tx, w.changes, now); err != nil {
 		return nil, err
 	}
 	b := &pgx.Batch{}
-	if err := queueChanges(tx, b, w.changes, w.outbox, now); err != nil {
+	if err := addChanges(tx, b, w.changes, w.outbox, now); err != nil {
 		return nil, err
 	}
 	for _, m := range w.loads {
-		queueSaveLoad(b, m)
+		addSaveLoad(b, m)
 	}
 	if w.readBack != nil {
 		w.readBack(b)
