@@ -70,9 +70,14 @@ func (s *Store) ExtendLog(ctx context.Context, p ExtendLogParams) (ExtendLogResu
 		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&now); err != nil {
 			return fmt.Errorf("log snapshot: %w", err)
 		}
+		// Every transaction still to be logged is at or past the last
+		// snapshot's xmin: that bound lets the planner read the tail of
+		// events_tx_position_idx, where the condition alone, an OR, reads
+		// the whole table once its few transaction ids each hold many rows.
 		rows, err := tx.Query(ctx, `
 			SELECT merchant_id, stream_id, version, hash FROM events
-			WHERE (tx_id >= pg_snapshot_xmax($1::pg_snapshot) OR tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot))))
+			WHERE tx_id >= pg_snapshot_xmin($1::pg_snapshot)
+			  AND (tx_id >= pg_snapshot_xmax($1::pg_snapshot) OR tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot))))
 			  AND pg_visible_in_snapshot(tx_id, $2::pg_snapshot)
 			ORDER BY tx_id, global_position`, since, now)
 		if err != nil {
