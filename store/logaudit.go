@@ -62,23 +62,52 @@ func (r *HistoryReport) OK() bool { return len(r.Streams) == 0 && len(r.Broken) 
 // removed too.
 func (s *Store) AuditHistory(ctx context.Context, p HistoryAuditParams) (*HistoryReport, error) {
 	report := &HistoryReport{}
-	links, err := s.BrokenChains(ctx)
-	if err != nil {
+	// The chains are recomputed while the log is: both read every event,
+	// each on connections of its own.
+	var links []BrokenLink
+	chains := make(chan error, 1)
+	go func() {
+		var err error
+		links, err = s.BrokenChains(ctx)
+		chains <- err
+	}()
+	var logged []BrokenStream
+	name := func(stream uuid.UUID, reason string) {
+		logged = append(logged, BrokenStream{StreamID: stream, Reason: reason})
+	}
+	if err := s.auditLogs(ctx, p, report, name); err != nil {
+		<-chains
 		return nil, err
 	}
+	if err := <-chains; err != nil {
+		return nil, err
+	}
+	// A stream is named once, for its chain before its log.
 	seen := map[uuid.UUID]bool{}
-	name := func(stream uuid.UUID, reason string) {
-		if !seen[stream] {
-			seen[stream] = true
-			report.Streams = append(report.Streams, BrokenStream{StreamID: stream, Reason: reason})
+	for _, b := range slices.Concat(chainBreaks(links), logged) {
+		if !seen[b.StreamID] {
+			seen[b.StreamID] = true
+			report.Streams = append(report.Streams, b)
 		}
 	}
-	for _, l := range links {
-		name(l.StreamID, fmt.Sprintf("its chain breaks at version %d", l.Version))
+	return report, nil
+}
+
+func chainBreaks(links []BrokenLink) []BrokenStream {
+	out := make([]BrokenStream, len(links))
+	for i, l := range links {
+		out[i] = BrokenStream{StreamID: l.StreamID, Reason: fmt.Sprintf("its chain breaks at version %d", l.Version)}
 	}
+	return out
+}
+
+// auditLogs rebuilds every log's tree and checks every checkpoint against
+// it (AuditHistory), naming each stream whose logged events are gone or
+// changed.
+func (s *Store) auditLogs(ctx context.Context, p HistoryAuditParams, report *HistoryReport, name func(uuid.UUID, string)) error {
 	checkpoints, err := s.Checkpoints(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	report.Checkpoints = len(checkpoints)
 	if p.Kept != nil {
@@ -91,16 +120,16 @@ func (s *Store) AuditHistory(ctx context.Context, p HistoryAuditParams) (*Histor
 	}
 	rows, err := s.pool.Query(ctx, `SELECT log FROM log_heads ORDER BY log`)
 	if err != nil {
-		return nil, mapErr(fmt.Errorf("read logs: %w", err))
+		return mapErr(fmt.Errorf("read logs: %w", err))
 	}
 	logs, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, mapErr(fmt.Errorf("read logs: %w", err))
+		return mapErr(fmt.Errorf("read logs: %w", err))
 	}
 	for _, log := range logs {
 		roots, size, err := s.recomputeLog(ctx, log, byLog[log], name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		report.Events += size
 		hashes := newHashOverlay(ctx, s.pool, log)
@@ -135,7 +164,7 @@ func (s *Store) AuditHistory(ctx context.Context, p HistoryAuditParams) (*Histor
 				Reason: "its log is gone"})
 		}
 	}
-	return report, nil
+	return nil
 }
 
 // recomputeLog rebuilds the log's tree from the events it names, as they
