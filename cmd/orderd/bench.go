@@ -52,6 +52,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	clients := fs.Int("clients", 0, "concurrent HTTP clients (0 = the scenario's default)")
 	count := fs.Int("count", 0, "orders, buyers or drop entries (0 = the scenario's default)")
 	duration := fs.Duration("duration", 0, "run time of time-boxed scenarios (0 = default)")
+	ledgerEvents := fs.Int("ledger-events", 0, "events the ledger scenario grows the log to; its goals are judged at 1,000,000 only (0 = 1,000,000)")
 	baselineStep := fs.Duration("baseline-step", 0, "run time of each connection count of a baseline's sweep (0 = 2s)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	jsonPath := fs.String("json", "", "write every figure to this JSON file")
@@ -154,11 +155,11 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
-	opts := bench.Options{Clients: *clients, Count: *count, Duration: *duration, BaselineStep: *baselineStep, Seed: *seed, Progress: !*quiet, Out: os.Stderr}
-	settings.Bench = map[string]any{"clients": *clients, "count": *count, "duration": duration.String(), "baseline_step": baselineStep.String(), "seed": *seed}
+	opts := bench.Options{Clients: *clients, Count: *count, Duration: *duration, LedgerEvents: *ledgerEvents, BaselineStep: *baselineStep, Seed: *seed, Progress: !*quiet, Out: os.Stderr}
+	settings.Bench = map[string]any{"clients": *clients, "count": *count, "duration": duration.String(), "ledger_events": *ledgerEvents, "baseline_step": baselineStep.String(), "seed": *seed}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "clients", "count", "duration", "baseline-step", "seed", "rate-per-customer", "rate-per-ip":
+		case "clients", "count", "duration", "ledger-events", "baseline-step", "seed", "rate-per-customer", "rate-per-ip":
 			settings.NonDefault = append(settings.NonDefault, fmt.Sprintf("--%s=%s (given on the command line)", f.Name, f.Value))
 		}
 	})
@@ -291,6 +292,7 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 			t.ServerPIDs = func() []int { return []int{w.serverPID} }
 			t.RSS = func() int64 { return bench.RSS(w.serverPID) }
 		}
+		t.AuditCommand = auditCommandOn(w.dbURL)
 		return t, settings, pool.Close, nil
 	}
 	var nonDefault []string
@@ -373,6 +375,7 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 		return nil, bench.Settings{}, nil, err
 	}
 	t.Pool = pool
+	t.AuditCommand = auditCommandOn(cfg.DatabaseURL)
 	t.Spawn = spawn
 	t.SpawnUntimed = spawnUntimed
 	stop := func() {
@@ -381,6 +384,19 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 		stopPG()
 	}
 	return t, settings, stop, nil
+}
+
+// auditCommandOn runs this binary's `orderd audit` on a database.
+func auditCommandOn(databaseURL string) func(ctx context.Context) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return func(ctx context.Context) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, exe, "audit")
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+databaseURL)
+		return cmd
+	}
 }
 
 func printSummary(w io.Writer, names []string, r bench.Report) {

@@ -30,9 +30,12 @@ type Options struct {
 	Clients  int           // 0 = the scenario's default
 	Count    int           // orders or buyers; 0 = the scenario's default
 	Duration time.Duration // for time-boxed scenarios; 0 = default
-	Seed     uint64
-	Progress bool
-	Out      io.Writer
+	// LedgerEvents is the size the ledger scenario grows the log to; 0 =
+	// the million its goals are stated at.
+	LedgerEvents int
+	Seed         uint64
+	Progress     bool
+	Out          io.Writer
 	// BaselineStep is how long each connection count of a baseline's sweep
 	// runs; 0 = two seconds.
 	BaselineStep time.Duration
@@ -155,6 +158,9 @@ type Target struct {
 	// (RunWatchers on its standard input and output); nil runs them in
 	// this process.
 	WatcherCommand func() *exec.Cmd
+	// AuditCommand is `orderd audit` on the target's database; nil when
+	// the bench cannot run it.
+	AuditCommand func(ctx context.Context) *exec.Cmd
 	// InProcess: the server runs in the load generator's process, so their
 	// CPU cannot be told apart.
 	InProcess bool

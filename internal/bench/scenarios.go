@@ -17,7 +17,7 @@ import (
 )
 
 // Scenarios lists what `orderd bench` can run, in the order `all` runs them.
-var Scenarios = []string{"spread", "hot", "hot-weighted", "flash", "slots", "drop", "timers", "webhooks", "ws", "memory"}
+var Scenarios = []string{"spread", "hot", "hot-weighted", "flash", "slots", "drop", "timers", "webhooks", "ws", "memory", "ledger"}
 
 // Run runs one scenario against t.
 func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error) {
@@ -44,6 +44,8 @@ func Run(ctx context.Context, name string, t *Target, o Options) (*Result, error
 		res, err = wsWatch(ctx, t, o)
 	case "memory":
 		res, err = memory(ctx, t, o)
+	case "ledger":
+		res, err = ledger(ctx, t, o)
 	default:
 		return nil, fmt.Errorf("unknown scenario %q (have %v)", name, Scenarios)
 	}
