@@ -103,8 +103,8 @@ func LocalDay(now time.Time, loc *time.Location) string { return now.In(loc).For
 func PickupCode(prefix string, n int) string { return fmt.Sprintf("%s%03d", prefix, n) }
 
 // StampPickupCode records an order's pickup code in the placement that
-// starts its stream (order.placed, or the placement an order.accepted
-// carries), paid or not: the code is the order's from its placement on, and
+// starts its stream (order.placed, or the placement an order.accepted or
+// order.queued carries), paid or not: the code is the order's from its placement on, and
 // no later event changes it. An order placed before
 // codes were numbered at placement gets its code in its order.paid event
 // (NeedsPickupCodeAtPayment).
@@ -120,9 +120,14 @@ func StampPickupCode(events []Event, code string) []Event {
 			if d.Placed == nil {
 				continue
 			}
-			placed := *d.Placed
-			placed.PickupCode = code
-			d.Placed = &placed
+			d.Placed = withPickupCode(*d.Placed, code)
+			out[i].Data = d
+			return out
+		case OrderQueued:
+			if d.Placed == nil {
+				continue
+			}
+			d.Placed = withPickupCode(*d.Placed, code)
 			out[i].Data = d
 			return out
 		case OrderPaid:
@@ -132,6 +137,11 @@ func StampPickupCode(events []Event, code string) []Event {
 		}
 	}
 	return out
+}
+
+func withPickupCode(p OrderPlaced, code string) *OrderPlaced {
+	p.PickupCode = code
+	return &p
 }
 
 // NeedsPickupCodeAtPayment reports an order being paid without a pickup

@@ -257,11 +257,11 @@ func Pay(o Order, ref string, load Load, maxQueueWait time.Duration, now time.Ti
 
 // PayAtPlacement is Pay for an order paid by the request that places it:
 // placed is the order.placed event of Place, and the payment goes into it
-// rather than into an order.paid event of its own. An order accepted at once
-// is then one event, order.accepted carrying its placement (Placed); one
-// queued or scheduled starts with two (placed and paid, then queued or
-// scheduled). Every event is a row, a chain link and an entry in each of the
-// log's indexes, and paid placement is the busiest write there is.
+// rather than into an order.paid event of its own. An order accepted or
+// queued at once is then one event, order.accepted or order.queued carrying
+// its placement (Placed); one scheduled starts with two (placed and paid,
+// then scheduled). Every event is a row, a chain link and an entry in each
+// of the log's indexes, and paid placement is the busiest write there is.
 func PayAtPlacement(placed Event, ref string, load Load, maxQueueWait time.Duration, now time.Time) ([]Event, Load, error) {
 	p, ok := placed.Data.(OrderPlaced)
 	if !ok || placed.Type != EventOrderPlaced || p.PaidAt != nil {
@@ -277,9 +277,13 @@ func PayAtPlacement(placed Event, ref string, load Load, maxQueueWait time.Durat
 	}
 	paid := events[0].Data.(OrderPaid)
 	p.PaymentRef, p.PaidAt = paid.PaymentRef, &paid.PaidAt
-	if accepted, ok := events[1].Data.(OrderAccepted); ok {
-		accepted.Placed = &p
-		return []Event{{Type: EventOrderAccepted, Data: accepted}}, load, nil
+	switch d := events[1].Data.(type) {
+	case OrderAccepted:
+		d.Placed = &p
+		return []Event{{Type: EventOrderAccepted, Data: d}}, load, nil
+	case OrderQueued:
+		d.Placed = &p
+		return []Event{{Type: EventOrderQueued, Data: d}}, load, nil
 	}
 	return []Event{{Type: EventOrderPlaced, Data: p}, events[1]}, load, nil
 }

@@ -216,6 +216,10 @@ type OrderQueued struct {
 	// Released: a scheduled order joining the line at its slot's release,
 	// at the place it took when paid (Seq).
 	Released bool `json:"released,omitempty"`
+	// Placed is the placement of an order paid and queued by the request
+	// that placed it, whose stream starts with this one event
+	// (PayAtPlacement); nil for an order placed before, or one queued later.
+	Placed *OrderPlaced `json:"placed,omitempty"`
 }
 
 type OrderAccepted struct {
@@ -231,8 +235,8 @@ type OrderAccepted struct {
 	// order alone in the kitchen may exceed Capacity.
 	Load int `json:"load,omitempty"`
 	// Placed is the placement of an order paid and accepted by the request
-	// that placed it, whose stream is this one event (PayAtPlacement); nil
-	// for an order placed before.
+	// that placed it, whose stream starts with this one event
+	// (PayAtPlacement); nil for an order placed before, or one accepted later.
 	Placed *OrderPlaced `json:"placed,omitempty"`
 }
 
@@ -302,6 +306,12 @@ func (o Order) Evolve(e Event) (Order, error) {
 			o.PickupCode = d.PickupCode
 		}
 	case OrderQueued:
+		if d.Placed != nil {
+			if o.ID != "" {
+				return o, fmt.Errorf("order evolve: %s places order %s again", e.Type, o.ID)
+			}
+			o = o.place(*d.Placed)
+		}
 		o.Status = StatusQueued
 		o.QueueSeq = d.Seq
 		o.QueuedAt, o.QueueExpiresAt = ptr(d.QueuedAt), ptr(d.ExpiresAt)

@@ -604,7 +604,7 @@ func TestPayAtPlacement(t *testing.T) {
 		types  []string
 	}{
 		{"accepted", v1(domain.Load{Capacity: 1}), domain.StatusAccepted, []string{domain.EventOrderAccepted}},
-		{"queued", v1(domain.Load{Capacity: 1, Active: 1, NextSeq: 7}), domain.StatusQueued, []string{domain.EventOrderPlaced, domain.EventOrderQueued}},
+		{"queued", v1(domain.Load{Capacity: 1, Active: 1, NextSeq: 7}), domain.StatusQueued, []string{domain.EventOrderQueued}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -642,14 +642,18 @@ func TestPayAtPlacement(t *testing.T) {
 	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err))
 	_, _, err = domain.PayAtPlacement(domain.Event{Type: domain.EventOrderPaid, Data: domain.OrderPaid{}}, "r", v1(domain.Load{Capacity: 1}), maxWait, t0)
 	require.Error(t, err)
-	paidPlacement, _, err := domain.PayAtPlacement(placed[0], "r", v1(domain.Load{Capacity: 1, Active: 1}), maxWait, t0)
-	require.NoError(t, err)
-	_, _, err = domain.PayAtPlacement(paidPlacement[0], "r", v1(domain.Load{Capacity: 1}), maxWait, t0)
+	paidPlacement := placed[0].Data.(domain.OrderPlaced)
+	paidPlacement.PaymentRef, paidPlacement.PaidAt = "r", &t0
+	_, _, err = domain.PayAtPlacement(domain.Event{Type: domain.EventOrderPlaced, Data: paidPlacement}, "r", v1(domain.Load{Capacity: 1}), maxWait, t0)
 	require.Error(t, err, "a placement that carries its payment is not paid again")
-	accepted, _, err := domain.PayAtPlacement(placed[0], "r", v1(domain.Load{Capacity: 1}), maxWait, t0)
-	require.NoError(t, err)
-	_, err = mustApply(t, domain.Order{}, placed...).Evolve(accepted[0])
-	require.Error(t, err, "an acceptance that carries a placement starts its stream")
+	for _, load := range []domain.Load{v1(domain.Load{Capacity: 1}), v1(domain.Load{Capacity: 1, Active: 1})} {
+		decided, _, err := domain.PayAtPlacement(placed[0], "r", load, maxWait, t0)
+		require.NoError(t, err)
+		_, _, err = domain.PayAtPlacement(decided[0], "r", load, maxWait, t0)
+		require.Error(t, err, "a decision that carries its placement is not paid again")
+		_, err = mustApply(t, domain.Order{}, placed...).Evolve(decided[0])
+		require.Error(t, err, "a %s that carries a placement starts its stream", decided[0].Type)
+	}
 	_, _, err = domain.PayAtPlacement(placed[0], "r", v1(domain.Load{Capacity: 1}), maxWait, t0.Add(deadline))
 	require.ErrorIs(t, err, domain.ErrInvalidTransition, "a payment at or after the deadline is refused")
 }

@@ -497,10 +497,9 @@ func TestAdmissionUnderConcurrency(t *testing.T) {
 	require.Empty(t, violations(t, st))
 }
 
-// An order paid by the request that places it and accepted at once is one
-// event, order.accepted carrying the placement and its payment; one queued
-// starts its stream with two, the payment inside order.placed. Its row says
-// paid either way.
+// An order paid by the request that places it and accepted or queued at
+// once is one event, order.accepted or order.queued carrying the placement
+// and its payment, and its row says paid.
 func TestPaidPlacementAppendsItsEvents(t *testing.T) {
 	t.Parallel()
 	st, _ := setup(t)
@@ -510,7 +509,7 @@ func TestPaidPlacementAppendsItsEvents(t *testing.T) {
 	for _, want := range []struct {
 		status domain.OrderStatus
 		types  []string
-	}{{domain.StatusAccepted, []string{"order.accepted"}}, {domain.StatusQueued, []string{"order.placed", "order.queued"}}} {
+	}{{domain.StatusAccepted, []string{"order.accepted"}}, {domain.StatusQueued, []string{"order.queued"}}} {
 		o := mustPlace(t, st, m.ID, p.ID, placeOpts{PaymentRef: "pay-1"})
 		require.Equal(t, want.status, o.Status)
 		require.Equal(t, len(want.types), o.Version)

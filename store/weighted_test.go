@@ -184,6 +184,9 @@ func replayAdmissions(t *testing.T, b *testBundle, merchantID uuid.UUID, capacit
 		case domain.OrderPlaced:
 			load[id], lane[id] = max(d.Load, 1), d.Lane
 		case domain.OrderQueued:
+			if d.Placed != nil {
+				load[id], lane[id] = max(d.Placed.Load, 1), d.Placed.Lane
+			}
 			lines[lane[id]] = append(lines[lane[id]], waiting{id, d.Seq, load[id]})
 		case domain.OrderPrioritized:
 			remove(domain.LaneNormal, id)
