@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -453,25 +452,31 @@ func benchAuth(secret string, cfg app.Config) *auth.Authenticator {
 	return auth.NewWith(auth.Options{Secret: []byte(secret), Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience})
 }
 
+// serveBinary is the binary spawnServe runs: this one, which has serve.
+var serveBinary = os.Executable
+
 func spawnServe(ctx context.Context, cfg app.Config, env ...string) (*bench.Instance, error) {
-	exe, err := os.Executable()
+	exe, err := serveBinary()
 	if err != nil {
 		return nil, fmt.Errorf("find own binary: %w", err)
 	}
-	addr, err := freeLoopbackAddr()
+	// The server's log goes to a file, where the kernel writes it without
+	// the load generator's CPU, and says which ports it bound: ports picked
+	// here and bound there could be taken in between by anyone else on the
+	// machine.
+	logFile, err := os.CreateTemp("", "orderd-serve-*.log")
 	if err != nil {
 		return nil, err
 	}
-	opsAddr, err := freeLoopbackAddr()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(exe, "serve", "--addr", addr, "--ops-addr", opsAddr,
+	removeLog := func() { logFile.Close(); os.Remove(logFile.Name()) }
+	cmd := exec.Command(exe, "serve", "--addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0",
 		"--rate-per-customer", strconv.FormatFloat(cfg.RatePerCustomer, 'g', -1, 64), "--rate-per-ip", strconv.FormatFloat(cfg.RatePerIP, 'g', -1, 64),
 		"--webhook-allow-loopback="+strconv.FormatBool(cfg.WebhookAllowLoopback))
 	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+cfg.DatabaseURL, "ORDERD_JWT_SECRET="+cfg.JWTSecret,
-		"ORDERD_JWT_ISSUER="+cfg.JWTIssuer, "ORDERD_JWT_AUDIENCE="+cfg.JWTAudience), env...)
+		"ORDERD_JWT_ISSUER="+cfg.JWTIssuer, "ORDERD_JWT_AUDIENCE="+cfg.JWTAudience, "ORDERD_LOG_FORMAT=json"), env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
+		removeLog()
 		return nil, fmt.Errorf("start orderd serve: %w", err)
 	}
 	exited := make(chan struct{})
@@ -479,6 +484,7 @@ func spawnServe(ctx context.Context, cfg app.Config, env ...string) (*bench.Inst
 	kill := func() {
 		_ = cmd.Process.Kill()
 		<-exited
+		removeLog()
 	}
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -488,30 +494,77 @@ func spawnServe(ctx context.Context, cfg app.Config, env ...string) (*bench.Inst
 			_ = cmd.Process.Kill()
 			<-exited
 		}
+		removeLog()
 	}
-	base := "http://" + addr
+	var base, opsBase string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/readyz", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return &bench.Instance{BaseURL: base, OpsURL: "http://" + opsAddr, PID: cmd.Process.Pid, Stop: stop, Kill: kill, Ready: time.Now()}, nil
+		if base == "" {
+			if addr, opsAddr, ok := servingAddrs(logFile.Name()); ok {
+				base, opsBase = "http://"+addr, "http://"+opsAddr
+			}
+		}
+		if base != "" {
+			req, _ := http.NewRequestWithContext(ctx, "GET", base+"/readyz", nil)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return &bench.Instance{BaseURL: base, OpsURL: opsBase, PID: cmd.Process.Pid, Stop: stop, Kill: kill, Ready: time.Now()}, nil
+				}
 			}
 		}
 		select {
 		case <-exited:
-			return nil, errors.New("orderd serve exited before it was ready")
+			last := lastLines(logFile.Name(), 3)
+			removeLog()
+			return nil, fmt.Errorf("orderd serve exited before it was ready: %s", last)
 		case <-ctx.Done():
 			stop()
 			return nil, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
+			last := lastLines(logFile.Name(), 3)
 			stop()
-			return nil, errors.New("orderd serve was not ready within 30 s")
+			return nil, fmt.Errorf("orderd serve was not ready within 30 s: %s", last)
 		}
 	}
+}
+
+// servingAddrs reads the addresses a server bound from its log's "orderd
+// serving" line, once it has written it.
+func servingAddrs(logPath string) (addr, opsAddr string, ok bool) {
+	raw, err := os.ReadFile(logPath)
+	if err != nil {
+		return "", "", false
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		var entry struct {
+			Msg     string `json:"msg"`
+			Addr    string `json:"addr"`
+			OpsAddr string `json:"ops_addr"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "orderd serving" && entry.Addr != "" && entry.OpsAddr != "" {
+			return entry.Addr, entry.OpsAddr, true
+		}
+	}
+	return "", "", false
+}
+
+// lastLines is the end of a server's log, which says why it stopped.
+func lastLines(logPath string, n int) string {
+	raw, err := os.ReadFile(logPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	if len(lines) == 1 && lines[0] == "" {
+		return "it wrote nothing"
+	}
+	return strings.Join(lines, " | ")
 }
 
 func compareReports(w io.Writer, oldPath, newPath string) error {
@@ -558,14 +611,4 @@ func (d *timerDropper) InsertManyFastTx(ctx context.Context, tx pgx.Tx, params [
 		return 0, nil
 	}
 	return d.JobInserter.InsertManyFastTx(ctx, tx, params)
-}
-
-// freeLoopbackAddr finds a port nobody listens on, for a child process.
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
