@@ -155,8 +155,12 @@ test("verifyProof checks a real order's receipt, and verifyConsistency two real 
   const merchant = await root.createMerchant({ name: "Ledger", capacity: 1 });
   const tea = await root.createProduct(merchant.id, { name: "Tea", price_cents: 300 });
   const vic = as({ sub: "vic", role: "customer" });
-  const order = await vic.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }], payment_ref: "p" });
+  // Placed, then paid: a receipt of several events, whose hashes can be
+  // swapped between them (a paid placement admitted at once is one event).
+  const order = await vic.placeOrder({ merchant_id: merchant.id, items: [{ product_id: tea.id, quantity: 1 }] });
+  await vic.payOrder(order.id, { payment_ref: "p" });
   const { events } = await vic.orderEvents(order.id);
+  assert.ok(events.length >= 2, `a receipt of several events, got ${events.length}`);
   const first = await eventually("a checkpoint holding the order", async () => {
     try {
       const p = await vic.orderProof(order.id);
