@@ -219,5 +219,13 @@ func TestREADMEStaysShort(t *testing.T) {
 	require.Less(t, info.Size(), int64(25<<10), "README.md is over 25 KB: move the detail into docs/")
 	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
 	require.NoError(t, err)
-	require.NotRegexp(t, `\b[0-9a-f]{7,40}\b`, string(raw), "the README cites no commit")
+	// A figure such as 1000000 is all digits; an abbreviated commit hash
+	// that is all digits is too rare to be worth refusing figures for.
+	var commits []string
+	for _, word := range regexp.MustCompile(`\b[0-9a-f]{7,40}\b`).FindAllString(string(raw), -1) {
+		if strings.Trim(word, "0123456789") != "" {
+			commits = append(commits, word)
+		}
+	}
+	require.Empty(t, commits, "the README cites no commit")
 }
