@@ -401,7 +401,7 @@ func (c *conn) handle(m clientMessage) {
 			return
 		}
 		if m.Op == "unsubscribe" {
-			c.hub.unsubscribeOrder(c, id)
+			unsubscribe(c.hub, c, &c.orders, id, c.hub.unwatchOrder)
 			return
 		}
 		c.subscribeOrder(id)
@@ -412,7 +412,7 @@ func (c *conn) handle(m clientMessage) {
 			return
 		}
 		if m.Op == "unsubscribe" {
-			c.hub.unsubscribeStatus(c, id)
+			unsubscribe(c.hub, c, &c.statuses, id, c.hub.unwatchStatus)
 			return
 		}
 		c.subscribeStatus(id)
@@ -423,7 +423,7 @@ func (c *conn) handle(m clientMessage) {
 			return
 		}
 		if m.Op == "unsubscribe" {
-			c.hub.unsubscribeMerchant(c, id)
+			unsubscribe(c.hub, c, &c.merchants, id, c.hub.unwatchLoad)
 			return
 		}
 		c.subscribeMerchant(id)
@@ -510,16 +510,8 @@ func (c *conn) subscribeMerchant(id uuid.UUID) {
 		c.sendError(domain.CodeForbidden, "only that merchant or an admin may watch its load")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
-	defer cancel()
-	m, err := c.hub.store.GetMerchant(ctx, id)
-	if err != nil {
-		c.sendError(domain.ErrorCode(err), domain.ErrorMessage(err))
-		return
-	}
-	msg, err := encode(loadMessage(id, m.Load))
-	if err != nil {
-		c.sendError(domain.CodeInternal, "the load could not be sent")
+	msg, ok := merchantSnapshot(c, id, loadMessage, "the load")
+	if !ok {
 		return
 	}
 	h := c.hub
@@ -535,19 +527,30 @@ func (c *conn) subscribeMerchant(id uuid.UUID) {
 	})
 }
 
-// subscribeStatus: any authenticated caller may watch a merchant's public
-// status, as anyone may read the merchant.
-func (c *conn) subscribeStatus(id uuid.UUID) {
+// merchantSnapshot is a merchant subscription's first message, made by
+// message from the merchant's load as it reads now; a failure is answered
+// to the client, naming what could not be sent, and reported as not ok.
+func merchantSnapshot[M comparable](c *conn, id uuid.UUID, message func(uuid.UUID, store.Load) M, what string) (*encoded[M], bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 	defer cancel()
 	m, err := c.hub.store.GetMerchant(ctx, id)
 	if err != nil {
 		c.sendError(domain.ErrorCode(err), domain.ErrorMessage(err))
-		return
+		return nil, false
 	}
-	msg, err := encode(statusMessage(id, m.Load))
+	msg, err := encode(message(id, m.Load))
 	if err != nil {
-		c.sendError(domain.CodeInternal, "the status could not be sent")
+		c.sendError(domain.CodeInternal, what+" could not be sent")
+		return nil, false
+	}
+	return msg, true
+}
+
+// subscribeStatus: any authenticated caller may watch a merchant's public
+// status, as anyone may read the merchant.
+func (c *conn) subscribeStatus(id uuid.UUID) {
+	msg, ok := merchantSnapshot(c, id, statusMessage, "the status")
+	if !ok {
 		return
 	}
 	h := c.hub

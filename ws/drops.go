@@ -368,28 +368,6 @@ func (c *conn) subscribeDrop(id uuid.UUID) {
 	})
 }
 
-func (h *Hub) unsubscribeEntry(c *conn, id uuid.UUID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.entries[id]; ok {
-		delete(c.entries, id)
-		h.drops.unwatchEntry(c, id)
-	}
-}
-
-func (h *Hub) unsubscribeDrop(c *conn, id uuid.UUID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.drops[id]; ok {
-		delete(c.drops, id)
-		h.drops.unwatchDrop(c, id)
-	}
-}
-
 // handleDrop handles a message naming an entry or a drop.
 func (c *conn) handleDrop(m clientMessage) {
 	field, id := "entry_id", m.EntryID
@@ -403,11 +381,11 @@ func (c *conn) handleDrop(m clientMessage) {
 	}
 	switch {
 	case field == "entry_id" && m.Op == "unsubscribe":
-		c.hub.unsubscribeEntry(c, parsed)
+		unsubscribe(c.hub, c, &c.entries, parsed, c.hub.drops.unwatchEntry)
 	case field == "entry_id":
 		c.subscribeEntry(parsed)
 	case m.Op == "unsubscribe":
-		c.hub.unsubscribeDrop(c, parsed)
+		unsubscribe(c.hub, c, &c.drops, parsed, c.hub.drops.unwatchDrop)
 	default:
 		c.subscribeDrop(parsed)
 	}

@@ -748,3 +748,36 @@ func TestFramesArriveHoweverTheClientSendsThem(t *testing.T) {
 	require.ErrorAs(t, err, &timeout, "nothing else is sent")
 	require.Equal(t, "idle", <-pongs)
 }
+
+// TestAnUnsubscribedOrderIsNoLongerSent: after an unsubscribe the order's
+// changes stop reaching the connection, while its other subscriptions go
+// on; unsubscribing twice is no error.
+func TestAnUnsubscribedOrderIsNoLongerSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := startHub(t, b)
+	s := newShop(t, b.store, 10)
+	left, kept := s.place(t, b.store, "alice"), s.place(t, b.store, "alice")
+	c := dial(t, url, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
+	for _, o := range []*store.Order{left, kept} {
+		send(t, c, map[string]string{"op": "subscribe", "order_id": o.ID.String()})
+		require.Equal(t, o.ID, read(t, c, 5*time.Second).Order.ID)
+	}
+	for range 2 {
+		send(t, c, map[string]string{"op": "unsubscribe", "order_id": left.ID.String()})
+	}
+	// The unsubscribes are done before the changes are committed: the
+	// connection handles its messages in order, and the bad one after
+	// them is answered only once they are.
+	send(t, c, map[string]string{"op": "dance"})
+	require.Equal(t, "validation_failed", read(t, c, deliver).Code)
+
+	_, err := b.store.CompleteOrder(context.Background(), left.ID, admin, "")
+	require.NoError(t, err)
+	_, err = b.store.CompleteOrder(context.Background(), kept.ID, admin, "")
+	require.NoError(t, err)
+	m := read(t, c, deliver)
+	require.Equal(t, "order", m.Type)
+	require.Equal(t, kept.ID, m.Order.ID, "the first change sent is the kept order's: the left one's, committed before it, is not sent")
+	require.Equal(t, domain.StatusCompleted, m.Order.Status)
+}

@@ -192,35 +192,16 @@ func (h *Hub) remove(c *conn) {
 	}
 }
 
-func (h *Hub) unsubscribeOrder(c *conn, id uuid.UUID) {
+// unsubscribe forgets id from one of c's subscriptions (slots) and from the
+// hub's index of it (unwatch), taking the hub's lock, then the connection's.
+// An id c does not hold is no error: the client may ask twice.
+func unsubscribe[S any](h *Hub, c *conn, slots *map[uuid.UUID]S, id uuid.UUID, unwatch func(*conn, uuid.UUID)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.orders[id]; ok {
-		delete(c.orders, id)
-		h.unwatchOrder(c, id)
-	}
-}
-
-func (h *Hub) unsubscribeMerchant(c *conn, id uuid.UUID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.merchants[id]; ok {
-		delete(c.merchants, id)
-		h.unwatchLoad(c, id)
-	}
-}
-
-func (h *Hub) unsubscribeStatus(c *conn, id uuid.UUID) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.statuses[id]; ok {
-		delete(c.statuses, id)
-		h.unwatchStatus(c, id)
+	if _, ok := (*slots)[id]; ok {
+		delete(*slots, id)
+		unwatch(c, id)
 	}
 }
