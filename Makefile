@@ -36,7 +36,7 @@ client: ## regenerate clients/js from api/openapi.json, rebuild it and run its t
 	cd clients/js && npm ci && npm run generate && npm run build && npm test
 
 bench: ## every benchmark scenario, with JSON figures and charts; rewrites docs/performance.md and the README's figures
-	go run ./cmd/orderd bench --json bench-results.json --chart bench-charts.html --markdown docs/performance.md --readme README.md all
+	go run ./cmd/orderd-bench --json bench-results.json --chart bench-charts.html --markdown docs/performance.md --readme README.md all
 
 ci: ## what CI runs
 	bash .ci/run

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/orderd/orderd/internal/app"
+	"github.com/orderd/orderd/internal/cliflags"
 	"github.com/orderd/orderd/ledger/verify"
 	"github.com/orderd/orderd/store"
 )
@@ -26,7 +27,7 @@ var errBadCheckpoint = errors.New("bad checkpoint file")
 func auditCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("audit")
 	var url, keyFile string
-	secretFlag(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")
+	cliflags.Secret(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")
 	fs.StringVar(&keyFile, "checkpoint-key", envString("ORDERD_CHECKPOINT_KEY", ""), "the seed file that signs checkpoints: every checkpoint must be signed by its key (ORDERD_CHECKPOINT_KEY)")
 	keptFile := fs.String("checkpoint", "", "a checkpoint kept outside orderd (the JSON of /v1/audit/checkpoints/latest) to check the history against")
 	if err := fs.Parse(args); err != nil {

@@ -1,5 +1,6 @@
-// Command orderd is the one binary of orderd: the service, its developer mode,
-// migrations, audits, projection rebuilds, tokens and the benchmark.
+// Command orderd is the binary of orderd: the service, its developer mode,
+// migrations, audits, projection rebuilds and tokens; `orderd bench` runs
+// the load generator, orderd-bench, beside it.
 package main
 
 import (
@@ -28,7 +29,8 @@ Usage:
                                 outside) and run every invariant check; exit 1 on any break or violation,
                                 2 when F is not a checkpoint or its signature fails
   orderd rebuild [--apply]      rebuild projections from events and compare (or swap them in)
-  orderd bench SCENARIO         load generator
+  orderd bench SCENARIO         the load generator: runs orderd-bench beside this binary with the same
+                                arguments (in a checkout: go run ./cmd/orderd-bench --help)
   orderd help                   this text, with every subcommand's flags
 `
 
@@ -45,7 +47,7 @@ func newFlagSet(name string) *flag.FlagSet {
 
 // subcommands are every subcommand that takes flags, in the order help
 // lists them.
-var subcommands = []string{"serve", "dev", "migrate", "token", "audit", "rebuild", "bench"}
+var subcommands = []string{"serve", "dev", "migrate", "token", "audit", "rebuild"}
 
 // printHelp prints the usage and then every subcommand's flags, each asked
 // of the subcommand itself (-h), so that no flag is left out of it.
@@ -93,11 +95,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	var code exitCode
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		// --help printed the usage it was asked for.
 	case errors.Is(err, errViolations):
 		os.Exit(1)
+	case errors.As(err, &code):
+		os.Exit(int(code))
 	case errors.Is(err, errBadCheckpoint):
 		fmt.Fprintln(os.Stderr, "orderd:", err)
 		os.Exit(2)
@@ -125,7 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "token":
 		return tokenCommand(rest, stdout)
 	case "bench":
-		return benchCommand(ctx, rest, stdout)
+		return benchCommand(ctx, rest, stdout, stderr)
 	case "audit":
 		return auditCommand(ctx, rest, stdout)
 	case "rebuild":

@@ -7,13 +7,14 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/orderd/orderd/internal/cliflags"
 	"github.com/orderd/orderd/migrations"
 )
 
 func migrateCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("migrate")
 	var url string
-	secretFlag(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")
+	cliflags.Secret(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: orderd migrate [flags] up|down|status|citus")
 		fs.PrintDefaults()

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/orderd/orderd/internal/app"
+	"github.com/orderd/orderd/internal/cliflags"
 	"github.com/orderd/orderd/store"
 )
 
@@ -17,7 +18,7 @@ func rebuildCommand(ctx context.Context, args []string, stdout io.Writer) error 
 	fs := newFlagSet("rebuild")
 	apply := fs.Bool("apply", false, "write the replayed projections over the live ones, atomically")
 	var url string
-	secretFlag(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")
+	cliflags.Secret(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

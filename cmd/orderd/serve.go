@@ -11,19 +11,20 @@ import (
 	"time"
 
 	"github.com/orderd/orderd/internal/app"
+	"github.com/orderd/orderd/internal/cliflags"
 	"github.com/orderd/orderd/store"
 )
 
 // configFlags binds every setting to a flag whose default comes from the
 // environment, so either way of configuring works.
 func configFlags(fs *flag.FlagSet, cfg *app.Config) {
-	secretFlag(fs, &cfg.DatabaseURL, "database-url", "DATABASE_URL", "PostgreSQL connection string")
+	cliflags.Secret(fs, &cfg.DatabaseURL, "database-url", "DATABASE_URL", "PostgreSQL connection string")
 	fs.StringVar(&cfg.Addr, "addr", envString("ORDERD_ADDR", cfg.Addr), "listen address (ORDERD_ADDR)")
-	secretFlag(fs, &cfg.JWTSecret, "jwt-secret", "ORDERD_JWT_SECRET", "HS256 secret for bearer tokens, at least 32 bytes")
-	jwtClaimFlags(fs, &cfg.JWTIssuer, &cfg.JWTAudience)
+	cliflags.Secret(fs, &cfg.JWTSecret, "jwt-secret", "ORDERD_JWT_SECRET", "HS256 secret for bearer tokens, at least 32 bytes")
+	cliflags.JWTClaims(fs, &cfg.JWTIssuer, &cfg.JWTAudience)
 	fs.StringVar(&cfg.OpsAddr, "ops-addr", envString("ORDERD_OPS_ADDR", cfg.OpsAddr), "operator listener for /metrics, /riverui/ and /debug/pprof/ (ORDERD_OPS_ADDR)")
 	fs.StringVar(&cfg.OpsUser, "ops-user", envString("ORDERD_OPS_USER", cfg.OpsUser), "basic auth user of the operator listener (ORDERD_OPS_USER)")
-	secretFlag(fs, &cfg.OpsPassword, "ops-password", "ORDERD_OPS_PASSWORD", "basic auth password of the operator listener; required off loopback")
+	cliflags.Secret(fs, &cfg.OpsPassword, "ops-password", "ORDERD_OPS_PASSWORD", "basic auth password of the operator listener; required off loopback")
 	fs.IntVar(&cfg.WebhookMaxAttempts, "webhook-max-attempts", envInt("ORDERD_WEBHOOK_MAX_ATTEMPTS", cfg.WebhookMaxAttempts), "delivery attempts before a webhook is dead-lettered (ORDERD_WEBHOOK_MAX_ATTEMPTS)")
 	fs.DurationVar(&cfg.WebhookBackoff, "webhook-backoff", envDuration("ORDERD_WEBHOOK_BACKOFF", cfg.WebhookBackoff), "first webhook retry delay; doubles up to 1h (ORDERD_WEBHOOK_BACKOFF)")
 	fs.DurationVar(&cfg.WebhookTimeout, "webhook-timeout", envDuration("ORDERD_WEBHOOK_TIMEOUT", cfg.WebhookTimeout), "one webhook delivery's HTTP timeout (ORDERD_WEBHOOK_TIMEOUT)")
@@ -40,38 +41,12 @@ func configFlags(fs *flag.FlagSet, cfg *app.Config) {
 	fs.StringVar(&cfg.CheckpointKey, "checkpoint-key", envString("ORDERD_CHECKPOINT_KEY", cfg.CheckpointKey), "file holding the base64 Ed25519 seed that signs the log's checkpoints; set, this instance keeps the tamper-evident log (ORDERD_CHECKPOINT_KEY)")
 	fs.DurationVar(&cfg.CheckpointInterval, "checkpoint-interval", envDuration("ORDERD_CHECKPOINT_INTERVAL", cfg.CheckpointInterval), "longest time between two checkpoints of a growing log (ORDERD_CHECKPOINT_INTERVAL)")
 	fs.StringVar(&cfg.WitnessURL, "witness-url", envString("ORDERD_WITNESS_URL", cfg.WitnessURL), "where every checkpoint is sent through the outbox, signed like a webhook with the witness secret; instances without it leave the witness's messages to those with it (ORDERD_WITNESS_URL)")
-	secretFlag(fs, &cfg.WitnessSecret, "witness-secret", "ORDERD_WITNESS_SECRET", "signs what is sent to the witness, as a merchant's webhook secret signs webhooks; at least 32 bytes")
+	cliflags.Secret(fs, &cfg.WitnessSecret, "witness-secret", "ORDERD_WITNESS_SECRET", "signs what is sent to the witness, as a merchant's webhook secret signs webhooks; at least 32 bytes")
 	fs.Func("allowed-origins", "comma-separated origins that may open websockets besides the same origin (ORDERD_ALLOWED_ORIGINS)", func(v string) error {
 		cfg.AllowedOrigins = splitList(v)
 		return nil
 	})
 	cfg.AllowedOrigins = splitList(os.Getenv("ORDERD_ALLOWED_ORIGINS"))
-}
-
-// secretValue is a flag whose value never appears in --help: the flag
-// package prints a flag's default, and ours come from the environment.
-type secretValue struct{ p *string }
-
-func (v secretValue) String() string {
-	return "" // what the flag package prints as the default
-}
-
-func (v secretValue) Set(s string) error {
-	*v.p = s
-	return nil
-}
-
-// secretFlag binds a secret to a flag, its default taken from env but never
-// shown.
-func secretFlag(fs *flag.FlagSet, p *string, name, env, usage string) {
-	*p = envString(env, *p)
-	fs.Var(secretValue{p}, name, usage+" ("+env+"; never shown)")
-}
-
-// jwtClaimFlags binds the issuer and audience every token must carry.
-func jwtClaimFlags(fs *flag.FlagSet, issuer, audience *string) {
-	fs.StringVar(issuer, "jwt-issuer", envString("ORDERD_JWT_ISSUER", *issuer), "when set, the iss every token must carry (ORDERD_JWT_ISSUER)")
-	fs.StringVar(audience, "jwt-audience", envString("ORDERD_JWT_AUDIENCE", *audience), "when set, an aud every token must carry (ORDERD_JWT_AUDIENCE)")
 }
 
 func splitList(v string) []string {
@@ -97,8 +72,8 @@ func serveCommand(ctx context.Context, args []string, logger *slog.Logger) error
 
 func serve(ctx context.Context, cfg app.Config) error {
 	tuneGC(os.LookupEnv, serverGCPercent)
-	if envBool(benchWithoutTimersEnv, false) {
-		cfg.Logger.Warn("payment timers are not inserted: a benchmark's baseline; only the backstop closes unpaid orders", "env", benchWithoutTimersEnv)
+	if envBool(app.BenchWithoutTimersEnv, false) {
+		cfg.Logger.Warn("payment timers are not inserted: a benchmark's baseline; only the backstop closes unpaid orders", "env", app.BenchWithoutTimersEnv)
 		cfg.WrapJobs = func(j store.JobInserter) store.JobInserter { return &timerDropper{JobInserter: j} }
 	}
 	a, err := app.New(ctx, cfg)

@@ -11,6 +11,7 @@ import (
 	"github.com/orderd/orderd/auth"
 	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/internal/app"
+	"github.com/orderd/orderd/internal/cliflags"
 )
 
 func tokenCommand(args []string, stdout io.Writer) error {
@@ -21,8 +22,8 @@ func tokenCommand(args []string, stdout io.Writer) error {
 	lane := fs.String("lane", "", `queue lane of a customer's orders: "priority" for staff or members`)
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
 	var secret, issuer, audience string
-	secretFlag(fs, &secret, "jwt-secret", "ORDERD_JWT_SECRET", "HS256 secret")
-	jwtClaimFlags(fs, &issuer, &audience)
+	cliflags.Secret(fs, &secret, "jwt-secret", "ORDERD_JWT_SECRET", "HS256 secret")
+	cliflags.JWTClaims(fs, &issuer, &audience)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

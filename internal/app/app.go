@@ -42,6 +42,11 @@ import (
 	"github.com/orderd/orderd/ws"
 )
 
+// BenchWithoutTimersEnv, set for an `orderd serve` that the bench starts,
+// makes its placements insert no payment timer (serve sets WrapJobs): the
+// timers scenario's baseline is the same placements without them.
+const BenchWithoutTimersEnv = "ORDERD_BENCH_WITHOUT_PAYMENT_TIMERS"
+
 // Config is everything orderd serve needs; cmd/orderd fills it from flags and
 // the environment.
 type Config struct {

@@ -19,7 +19,7 @@ import (
 	"github.com/orderd/orderd/internal/bench"
 )
 
-// TestCitusBenchComparesNodeByNode runs `orderd bench --citus-url` as a
+// TestCitusBenchComparesNodeByNode runs `orderd-bench --citus-url` as a
 // user would, on a small hot scenario, and reads its JSON: the scenario ran
 // on one PostgreSQL and on the cluster, each node's CPU and sessions per
 // order were read (the coordinator's and both workers'), the goals were
@@ -28,12 +28,11 @@ import (
 func TestCitusBenchComparesNodeByNode(t *testing.T) {
 	admin := os.Getenv("CITUS_URL")
 	require.NotEmpty(t, admin, "CITUS_URL must name a Citus coordinator for the citus tests")
-	bin, err := buildOnce()
-	require.NoError(t, err)
+	bin, _ := mustBinaries(t)
 	out := filepath.Join(t.TempDir(), "bench.json")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "bench", "--citus-url", admin, "--quiet", "--json", out,
+	cmd := exec.CommandContext(ctx, bin, "--citus-url", admin, "--quiet", "--json", out,
 		"--clients", "16", "--baseline-step", "50ms", "--count", "300", "hot")
 	cmd.Dir = t.TempDir()
 	var stdout, stderr bytes.Buffer

@@ -19,10 +19,7 @@ import (
 // before it is ready says why, instead of "exited before it was ready"
 // alone, which is all the bench said when servers of busy runs failed.
 func TestSpawnedServersBindTheirOwnPorts(t *testing.T) {
-	bin := mustBinary(t)
-	old := serveBinary
-	serveBinary = func() (string, error) { return bin, nil }
-	t.Cleanup(func() { serveBinary = old })
+	_, orderd := mustBinaries(t)
 
 	cfg := app.DefaultConfig()
 	cfg.DatabaseURL = storetest.URL(t)
@@ -35,7 +32,7 @@ func TestSpawnedServersBindTheirOwnPorts(t *testing.T) {
 	for i := range instances {
 		go func() {
 			var err error
-			instances[i], err = spawnServe(ctx, cfg)
+			instances[i], err = spawnServe(ctx, orderd, cfg)
 			errs <- err
 		}()
 	}
@@ -57,7 +54,7 @@ func TestSpawnedServersBindTheirOwnPorts(t *testing.T) {
 
 	broken := cfg
 	broken.DatabaseURL = "postgres://postgres@127.0.0.1:1/nothing?connect_timeout=2"
-	_, err := spawnServe(ctx, broken)
+	_, err := spawnServe(ctx, orderd, broken)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "127.0.0.1", "the server's own last words name what failed: %v", err)
 }
