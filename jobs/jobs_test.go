@@ -364,15 +364,15 @@ func TestBackstopLooksWhereRiverHasOverdueJobs(t *testing.T) {
 	})
 }
 
-// TestTimerJobsWaitAvailable checks what the timers rely on: a timer is
-// inserted available with its deadline as scheduled_at (any process's fetch
-// takes it when due, no leader promotes it), and River does not start it
-// before then.
+// TestTimerJobsWaitAvailable checks what the timers rely on: a timer due
+// within the look-ahead is inserted available with its deadline as
+// scheduled_at (any process's fetch takes it when due, no leader promotes
+// it), and River does not start it before then.
 func TestTimerJobsWaitAvailable(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	startWorkers(t, b)
-	m, p := merchantAndProduct(t, b.store, 5, 3)
+	m, p := merchantAndProduct(t, b.store, 5, 1)
 	o := placeUnpaid(t, b.store, m, p, "alice", "")
 	var state string
 	var scheduledAt time.Time
@@ -391,6 +391,100 @@ func TestTimerJobsWaitAvailable(t *testing.T) {
 		return err == nil && attemptedAt != nil
 	}, 5*time.Second, 20*time.Millisecond, "River ran the timer")
 	require.False(t, attemptedAt.Before(scheduledAt), "the timer started at %s, before its deadline %s", *attemptedAt, scheduledAt)
+}
+
+// TestFarTimersWaitOutsideTheFetch: River's fetch reads every available job
+// of the timers queue each time it looks, due or not, so a timer due beyond
+// the look-ahead is stored scheduled, and promoting it makes it available
+// only once its deadline comes within the look-ahead, its deadline kept.
+// Stored available, ten thousand payment windows of minutes made each fetch
+// read them all, and the timers due fired seconds late.
+func TestFarTimersWaitOutsideTheFetch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	nearM, nearP := merchantAndProduct(t, b.store, 5, 1)
+	farM, farP := merchantAndProduct(t, b.store, 5, 600)
+	near := placeUnpaid(t, b.store, nearM, nearP, "alice", "")
+	far := placeUnpaid(t, b.store, farM, farP, "bob", "")
+	job := func(o *store.Order) (state string, scheduledAt time.Time) {
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state, scheduled_at FROM river_job WHERE args->>'order_id' = $1`,
+			o.ID.String()).Scan(&state, &scheduledAt))
+		return state, scheduledAt
+	}
+	state, _ := job(near)
+	require.Equal(t, "available", state, "due within the look-ahead")
+	state, _ = job(far)
+	require.Equal(t, "scheduled", state, "due ten minutes ahead: outside the fetch's range")
+
+	n, err := b.store.PromoteTimers(ctx, store.QueueTimers, time.Minute, 100)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing due within a minute waits scheduled")
+	state, _ = job(far)
+	require.Equal(t, "scheduled", state)
+
+	n, err = b.store.PromoteTimers(ctx, store.QueueTimers, 11*time.Minute, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	state, scheduledAt := job(far)
+	require.Equal(t, "available", state)
+	require.WithinDuration(t, far.PaymentDeadline, scheduledAt, time.Millisecond, "promoted with its deadline kept")
+}
+
+// TestTimersDueTogetherFireWithoutALeader: 200 timers set beyond the
+// look-ahead and due within the same second, while another process holds
+// River's leadership (so River's own scheduler never promotes them) and the
+// backstop's grace is an hour (so it never fires them): every one is
+// promoted by the backstop's process, fired by River's fetch, none before
+// its deadline.
+func TestTimersDueTogetherFireWithoutALeader(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	_, err := b.pool.Exec(ctx, `INSERT INTO river_leader (leader_id, elected_at, expires_at) VALUES ('another-process', now(), now() + interval '1 hour')`)
+	require.NoError(t, err)
+	m, _ := merchantAndProduct(t, b.store, 1000, 4)
+	unstocked, err := b.store.CreateProduct(ctx, store.CreateProductParams{MerchantID: m, Name: "water", PriceCents: 100})
+	require.NoError(t, err)
+	p := unstocked.ID
+	const orders = 200
+	ids := make([]string, orders)
+	errs := make(chan error, orders)
+	for i := range orders {
+		go func() {
+			res, err := b.store.PlaceOrder(ctx, store.PlaceParams{
+				MerchantID: m, CustomerID: fmt.Sprintf("c%d", i),
+				Lines:          []domain.LineRequest{{ProductID: p.String(), Quantity: 1}},
+				IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
+			})
+			if err == nil {
+				ids[i] = res.Order.ID.String()
+			}
+			errs <- err
+		}()
+	}
+	for range orders {
+		require.NoError(t, <-errs)
+	}
+	var scheduled int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'scheduled' AND args->>'order_id' = ANY($1)`, ids).Scan(&scheduled))
+	require.Equal(t, orders, scheduled, "every timer set beyond the look-ahead")
+	cfg := jobs.DefaultConfig()
+	cfg.TimerGrace = time.Hour
+	startWorkersWith(t, b, cfg)
+	var fired, early int
+	require.Eventually(t, func() bool {
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE attempted_at < scheduled_at)
+			FROM river_job WHERE args->>'order_id' = ANY($1)`, ids).Scan(&fired, &early))
+		return fired == orders
+	}, 30*time.Second, 100*time.Millisecond, "River fired every timer")
+	require.Zero(t, early, "no timer started before its deadline")
+	var open int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE status <> 'closed' AND id = ANY($1::uuid[])`, ids).Scan(&open))
+	require.Zero(t, open, "every order closed")
+	var leader string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT leader_id FROM river_leader`).Scan(&leader))
+	require.Equal(t, "another-process", leader)
 }
 
 // TestQueueExpiryOnTime: queue expiry is a timer of the same kind, so a

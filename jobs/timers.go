@@ -22,11 +22,18 @@ import (
 // River inserts a job with a future ScheduledAt as `scheduled`, and only the
 // elected leader promotes scheduled jobs, every five seconds: a short timer
 // waits for the next tick, and nothing is promoted while a dead leader's
-// lease runs out. Timers are instead inserted `available` with their future
-// scheduled_at (timerInsertMiddleware). River's fetch takes an available job
-// only once its scheduled_at has passed, and every process fetches, so a
-// timer fires at the first poll of the timers queue after it falls due, in
-// whichever process polls first, leader or not.
+// lease runs out. Timers due within timerLookAhead are instead inserted
+// `available` with their future scheduled_at (timerInsertMiddleware), and
+// every process promotes the others the same way as they come within
+// timerLookAhead of their deadline (Backstop, store.PromoteTimers). River's
+// fetch takes an available job only once its scheduled_at has passed, and
+// every process fetches, so a timer fires at the first poll of the timers
+// queue after it falls due, in whichever process polls first, leader or
+// not. Timers further ahead wait `scheduled` because each fetch reads every
+// available job of its queue, due or not (its index orders by priority
+// before scheduled_at): tens of thousands of payment deadlines minutes
+// ahead, all available, made each fetch read them all, several times a
+// second in every process, and the timers due fell behind.
 //
 // A timer whose job a process fetched and then died with stays `running`
 // until the leader's rescuer notices, a minute or more later. Every kind of
@@ -87,9 +94,21 @@ func registerTimers(workers *river.Workers, kinds []TimerKind) error {
 	return nil
 }
 
+// timerLookAhead is how long before its deadline a timer's job becomes
+// available: inserted so when it is due sooner, promoted by the backstop's
+// processes later. It leaves a promotion several of their rounds to happen
+// before the deadline, and keeps the available jobs that each fetch reads
+// to the timers due within it.
+const timerLookAhead = 2 * time.Second
+
+// timerPromoteLimit bounds the jobs one promotion makes available; a round
+// that promotes that many promotes again at once.
+const timerPromoteLimit = 5000
+
 // timerInsertMiddleware makes every job of the timers queue that River would
-// insert as `scheduled` available instead, keeping its scheduled_at, so that
-// every process's fetch, not the leader's scheduler, starts it when due.
+// insert as `scheduled` and that falls due within timerLookAhead available
+// instead, keeping its scheduled_at, so that every process's fetch, not the
+// leader's scheduler, starts it when due.
 type timerInsertMiddleware struct {
 	river.MiddlewareDefaults
 }
@@ -97,8 +116,9 @@ type timerInsertMiddleware struct {
 func (timerInsertMiddleware) InsertMany(ctx context.Context, params []*rivertype.JobInsertParams,
 	doInner func(context.Context) ([]*rivertype.JobInsertResult, error),
 ) ([]*rivertype.JobInsertResult, error) {
+	soon := time.Now().Add(timerLookAhead)
 	for _, p := range params {
-		if p.Queue == store.QueueTimers && p.State == rivertype.JobStateScheduled {
+		if p.Queue == store.QueueTimers && p.State == rivertype.JobStateScheduled && p.ScheduledAt != nil && !p.ScheduledAt.After(soon) {
 			p.State = rivertype.JobStateAvailable
 		}
 	}
@@ -119,6 +139,7 @@ type Backstop struct {
 	fullEvery time.Duration
 	lastFull  time.Time
 	overdue   func(ctx context.Context, queue string, cutoff time.Time) ([]string, error)
+	promote   func(ctx context.Context, queue string, ahead time.Duration, limit int) (int, error)
 	// Fired counts the timers the backstop found pending, which their River
 	// jobs would have fired late.
 	Fired atomic.Int64
@@ -133,18 +154,35 @@ func NewBackstop(st *store.Store, cfg Config) *Backstop {
 	return &Backstop{
 		kinds: timerKinds(st), interval: cfg.TimerBackstopInterval, grace: cfg.TimerGrace, limit: 500,
 		now: st.Config().Now, log: log, fullEvery: cfg.TimerBackstopFullEvery, overdue: st.OverdueTimerKinds,
+		promote: st.PromoteTimers,
 	}
 }
 
-// Run looks for overdue timers at once and then every interval until ctx
-// ends; a round that finds a full batch goes on without waiting.
+// Run promotes the timers that come within timerLookAhead of their deadline
+// and looks for overdue timers, each at once and then every interval until
+// ctx ends; a round that finds a full batch goes on without waiting.
 func (b *Backstop) Run(ctx context.Context) {
+	promoted := make(chan struct{})
+	go func() {
+		defer close(promoted)
+		every(ctx, b.interval, func() (bool, error) {
+			n, err := b.promote(ctx, store.QueueTimers, timerLookAhead, timerPromoteLimit)
+			return n == timerPromoteLimit, err
+		}, func(err error) { b.log.Warn("timer promotion", "err", err) })
+	}()
+	every(ctx, b.interval, func() (bool, error) { return b.round(ctx) }, func(err error) { b.log.Warn("timer backstop", "err", err) })
+	<-promoted
+}
+
+// every runs round at once and then every interval until ctx ends, at once
+// again after a round that reports a full batch.
+func every(ctx context.Context, interval time.Duration, round func() (bool, error), warn func(error)) {
 	for {
-		full, err := b.round(ctx)
+		full, err := round()
 		if err != nil && ctx.Err() == nil {
-			b.log.Warn("timer backstop", "err", err)
+			warn(err)
 		}
-		wait := b.interval
+		wait := interval
 		if full && err == nil {
 			wait = 0
 		}

@@ -48,6 +48,31 @@ func (s *Store) OverdueTimerKinds(ctx context.Context, queue string, cutoff time
 	return kinds, nil
 }
 
+// PromoteTimers makes the timer jobs of queue that wait `scheduled` and fall
+// due within ahead of the database's clock available, keeping their
+// scheduled_at, up to limit of them, and reports how many it promoted.
+// River's fetch takes an available job only once its scheduled_at has
+// passed, but it reads every available job of its queue on each fetch: its
+// index orders by priority before scheduled_at, so its range cannot stop at
+// now. Timers set further ahead therefore wait scheduled, outside that
+// range, until they come within ahead of their deadline. Rows another
+// process is promoting are skipped, not waited for.
+func (s *Store) PromoteTimers(ctx context.Context, queue string, ahead time.Duration, limit int) (int, error) {
+	// Naming every priority bounds the index range by scheduled_at, as in
+	// OverdueTimerKinds. River's own rule for unique jobs holds: their
+	// unique states always include both scheduled and available, so a
+	// promotion cannot collide with another job's key.
+	tag, err := s.pool.Exec(ctx, `UPDATE river_job j SET state = 'available'
+		FROM (SELECT id FROM river_job WHERE state = 'scheduled' AND queue = $1 AND priority IN (1, 2, 3, 4)
+		        AND scheduled_at <= now() + $2::interval
+		      ORDER BY priority, scheduled_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) due
+		WHERE j.id = due.id`, queue, ahead, limit)
+	if err != nil {
+		return 0, mapErr(fmt.Errorf("promote timers: %w", err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // ExpireQueuedOverdue expires up to limit queued orders whose wait limit is
 // before cutoff and reports how many it found: the backstop behind the
 // queue expiry timers.
