@@ -18,7 +18,7 @@
 //     right after (stockHeldElsewhere).
 //   - Payment deadlines (CloseUnpaid, close.go) are closed by the closer's
 //     batches, drop joins (JoinDrop, join.go) by the joiner's lanes.
-//   - A command on one order (orderCommand, orders.go) runs in a pipelined
+//   - A command on one order (orderCommand, ordercommands.go) runs in a pipelined
 //     transaction of its own; this process's commands on one order take
 //     turns (orderTurns), other processes' wait for the rows' locks.
 //
@@ -36,7 +36,7 @@
 //     the merchant's load, FOR KEY SHARE for unpaid placements, which change
 //     none (addBatchMerchants); a batch skips a merchant held elsewhere;
 //  3. drops, in id order (joins), then their entries after the orders they
-//     lapse with (drops.go);
+//     lapse with (dropEffects, droporders.go);
 //  4. orders, in id order (closeInTx; one order after its merchant in
 //     orderCommand);
 //  5. products in id order, and for each product the customer's purchase

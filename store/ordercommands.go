@@ -1,0 +1,437 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store/pgkit"
+)
+
+// addOrderLock adds to b the read of the order's projection row into o
+// under a row lock; every command on an order goes through it, so the
+// version it reads is the stream's.
+func addOrderLock(b *pgx.Batch, merchantID, id uuid.UUID, o *domain.Order) {
+	b.Queue(`SELECT `+orderColumns+` FROM orders o WHERE o.merchant_id = $1 AND o.id = $2 FOR UPDATE`,
+		[16]byte(merchantID), [16]byte(id)).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(scanOrderInto(o)...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errOrderNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("lock order %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// orderCommand runs one command on one order under the store's lock order:
+// merchant, then order.
+type orderCommand struct {
+	orderID   uuid.UUID
+	access    Access
+	requestID string
+	// decide returns the order's new events; it may change m's load and add
+	// jobs. It runs with both locks held.
+	decide func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error)
+	// after runs once the order's change c is decided, still in the
+	// transaction, with w: c's write and the merchant's load, not yet sent.
+	// It returns what is left to write, which the command sends with its
+	// answer (it may send w itself first, as drain does).
+	after func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error)
+	// noView skips reading the order back, for timers nobody waits on.
+	noView bool
+	// drains: the command usually lets the queue's head in (after drains),
+	// so the head is read with the locks (queueHead).
+	drains bool
+	// onFinished: the command changes finished orders (a pickup, a
+	// reopening), so it takes the locks whatever the order's status.
+	onFinished bool
+}
+
+func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, error) {
+	done, err := s.turns.take(ctx, cmd.orderID)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer done()
+	var view *Order
+	err = s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
+		// The merchant's lock comes before the order's, and every lock names
+		// its merchant, so the command finds the order's merchant first,
+		// without a lock (an order never changes merchant).
+		var seen domain.Order
+		b := &pgx.Batch{}
+		b.Queue(`SELECT `+orderColumns+` FROM orders o WHERE o.id = $1`, cmd.orderID).QueryRow(func(row pgx.Row) error {
+			return row.Scan(scanOrderInto(&seen)...)
+		})
+		err := tx.SendBatch(ctx, b).Close()
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && cmd.access.Actor != domain.ActorSystem && !cmd.access.canSee(seen.CustomerID, uuid.MustParse(seen.MerchantID))) {
+			return errOrderNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("find order: %w", err)
+		}
+		merchantID := uuid.MustParse(seen.MerchantID)
+		// The answer, the order's view, is read with the command's last
+		// writes.
+		var answer writeSet
+		if !cmd.noView {
+			answer.readBack = func(b *pgx.Batch) {
+				b.Queue(orderByIDQuery, cmd.orderID).Query(func(rows pgx.Rows) (err error) {
+					view, err = scanOrderView(rows)
+					return err
+				})
+			}
+		}
+		if seen.Status.Final() && !cmd.onFinished {
+			// Its answer needs no lock, and a repeated tap on a finished
+			// order must not queue behind, or hold up, the merchant's
+			// decisions.
+			m, err := scanMerchant(tx.QueryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE id = $1`, merchantID))
+			if err != nil {
+				return err
+			}
+			now := domain.DecisionTime(s.now(), seen.LastDecidedAt())
+			events, _, err := cmd.decide(tx, seen, m, now)
+			if err != nil {
+				return err
+			}
+			if len(events) > 0 {
+				return fmt.Errorf("order %s: a command changed an order that is %s", seen.ID, seen.Status)
+			}
+			return s.commitAndEnd(ctx, tx, pt, answer, now)
+		}
+		var o domain.Order
+		lock := merchantLock{id: merchantID, order: &o, orderID: cmd.orderID}
+		if cmd.drains {
+			lock.head = newQueueHead(seen)
+		}
+		m, now, err := s.lockMerchant(ctx, tx, lock)
+		if err != nil {
+			return err
+		}
+		events, jobs, err := cmd.decide(tx, o, m, now)
+		if err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			return s.commitAndEnd(ctx, tx, pt, answer, now)
+		}
+		if err := s.insertJobsWithCommit(ctx, tx, pt, jobs); err != nil {
+			return err
+		}
+		after, err := o.Apply(events...)
+		if err != nil {
+			return err
+		}
+		c := change{before: o, after: after, events: events, meta: cmd.access.meta(cmd.requestID)}
+		w := writeSet{loads: []*merchantRow{m}, head: lock.head}
+		if err := w.add(m, c, now); err != nil {
+			return err
+		}
+		if cmd.after != nil {
+			if w, err = cmd.after(tx, w, c, m, now); err != nil {
+				return err
+			}
+		}
+		w.readBack = answer.readBack
+		return s.commitAndEnd(ctx, tx, pt, w, now)
+	})
+	return view, err
+}
+
+// orderTurns let one command at a time of this process act on an order,
+// in the order the commands arrived. Two commands on one order (a double
+// tap on Complete, two staff finishing the same ticket) would otherwise both
+// read it unfinished, and the second would wait for the merchant's lock,
+// which every placement of the merchant waits for too, only to find the
+// order finished and roll back; waiting for the first here instead, it
+// reads the order finished and takes no lock. Commands in other processes
+// are kept apart by the rows' locks, as before.
+type orderTurns struct {
+	mu sync.Mutex
+	// busy holds, per order whose turn is taken, the commands waiting for
+	// it, first come first.
+	busy map[uuid.UUID][]chan struct{}
+}
+
+// take waits for the order's turn, until ctx ends, and returns its release.
+func (t *orderTurns) take(ctx context.Context, id uuid.UUID) (func(), error) {
+	release := func() { t.passOn(id) }
+	t.mu.Lock()
+	if t.busy == nil {
+		t.busy = map[uuid.UUID][]chan struct{}{}
+	}
+	waiting, taken := t.busy[id]
+	if !taken {
+		t.busy[id] = nil
+		t.mu.Unlock()
+		return release, nil
+	}
+	mine := make(chan struct{})
+	t.busy[id] = append(waiting, mine)
+	t.mu.Unlock()
+	select {
+	case <-mine:
+		return release, nil
+	case <-ctx.Done():
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		select {
+		case <-mine:
+			// Handed the turn as the caller gave up: hand it on.
+			t.passOnLocked(id)
+		default:
+			t.busy[id] = slices.DeleteFunc(t.busy[id], func(c chan struct{}) bool { return c == mine })
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// passOn hands the order's turn to its first waiting command, if any.
+func (t *orderTurns) passOn(id uuid.UUID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.passOnLocked(id)
+}
+
+func (t *orderTurns) passOnLocked(id uuid.UUID) {
+	waiting := t.busy[id]
+	if len(waiting) == 0 {
+		delete(t.busy, id)
+		return
+	}
+	close(waiting[0])
+	t.busy[id] = waiting[1:]
+}
+
+// PayOrder pays an unpaid order and admits or queues it. Paying again with the
+// same reference answers the current order and changes nothing. The deadline
+// is checked here, in the payment's own transaction, whether or not the close
+// timer has run.
+func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef string, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			events, load, err := domain.Pay(o, paymentRef, m.load(), m.maxQueueWait(), now)
+			if err != nil || len(events) == 0 {
+				return nil, nil, err
+			}
+			if events, err = numberAtPayment(ctx, tx, o, m, events); err != nil {
+				return nil, nil, err
+			}
+			m.setLoad(load)
+			after, err := o.Apply(events...)
+			if err != nil {
+				return nil, nil, err
+			}
+			switch after.Status {
+			case domain.StatusQueued:
+				return events, []river.InsertManyParams{expiryJob(after)}, nil
+			case domain.StatusScheduled:
+				return events, []river.InsertManyParams{releaseJob(after)}, nil
+			}
+			return events, nil, nil
+		},
+	})
+}
+
+// CancelOrder cancels on behalf of access.Actor; stock and capacity are
+// released, and a freed unit goes to the head of the queue at once.
+func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID, drains: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			events, load, err := domain.Cancel(o, access.Actor, reason, m.load(), now)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.setLoad(load)
+			return events, nil, nil
+		},
+		after: func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error) {
+			if err := releaseStock(ctx, tx, c.after); err != nil {
+				return w, err
+			}
+			// A freed unit, or a queued order leaving (the head, say, whose
+			// load did not fit), may let the head in.
+			if c.before.Status == domain.StatusAccepted || c.before.Status == domain.StatusQueued {
+				return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
+			}
+			return w, nil
+		},
+	})
+}
+
+// CompleteOrder finishes an accepted order; its unit goes to the head of the
+// queue in the same transaction.
+func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID, drains: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			events, load, err := domain.Complete(o, m.load(), now)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.stats = m.stats.ObserveCompletion(now, m.Load.Queued > 0, o.Load)
+			m.setLoad(load)
+			return events, nil, nil
+		},
+		after: func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error) {
+			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
+		},
+	})
+}
+
+// PickUpOrder records that a completed order left the counter; picking it
+// up again answers the order as it is.
+func (s *Store) PickUpOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID, onFinished: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			if !access.party().MayServe(o.MerchantID) {
+				return nil, nil, errNotYourOrders
+			}
+			events, err := domain.PickUp(o, now)
+			return events, nil, err
+		},
+	})
+}
+
+// ReopenOrder undoes a completion within domain.ReopenWindow: the order is
+// accepted again and holds its load at once, ahead of the queued orders.
+func (s *Store) ReopenOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID, onFinished: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			if !access.party().MayServe(o.MerchantID) {
+				return nil, nil, errNotYourOrders
+			}
+			events, load, err := domain.Reopen(o, m.load(), now)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.setLoad(load)
+			return events, nil, nil
+		},
+	})
+}
+
+// PrioritizeOrder moves a queued order to the tail of the priority lane;
+// if the priority head can be admitted now, it is, in the same transaction.
+func (s *Store) PrioritizeOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			if !access.party().MayPrioritize(o.MerchantID) {
+				return nil, nil, errNotYourOrders
+			}
+			events, load, err := domain.Prioritize(o, access.Actor, reason, m.load(), now)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.setLoad(load)
+			return events, nil, nil
+		},
+		after: func(tx pgx.Tx, w writeSet, _ change, m *merchantRow, now time.Time) (writeSet, error) {
+			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
+		},
+	})
+}
+
+// ExpireQueued expires an order still queued past its merchant's maximum wait
+// (for the stay in the queue that began at queuedAt), releases its stock and
+// files a dead letter. It reports whether the order expired.
+func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt time.Time) (bool, error) {
+	expired := false
+	_, err := s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: Access{Actor: domain.ActorSystem}, noView: true,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			if o.QueuedAt == nil || !o.QueuedAt.Equal(queuedAt) {
+				return nil, nil, nil
+			}
+			events, load := domain.Expire(o, m.load(), now)
+			expired = len(events) > 0
+			m.setLoad(load)
+			return events, nil, nil
+		},
+		after: func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error) {
+			if err := releaseStock(ctx, tx, c.after); err != nil {
+				return w, err
+			}
+			waited := now.Sub(*c.before.QueuedAt).Round(time.Second)
+			_, err := tx.Exec(ctx, `
+				INSERT INTO dead_letters (id, kind, ref_id, merchant_id, reason, attempts, created_at)
+				VALUES ($1, 'order', $2, $3, $4, 1, $5)
+				ON CONFLICT (kind, ref_id, merchant_id) WHERE resolved_at IS NULL DO NOTHING`,
+				newID(), c.after.ID, m.ID, fmt.Sprintf("waited %s in the queue, over the limit of %ds", waited, m.MaxQueueWaitSeconds), now)
+			if err != nil {
+				return w, fmt.Errorf("file dead letter: %w", err)
+			}
+			// The head leaving may let the next one in.
+			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
+		},
+	})
+	if errors.Is(err, domain.ErrNotFound) {
+		return false, nil
+	}
+	return expired, err
+}
+
+// requeueOrder puts an expired order back in its merchant's line at its
+// original place; used by the dead-letter retry.
+func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUID, access Access, requestID string) (*Order, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			var dropOrder bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM drop_entries WHERE merchant_id = $1 AND order_id = $2)`, m.ID, o.ID).
+				Scan(&dropOrder); err != nil {
+				return nil, nil, fmt.Errorf("find drop entry: %w", err)
+			}
+			if dropOrder {
+				return nil, nil, domain.ErrDropOrderNotRequeued
+			}
+			events, load, err := domain.Requeue(o, m.load(), m.maxQueueWait(), now)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.setLoad(load)
+			after, err := o.Apply(events...)
+			if err != nil {
+				return nil, nil, err
+			}
+			products, err := loadProducts(ctx, tx, m.ID, itemIDs(o.Items))
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := reserveStock(ctx, tx, after, products, nil); err != nil {
+				return nil, nil, err
+			}
+			return events, []river.InsertManyParams{expiryJob(after)}, nil
+		},
+		after: func(tx pgx.Tx, w writeSet, _ change, m *merchantRow, now time.Time) (writeSet, error) {
+			if err := closeDeadLetter(ctx, tx, m.ID, deadLetterID, "retried", ""); err != nil {
+				return w, err
+			}
+			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
+		},
+	})
+}
+
+func itemIDs(items []domain.Item) []string {
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ProductID
+	}
+	return ids
+}

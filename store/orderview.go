@@ -1,0 +1,180 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store/pgkit"
+)
+
+// Order is the order read model in the API's shape.
+type Order struct {
+	ID              uuid.UUID          `json:"id"`
+	MerchantID      uuid.UUID          `json:"merchant_id"`
+	CustomerID      string             `json:"customer_id"`
+	Items           []domain.Item      `json:"items"`
+	TotalCents      int64              `json:"total_cents"`
+	Status          domain.OrderStatus `json:"status"`
+	Version         int                `json:"version"`
+	PlacedAt        time.Time          `json:"placed_at"`
+	PaymentDeadline time.Time          `json:"payment_deadline"`
+	PaidAt          *time.Time         `json:"paid_at"`
+	AcceptedAt      *time.Time         `json:"accepted_at"`
+	CompletedAt     *time.Time         `json:"completed_at"`
+	EndedAt         *time.Time         `json:"ended_at"`
+	StatusReason    *string            `json:"status_reason"`
+	QueuePosition   *int               `json:"queue_position"`
+	EtaSeconds      *int               `json:"eta_seconds"`
+	Load            int                `json:"load"`
+	Lane            domain.Lane        `json:"lane"`
+	PickupCode      *string            `json:"pickup_code"`
+	// PickupAt is the start of the order's pickup slot, nil for as soon
+	// as possible.
+	PickupAt   *time.Time `json:"pickup_at"`
+	PickedUpAt *time.Time `json:"picked_up_at"`
+	// LineSeq is the merchant's next queue sequence number when the
+	// position was read: it grows whenever an order joins the line, so a
+	// reader can tell a later read whose position grew (a priority order
+	// joined ahead) from an earlier one.
+	LineSeq int64 `json:"-"`
+
+	queueSeq int64 // keys a page of a queue list (lineKey)
+}
+
+const orderColumns = `o.id::text, o.merchant_id::text, o.customer_id, o.items, o.total_cents, o.status, o.version, o.placed_at,
+	o.payment_deadline, o.payment_ref, o.paid_at, o.accepted_at, o.completed_at, o.ended_at, o.status_reason,
+	o.queue_seq, o.queued_at, o.queue_expires_at, o.load, o.lane, o.pickup_code, o.pickup_at, o.release_at, o.picked_up_at`
+
+func scanOrderInto(o *domain.Order, dest ...any) []any {
+	return append([]any{&o.ID, &o.MerchantID, &o.CustomerID, &o.Items, &o.TotalCents, &o.Status, &o.Version,
+		&o.PlacedAt, &o.PaymentDeadline, pgkit.NullString{Dst: &o.PaymentRef}, &o.PaidAt, &o.AcceptedAt, &o.CompletedAt,
+		&o.EndedAt, pgkit.NullString{Dst: &o.StatusReason}, pgkit.NullInt64{Dst: &o.QueueSeq}, &o.QueuedAt, &o.QueueExpiresAt,
+		&o.Load, &o.Lane, pgkit.NullString{Dst: &o.PickupCode}, &o.PickupAt, &o.ReleaseAt, &o.PickedUpAt}, dest...)
+}
+
+// scanOrders reads rows of orderColumns.
+func scanOrders(rows pgx.Rows) ([]domain.Order, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Order, error) {
+		var o domain.Order
+		err := row.Scan(scanOrderInto(&o)...)
+		return o, err
+	})
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func seqOrNil(seq int64) *int64 {
+	if seq == 0 {
+		return nil
+	}
+	return &seq
+}
+
+// orderByIDQuery reads one order's view.
+const orderByIDQuery = orderViewQuery + ` WHERE o.id = $1`
+
+// readOrder reads an order with its live queue position and ETA.
+func readOrder(ctx context.Context, q querier, id uuid.UUID) (*Order, error) {
+	rows, err := q.Query(ctx, orderByIDQuery, id)
+	if err != nil {
+		return nil, fmt.Errorf("read order: %w", err)
+	}
+	return scanOrderView(rows)
+}
+
+// scanOrderView reads the one row of orderByIDQuery.
+func scanOrderView(rows pgx.Rows) (*Order, error) {
+	views, err := scanOrderViews(rows, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(views) == 0 {
+		return nil, errOrderNotFound
+	}
+	return &views[0], nil
+}
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// queueAhead reads, for a queued order o, the loads of the orders of its
+// merchant admitted before it: the priority lane ('priority' > 'normal')
+// first, each lane in sequence order. Each lane is its own range of
+// orders_queue_idx, so the read stops at o instead of filtering the whole
+// line; and an order that is not queued reads none of it (a lateral join's
+// ON is applied only after the subquery ran).
+const queueAhead = `SELECT q.load FROM orders q WHERE o.status = 'queued'
+		AND q.merchant_id = o.merchant_id AND q.status = 'queued' AND q.lane > o.lane
+	UNION ALL
+	SELECT q.load FROM orders q WHERE o.status = 'queued'
+		AND q.merchant_id = o.merchant_id AND q.status = 'queued' AND q.lane = o.lane AND q.queue_seq < o.queue_seq`
+
+const orderViewQuery = `SELECT ` + orderColumns + `, a.n, a.units, ` + etaColumns + `
+	FROM orders o JOIN merchants m ON m.id = o.merchant_id
+	LEFT JOIN LATERAL (SELECT count(*)::int + 1 AS n, coalesce(sum(q.load), 0)::int AS units FROM (` + queueAhead + `) q) a
+		ON o.status = 'queued'`
+
+// scanOrderViews reads rows of orderViewQuery. With rankByRow the rows are a
+// stretch of a merchant's queue in order and their position column counts
+// the orders ahead of the stretch: each row's position follows from its rank
+// in the rows, which spares a count per row.
+func scanOrderViews(rows pgx.Rows, rankByRow bool) ([]Order, error) {
+	defer rows.Close()
+	out := []Order{}
+	unitsInPage := 0
+	for rows.Next() {
+		var o domain.Order
+		var pos, ahead *int
+		var basis etaBasis
+		if err := rows.Scan(scanOrderInto(&o, append([]any{&pos, &ahead}, basis.dest()...)...)...); err != nil {
+			return nil, fmt.Errorf("scan order: %w", err)
+		}
+		if rankByRow && o.Status == domain.StatusQueued && pos != nil {
+			p, a := *pos+len(out)+1, unitsInPage
+			if ahead != nil {
+				a += *ahead
+			}
+			pos, ahead = &p, &a
+			unitsInPage += max(o.Load, 1)
+		}
+		units := 0
+		if ahead != nil {
+			units = *ahead
+		}
+		out = append(out, toView(o, pos, units, basis))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	return out, nil
+}
+
+func toView(o domain.Order, pos *int, unitsAhead int, basis etaBasis) Order {
+	v := Order{
+		ID: uuid.MustParse(o.ID), MerchantID: uuid.MustParse(o.MerchantID), CustomerID: o.CustomerID,
+		Items: o.Items, TotalCents: o.TotalCents, Status: o.Status, Version: o.Version,
+		PlacedAt: o.PlacedAt, PaymentDeadline: o.PaymentDeadline, PaidAt: o.PaidAt, AcceptedAt: o.AcceptedAt,
+		CompletedAt: o.CompletedAt, EndedAt: o.EndedAt, StatusReason: nullable(o.StatusReason),
+		queueSeq: lineKey(o.Lane, o.QueueSeq),
+		Load:     max(o.Load, 1), Lane: o.Lane, PickupCode: nullable(o.PickupCode), PickupAt: o.PickupAt, PickedUpAt: o.PickedUpAt,
+	}
+	if v.Lane == "" {
+		v.Lane = domain.LaneNormal
+	}
+	if o.Status == domain.StatusQueued && pos != nil {
+		eta := basis.wait(unitsAhead, v.Load)
+		v.QueuePosition, v.EtaSeconds, v.LineSeq = pos, &eta, basis.lineSeq
+	}
+	return v
+}

@@ -1,0 +1,405 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/orderd/orderd/domain"
+)
+
+// bucketCount spreads limited stock over enough rows that concurrent buyers
+// rarely meet on one row lock, without making the sold-out check scan much.
+func bucketCount(stock int) int {
+	return min(max(stock/8, 1), 32)
+}
+
+// addStock spreads quantity over the product's buckets, creating them first
+// for a new product.
+func addStock(ctx context.Context, tx pgx.Tx, productID, merchantID uuid.UUID, quantity int, create bool) error {
+	if create {
+		n := bucketCount(quantity)
+		buckets, remaining := make([]int32, n), make([]int32, n)
+		for b := range n {
+			buckets[b], remaining[b] = int32(b), int32(quantity/n)
+			if b < quantity%n {
+				remaining[b]++
+			}
+		}
+		err := insertRows{
+			Into:    `INSERT INTO stock_buckets (product_id, bucket, merchant_id, remaining)`,
+			Row:     `$1, $3, $2, $4`,
+			Args:    []any{productID, merchantID},
+			Columns: []column{col("int", buckets), col("int", remaining)},
+		}.exec(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("create stock buckets: %w", err)
+		}
+		return nil
+	}
+	// Locking every bucket in bucket order keeps restocks from deadlocking with
+	// buyers, who lock at most one bucket each or all of them in the same order.
+	_, err := tx.Exec(ctx, `
+		WITH locked AS (
+			SELECT bucket FROM stock_buckets WHERE merchant_id = $3 AND product_id = $1 ORDER BY bucket FOR UPDATE
+		), b AS (
+			SELECT bucket, count(*) OVER () AS n, row_number() OVER (ORDER BY bucket) - 1 AS i FROM locked
+		)
+		UPDATE stock_buckets s
+		SET remaining = s.remaining + $2 / b.n + CASE WHEN b.i < $2 % b.n THEN 1 ELSE 0 END
+		FROM b WHERE s.merchant_id = $3 AND s.product_id = $1 AND s.bucket = b.bucket`,
+		productID, quantity, merchantID)
+	if err != nil {
+		return fmt.Errorf("restock buckets: %w", err)
+	}
+	return nil
+}
+
+// stockMemo is what one transaction knows about the stock it touches.
+type stockMemo struct {
+	// left is how many units of a product are left once the transaction
+	// holds every one of its buckets, or saw it sold out: the rest of a
+	// batch is answered without a query.
+	left map[string]int
+	// highestHeld is the greatest product id of which the transaction holds
+	// a bucket: it may wait only for buckets of greater products.
+	highestHeld string
+}
+
+func newStockMemo() *stockMemo {
+	return &stockMemo{left: map[string]int{}}
+}
+
+// reserveStock takes the order's units out of limited products and records
+// the customer's claims, in the lock order the whole store follows: claims
+// before buckets, products in id order. It never fails the transaction: a
+// refusal, or stock the transaction may not wait for
+// (errStockHeldElsewhere), undoes what the order had taken, so that a batch
+// shared with other orders goes on.
+//
+// The claims and the first limited product's take of a free bucket travel
+// in one round trip, which is what a flash sale's buyer costs: the take
+// waits for no lock (SKIP LOCKED), so sending it before the claims' answers
+// changes no lock order, and a refused claim puts the units back.
+func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo, memo *stockMemo) (err error) {
+	items := sortedItems(o.Items)
+	for _, it := range items {
+		if left, known := memo.known(it.ProductID); known && products[it.ProductID].limited {
+			if err := domain.SoldOut(it.ProductID, left, it.Quantity); err != nil {
+				return err
+			}
+		}
+		if err := domain.OverPurchaseLimit(it.ProductID, products[it.ProductID].perUserLimit, it.Quantity); err != nil {
+			return err
+		}
+	}
+	var claimed []domain.Item
+	var taken []takenUnits
+	defer func() {
+		if err == nil {
+			return
+		}
+		var de *domain.Error
+		if !errors.As(err, &de) && !errors.Is(err, errStockHeldElsewhere) {
+			return
+		}
+		if undoErr := undoReservation(ctx, tx, o.MerchantID, o.CustomerID, claimed, taken, memo); undoErr != nil {
+			err = undoErr
+		}
+	}()
+	b := &pgx.Batch{}
+	var refused error
+	for _, it := range items {
+		p := products[it.ProductID]
+		if p.perUserLimit == nil {
+			continue
+		}
+		// The upsert locks the customer's row; the WHERE refuses going over
+		// the limit (domain.PurchaseLimitReached) without an error, so a
+		// refusal does not abort a batch.
+		b.Queue(`
+			INSERT INTO purchase_claims (product_id, customer_id, merchant_id, quantity, limit_qty)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (merchant_id, product_id, customer_id) DO UPDATE
+			SET quantity = purchase_claims.quantity + excluded.quantity, limit_qty = excluded.limit_qty
+			WHERE purchase_claims.quantity + excluded.quantity <= excluded.limit_qty`,
+			it.ProductID, o.CustomerID, o.MerchantID, it.Quantity, *p.perUserLimit).Exec(func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() == 0 {
+				if refused == nil {
+					refused = domain.PurchaseLimitReached(it.ProductID, *p.perUserLimit)
+				}
+				return nil
+			}
+			claimed = append(claimed, it)
+			return nil
+		})
+	}
+	first := slices.IndexFunc(items, func(it domain.Item) bool { return products[it.ProductID].limited })
+	tookFirst := false
+	if first >= 0 {
+		it := items[first]
+		addTakeFree(b, o.MerchantID, it.ProductID, it.Quantity, func(t takenUnits) {
+			taken, tookFirst = append(taken, t), true
+			memo.add(it.ProductID, -it.Quantity)
+			memo.hold(it.ProductID)
+		})
+	}
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("reserve stock: %w", err)
+		}
+	}
+	if refused != nil {
+		return refused
+	}
+	for i, it := range items {
+		if !products[it.ProductID].limited || (i == first && tookFirst) {
+			continue
+		}
+		take := takeUnits
+		if i == first {
+			// Its free buckets were tried already.
+			take = takeHeldUnits
+		}
+		t, err := take(ctx, tx, o.MerchantID, it.ProductID, it.Quantity, memo)
+		if err != nil {
+			return err
+		}
+		taken = append(taken, t)
+	}
+	return nil
+}
+
+// takenUnits records where an order's units came from, to put them back.
+type takenUnits struct {
+	merchantID, productID string
+	buckets               []int32
+	counts                []int32
+}
+
+func undoReservation(ctx context.Context, tx pgx.Tx, merchantID, customerID string, claimed []domain.Item, taken []takenUnits, memo *stockMemo) error {
+	for _, it := range claimed {
+		if _, err := tx.Exec(ctx, `UPDATE purchase_claims SET quantity = quantity - $3 WHERE merchant_id = $4 AND product_id = $1 AND customer_id = $2`,
+			it.ProductID, customerID, it.Quantity, merchantID); err != nil {
+			return fmt.Errorf("undo claim: %w", err)
+		}
+	}
+	for _, t := range taken {
+		if _, err := tx.Exec(ctx, `UPDATE stock_buckets s SET remaining = s.remaining + t.n
+			FROM unnest($2::int[], $3::int[]) AS t(bucket, n) WHERE s.merchant_id = $4 AND s.product_id = $1 AND s.bucket = t.bucket`,
+			t.productID, t.buckets, t.counts, t.merchantID); err != nil {
+			return fmt.Errorf("undo stock: %w", err)
+		}
+		for _, n := range t.counts {
+			memo.add(t.productID, int(n))
+		}
+	}
+	return nil
+}
+
+// takeUnits decrements one bucket that has enough units, skipping buckets
+// other transactions hold; buckets this transaction holds already come first
+// (lowest number first), so a batch keeps to few buckets and leaves the rest
+// to concurrent batches. Only when none is free does it look further: an
+// unlocked sum says "sold out" at once, else it waits for every bucket in
+// order, held ones included, and takes the units from several: sold out is
+// answered only when the units are not there.
+//
+// Waiting keeps one global lock order, (product id, bucket): a transaction
+// that holds a bucket of this product or of a greater one must not wait, or
+// two batches could wait for each other. It answers errStockHeldElsewhere
+// instead, and the request is decided first in a transaction of its own.
+func takeUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string, quantity int, memo *stockMemo) (takenUnits, error) {
+	b := &pgx.Batch{}
+	var took *takenUnits
+	addTakeFree(b, merchantID, productID, quantity, func(t takenUnits) {
+		took = &t
+		memo.add(productID, -quantity)
+		memo.hold(productID)
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return takenUnits{merchantID: merchantID, productID: productID}, fmt.Errorf("take stock: %w", err)
+	}
+	if took != nil {
+		return *took, nil
+	}
+	return takeHeldUnits(ctx, tx, merchantID, productID, quantity, memo)
+}
+
+// addTakeFree adds to b the take of quantity units from one bucket no
+// other transaction holds; took is called when it took them.
+func addTakeFree(b *pgx.Batch, merchantID, productID string, quantity int, took func(takenUnits)) {
+	b.Queue(`
+		UPDATE stock_buckets SET remaining = remaining - $2
+		WHERE merchant_id = $3 AND (product_id, bucket) = (
+			SELECT product_id, bucket FROM stock_buckets
+			WHERE merchant_id = $3 AND product_id = $1 AND remaining >= $2
+			ORDER BY bucket
+			LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING bucket`,
+		productID, quantity, merchantID).QueryRow(func(row pgx.Row) error {
+		var bucket int32
+		err := row.Scan(&bucket)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		took(takenUnits{merchantID: merchantID, productID: productID, buckets: []int32{bucket}, counts: []int32{int32(quantity)}})
+		return nil
+	})
+}
+
+// takeHeldUnits is takeUnits once no free bucket had the units.
+func takeHeldUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string, quantity int, memo *stockMemo) (takenUnits, error) {
+	t := takenUnits{merchantID: merchantID, productID: productID}
+	var available int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0) FROM stock_buckets WHERE merchant_id = $2 AND product_id = $1`,
+		productID, merchantID).Scan(&available); err != nil {
+		return t, fmt.Errorf("sum stock: %w", err)
+	}
+	if err := domain.SoldOut(productID, available, quantity); err != nil {
+		// Units may come back (a cancellation, a restock) but not within the
+		// few milliseconds this batch has left: the rest of it answers from memory.
+		memo.set(productID, available)
+		return t, err
+	}
+	if !memo.mayWaitFor(productID) {
+		return t, errStockHeldElsewhere
+	}
+	rows, err := tx.Query(ctx, `SELECT bucket, remaining FROM stock_buckets WHERE merchant_id = $2 AND product_id = $1 ORDER BY bucket FOR UPDATE`,
+		productID, merchantID)
+	if err != nil {
+		return t, fmt.Errorf("lock stock: %w", err)
+	}
+	var buckets []domain.BucketTake
+	for rows.Next() {
+		var b domain.BucketTake
+		if err := rows.Scan(&b.Bucket, &b.Units); err != nil {
+			rows.Close()
+			return t, fmt.Errorf("scan stock: %w", err)
+		}
+		buckets = append(buckets, b)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return t, fmt.Errorf("lock stock: %w", err)
+	}
+	total := 0
+	for _, b := range buckets {
+		total += b.Units
+	}
+	memo.set(productID, total)
+	memo.hold(productID)
+	takes, err := domain.TakeFromBuckets(productID, buckets, quantity)
+	if err != nil {
+		return t, err
+	}
+	for _, take := range takes {
+		t.buckets, t.counts = append(t.buckets, int32(take.Bucket)), append(t.counts, int32(take.Units))
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE stock_buckets s SET remaining = s.remaining - t.take
+		FROM unnest($2::int[], $3::int[]) AS t(bucket, take)
+		WHERE s.merchant_id = $4 AND s.product_id = $1 AND s.bucket = t.bucket`, productID, t.buckets, t.counts, merchantID); err != nil {
+		return t, fmt.Errorf("take stock: %w", err)
+	}
+	memo.add(productID, -quantity)
+	return t, nil
+}
+
+func (m *stockMemo) known(product string) (int, bool) {
+	if m == nil {
+		return 0, false
+	}
+	left, ok := m.left[product]
+	return left, ok
+}
+
+func (m *stockMemo) set(product string, left int) {
+	if m != nil {
+		m.left[product] = left
+	}
+}
+
+func (m *stockMemo) add(product string, n int) {
+	if m == nil {
+		return
+	}
+	if left, ok := m.left[product]; ok {
+		m.left[product] = left + n
+	}
+}
+
+func (m *stockMemo) hold(product string) {
+	if m != nil && product > m.highestHeld {
+		m.highestHeld = product
+	}
+}
+
+// mayWaitFor reports whether waiting for the product's buckets keeps the
+// global lock order.
+func (m *stockMemo) mayWaitFor(product string) bool {
+	return m == nil || m.highestHeld < product
+}
+
+// releaseStock returns an ended order's units and frees the customer's claims.
+func releaseStock(ctx context.Context, tx pgx.Tx, o domain.Order) error {
+	var u releasedUnits
+	u.add(o)
+	return releaseUnits(ctx, tx, u)
+}
+
+// releasedUnits are the units of ended orders, line by line.
+type releasedUnits struct {
+	merchants, customers, products []string
+	quantities                     []int32
+}
+
+func (u *releasedUnits) add(o domain.Order) {
+	for _, it := range o.Items {
+		u.merchants, u.customers = append(u.merchants, o.MerchantID), append(u.customers, o.CustomerID)
+		u.products, u.quantities = append(u.products, it.ProductID), append(u.quantities, int32(it.Quantity))
+	}
+}
+
+// releaseUnits returns units of many orders in one statement: each
+// customer's claims, then one bucket per product (the one with the fewest
+// units). It may wait for a bucket a buyer holds; buyers never wait for an
+// order's lock, so the wait cannot close a cycle.
+func releaseUnits(ctx context.Context, tx pgx.Tx, u releasedUnits) error {
+	if _, err := tx.Exec(ctx, `
+		WITH items AS (SELECT m, c, p, q FROM unnest($4::uuid[], $1::text[], $2::uuid[], $3::int[]) AS t(m, c, p, q)),
+		per_claim AS (SELECT m, c, p, sum(q)::int AS q FROM items GROUP BY m, c, p),
+		claims AS (
+			UPDATE purchase_claims pc SET quantity = pc.quantity - a.q
+			FROM per_claim a WHERE pc.merchant_id = a.m AND pc.product_id = a.p AND pc.customer_id = a.c AND pc.merchant_id = ANY($4::uuid[])
+		),
+		per_product AS (SELECT m, p, sum(q)::int AS q FROM items GROUP BY m, p),
+		target AS (
+			SELECT DISTINCT ON (b.product_id) b.merchant_id, b.product_id, b.bucket, u.q
+			FROM stock_buckets b JOIN per_product u ON u.m = b.merchant_id AND u.p = b.product_id
+			WHERE b.merchant_id = ANY($4::uuid[])
+			ORDER BY b.product_id, b.remaining, b.bucket
+		)
+		UPDATE stock_buckets s SET remaining = s.remaining + t.q
+		FROM target t WHERE s.merchant_id = t.merchant_id AND s.product_id = t.product_id AND s.bucket = t.bucket
+			AND s.merchant_id = ANY($4::uuid[])`,
+		u.customers, u.products, u.quantities, u.merchants); err != nil {
+		return fmt.Errorf("release stock: %w", err)
+	}
+	return nil
+}
+
+func sortedItems(items []domain.Item) []domain.Item {
+	out := append([]domain.Item(nil), items...)
+	sort.Slice(out, func(i, j int) bool { return out[i].ProductID < out[j].ProductID })
+	return out
+}
