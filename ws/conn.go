@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -56,6 +57,8 @@ type conn struct {
 	// subscribes limits subscribe messages; nil means no limit. Only the
 	// reader goroutine uses it.
 	subscribes *rate.Limiter
+	// wrote is when a data message was last written, in Unix nanoseconds.
+	wrote atomic.Int64
 }
 
 type orderSlot struct {
@@ -177,10 +180,18 @@ func (c *conn) signal() {
 }
 
 // pingNow asks the writer for a ping; it runs on the ping timer.
-// A client that sent nothing, not even a pong, for pongWait is gone.
+// A client that sent nothing, not even a pong, for PongWait is gone, unless
+// it is only behind in reading: a ping waits in its socket behind every
+// message it has not read yet, so a client that was written to within
+// PongWait and whose host acknowledged what it was sent within PongWait
+// is slow, not gone. A client that stops reading altogether is cut off by
+// the write timeout once its buffers fill; one sent nothing, by this.
 func (c *conn) pingNow() {
-	if time.Since(time.Unix(0, c.frames.heard.Load())) > pongWait {
-		c.close(websocket.ClosePolicyViolation, "pings were not answered")
+	wait := c.hub.opts.PongWait
+	if time.Since(time.Unix(0, c.frames.heard.Load())) > wait && !c.behindButAlive(wait) {
+		if c.close(websocket.ClosePolicyViolation, "pings were not answered") {
+			c.hub.Stats.Unanswered.Add(1)
+		}
 		return
 	}
 	c.mu.Lock()
@@ -190,7 +201,7 @@ func (c *conn) pingNow() {
 	}
 	c.pingDue = true
 	c.signal()
-	c.ping.Reset(pingEvery)
+	c.ping.Reset(c.hub.opts.PingEvery)
 }
 
 // take empties the pending slots into messages, in a fixed order per call;
@@ -230,11 +241,22 @@ func (c *conn) take(now time.Time) (msgs [][]byte, ping bool) {
 	return msgs, ping
 }
 
-func (c *conn) close(code int, reason string) {
+// behindButAlive reports whether the client was written to within wait
+// and its host acknowledged what it was sent within wait.
+func (c *conn) behindButAlive(wait time.Duration) bool {
+	if time.Since(time.Unix(0, c.wrote.Load())) > wait {
+		return false
+	}
+	acked, ok := sinceAcknowledged(c.frames.Conn)
+	return ok && acked <= wait
+}
+
+// close closes the connection once, reporting whether this call did.
+func (c *conn) close(code int, reason string) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.closed = true
 	if c.ping != nil {
@@ -251,6 +273,7 @@ func (c *conn) close(code int, reason string) {
 	if parked {
 		c.finish()
 	}
+	return true
 }
 
 // finish forgets a closed connection; its reader's, or its closer's when it
@@ -326,6 +349,7 @@ func (c *conn) flush() {
 				return
 			}
 			c.hub.Stats.Sent.Add(1)
+			c.wrote.Store(time.Now().UnixNano())
 		}
 	}
 }

@@ -42,6 +42,12 @@ type Options struct {
 	// WriteTimeout bounds one write to a client; a client that cannot take a
 	// message in that time is dropped. 10 s by default.
 	WriteTimeout time.Duration
+	// PingEvery is how often each client is pinged; 25 s by default.
+	PingEvery time.Duration
+	// PongWait is how long a client may send nothing, not even a pong,
+	// before a ping closes it (unless it is only behind in reading, see
+	// pingNow); 60 s by default.
+	PongWait time.Duration
 	// SubscribesPerSecond limits each connection's subscribe messages (each
 	// a database read), in bursts of up to twice that; 0 means no limit.
 	SubscribesPerSecond float64
@@ -56,8 +62,8 @@ const (
 	maxMessageBytes  = 4 << 10
 	maxPendingErrors = 16
 	maxSubscriptions = 100
-	pongWait         = 60 * time.Second
-	pingEvery        = 25 * time.Second
+	defaultPongWait  = 60 * time.Second
+	defaultPingEvery = 25 * time.Second
 	closeWait        = time.Second
 	subscribeTimeout = 5 * time.Second
 	defaultPoll      = 100 * time.Millisecond
@@ -73,6 +79,9 @@ const (
 type Stats struct {
 	Sent    atomic.Int64 // data messages written to clients
 	Dropped atomic.Int64 // clients cut off for reading too slowly
+	// Unanswered counts clients closed because nothing, not even a pong,
+	// came from them for PongWait: gone, not slow.
+	Unanswered atomic.Int64
 }
 
 // Hub owns the connections, their subscriptions and the tailer.
@@ -117,6 +126,12 @@ func New(st *store.Store, a *auth.Authenticator, opts Options) *Hub {
 	}
 	if opts.MinInterval <= 0 {
 		opts.MinInterval = defaultMinRead
+	}
+	if opts.PingEvery <= 0 {
+		opts.PingEvery = defaultPingEvery
+	}
+	if opts.PongWait <= 0 {
+		opts.PongWait = defaultPongWait
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -199,7 +214,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.conns[c] = struct{}{}
 	h.wg.Add(1)
 	c.mu.Lock()
-	c.ping = time.AfterFunc(pingEvery, c.pingNow)
+	c.ping = time.AfterFunc(h.opts.PingEvery, c.pingNow)
 	c.mu.Unlock()
 	h.mu.Unlock()
 	go c.read()

@@ -781,3 +781,113 @@ func TestAnUnsubscribedOrderIsNoLongerSent(t *testing.T) {
 	require.Equal(t, kept.ID, m.Order.ID, "the first change sent is the kept order's: the left one's, committed before it, is not sent")
 	require.Equal(t, domain.StatusCompleted, m.Order.Status)
 }
+
+// TestAClientBehindInReadingIsNotClosed: watchers far back in a line that
+// moves, half of which read nothing for three times PongWait, while one
+// goroutine completes orders and another places more. A ping waits in a
+// client's socket behind the messages it has not read, so a client that is
+// only behind cannot answer in time; its host still acknowledges what it
+// is sent, and it must not be closed as gone. Every watcher hears its
+// order admitted, and no client is closed for its pongs. Before, the slow
+// half was closed ("pings were not answered") and never heard it.
+func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pongWait := time.Second
+	h, url := serveHub(t, b, ws.Options{Poll: 20 * time.Millisecond, PingEvery: pongWait / 4, PongWait: pongWait})
+	s := newShop(t, b.store, 1)
+	var line []*store.Order
+	for i := range 20 {
+		line = append(line, s.place(t, b.store, fmt.Sprintf("ahead%d", i)))
+	}
+	const watchers = 8
+	mine := make([]*store.Order, watchers)
+	for i := range mine {
+		mine[i] = s.place(t, b.store, fmt.Sprintf("w%d", i))
+	}
+	line = append(line, mine...)
+	conns := make([]*websocket.Conn, watchers)
+	for i, o := range mine {
+		conns[i] = dial(t, url, auth.Principal{Subject: fmt.Sprintf("w%d", i), Role: auth.RoleCustomer})
+		send(t, conns[i], map[string]string{"op": "subscribe", "order_id": o.ID.String()})
+	}
+	for _, c := range conns {
+		require.Equal(t, domain.StatusQueued, read(t, c, deliver).Order.Status)
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	placing := make(chan struct{})
+	go func() {
+		defer close(placing)
+		for i := 0; ctx.Err() == nil; i++ {
+			_, _ = b.store.PlaceOrder(ctx, store.PlaceParams{MerchantID: s.merchant, CustomerID: fmt.Sprintf("behind%d", i), PaymentRef: "p",
+				Lines: []domain.LineRequest{{ProductID: s.product.String(), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	completing := make(chan error, 1)
+	go func() {
+		for _, o := range line {
+			time.Sleep(150 * time.Millisecond)
+			if _, err := b.store.CompleteOrder(ctx, o.ID, admin, ""); err != nil {
+				completing <- err
+				return
+			}
+		}
+		completing <- nil
+	}()
+	heard := make(chan error, watchers)
+	for i, c := range conns {
+		go func() {
+			if i%2 == 0 {
+				time.Sleep(3 * pongWait)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(3 * deliver))
+			for {
+				var m message
+				if err := c.ReadJSON(&m); err != nil {
+					heard <- fmt.Errorf("watcher %d: %w", i, err)
+					return
+				}
+				if m.Order != nil && m.Order.Status != domain.StatusQueued {
+					// A client that stops reading without leaving
+					// would be closed for its pongs in turn.
+					heard <- c.Close()
+					return
+				}
+			}
+		}()
+	}
+	for range watchers {
+		require.NoError(t, <-heard)
+	}
+	require.NoError(t, <-completing)
+	stop()
+	<-placing
+	require.Zero(t, h.Stats.Unanswered.Load())
+}
+
+// TestAClientThatAnswersNothingIsClosed: a client that reads nothing, and
+// to which nothing more is sent, is gone once PongWait passed without a
+// pong; it is closed and counted apart from the clients dropped for
+// reading too slowly.
+func TestAClientThatAnswersNothingIsClosed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h, url := serveHub(t, b, ws.Options{Poll: 20 * time.Millisecond, PingEvery: 50 * time.Millisecond, PongWait: 200 * time.Millisecond})
+	s := newShop(t, b.store, 1)
+	o := s.place(t, b.store, "alice")
+	c := dial(t, url, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
+	send(t, c, map[string]string{"op": "subscribe", "order_id": o.ID.String()})
+	require.Eventually(t, func() bool { return h.Connections() == 0 }, deliver, 10*time.Millisecond, "a client that answers nothing is closed")
+	require.Equal(t, int64(1), h.Stats.Unanswered.Load())
+	require.Zero(t, h.Stats.Dropped.Load())
+	require.Equal(t, "order", read(t, c, deliver).Type)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(deliver)))
+	for {
+		if _, _, err := c.ReadMessage(); err != nil {
+			break // the pings, then the end
+		}
+	}
+}

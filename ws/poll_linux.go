@@ -3,8 +3,10 @@ package ws
 import (
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -128,4 +130,23 @@ func (p *poller) close() {
 	<-p.done
 	unix.Close(p.epfd)
 	unix.Close(p.wakefd)
+}
+
+// sinceAcknowledged is how long ago the peer of nc, a TCP socket, last
+// acknowledged anything sent to it; false when that cannot be read.
+func sinceAcknowledged(nc net.Conn) (time.Duration, bool) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return 0, false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var info *unix.TCPInfo
+	var infoErr error
+	if err := raw.Control(func(fd uintptr) { info, infoErr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil || infoErr != nil {
+		return 0, false
+	}
+	return time.Duration(info.Last_ack_recv) * time.Millisecond, true
 }

@@ -2,7 +2,11 @@
 
 package ws
 
-import "errors"
+import (
+	"errors"
+	"net"
+	"time"
+)
 
 // poller is Linux's only: elsewhere each connection keeps a goroutine
 // blocked in its read.
@@ -15,3 +19,7 @@ func (p *poller) arm(*conn) error { return errors.New("no epoll on this system")
 func (p *poller) forget(*conn) {}
 
 func (p *poller) close() {}
+
+// sinceAcknowledged cannot be read here: a client is judged by its pongs
+// alone.
+func sinceAcknowledged(net.Conn) (time.Duration, bool) { return 0, false }

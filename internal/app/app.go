@@ -372,6 +372,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			func() float64 { return float64(a.hub.Stats.Sent.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_ws_dropped_total", Help: "Websocket clients cut off for reading too slowly."},
 			func() float64 { return float64(a.hub.Stats.Dropped.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orderd_ws_unanswered_total", Help: "Websocket clients closed because nothing, not even a pong, came from them for 60 s."},
+			func() float64 { return float64(a.hub.Stats.Unanswered.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "orderd_ws_connections", Help: "Open websocket connections."},
 			func() float64 { return float64(a.hub.Connections()) }),
 	)

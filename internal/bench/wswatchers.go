@@ -132,6 +132,11 @@ func RunWatchers(ctx context.Context, in io.Reader, out io.Writer) error {
 					}
 					if runCtx.Err() == nil {
 						lost.Add(1)
+						// Why it ended, beside what it heard last: a
+						// close frame says which limit the server
+						// applied.
+						last, _ := lastSeen.Load(w.Order)
+						lastSeen.Store(w.Order, fmt.Sprintf("%v, then lost: %v", last, err))
 					}
 					return
 				}
