@@ -55,6 +55,10 @@ type watcherReport struct {
 	LastSeen   map[string]int `json:"last_seen,omitempty"`
 }
 
+// pongWriteWait bounds a watcher's wait for its pong to be written: the
+// server's own limit on silence (60 s), not gorilla's second.
+const pongWriteWait = time.Minute
+
 // dialsAtOnce bounds a watcher process's handshakes in flight, so that the
 // servers' listen queues are not what is measured.
 const dialsAtOnce = 64
@@ -107,6 +111,15 @@ func RunWatchers(ctx context.Context, in io.Reader, out io.Writer) error {
 			}
 			defer c.Close()
 			go func() { <-stopped; c.Close() }()
+			// gorilla's own answer to a ping gives its pong a second to
+			// be written and then fails the read with that write's
+			// timeout: a watcher process busy with thousands of clients
+			// ended connections of its own so, each counted lost. A
+			// browser's pong waits as long as its socket makes it.
+			c.SetPingHandler(func(data string) error {
+				_ = c.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(pongWriteWait))
+				return nil
+			})
 			_ = c.WriteJSON(map[string]string{"op": "subscribe", "order_id": w.Order})
 			lastPos, lastVersion, first, retries := 1<<30, 0, true, 0
 			for {
