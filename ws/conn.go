@@ -63,7 +63,6 @@ type conn struct {
 
 type orderSlot struct {
 	last       state // what the client has; zero before the first message
-	sentAt     time.Time
 	pending    orderOffer
 	hasPending bool
 }
@@ -75,15 +74,15 @@ type loadSlot struct {
 
 type statusSlot struct {
 	last    *encoded[merchantStatusMessage]
-	sentAt  time.Time
 	pending *encoded[merchantStatusMessage]
 }
 
 // offerOrder leaves o for the writer if it is newer than what the client has
 // or is about to get. A move in the line that is not worth a message yet is
-// held back: offerOrder then reports true, and the hub offers the order
-// again later. The caller holds hub.mu.
-func (c *conn) offerOrder(o orderOffer, now time.Time) (held bool) {
+// held back, unless the line settled: offerOrder then reports true, and the
+// hub offers the order again once the line settles. The caller holds
+// hub.mu.
+func (c *conn) offerOrder(o orderOffer, settled bool) (held bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	slot, ok := c.orders[o.view.id]
@@ -98,7 +97,7 @@ func (c *conn) offerOrder(o orderOffer, now time.Time) (held bool) {
 	if !newer(against, next) {
 		return false
 	}
-	if !slot.hasPending && slot.last.version == next.version && !worthSending(slot.last, next, now.Sub(slot.sentAt)) {
+	if !slot.hasPending && slot.last.version == next.version && !worthSending(slot.last, next, settled) {
 		return true
 	}
 	slot.pending, slot.hasPending = o, true
@@ -124,16 +123,16 @@ func (c *conn) offerLoad(id uuid.UUID, m *encoded[merchantLoadMessage]) {
 }
 
 // offerStatus leaves a merchant's status for the writer, or holds it back
-// (reporting true) while only its numbers moved, and by little. Like loads,
-// the latest offer is the newest.
-func (c *conn) offerStatus(id uuid.UUID, m *encoded[merchantStatusMessage], now time.Time) (held bool) {
+// (reporting true) while only its numbers moved, and by little, unless the
+// line settled. Like loads, the latest offer is the newest.
+func (c *conn) offerStatus(id uuid.UUID, m *encoded[merchantStatusMessage], settled bool) (held bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	slot, ok := c.statuses[id]
 	if !ok {
 		return false
 	}
-	if slot.pending == nil && slot.last != nil && !statusWorthSending(slot.last.value, m.value, now.Sub(slot.sentAt)) {
+	if slot.pending == nil && slot.last != nil && !statusWorthSending(slot.last.value, m.value, settled) {
 		return slot.last.value != m.value
 	}
 	slot.pending = m
@@ -208,7 +207,7 @@ func (c *conn) pingNow() {
 // the writer writes them before taking again, so what the client receives
 // follows what take recorded as sent. With nothing to write, the writer is
 // done: take records that, so the next offer starts another.
-func (c *conn) take(now time.Time) (msgs [][]byte, ping bool) {
+func (c *conn) take() (msgs [][]byte, ping bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	msgs, ping = c.errs, c.pingDue
@@ -219,7 +218,7 @@ func (c *conn) take(now time.Time) (msgs [][]byte, ping bool) {
 		}
 		o := slot.pending
 		slot.pending, slot.hasPending = orderOffer{}, false
-		slot.last, slot.sentAt = o.state(), now
+		slot.last = o.state()
 		msgs = append(msgs, o.encode())
 	}
 	for _, slot := range c.merchants {
@@ -231,7 +230,7 @@ func (c *conn) take(now time.Time) (msgs [][]byte, ping bool) {
 	for _, slot := range c.statuses {
 		if slot.pending != nil {
 			msgs = append(msgs, slot.pending.msg)
-			slot.last, slot.pending, slot.sentAt = slot.pending, nil, now
+			slot.last, slot.pending = slot.pending, nil
 		}
 	}
 	msgs = c.takeDrops(msgs)
@@ -332,7 +331,7 @@ func (c *conn) wake() {
 func (c *conn) flush() {
 	defer c.hub.wg.Done()
 	for {
-		msgs, ping := c.take(time.Now())
+		msgs, ping := c.take()
 		if len(msgs) == 0 && !ping {
 			return
 		}
@@ -525,7 +524,7 @@ func (c *conn) subscribeOrder(id uuid.UUID) {
 		c.orders[id] = &orderSlot{}
 		h.watchOrder(c, id, o.MerchantID)
 	}, func() {
-		h.snapshotOrder(c, offer, time.Now())
+		h.snapshotOrder(c, offer)
 	})
 }
 
@@ -585,7 +584,7 @@ func (c *conn) subscribeStatus(id uuid.UUID) {
 		c.statuses[id] = &statusSlot{}
 		h.watchStatus(c, id)
 	}, func() {
-		c.offerStatus(id, msg, time.Now())
+		c.offerStatus(id, msg, false)
 		h.refreshStatuses[id] = struct{}{}
 	})
 }

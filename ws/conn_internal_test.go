@@ -31,14 +31,14 @@ func busyConn(id uuid.UUID) *conn {
 }
 
 // A move in the line is sent when the place changed by a sixteenth of
-// itself, or is among the first sixteen, or moveRefresh passed since the
-// last message; a new status always goes out, carrying the newest place.
+// itself, or is among the first sixteen, or the line settled (however long
+// the client waited, a line that still moves sends nothing smaller); a new
+// status always goes out, carrying the newest place.
 func TestMovesAreSentWhenAPersonWouldNotice(t *testing.T) {
 	id := uuid.New()
 	c := busyConn(id)
-	t0 := time.Now()
-	sent := func(at time.Time) []string {
-		msgs, _ := c.take(at)
+	sent := func() []string {
+		msgs, _ := c.take()
 		c.writing = true
 		out := make([]string, len(msgs))
 		for i, m := range msgs {
@@ -47,31 +47,36 @@ func TestMovesAreSentWhenAPersonWouldNotice(t *testing.T) {
 		return out
 	}
 
-	require.False(t, c.offerOrder(queuedAt(t, id, 3, 1000), t0))
-	require.Len(t, sent(t0), 1, "the snapshot goes out at once")
-	require.True(t, c.offerOrder(queuedAt(t, id, 3, 950), t0), "50 places of 1000 are held back")
-	require.Empty(t, sent(t0))
-	require.False(t, c.offerOrder(queuedAt(t, id, 3, 937), t0), "63 places of 1000 are a sixteenth")
-	msgs := sent(t0)
+	require.False(t, c.offerOrder(queuedAt(t, id, 3, 1000), false))
+	require.Len(t, sent(), 1, "the snapshot goes out at once")
+	require.True(t, c.offerOrder(queuedAt(t, id, 3, 950), false), "50 places of 1000 are held back")
+	require.Empty(t, sent())
+	require.False(t, c.offerOrder(queuedAt(t, id, 3, 937), false), "63 places of 1000 are a sixteenth")
+	msgs := sent()
 	require.Len(t, msgs, 1)
 	require.Contains(t, msgs[0], `"queue_position":937,"eta_seconds":28110`)
 
-	require.True(t, c.offerOrder(queuedAt(t, id, 3, 936), t0.Add(moveRefresh-time.Millisecond)))
-	require.False(t, c.offerOrder(queuedAt(t, id, 3, 936), t0.Add(moveRefresh)), "any change after moveRefresh")
-	require.Len(t, sent(t0.Add(moveRefresh)), 1)
+	require.True(t, c.offerOrder(queuedAt(t, id, 3, 936), false), "one place of 937 while the line moves")
+	quicker := queuedAt(t, id, 3, 937)
+	quicker.eta = 28110 * 8 / 10
+	require.True(t, c.offerOrder(quicker, false), "a fifth off the estimate alone")
+	quicker.eta = 28110 * 7 / 10
+	require.False(t, c.offerOrder(quicker, false), "nearly a third off the estimate alone")
+	require.Len(t, sent(), 1)
+	require.False(t, c.offerOrder(queuedAt(t, id, 3, 936), true), "any change once the line settled")
+	require.Len(t, sent(), 1)
 
-	t1 := t0.Add(moveRefresh)
 	for pos := 16; pos >= 14; pos-- {
-		require.False(t, c.offerOrder(queuedAt(t, id, 3, pos), t1), "the first sixteen places count down one by one")
-		require.Contains(t, sent(t1)[0], fmt.Sprintf(`"queue_position":%d,`, pos))
+		require.False(t, c.offerOrder(queuedAt(t, id, 3, pos), false), "the first sixteen places count down one by one")
+		require.Contains(t, sent()[0], fmt.Sprintf(`"queue_position":%d,`, pos))
 	}
-	require.False(t, c.offerOrder(queuedAt(t, id, 3, 20), t1), "an earlier read of the line is no news")
-	require.Empty(t, sent(t1))
+	require.False(t, c.offerOrder(queuedAt(t, id, 3, 20), true), "an earlier read of the line is no news")
+	require.Empty(t, sent())
 
 	accepted, err := offerOf(store.Order{ID: id, Version: 4, Status: domain.StatusAccepted})
 	require.NoError(t, err)
-	require.False(t, c.offerOrder(accepted, t1))
-	msgs = sent(t1)
+	require.False(t, c.offerOrder(accepted, false))
+	msgs = sent()
 	require.Len(t, msgs, 1, "a new status is not held back")
 	require.Contains(t, msgs[0], `"status":"accepted"`)
 	require.Contains(t, msgs[0], `"queue_position":null,"eta_seconds":null`)
@@ -104,14 +109,16 @@ func TestStatusWorthSending(t *testing.T) {
 		{"nothing changed", base, false},
 		{"a few more in line", with(func(m *merchantStatusMessage) { m.Queued = 410; m.EstWaitSeconds = 1230 }), false},
 		{"a sixteenth more in line", with(func(m *merchantStatusMessage) { m.Queued = 425 }), true},
+		{"a longer wait by a fifth", with(func(m *merchantStatusMessage) { m.EstWaitSeconds = 1440 }), false},
+		{"a longer wait by a quarter", with(func(m *merchantStatusMessage) { m.EstWaitSeconds = 1500 }), true},
 		{"no longer busy", with(func(m *merchantStatusMessage) { m.Busy = false }), true},
 		{"paused", with(func(m *merchantStatusMessage) { m.Paused = true; m.PauseMode = "queue" }), true},
 		{"refusing", with(func(m *merchantStatusMessage) { m.Open = false }), true},
 	}
 	for _, tc := range cases {
-		require.Equal(t, tc.want, statusWorthSending(base, tc.next, time.Second), tc.name)
+		require.Equal(t, tc.want, statusWorthSending(base, tc.next, false), tc.name)
 	}
-	require.True(t, statusWorthSending(base, cases[1].next, moveRefresh), "any change after moveRefresh")
+	require.True(t, statusWorthSending(base, cases[1].next, true), "any change once the line settled")
 }
 
 // A position grows only in a later read of the line (a priority order

@@ -3,7 +3,6 @@ package ws
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -23,12 +22,12 @@ type batch struct {
 // publish sends what one batch of changed streams, and the subscriptions
 // waiting to be read once more, change for this process's watchers. On
 // error the refreshes stay due and the caller reads the batch again.
-func (h *Hub) publish(ctx context.Context, streams []store.StreamRef, now time.Time) error {
+func (h *Hub) publish(ctx context.Context, streams []store.StreamRef) error {
 	if err := h.pushDrops(ctx, streams); err != nil {
 		return err
 	}
 	b := h.collect(streams)
-	err := h.push(ctx, b, now)
+	err := h.push(ctx, b)
 	if err != nil {
 		h.mu.Lock()
 		for _, pair := range [][2]map[uuid.UUID]struct{}{{h.refreshOrders, b.refreshOrders}, {h.refreshLoads, b.refreshLoads}, {h.refreshStatuses, b.refreshStatuses}} {
@@ -92,7 +91,7 @@ func (h *Hub) collect(streams []store.StreamRef) batch {
 // order that joined a line (paid, or prioritized) is ranked with its line
 // here, so that its message carries its place; the line's other watchers
 // hear of moves from the ranker (rankLines), at its pace.
-func (h *Hub) push(ctx context.Context, b batch, now time.Time) error {
+func (h *Hub) push(ctx context.Context, b batch) error {
 	whole, err := h.store.UnrankedOrders(ctx, setKeys(b.orders))
 	if err != nil {
 		return fmt.Errorf("orders: %w", err)
@@ -119,7 +118,7 @@ func (h *Hub) push(ctx context.Context, b batch, now time.Time) error {
 			joined[w.merchant] = struct{}{}
 			continue
 		}
-		h.offerOrder(w, o, now)
+		h.offerOrder(w, o)
 	}
 	h.mu.Unlock()
 
@@ -166,7 +165,7 @@ func (h *Hub) push(ctx context.Context, b batch, now time.Time) error {
 			continue
 		}
 		o.position, o.eta, o.lineSeq = p.Position, p.EtaSeconds, p.LineSeq
-		h.offerOrder(w, o, now)
+		h.offerOrder(w, o)
 	}
 	// A queued order missing from its line's ranking left the line in
 	// between: read it again.
@@ -178,7 +177,7 @@ func (h *Hub) push(ctx context.Context, b batch, now time.Time) error {
 			c.offerLoad(m, msg)
 		}
 	}
-	h.offerStatuses(encodedStatuses, now)
+	h.offerStatuses(encodedStatuses)
 	return nil
 }
 
@@ -197,9 +196,9 @@ func encodeStatuses(loads map[uuid.UUID]store.Load, of map[uuid.UUID]struct{}) (
 }
 
 // offerStatuses offers each merchant's status to its watchers; a line
-// whose watchers hold a change back is offered it again later. The caller
-// holds h.mu.
-func (h *Hub) offerStatuses(statuses map[uuid.UUID]*encoded[merchantStatusMessage], now time.Time) {
+// whose watchers hold a change back is offered it again once it settles.
+// The caller holds h.mu.
+func (h *Hub) offerStatuses(statuses map[uuid.UUID]*encoded[merchantStatusMessage]) {
 	for m, msg := range statuses {
 		l := h.lines[m]
 		if l == nil {
@@ -208,52 +207,46 @@ func (h *Hub) offerStatuses(statuses map[uuid.UUID]*encoded[merchantStatusMessag
 		l.status = msg
 		held := false
 		for c := range l.statuses {
-			if c.offerStatus(m, msg, now) {
+			if c.offerStatus(m, msg, false) {
 				held = true
 			}
 		}
-		if held && !l.held {
-			l.held, l.heldAt = true, now
-		}
+		l.held = l.held || held
 	}
 }
 
 // offerOrder keeps o as the order's newest state when it is, and offers the
 // newest to the order's watchers: each takes it only when it is newer than
 // what it has. It reports whether any held a move back.
-func (h *Hub) offerOrder(w *watchedOrder, o orderOffer, now time.Time) (held bool) {
+func (h *Hub) offerOrder(w *watchedOrder, o orderOffer) (held bool) {
 	if w.last.view == nil || newer(w.last.state(), o.state()) {
 		w.last = o
 	}
 	for c := range w.conns {
-		if c.offerOrder(w.last, now) {
+		if c.offerOrder(w.last, false) {
 			held = true
 		}
 	}
 	return held
 }
 
-// offerAgain offers a line's newest states once more, to the watchers that
-// held a move back, and reports whether any still does.
-func (h *Hub) offerAgain(l *line, now time.Time) (held bool) {
+// offerSettled offers a line that settled its newest states once more, to
+// the watchers that held a move back: any move is worth sending now.
+func (h *Hub) offerSettled(l *line) {
 	for _, w := range l.orders {
 		if w.last.view == nil {
 			continue
 		}
 		for c := range w.conns {
-			if c.offerOrder(w.last, now) {
-				held = true
-			}
+			c.offerOrder(w.last, true)
 		}
 	}
 	if l.status != nil {
 		for c := range l.statuses {
-			if c.offerStatus(l.status.value.MerchantID, l.status, now) {
-				held = true
-			}
+			c.offerStatus(l.status.value.MerchantID, l.status, true)
 		}
 	}
-	return held
+	l.held = false
 }
 
 func setKeys(m map[uuid.UUID]struct{}) []uuid.UUID {

@@ -660,7 +660,7 @@ func TestAnIdleConnectionHoldsNoGoroutine(t *testing.T) {
 
 // TestAHeldMoveArrivesWhenTheLineStops: one place of forty-one is too
 // little to send at once; the line then stops, and the watcher still hears
-// its new place, moveRefresh after its last message.
+// its new place once the line settled, settleAfter after its reading.
 func TestAHeldMoveArrivesWhenTheLineStops(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -680,7 +680,7 @@ func TestAHeldMoveArrivesWhenTheLineStops(t *testing.T) {
 	require.NoError(t, err)
 	m := read(t, c, 5*time.Second+deliver)
 	require.Equal(t, 40, *m.Order.QueuePosition)
-	require.GreaterOrEqual(t, time.Since(subscribed), 5*time.Second, "held back until five seconds after the last message")
+	require.GreaterOrEqual(t, time.Since(subscribed), 5*time.Second, "held back until the line stood still for five seconds")
 }
 
 // TestFramesArriveHoweverTheClientSendsThem writes frames straight to the

@@ -128,21 +128,28 @@ func newer(last, next state) bool {
 
 // Moves in the line are coalesced so that what the hub sends grows with what
 // a person would notice, not with how many orders the line moves by: a
-// number up to exact is sent as it changes, a larger one once it changed by
-// a sixteenth of itself, and any change once moveRefresh passed since the
-// client's last message. A watcher far back in a fast line thus hears of it
-// a few times as its place halves, not on every completion; the fan-out of a
-// line of n watchers costs O(log n) messages per completion instead of O(n).
+// place among the first exactPositions is sent as it changes, a larger one
+// once it changed by a sixteenth of itself; the estimate, which every move
+// carries, on its own once it changed by a quarter of itself (it follows
+// the measured pace of completions, which jitters from one reading of the
+// line to the next for every watcher at once); and once the line stood
+// still for settleAfter, any change at all, so that a line that stops
+// leaves each watcher its exact place. A watcher far back in a fast line
+// thus hears of it a few times as its place halves, not on every
+// completion nor every few seconds; the fan-out of a line of n watchers
+// costs O(log n) messages per completion instead of O(n). A time-based
+// refresh while the line moves would cost n messages per period, whatever
+// the line's pace.
 const (
 	moveFraction   = 16
+	etaFraction    = 4
 	exactPositions = 16
-	exactSeconds   = 60
-	moveRefresh    = 5 * time.Second
+	settleAfter    = 5 * time.Second
 )
 
 // moved reports whether a number changed enough from last to next to be
-// worth a message.
-func moved(last, next, exact int) bool {
+// worth a message: by a fraction of itself, or at all up to exact.
+func moved(last, next, exact, fraction int) bool {
 	if last == next {
 		return false
 	}
@@ -150,13 +157,13 @@ func moved(last, next, exact int) bool {
 	if diff < 0 {
 		diff = -diff
 	}
-	return min(last, next) <= exact || diff*moveFraction >= last
+	return min(last, next) <= exact || diff*fraction >= last
 }
 
-// worthSending reports whether a move from last (sent since ago) to next is
-// worth a message now.
-func worthSending(last, next state, since time.Duration) bool {
-	return since >= moveRefresh || moved(last.position, next.position, exactPositions) || moved(last.eta, next.eta, exactSeconds)
+// worthSending reports whether a move from last to next is worth a message
+// now: any is once the line settled.
+func worthSending(last, next state, settled bool) bool {
+	return settled || moved(last.position, next.position, exactPositions, moveFraction) || moved(last.eta, next.eta, 0, etaFraction)
 }
 
 // merchantLoadMessage holds values only, so that two can be compared with ==.
@@ -229,15 +236,15 @@ func statusMessage(id uuid.UUID, l store.Load) merchantStatusMessage {
 // statusWorthSending: a change of whether the merchant is open, paused or
 // busy goes out at once; the line's length and estimate are coalesced like
 // an order's place in line.
-func statusWorthSending(last, next merchantStatusMessage, since time.Duration) bool {
+func statusWorthSending(last, next merchantStatusMessage, settled bool) bool {
 	if next == last {
 		return false
 	}
 	lastNumbers, nextNumbers := last, next
 	lastNumbers.Queued, lastNumbers.EstWaitSeconds = 0, 0
 	nextNumbers.Queued, nextNumbers.EstWaitSeconds = 0, 0
-	return lastNumbers != nextNumbers || since >= moveRefresh ||
-		moved(last.Queued, next.Queued, exactPositions) || moved(last.EstWaitSeconds, next.EstWaitSeconds, exactSeconds)
+	return lastNumbers != nextNumbers || settled ||
+		moved(last.Queued, next.Queued, exactPositions, moveFraction) || moved(last.EstWaitSeconds, next.EstWaitSeconds, 0, etaFraction)
 }
 
 // encoded is a message with its encoding, shared by every client it goes to.

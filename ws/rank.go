@@ -91,15 +91,15 @@ func (h *Hub) rankDue(ctx context.Context, now time.Time) error {
 			if len(l.statuses) > 0 {
 				statuses[m] = struct{}{}
 			}
-		case l.held && !now.Before(l.heldAt.Add(positionEvery)):
-			l.held, l.heldAt = h.offerAgain(l, now), now
+		case l.held && !l.dirty && !now.Before(l.rankedAt.Add(settleAfter)):
+			h.offerSettled(l)
 		}
 	}
 	h.mu.Unlock()
 	if len(due) == 0 {
 		return nil
 	}
-	err := h.rankLinesNow(ctx, due, rank, statuses, now)
+	err := h.rankLinesNow(ctx, due, rank, statuses)
 	if err != nil {
 		h.mu.Lock()
 		for m := range due {
@@ -112,7 +112,7 @@ func (h *Hub) rankDue(ctx context.Context, now time.Time) error {
 	return err
 }
 
-func (h *Hub) rankLinesNow(ctx context.Context, due map[uuid.UUID]bool, rank []uuid.UUID, statuses map[uuid.UUID]struct{}, now time.Time) error {
+func (h *Hub) rankLinesNow(ctx context.Context, due map[uuid.UUID]bool, rank []uuid.UUID, statuses map[uuid.UUID]struct{}) error {
 	loads, err := h.store.MerchantLoads(ctx, setKeys(statuses))
 	if err != nil {
 		return fmt.Errorf("merchant loads: %w", err)
@@ -142,16 +142,16 @@ func (h *Hub) rankLinesNow(ctx context.Context, due map[uuid.UUID]bool, rank []u
 			}
 			continue
 		}
-		if h.offerOrder(w, orderOffer{view: w.last.view, position: p.Position, eta: p.EtaSeconds, lineSeq: p.LineSeq}, now) {
+		if h.offerOrder(w, orderOffer{view: w.last.view, position: p.Position, eta: p.EtaSeconds, lineSeq: p.LineSeq}) {
 			held[w.merchant] = true
 		}
 	}
 	for m := range due {
 		if l := h.lines[m]; l != nil {
-			l.held, l.heldAt = held[m], now
+			l.held = held[m]
 		}
 	}
-	h.offerStatuses(encoded, now)
+	h.offerStatuses(encoded)
 	if stale {
 		h.wakeUp()
 	}

@@ -65,7 +65,7 @@ func (h *Hub) Run(ctx context.Context) {
 			failed = false
 			h.refreshAll()
 		}
-		if err := h.publish(ctx, streams, time.Now()); err != nil {
+		if err := h.publish(ctx, streams); err != nil {
 			if ctx.Err() != nil {
 				return
 			}

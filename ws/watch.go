@@ -31,9 +31,9 @@ type line struct {
 	dirty    bool
 	rankedAt time.Time
 	// held: a watcher was not sent a move worth too little yet; the newest
-	// states are offered again from heldAt + positionEvery.
-	held   bool
-	heldAt time.Time
+	// states are offered again once the line settled: read settleAfter ago
+	// and not changed since.
+	held bool
 }
 
 // positionEvery is the pace of a line's readings while it changes: in a
@@ -46,16 +46,13 @@ func (l *line) empty() bool { return len(l.orders) == 0 && len(l.statuses) == 0 
 // due says when the line is next read or offered again; zero when nothing
 // is waiting.
 func (l *line) due() time.Time {
-	var at time.Time
-	if l.dirty {
-		at = l.rankedAt.Add(positionEvery)
+	switch {
+	case l.dirty:
+		return l.rankedAt.Add(positionEvery)
+	case l.held:
+		return l.rankedAt.Add(settleAfter)
 	}
-	if l.held {
-		if next := l.heldAt.Add(positionEvery); at.IsZero() || next.Before(at) {
-			at = next
-		}
-	}
-	return at
+	return time.Time{}
 }
 
 func (h *Hub) line(merchant uuid.UUID) *line {
@@ -91,7 +88,7 @@ func (h *Hub) watchOrder(c *conn, id, merchant uuid.UUID) {
 // holds when that is at least as new as the snapshot (it has a place in
 // line), else with the snapshot unless it is queued; the tailer reads the
 // order once more, and ranks its line if it is queued.
-func (h *Hub) snapshotOrder(c *conn, o orderOffer, now time.Time) {
+func (h *Hub) snapshotOrder(c *conn, o orderOffer) {
 	w := h.orders[o.view.id]
 	if w == nil {
 		return
@@ -100,10 +97,10 @@ func (h *Hub) snapshotOrder(c *conn, o orderOffer, now time.Time) {
 	h.wakeUp()
 	switch {
 	case w.last.view != nil && w.last.view.version >= o.view.version:
-		c.offerOrder(w.last, now)
+		c.offerOrder(w.last, false)
 	case !o.view.queued:
 		w.last = o
-		c.offerOrder(o, now)
+		c.offerOrder(o, false)
 	}
 }
 
