@@ -23,7 +23,8 @@ type closeRequest struct {
 // CloseUnpaid closes an order still unpaid at its deadline and releases its
 // stock and claims; it does nothing for any other order, so the timer may
 // fire late, twice, or after payment. It reports whether the order was
-// closed. Concurrent calls share transactions: a burst of deadlines closes
+// closed: not when another transaction holds the order (closeInTx).
+// Concurrent calls share transactions: a burst of deadlines closes
 // as a few batches. merchantID may be uuid.Nil when the caller does not know
 // it; the batch then looks it up.
 func (s *Store) CloseUnpaid(ctx context.Context, merchantID, orderID uuid.UUID) (bool, error) {
@@ -86,7 +87,12 @@ func closeMerchant(r *closeRequest) uuid.UUID { return r.merchantID }
 
 // closeInTx locks the batch's orders in id order, closes those still unpaid
 // past their deadline, and releases what they held, a few statements for
-// the whole batch.
+// the whole batch. It skips an order another transaction holds: a payment
+// deciding it, or another close (a River job's batch and a backstop's round
+// find the same overdue orders), which would otherwise make each batch wait
+// for every one before it, all of it then held by the first batch's writes.
+// A skipped order that the holder leaves unpaid is still overdue, and the
+// backstop of its timer closes it a grace period later.
 func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest) error {
 	if err := findMerchants(ctx, tx, batch); err != nil {
 		return err
@@ -96,7 +102,7 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		ids[i], merchants[i], req.closed = req.orderID, req.merchantID, false
 	}
 	rows, err := tx.Query(ctx, `SELECT `+orderColumns+` FROM orders o WHERE o.id = ANY($1) AND o.merchant_id = ANY($2)
-		ORDER BY o.id FOR UPDATE`, ids, merchants)
+		ORDER BY o.id FOR UPDATE SKIP LOCKED`, ids, merchants)
 	if err != nil {
 		return fmt.Errorf("lock orders: %w", err)
 	}

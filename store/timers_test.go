@@ -42,3 +42,67 @@ func TestResumeBackstopSweepsOnlyWhatIsOverdue(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
+
+// TestCloseSkipsAnOrderHeldElsewhere: a close does not wait for an order
+// another transaction holds (here a second connection's row lock, as a
+// payment or another close holds it): it reports the order not closed and
+// closes the others of its batch at once; once the lock is gone, the next
+// close (a backstop's) closes it. Waiting, each close batch queued behind
+// every batch before it that held one of its orders, and a burst of
+// deadlines closed seconds late.
+func TestCloseSkipsAnOrderHeldElsewhere(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	clock := newFakeClock(st)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 5, PaymentTimeout: 1})
+	p := createProduct(t, st, m.ID, nil)
+	held := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "held"})
+	free := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "free"})
+	clock.Advance(2 * time.Second)
+
+	holder, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	var id string
+	require.NoError(t, holder.QueryRow(ctx, `SELECT id::text FROM orders WHERE id = $1 FOR UPDATE`, held.ID).Scan(&id))
+
+	type result struct {
+		closed bool
+		err    error
+	}
+	results := make(chan result, 2)
+	for _, o := range []*store.Order{held, free} {
+		go func() {
+			closed, err := st.CloseUnpaid(ctx, m.ID, o.ID)
+			results <- result{closed, err}
+		}()
+	}
+	closed := 0
+	for range 2 {
+		select {
+		case r := <-results:
+			require.NoError(t, r.err)
+			if r.closed {
+				closed++
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a close waited for the order another transaction holds")
+		}
+	}
+	require.Equal(t, 1, closed, "the free order closed, the held one skipped")
+	got, err := st.GetOrder(ctx, held.ID, store.Access{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAwaitingPayment, got.Status)
+	got, err = st.GetOrder(ctx, free.ID, store.Access{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusClosed, got.Status)
+
+	require.NoError(t, holder.Rollback(ctx))
+	n, err := st.CloseUnpaidOverdue(ctx, clock.Now(), 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	got, err = st.GetOrder(ctx, held.ID, store.Access{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusClosed, got.Status)
+}
