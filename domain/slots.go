@@ -278,16 +278,38 @@ func CheckPickup(s MerchantSettings, loc *time.Location, pickupAt, now time.Time
 	if !pickupAt.Before(now.Add(time.Duration(s.Slots.HorizonDays) * 24 * time.Hour)) {
 		return Errorf(CodeValidation, "pickup_at must be within %d days", s.Slots.HorizonDays)
 	}
-	starts, err := PublishedSlots(s, loc, pickupAt.In(loc).Format(time.DateOnly), now)
-	if err != nil {
-		return err
-	}
-	for _, st := range starts {
-		if st.Equal(pickupAt) {
-			return nil
-		}
+	if isSlotStart(s, loc, pickupAt) {
+		return nil
 	}
 	return Errorf(CodeValidation, "pickup_at is not the start of a published pickup slot (within opening hours, every %d minutes)", s.Slots.Minutes)
+}
+
+// isSlotStart says whether t starts a slot PublishedSlots lists for t's
+// local date, leaving lead and horizon aside. It looks only at the periods
+// of that date instead of listing every slot of the day: every placement
+// for a slot asks, inside its merchant's batch.
+func isSlotStart(s MerchantSettings, loc *time.Location, t time.Time) bool {
+	local := t.In(loc)
+	minute := local.Hour()*60 + local.Minute()
+	periods := s.Hours
+	if len(periods) == 0 {
+		periods = []Period{{Day: int(local.Weekday()), Opens: "00:00", Closes: "24:00"}}
+	}
+	for _, p := range periods {
+		if p.Day != int(local.Weekday()) {
+			continue
+		}
+		opens, closes := p.span()
+		if minute < opens || minute+s.Slots.Minutes > closes || (minute-opens)%s.Slots.Minutes != 0 {
+			continue
+		}
+		// The same wall-clock minute the day's list makes: one a daylight
+		// saving change skips has no slot, and of a minute that happens
+		// twice only the instant time.Date gives is one.
+		start, ok := wallClock(local, minute, loc)
+		return ok && start.Equal(t)
+	}
+	return false
 }
 
 // CheckPlacementTime decides whether an order may be placed at now: for
@@ -304,6 +326,21 @@ func CheckPlacementTime(s MerchantSettings, loc *time.Location, pickupAt *time.T
 // live line: prepSeconds before it, for the kitchen to make them by then.
 func ReleaseAt(pickupAt time.Time, prepSeconds int) time.Time {
 	return pickupAt.Add(-time.Duration(prepSeconds) * time.Second)
+}
+
+// FitSlots decides which requests for pickup slots get room, in arrival
+// order: each takes its load of what is left of its slot where the load
+// still fits, so a smaller request may take room a larger one before it
+// could not. room holds what is left of each slot and is taken from.
+func FitSlots[K comparable](room map[K]int, slots []K, loads []int) []bool {
+	fits := make([]bool, len(slots))
+	for i, k := range slots {
+		if loads[i] <= room[k] {
+			room[k] -= loads[i]
+			fits[i] = true
+		}
+	}
+	return fits
 }
 
 // SlotFullError refuses an order whose load no longer fits its slot.

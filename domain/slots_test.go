@@ -242,6 +242,57 @@ func TestCheckPickup(t *testing.T) {
 
 func ptrTime(t time.Time) *time.Time { return &t }
 
+// TestCheckPickupAgreesWithThePublishedList holds the check of one instant
+// against the list of the day's slots it stands for: every instant of days
+// with daylight saving changes (a skipped hour, a repeated one, a half-hour
+// shift), on and off the grid, in periods that cover the change or stop
+// short of it.
+func TestCheckPickupAgreesWithThePublishedList(t *testing.T) {
+	t.Parallel()
+	hours := []domain.Period{
+		{Day: 0, Opens: "00:00", Closes: "24:00"},
+		{Day: 1, Opens: "01:30", Closes: "03:30"}, {Day: 1, Opens: "11:00", Closes: "14:10"},
+		{Day: 6, Opens: "01:00", Closes: "04:00"}, {Day: 6, Opens: "22:00", Closes: "24:00"},
+	}
+	days := []struct{ zone, date string }{
+		{"Europe/Paris", "2026-03-29"}, {"Europe/Paris", "2026-10-25"},
+		{"America/New_York", "2026-03-08"}, {"America/New_York", "2026-11-01"},
+		{"Australia/Lord_Howe", "2026-04-05"}, {"Australia/Lord_Howe", "2026-10-04"},
+		{"Asia/Kolkata", "2026-06-15"}, {"America/Sao_Paulo", "2026-07-04"},
+	}
+	checked := 0
+	for _, d := range days {
+		loc, err := time.LoadLocation(d.zone)
+		require.NoError(t, err)
+		day, err := time.ParseInLocation(time.DateOnly, d.date, loc)
+		require.NoError(t, err)
+		now := day.Add(-12 * time.Hour)
+		for _, minutes := range []int{15, 20, 45, 60} {
+			for _, withHours := range []bool{false, true} {
+				s := domain.MerchantSettings{Slots: &domain.SlotSettings{Minutes: minutes, Capacity: 5, LeadMinutes: 10, HorizonDays: 3}}
+				if withHours {
+					s.Hours = hours
+				}
+				for at := day.Add(-2 * time.Hour); at.Before(day.Add(26 * time.Hour)); at = at.Add(5 * time.Minute) {
+					for _, instant := range []time.Time{at, at.Add(time.Second)} {
+						published, err := domain.PublishedSlots(s, loc, instant.In(loc).Format(time.DateOnly), now)
+						require.NoError(t, err)
+						listed := false
+						for _, st := range published {
+							listed = listed || st.Equal(instant)
+						}
+						err = domain.CheckPickup(s, loc, instant, now)
+						require.Equal(t, listed, err == nil, "%s %s, %d-minute slots, hours %v: listed %v, check says %v",
+							d.zone, instant.In(loc).Format(time.RFC3339), minutes, withHours, listed, err)
+						checked++
+					}
+				}
+			}
+		}
+	}
+	require.Greater(t, checked, 10000)
+}
+
 // scheduledOrder places an unpaid order for the slot at pickup.
 func scheduledOrder(t *testing.T, id string, pickup time.Time, prep int) domain.Order {
 	t.Helper()
@@ -332,4 +383,30 @@ func TestSettingsWithSlotsAndHours(t *testing.T) {
 	require.ErrorContains(t, s.Validate(), "hours[0].closes")
 	s.Hours, s.Slots = nil, &domain.SlotSettings{Minutes: 90, Capacity: 20, HorizonDays: 7}
 	require.ErrorContains(t, s.Validate(), "slots.minutes")
+}
+
+func TestFitSlots(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		room  map[string]int
+		slots []string
+		loads []int
+		want  []bool
+		left  map[string]int
+	}{
+		{"first come first served", map[string]int{"a": 2}, []string{"a", "a", "a"}, []int{1, 1, 1},
+			[]bool{true, true, false}, map[string]int{"a": 0}},
+		{"a smaller later request takes what a larger one could not", map[string]int{"a": 3}, []string{"a", "a", "a"}, []int{2, 2, 1},
+			[]bool{true, false, true}, map[string]int{"a": 0}},
+		{"slots are apart", map[string]int{"a": 1, "b": 0}, []string{"b", "a", "a"}, []int{1, 1, 1},
+			[]bool{false, true, false}, map[string]int{"a": 0, "b": 0}},
+		{"a slot with no room left", map[string]int{}, []string{"a"}, []int{1}, []bool{false}, map[string]int{}},
+		{"exactly the room", map[string]int{"a": 5}, []string{"a"}, []int{5}, []bool{true}, map[string]int{"a": 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, domain.FitSlots(c.room, c.slots, c.loads))
+			require.Equal(t, c.left, c.room)
+		})
+	}
 }

@@ -450,7 +450,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 		return nil, err
 	}
 	b = &pgx.Batch{}
-	slots.addUnplaced(b, placed)
+	slots.addTaken(b, placed)
 	if numbers != nil {
 		if err := numbers.number(placed, merchants); err != nil {
 			return nil, err

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
@@ -99,7 +98,8 @@ type slotTake struct {
 	load int
 }
 
-// slotTakes is what a placement batch took of its slots.
+// slotTakes is the room in their slots decided for a batch's requests,
+// taken in the commit's writes by those the batch places.
 type slotTakes struct {
 	took map[*placement]slotTake
 }
@@ -107,11 +107,12 @@ type slotTakes struct {
 // takeSlots is the placement step of opening hours and pickup slots: it
 // refuses, with their errors, the requests that may not be placed at now
 // (domain.CheckPlacementTime) and those whose slot has no room left for
-// their load, and returns the others. The room is taken in one round trip:
-// the batch's slots are created if new and locked in key order, so that two
-// batches never wait for each other's slots crosswise, and then each
-// request, in arrival order, adds its load where it still fits. Requests of
-// merchants the batch does not hold are left to the step that parks them.
+// their load (domain.FitSlots), and returns the others. One round trip
+// creates the batch's slots if new and locks them in key order, so that two
+// batches never wait for each other's slots crosswise, and reads their
+// room; the batch's placements take it with the commit (addTaken), which
+// the table's CHECK backs. Requests of merchants the batch does not hold
+// are left to the step that parks them.
 func takeSlots(ctx context.Context, tx pgx.Tx, live []*placement, merchants map[uuid.UUID]*merchantRow,
 	products map[string]productInfo, now time.Time,
 ) ([]*placement, *slotTakes, error) {
@@ -165,29 +166,38 @@ func takeSlots(ctx context.Context, tx pgx.Tx, live []*placement, merchants map[
 	for i, k := range keys {
 		ids[i], ats[i], caps[i] = k.merchant, k.at, int32(capacities[k])
 	}
+	room := make(map[slotKey]int, len(keys))
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO pickup_slots (merchant_id, starts_at, capacity)
 		SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) ORDER BY 1, 2
 		ON CONFLICT DO NOTHING`, ids, ats, caps)
-	b.Queue(`SELECT 1 FROM pickup_slots s JOIN unnest($1::uuid[], $2::timestamptz[]) AS k(m, at)
+	b.Queue(`SELECT s.merchant_id, s.starts_at, s.capacity - s.taken
+		FROM pickup_slots s JOIN unnest($1::uuid[], $2::timestamptz[]) AS k(m, at)
 			ON s.merchant_id = k.m AND s.starts_at = k.at
 		WHERE s.merchant_id = ANY($1::uuid[])
-		ORDER BY s.merchant_id, s.starts_at FOR NO KEY UPDATE OF s`, ids, ats)
-	for _, pl := range wanting {
-		want := wants[pl]
-		b.Queue(`UPDATE pickup_slots SET taken = taken + $3
-			WHERE merchant_id = $1 AND starts_at = $2 AND taken + $3 <= capacity`,
-			[16]byte(want.slot.merchant), want.slot.at, int32(want.load)).Exec(func(ct pgconn.CommandTag) error {
-			if ct.RowsAffected() == 1 {
-				takes.took[pl] = want
-			} else {
-				pl.err = domain.SlotFullError(want.slot.at)
-			}
+		ORDER BY s.merchant_id, s.starts_at FOR NO KEY UPDATE OF s`, ids, ats).Query(func(rows pgx.Rows) error {
+		var k slotKey
+		var left int
+		_, err := pgx.ForEachRow(rows, []any{&k.merchant, &k.at, &left}, func() error {
+			room[slotKey{k.merchant, k.at.UTC()}] = left
 			return nil
 		})
-	}
+		return err
+	})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, nil, fmt.Errorf("take pickup slots: %w", err)
+	}
+	slots, loads := make([]slotKey, len(wanting)), make([]int, len(wanting))
+	for i, pl := range wanting {
+		slots[i], loads[i] = wants[pl].slot, wants[pl].load
+	}
+	for i, fits := range domain.FitSlots(room, slots, loads) {
+		pl := wanting[i]
+		if fits {
+			takes.took[pl] = wants[pl]
+		} else {
+			pl.err = domain.SlotFullError(wants[pl].slot.at)
+		}
 	}
 	placeable := kept[:0:0]
 	for _, pl := range kept {
@@ -211,24 +221,16 @@ func requestLoad(m *merchantRow, lines []domain.LineRequest, products map[string
 	return domain.RequestLoad(m.CapacityUnit, lines, refs)
 }
 
-// addUnplaced adds to b the return of the room taken by requests that
-// were not placed after all (refused by a later step, or left for a later
-// batch, which takes it again).
-func (t *slotTakes) addUnplaced(b *pgx.Batch, placed []*placement) {
-	if len(t.took) == 0 {
-		return
-	}
-	in := make(map[*placement]bool, len(placed))
+// addTaken adds to b the taking of their slots' room by the requests
+// the batch places, as takeSlots decided it.
+func (t *slotTakes) addTaken(b *pgx.Batch, placed []*placement) {
+	var taken []slotTake
 	for _, pl := range placed {
-		in[pl] = true
-	}
-	var back []slotTake
-	for pl, take := range t.took {
-		if !in[pl] {
-			back = append(back, take)
+		if take, ok := t.took[pl]; ok {
+			taken = append(taken, take)
 		}
 	}
-	addSlotGiveBack(b, back)
+	addSlotLoads(b, taken, 1)
 }
 
 // addSlotReturns adds to b the return of their slots' room by the orders
@@ -242,22 +244,24 @@ func addSlotReturns(b *pgx.Batch, changes []change) {
 		}
 		back = append(back, slotTake{slot: slotKey{uuid.MustParse(c.after.MerchantID), c.after.PickupAt.UTC()}, load: max(c.after.Load, 1)})
 	}
-	addSlotGiveBack(b, back)
+	addSlotLoads(b, back, -1)
 }
 
 func freesSlot(s domain.OrderStatus) bool {
 	return s == domain.StatusCancelled || s == domain.StatusClosed
 }
 
-func addSlotGiveBack(b *pgx.Batch, back []slotTake) {
-	if len(back) == 0 {
+// addSlotLoads adds to b one statement that moves each slot's taken by
+// sign times the loads of its takes.
+func addSlotLoads(b *pgx.Batch, takes []slotTake, sign int) {
+	if len(takes) == 0 {
 		return
 	}
-	ids, ats, loads := make([][16]byte, len(back)), make([]time.Time, len(back)), make([]int32, len(back))
-	for i, t := range back {
-		ids[i], ats[i], loads[i] = t.slot.merchant, t.slot.at, int32(t.load)
+	ids, ats, loads := make([][16]byte, len(takes)), make([]time.Time, len(takes)), make([]int32, len(takes))
+	for i, t := range takes {
+		ids[i], ats[i], loads[i] = t.slot.merchant, t.slot.at, int32(sign*t.load)
 	}
-	b.Queue(`UPDATE pickup_slots s SET taken = s.taken - t.load
+	b.Queue(`UPDATE pickup_slots s SET taken = s.taken + t.load
 		FROM (SELECT m, at, sum(load)::int AS load FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS u(m, at, load) GROUP BY m, at) t
 		WHERE s.merchant_id = t.m AND s.starts_at = t.at AND s.merchant_id = ANY($1::uuid[])`, ids, ats, loads)
 }

@@ -83,6 +83,25 @@ func TestSlotRefusesAnOrderThatNoLongerFits(t *testing.T) {
 	require.Empty(t, violations(t, st))
 }
 
+func TestRequestRefusedAfterItsSlotTakesNoneOfIt(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1})
+	soldOut := createProduct(t, st, m.ID, &productOpts{Stock: intp(0)})
+	tea := createProduct(t, st, m.ID, nil)
+	withSlots(t, st, m.ID, domain.SlotSettings{Minutes: 15, Capacity: 1, HorizonDays: 1})
+	at := nextSlot(time.Now(), time.Hour)
+
+	// The slot has room for it, the stock has none.
+	_, err := place(ctx, st, m.ID, soldOut.ID, placeOpts{Customer: "a", PickupAt: &at, PaymentRef: "r"})
+	require.ErrorIs(t, err, domain.ErrSoldOut)
+	require.Equal(t, 0, slotTaken(t, b.pool, m.ID, at), "a request the stock refused holds nothing of its slot")
+	mustPlace(t, st, m.ID, tea.ID, placeOpts{Customer: "b", PickupAt: &at, PaymentRef: "r"})
+	require.Equal(t, 1, slotTaken(t, b.pool, m.ID, at))
+	require.Empty(t, violations(t, st))
+}
+
 func TestSlotCountsItemsForAMerchantCountingItems(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
