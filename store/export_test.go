@@ -112,3 +112,25 @@ func (s *Store) SettleDropOnce(ctx context.Context, merchantID, dropID uuid.UUID
 func (s *Store) OrderProofOf(ctx context.Context, merchantID, streamID uuid.UUID, log string, size int64) (*verify.Proof, error) {
 	return s.streamProof(ctx, merchantID, streamID, log, size)
 }
+
+// ForgetKeysPlan returns PostgreSQL's plan, generic or custom, for
+// forgetting n keys of one merchant as a placement batch does.
+func ForgetKeysPlan(ctx context.Context, conn *pgx.Conn, merchant uuid.UUID, customers, keys []string, generic bool) (string, error) {
+	mode := "force_custom_plan"
+	if generic {
+		mode = "force_generic_plan"
+	}
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+		return "", err
+	}
+	merchants, ids := make([]uuid.UUID, len(keys)), make([]uuid.UUID, len(keys))
+	for i := range keys {
+		merchants[i], ids[i] = merchant, uuid.New()
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN "+forgetKeysSQL(false), customers, keys, ids, merchants)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(lines, "\n"), err
+}

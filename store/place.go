@@ -664,13 +664,26 @@ func forgetUndecidedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) err
 	if len(customers) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `DELETE FROM idempotency_keys k USING unnest($4::uuid[], $1::text[], $2::text[], $3::uuid[]) AS t(m, c, key, o)
-		WHERE k.merchant_id = t.m AND k.customer_id = t.c AND k.key = t.key AND k.order_id = t.o AND k.merchant_id = ANY($4::uuid[])`,
-		customers, keys, ids, merchants)
+	_, err := tx.Exec(ctx, forgetKeysSQL(onCitusTx(tx)), customers, keys, ids, merchants)
 	if err != nil {
 		return fmt.Errorf("forget failed keys: %w", err)
 	}
 	return nil
+}
+
+// forgetKeysSQL is forgetUndecidedKeys's statement. On Citus the filter
+// on the merchants' array prunes it to their shards. On one PostgreSQL the
+// same filter, true of every key of a busy merchant, let the planner scan
+// all of them (hashed against the forgotten ones) instead of probing the
+// primary key once per key: the costliest statement of a race for a shop's
+// slots, where nearly every request is refused and forgets its key.
+func forgetKeysSQL(citus bool) string {
+	sql := `DELETE FROM idempotency_keys k USING unnest($4::uuid[], $1::text[], $2::text[], $3::uuid[]) AS t(m, c, key, o)
+		WHERE k.merchant_id = t.m AND k.customer_id = t.c AND k.key = t.key AND k.order_id = t.o`
+	if citus {
+		sql += ` AND k.merchant_id = ANY($4::uuid[])`
+	}
+	return sql
 }
 
 // addBatchMerchants adds the read of the batch's merchants to b, locking
