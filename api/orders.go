@@ -124,7 +124,7 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	hash := sha256.Sum256(canonical)
-	res, err := s.store.PlaceOrder(r.Context(), store.PlaceParams{
+	res, err := s.store.PlaceOrder(r.Context(), store.PlaceRequest{
 		MerchantID: merchantID, CustomerID: p.Subject, Lines: lines, PaymentRef: paymentRef,
 		IdempotencyKey: key, RequestHash: hash[:], RequestID: requestIDFrom(r.Context()), Lane: p.Lane,
 		PickupAt: pickupAt,
@@ -258,7 +258,7 @@ func (s *Server) prioritizeOrder(w http.ResponseWriter, r *http.Request) error {
 	return respondOrder(w, o, err)
 }
 
-func respondOrder(w http.ResponseWriter, o *store.Order, err error) error {
+func respondOrder(w http.ResponseWriter, o *store.OrderView, err error) error {
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func TestPaymentAndCancelRateLimits(t *testing.T) {
 	ctx := context.Background()
 	merchantID, productID := seedShop(t, b)
 	unpaid := func(customer string) string {
-		res, err := b.store.PlaceOrder(ctx, store.PlaceParams{MerchantID: uuid.MustParse(merchantID), CustomerID: customer,
+		res, err := b.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: uuid.MustParse(merchantID), CustomerID: customer,
 			Lines: []domain.LineRequest{{ProductID: productID, Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 		require.NoError(t, err)
 		return res.Order.ID.String()
@@ -78,7 +78,7 @@ func TestPaymentAndCancelRateLimits(t *testing.T) {
 	off := serveWith(t, func(c *api.Config) { c.RatePerCustomer = 0 })
 	offMerchant, offProduct := seedShop(t, off)
 	for range 5 {
-		res, err := off.store.PlaceOrder(ctx, store.PlaceParams{MerchantID: uuid.MustParse(offMerchant), CustomerID: "alice",
+		res, err := off.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: uuid.MustParse(offMerchant), CustomerID: "alice",
 			Lines: []domain.LineRequest{{ProductID: offProduct, Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 		require.NoError(t, err)
 		r := off.do(t, req{method: "POST", path: "/v1/orders/" + res.Order.ID.String() + "/cancel", token: off.customer(t, "alice")})

@@ -132,7 +132,7 @@ func (w *world) kitchenLink(t *testing.T, merchant uuid.UUID) string {
 	return w.signInLink(t, "/kitchen", map[string]any{"sub": "kitchen", "role": "merchant", "merchant_id": merchant})
 }
 
-func (w *world) merchant(t *testing.T, name string, capacity int, products ...string) (*store.Merchant, []uuid.UUID) {
+func (w *world) merchant(t *testing.T, name string, capacity int, products ...string) (*store.MerchantView, []uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
 	m, err := w.st.CreateMerchant(ctx, domain.MerchantSettings{Name: name, Capacity: capacity, PrepSeconds: 90,
@@ -149,9 +149,9 @@ func (w *world) merchant(t *testing.T, name string, capacity int, products ...st
 
 // paidOrder places and pays an order of one product, as another customer's
 // phone would.
-func (w *world) paidOrder(t *testing.T, merchant, product uuid.UUID, customer string) *store.Order {
+func (w *world) paidOrder(t *testing.T, merchant, product uuid.UUID, customer string) *store.OrderView {
 	t.Helper()
-	res, err := w.st.PlaceOrder(context.Background(), store.PlaceParams{MerchantID: merchant, CustomerID: customer, PaymentRef: "p-" + customer,
+	res, err := w.st.PlaceOrder(context.Background(), store.PlaceRequest{MerchantID: merchant, CustomerID: customer, PaymentRef: "p-" + customer,
 		Lines: []domain.LineRequest{{ProductID: product.String(), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 	require.NoError(t, err)
 	return res.Order
@@ -192,7 +192,7 @@ func js(s string) string { b, _ := json.Marshal(s); return string(b) }
 func TestCustomerOrdersWhileKitchenCompletes(t *testing.T) {
 	w := setup(t)
 	m, products := w.merchant(t, "Autumn Milk Tea", 1, "Osmanthus oolong", "Jasmine green tea")
-	var ahead []*store.Order
+	var ahead []*store.OrderView
 	for i := range 3 {
 		ahead = append(ahead, w.paidOrder(t, m.ID, products[i%2], fmt.Sprintf("c%d", i)))
 	}

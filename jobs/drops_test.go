@@ -39,7 +39,7 @@ func TestTimersDriveADrop(t *testing.T) {
 		_, err := b.store.JoinDrop(ctx, d.ID, c, "")
 		require.NoError(t, err)
 	}
-	entry := func(c string) *store.Entry {
+	entry := func(c string) *store.EntryView {
 		e, err := b.store.MyEntry(ctx, d.ID, c)
 		require.NoError(t, err)
 		return e
@@ -57,14 +57,14 @@ func TestTimersDriveADrop(t *testing.T) {
 	require.Equal(t, 1, *entry(first).Rank)
 
 	line := []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}}
-	res, err := b.store.PlaceOrder(ctx, store.PlaceParams{MerchantID: merchantID, CustomerID: first, Lines: line, IdempotencyKey: "k1", RequestHash: []byte("1")})
+	res, err := b.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: merchantID, CustomerID: first, Lines: line, IdempotencyKey: "k1", RequestHash: []byte("1")})
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusAwaitingPayment, res.Order.Status)
 	require.Eventually(t, func() bool { return entry(second).Status == domain.EntryStatusInvited }, 10*time.Second, 20*time.Millisecond,
 		"the order closes unpaid and the next entry is invited")
 	require.Equal(t, domain.EntryStatusLapsed, entry(first).Status)
 
-	_, err = b.store.PlaceOrder(ctx, store.PlaceParams{MerchantID: merchantID, CustomerID: second, Lines: line, PaymentRef: "r", IdempotencyKey: "k2", RequestHash: []byte("2")})
+	_, err = b.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: merchantID, CustomerID: second, Lines: line, PaymentRef: "r", IdempotencyKey: "k2", RequestHash: []byte("2")})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return state() == domain.DropStateSoldOut }, 5*time.Second, 20*time.Millisecond)
 	require.Equal(t, domain.EntryStatusPurchased, entry(second).Status)

@@ -105,9 +105,9 @@ func merchantAndProduct(t *testing.T, st *store.Store, capacity, paymentTimeout 
 	return m.ID, p.ID
 }
 
-func placeUnpaid(t *testing.T, st *store.Store, merchantID, productID uuid.UUID, customer string, paymentRef string) *store.Order {
+func placeUnpaid(t *testing.T, st *store.Store, merchantID, productID uuid.UUID, customer string, paymentRef string) *store.OrderView {
 	t.Helper()
-	res, err := st.PlaceOrder(context.Background(), store.PlaceParams{
+	res, err := st.PlaceOrder(context.Background(), store.PlaceRequest{
 		MerchantID: merchantID, CustomerID: customer, PaymentRef: paymentRef,
 		Lines:          []domain.LineRequest{{ProductID: productID.String(), Quantity: 1}},
 		IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
@@ -272,7 +272,7 @@ func TestShortWindowClosesOnTime(t *testing.T) {
 	for i := range orders {
 		go func() {
 			time.Sleep(time.Duration(rand.Int64N(int64(6 * time.Second))))
-			res, err := b.store.PlaceOrder(context.Background(), store.PlaceParams{
+			res, err := b.store.PlaceOrder(context.Background(), store.PlaceRequest{
 				MerchantID: m, CustomerID: fmt.Sprintf("c%d", i),
 				Lines:          []domain.LineRequest{{ProductID: p.String(), Quantity: 1}},
 				IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
@@ -407,7 +407,7 @@ func TestFarTimersWaitOutsideTheFetch(t *testing.T) {
 	farM, farP := merchantAndProduct(t, b.store, 5, 600)
 	near := placeUnpaid(t, b.store, nearM, nearP, "alice", "")
 	far := placeUnpaid(t, b.store, farM, farP, "bob", "")
-	job := func(o *store.Order) (state string, scheduledAt time.Time) {
+	job := func(o *store.OrderView) (state string, scheduledAt time.Time) {
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state, scheduled_at FROM river_job WHERE args->>'order_id' = $1`,
 			o.ID.String()).Scan(&state, &scheduledAt))
 		return state, scheduledAt
@@ -452,7 +452,7 @@ func TestTimersDueTogetherFireWithoutALeader(t *testing.T) {
 	errs := make(chan error, orders)
 	for i := range orders {
 		go func() {
-			res, err := b.store.PlaceOrder(ctx, store.PlaceParams{
+			res, err := b.store.PlaceOrder(ctx, store.PlaceRequest{
 				MerchantID: m, CustomerID: fmt.Sprintf("c%d", i),
 				Lines:          []domain.LineRequest{{ProductID: p.String(), Quantity: 1}},
 				IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),

@@ -28,9 +28,9 @@ func slotReleasingSoon(t *testing.T, st *store.Store, merchantID uuid.UUID, lead
 	return pickup, domain.ReleaseAt(pickup, prep)
 }
 
-func placeForSlot(t *testing.T, st *store.Store, merchantID, productID uuid.UUID, customer string, pickup time.Time) *store.Order {
+func placeForSlot(t *testing.T, st *store.Store, merchantID, productID uuid.UUID, customer string, pickup time.Time) *store.OrderView {
 	t.Helper()
-	res, err := st.PlaceOrder(context.Background(), store.PlaceParams{
+	res, err := st.PlaceOrder(context.Background(), store.PlaceRequest{
 		MerchantID: merchantID, CustomerID: customer, PaymentRef: "pay-" + customer, PickupAt: &pickup,
 		Lines:          []domain.LineRequest{{ProductID: productID.String(), Quantity: 1}},
 		IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),

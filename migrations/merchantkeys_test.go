@@ -135,7 +135,7 @@ func TestMerchantKeysKeepData(t *testing.T) {
 		p, err := st.CreateProduct(ctx, store.CreateProductParams{MerchantID: m.ID, Name: "tea", PriceCents: 100, Stock: &stock, PerUserLimit: &limit})
 		require.NoError(t, err)
 		for i, ref := range []string{"paid", "paid", ""} {
-			_, err := st.PlaceOrder(ctx, store.PlaceParams{MerchantID: m.ID, CustomerID: "alice", PaymentRef: ref,
+			_, err := st.PlaceOrder(ctx, store.PlaceRequest{MerchantID: m.ID, CustomerID: "alice", PaymentRef: ref,
 				Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}}, IdempotencyKey: fmt.Sprint("k", i), RequestHash: []byte{byte(i)}})
 			require.NoError(t, err)
 		}

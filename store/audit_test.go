@@ -38,11 +38,11 @@ func violations(t *testing.T, st *store.Store) map[string]int {
 // accepted, queued and unpaid orders.
 type auditFixture struct {
 	st       *store.Store
-	merchant *store.Merchant
-	product  *store.Product
-	accepted *store.Order
-	queued   *store.Order
-	unpaid   *store.Order
+	merchant *store.MerchantView
+	product  *store.ProductView
+	accepted *store.OrderView
+	queued   *store.OrderView
+	unpaid   *store.OrderView
 }
 
 func newAuditFixture(t *testing.T, st *store.Store) auditFixture {
@@ -649,7 +649,7 @@ func TestAuditCleanWithWeightsAndLanes(t *testing.T) {
 				if (w+i)%5 == 0 {
 					lane = domain.LanePriority
 				}
-				res, err := st.PlaceOrder(ctx, store.PlaceParams{MerchantID: m.ID, CustomerID: fmt.Sprintf("w%d", w), PaymentRef: "r",
+				res, err := st.PlaceOrder(ctx, store.PlaceRequest{MerchantID: m.ID, CustomerID: fmt.Sprintf("w%d", w), PaymentRef: "r",
 					Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1 + (w*7+i)%6}}, Lane: lane,
 					IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 				if err != nil {

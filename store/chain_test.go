@@ -43,7 +43,7 @@ func TestEveryEventIsChainedAsTheAuditorRecomputes(t *testing.T) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var orders []*store.Order
+	var orders []*store.OrderView
 	for m := range 3 {
 		merchant := createMerchant(t, st, &merchantOpts{Capacity: 4})
 		product := createProduct(t, st, merchant.ID, nil)

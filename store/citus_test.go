@@ -311,12 +311,12 @@ func citusStore(t *testing.T) (*store.Store, *pgxpool.Pool, *shardLog) {
 
 // merchantsOnEveryWorker creates merchants until there are at least n and
 // every worker holds one.
-func merchantsOnEveryWorker(t *testing.T, st *store.Store, pool *pgxpool.Pool, n int) []*store.Merchant {
+func merchantsOnEveryWorker(t *testing.T, st *store.Store, pool *pgxpool.Pool, n int) []*store.MerchantView {
 	t.Helper()
 	var workers int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM citus_get_active_worker_nodes()`).Scan(&workers))
 	nodes := map[string]bool{}
-	var out []*store.Merchant
+	var out []*store.MerchantView
 	for len(out) < n || len(nodes) < workers {
 		require.Less(t, len(out), 64, "no merchant on some worker")
 		m := createMerchant(t, st, &merchantOpts{Capacity: 100})
@@ -338,7 +338,7 @@ func TestCitusDropJoinsStayOnOneShard(t *testing.T) {
 	ctx := context.Background()
 	st, pool, rc := citusStore(t)
 	clock := newFakeClock(st)
-	var drops []*store.Drop
+	var drops []*store.DropView
 	for _, m := range merchantsOnEveryWorker(t, st, pool, 4) {
 		drops = append(drops, scheduledDrop(t, st, clock, m.ID))
 	}

@@ -138,7 +138,7 @@ func TestCitusWritesCommitInOnePhase(t *testing.T) {
 	// entries with their first events) and a join again.
 	clock := newFakeClock(st)
 	drop := scheduledDrop(t, st, clock, m.ID)
-	openDrops(t, st, clock, []*store.Drop{drop})
+	openDrops(t, st, clock, []*store.DropView{drop})
 	for _, c := range []string{"eve", "fay", "eve"} {
 		_, err := st.JoinDrop(ctx, drop.ID, c, "")
 		require.NoError(t, err)

@@ -46,7 +46,7 @@ func TestQueueExpiryAndRetry(t *testing.T) {
 	clk.Advance(30 * time.Second)
 	later := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "c2", PaymentRef: "r"})
 
-	queuedAt := func(o *store.Order) time.Time {
+	queuedAt := func(o *store.OrderView) time.Time {
 		events, err := st.ReadStream(ctx, o.MerchantID, o.ID)
 		require.NoError(t, err)
 		for i := len(events) - 1; i >= 0; i-- {

@@ -21,8 +21,8 @@ const (
 	StreamDropEntry = "drop_entry"
 )
 
-// Drop is the drop read model in the API's shape.
-type Drop struct {
+// DropView is the drop read model in the API's shape.
+type DropView struct {
 	ID                    uuid.UUID        `json:"id"`
 	ProductID             uuid.UUID        `json:"product_id"`
 	MerchantID            uuid.UUID        `json:"merchant_id"`
@@ -41,8 +41,8 @@ type Drop struct {
 	Version               int              `json:"-"`
 }
 
-// Entry is the drop entry read model in the API's shape.
-type Entry struct {
+// EntryView is the drop entry read model in the API's shape.
+type EntryView struct {
 	ID               uuid.UUID          `json:"id"`
 	DropID           uuid.UUID          `json:"drop_id"`
 	MerchantID       uuid.UUID          `json:"-"`
@@ -92,7 +92,7 @@ type CreateDropParams struct {
 
 // CreateDrop records a drop of a limited product, with its secret seed and
 // the timers of its opening and start.
-func (s *Store) CreateDrop(ctx context.Context, p CreateDropParams) (*Drop, error) {
+func (s *Store) CreateDrop(ctx context.Context, p CreateDropParams) (*DropView, error) {
 	seed := make([]byte, domain.SeedBytes)
 	if _, err := rand.Read(seed); err != nil {
 		return nil, fmt.Errorf("draw seed: %w", err)
@@ -182,8 +182,8 @@ func scanDrop(row pgx.Row, dest ...any) (domain.Drop, error) {
 }
 
 // GetDrop returns a drop with its counts.
-func (s *Store) GetDrop(ctx context.Context, id uuid.UUID) (*Drop, error) {
-	var v Drop
+func (s *Store) GetDrop(ctx context.Context, id uuid.UUID) (*DropView, error) {
+	var v DropView
 	d, err := scanDrop(s.pool.QueryRow(ctx, `SELECT `+dropColumns+`,
 			count(e.id)::int, count(e.invited_at)::int,
 			count(*) FILTER (WHERE e.status = 'purchased')::int, count(*) FILTER (WHERE e.status = 'lapsed')::int
@@ -198,8 +198,8 @@ func (s *Store) GetDrop(ctx context.Context, id uuid.UUID) (*Drop, error) {
 	return &v, nil
 }
 
-func dropView(d domain.Drop) Drop {
-	v := Drop{
+func dropView(d domain.Drop) DropView {
+	v := DropView{
 		ID: uuid.MustParse(d.DropID), ProductID: uuid.MustParse(d.ProductID), MerchantID: uuid.MustParse(d.MerchantID),
 		OpensAt: d.OpensAt, StartsAt: d.StartsAt, Mode: d.Mode, PurchaseWindowSeconds: d.PurchaseWindowSeconds,
 		Units: d.Units, State: d.State, SeedCommitment: d.SeedCommitment, Version: d.Version,
@@ -227,7 +227,7 @@ const entryViewQuery = `SELECT ` + entryColumns + `, e.rank, CASE WHEN e.status 
 	FROM drop_entries e JOIN drop_lines l ON l.merchant_id = e.merchant_id AND l.drop_id = e.drop_id
 	JOIN drops d ON d.merchant_id = e.merchant_id AND d.id = e.drop_id`
 
-func (s *Store) readEntry(ctx context.Context, q querier, where string, args ...any) (*Entry, error) {
+func (s *Store) readEntry(ctx context.Context, q querier, where string, args ...any) (*EntryView, error) {
 	rows, err := q.Query(ctx, entryViewQuery+` WHERE `+where, args...)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("read entry: %w", err))
@@ -251,12 +251,12 @@ func (s *Store) readEntry(ctx context.Context, q querier, where string, args ...
 
 // entryView is e in the API's shape, in a drop in state d; pos is its
 // position while it waits.
-func entryView(e domain.Entry, rank, pos *int, d domain.DropState) Entry {
+func entryView(e domain.Entry, rank, pos *int, d domain.DropState) EntryView {
 	status := e.StatusIn(d)
 	if status != domain.EntryStatusWaiting {
 		pos = nil
 	}
-	return Entry{
+	return EntryView{
 		ID: uuid.MustParse(e.ID), DropID: uuid.MustParse(e.DropID), MerchantID: uuid.MustParse(e.MerchantID),
 		CustomerID: e.CustomerID, JoinedAt: e.JoinedAt, Rank: rank, Position: pos, Status: status,
 		InvitedAt: e.InvitedAt, PurchaseDeadline: e.PurchaseDeadline, Version: e.Version,
@@ -264,13 +264,13 @@ func entryView(e domain.Entry, rank, pos *int, d domain.DropState) Entry {
 }
 
 // MyEntry returns the customer's entry in a drop.
-func (s *Store) MyEntry(ctx context.Context, dropID uuid.UUID, customerID string) (*Entry, error) {
+func (s *Store) MyEntry(ctx context.Context, dropID uuid.UUID, customerID string) (*EntryView, error) {
 	return s.readEntry(ctx, s.pool, `e.id = $1 AND e.drop_id = $2 AND e.customer_id = $3`,
 		uuid.UUID(domain.EntryID(dropID, customerID)), dropID, customerID)
 }
 
 // GetEntry returns an entry the caller may see.
-func (s *Store) GetEntry(ctx context.Context, id uuid.UUID, access Access) (*Entry, error) {
+func (s *Store) GetEntry(ctx context.Context, id uuid.UUID, access Access) (*EntryView, error) {
 	e, err := s.readEntry(ctx, s.pool, `e.id = $1`, id)
 	if err != nil {
 		return nil, err
@@ -282,7 +282,7 @@ func (s *Store) GetEntry(ctx context.Context, id uuid.UUID, access Access) (*Ent
 }
 
 // EntriesByID reads entries with their rank and position, for live updates.
-func (s *Store) EntriesByID(ctx context.Context, ids []uuid.UUID) ([]Entry, error) {
+func (s *Store) EntriesByID(ctx context.Context, ids []uuid.UUID) ([]EntryView, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -291,7 +291,7 @@ func (s *Store) EntriesByID(ctx context.Context, ids []uuid.UUID) ([]Entry, erro
 		return nil, mapErr(fmt.Errorf("read entries: %w", err))
 	}
 	defer rows.Close()
-	var out []Entry
+	var out []EntryView
 	for rows.Next() {
 		var e domain.Entry
 		var rank, pos *int

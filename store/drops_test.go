@@ -40,9 +40,9 @@ func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 type dropFixture struct {
 	st       *store.Store
 	clock    *fakeClock
-	merchant *store.Merchant
-	product  *store.Product
-	drop     *store.Drop
+	merchant *store.MerchantView
+	product  *store.ProductView
+	drop     *store.DropView
 }
 
 func newDropFixture(t *testing.T, st *store.Store, mode domain.DropMode, units, stock int) dropFixture {
@@ -73,7 +73,7 @@ func startedDrop(t *testing.T, st *store.Store, units int) dropFixture {
 	return f
 }
 
-func (f dropFixture) settle(t *testing.T) *store.Drop {
+func (f dropFixture) settle(t *testing.T) *store.DropView {
 	t.Helper()
 	require.NoError(t, f.st.SettleDrop(context.Background(), f.merchant.ID, f.drop.ID))
 	d, err := f.st.GetDrop(context.Background(), f.drop.ID)
@@ -81,14 +81,14 @@ func (f dropFixture) settle(t *testing.T) *store.Drop {
 	return d
 }
 
-func (f dropFixture) join(t *testing.T, customerID string) *store.Entry {
+func (f dropFixture) join(t *testing.T, customerID string) *store.EntryView {
 	t.Helper()
 	res, err := f.st.JoinDrop(context.Background(), f.drop.ID, customerID, "")
 	require.NoError(t, err)
 	return res.Entry
 }
 
-func (f dropFixture) entry(t *testing.T, customerID string) *store.Entry {
+func (f dropFixture) entry(t *testing.T, customerID string) *store.EntryView {
 	t.Helper()
 	e, err := f.st.MyEntry(context.Background(), f.drop.ID, customerID)
 	require.NoError(t, err)
@@ -100,7 +100,7 @@ func (f dropFixture) entry(t *testing.T, customerID string) *store.Entry {
 // start (SHA-256 of their ids in ascending order), which must be the one
 // published, then SHA-256(seed ‖ digest ‖ id) for those entries, then
 // joined_at.
-func recomputeDraw(t *testing.T, d *store.Drop, draw *store.Draw) []uuid.UUID {
+func recomputeDraw(t *testing.T, d *store.DropView, draw *store.Draw) []uuid.UUID {
 	t.Helper()
 	require.NotNil(t, draw.Seed)
 	seed, err := hex.DecodeString(*draw.Seed)
@@ -290,7 +290,7 @@ func TestDropEndToEnd(t *testing.T) {
 	// Live updates rank a drop once for all its watched entries, and agree
 	// with the single reads.
 	var ids []uuid.UUID
-	single := map[uuid.UUID]*store.Entry{}
+	single := map[uuid.UUID]*store.EntryView{}
 	for _, c := range customers {
 		e := f.entry(t, c)
 		ids, single[e.ID] = append(ids, e.ID), e

@@ -14,8 +14,8 @@ import (
 // SamePlacementLane reports whether two merchants' paid orders share a
 // placement lane, so that a test can put a locked merchant next to others.
 func SamePlacementLane(a, b uuid.UUID) bool {
-	return laneOf(&placement{p: PlaceParams{MerchantID: a, PaymentRef: "r"}}) ==
-		laneOf(&placement{p: PlaceParams{MerchantID: b, PaymentRef: "r"}})
+	return laneOf(&placement{p: PlaceRequest{MerchantID: a, PaymentRef: "r"}}) ==
+		laneOf(&placement{p: PlaceRequest{MerchantID: b, PaymentRef: "r"}})
 }
 
 // PagePlans returns PostgreSQL's plan for the page query of each list, made

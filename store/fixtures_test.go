@@ -108,7 +108,7 @@ type merchantOpts struct {
 	WebhookURL     string
 }
 
-func createMerchant(t *testing.T, st *store.Store, o *merchantOpts) *store.Merchant {
+func createMerchant(t *testing.T, st *store.Store, o *merchantOpts) *store.MerchantView {
 	t.Helper()
 	if o == nil {
 		o = &merchantOpts{Capacity: 5}
@@ -135,7 +135,7 @@ type productOpts struct {
 	PriceCents   int64
 }
 
-func createProduct(t *testing.T, st *store.Store, merchantID uuid.UUID, o *productOpts) *store.Product {
+func createProduct(t *testing.T, st *store.Store, merchantID uuid.UUID, o *productOpts) *store.ProductView {
 	t.Helper()
 	if o == nil {
 		o = &productOpts{}
@@ -172,7 +172,7 @@ func place(ctx context.Context, st *store.Store, merchantID, productID uuid.UUID
 	if o.Key == "" {
 		o.Key = fmt.Sprintf("key-%d", keySeq.Add(1))
 	}
-	return st.PlaceOrder(ctx, store.PlaceParams{
+	return st.PlaceOrder(ctx, store.PlaceRequest{
 		MerchantID: merchantID, CustomerID: o.Customer,
 		Lines:          []domain.LineRequest{{ProductID: productID.String(), Quantity: o.Quantity}},
 		PaymentRef:     o.PaymentRef,
@@ -183,7 +183,7 @@ func place(ctx context.Context, st *store.Store, merchantID, productID uuid.UUID
 
 // acceptedOrder makes a merchant of capacity with one product and places
 // customer's paid order of it, which the kitchen's room accepts.
-func acceptedOrder(t *testing.T, st *store.Store, capacity int, customer string) (*store.Merchant, *store.Product, *store.Order) {
+func acceptedOrder(t *testing.T, st *store.Store, capacity int, customer string) (*store.MerchantView, *store.ProductView, *store.OrderView) {
 	t.Helper()
 	m := createMerchant(t, st, &merchantOpts{Capacity: capacity})
 	p := createProduct(t, st, m.ID, nil)
@@ -192,7 +192,7 @@ func acceptedOrder(t *testing.T, st *store.Store, capacity int, customer string)
 	return m, p, o
 }
 
-func mustPlace(t *testing.T, st *store.Store, merchantID, productID uuid.UUID, o placeOpts) *store.Order {
+func mustPlace(t *testing.T, st *store.Store, merchantID, productID uuid.UUID, o placeOpts) *store.OrderView {
 	t.Helper()
 	res, err := place(context.Background(), st, merchantID, productID, o)
 	require.NoError(t, err)
@@ -232,7 +232,7 @@ func (o *orderRef) uuid() uuid.UUID { return uuid.MustParse(o.id) }
 // scheduledDrop creates a FIFO drop of 5 units of a new limited product of
 // the merchant, opening a minute from the clock's now and starting an hour
 // from it.
-func scheduledDrop(t *testing.T, st *store.Store, clock *fakeClock, merchantID uuid.UUID) *store.Drop {
+func scheduledDrop(t *testing.T, st *store.Store, clock *fakeClock, merchantID uuid.UUID) *store.DropView {
 	t.Helper()
 	p := createProduct(t, st, merchantID, &productOpts{Stock: intp(5)})
 	d, err := st.CreateDrop(context.Background(), store.CreateDropParams{
@@ -244,7 +244,7 @@ func scheduledDrop(t *testing.T, st *store.Store, clock *fakeClock, merchantID u
 }
 
 // openDrops moves the clock to the drops' opening and settles them open.
-func openDrops(t *testing.T, st *store.Store, clock *fakeClock, drops []*store.Drop) {
+func openDrops(t *testing.T, st *store.Store, clock *fakeClock, drops []*store.DropView) {
 	t.Helper()
 	clock.Advance(time.Minute)
 	for _, d := range drops {

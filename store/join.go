@@ -37,14 +37,14 @@ type joinRequest struct {
 
 	// Filled by the batch: the new entry's view when it needs no read
 	// (fresh), whether this join made the entry, or the error.
-	fresh   *Entry
+	fresh   *EntryView
 	created bool
 	err     error
 }
 
 // JoinResult is a join's answer: the entry, and whether this call made it.
 type JoinResult struct {
-	Entry   *Entry
+	Entry   *EntryView
 	Created bool
 }
 

@@ -36,7 +36,7 @@ type OrderList struct {
 // ListOrders returns a page of orders and the key the next page starts
 // after, nil at the end. Queued orders of a merchant run in queue order;
 // everything else runs newest first.
-func (s *Store) ListOrders(ctx context.Context, l OrderList) ([]Order, *PageKey, error) {
+func (s *Store) ListOrders(ctx context.Context, l OrderList) ([]OrderView, *PageKey, error) {
 	if l.Status != "" && !l.Status.Known() {
 		return nil, nil, domain.Errorf(domain.CodeValidation, "status must be one of %s", statusNames())
 	}
@@ -154,7 +154,7 @@ func statusNames() string {
 
 // ListMerchantOrders returns the first page of a merchant's orders of one
 // status.
-func (s *Store) ListMerchantOrders(ctx context.Context, merchantID uuid.UUID, status domain.OrderStatus, limit int) ([]Order, error) {
+func (s *Store) ListMerchantOrders(ctx context.Context, merchantID uuid.UUID, status domain.OrderStatus, limit int) ([]OrderView, error) {
 	orders, _, err := s.ListOrders(ctx, OrderList{MerchantID: merchantID, Status: status, Limit: limit})
 	return orders, err
 }

@@ -17,10 +17,10 @@ import (
 
 // placeMany places n orders of customer at merchant from several goroutines
 // at once, so that some share a batch and so a placed_at, and returns them.
-func placeMany(t *testing.T, st *store.Store, merchantID, productID uuid.UUID, customer string, n int, paid bool) []store.Order {
+func placeMany(t *testing.T, st *store.Store, merchantID, productID uuid.UUID, customer string, n int, paid bool) []store.OrderView {
 	t.Helper()
 	var mu sync.Mutex
-	var out []store.Order
+	var out []store.OrderView
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
@@ -49,9 +49,9 @@ func placeMany(t *testing.T, st *store.Store, merchantID, productID uuid.UUID, c
 	return out
 }
 
-func newestFirst(orders []store.Order) []uuid.UUID {
+func newestFirst(orders []store.OrderView) []uuid.UUID {
 	sorted := slices.Clone(orders)
-	slices.SortFunc(sorted, func(a, b store.Order) int {
+	slices.SortFunc(sorted, func(a, b store.OrderView) int {
 		if c := b.PlacedAt.Compare(a.PlacedAt); c != 0 {
 			return c
 		}
@@ -66,9 +66,9 @@ func newestFirst(orders []store.Order) []uuid.UUID {
 
 // pageThrough reads a list page by page, calling between after each page
 // but the last, and returns every order read in the order read.
-func pageThrough(t *testing.T, st *store.Store, l store.OrderList, between func()) []store.Order {
+func pageThrough(t *testing.T, st *store.Store, l store.OrderList, between func()) []store.OrderView {
 	t.Helper()
-	var all []store.Order
+	var all []store.OrderView
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 1000, "the list never ends")
 		page, next, err := st.ListOrders(context.Background(), l)
@@ -84,7 +84,7 @@ func pageThrough(t *testing.T, st *store.Store, l store.OrderList, between func(
 	}
 }
 
-func ids(orders []store.Order) []uuid.UUID {
+func ids(orders []store.OrderView) []uuid.UUID {
 	out := make([]uuid.UUID, len(orders))
 	for i, o := range orders {
 		out[i] = o.ID
@@ -106,7 +106,7 @@ func TestCustomerOrderListPagesEveryOrderOnce(t *testing.T) {
 	orders = append(orders, placeMany(t, st, other.ID, cake.ID, customer, 60, true)...)
 	placeMany(t, st, shop.ID, tea.ID, "someone-else-"+uuid.NewString(), 20, false)
 
-	var placedWhilePaging []store.Order
+	var placedWhilePaging []store.OrderView
 	read := pageThrough(t, st, store.OrderList{CustomerID: customer, Limit: 9}, func() {
 		placedWhilePaging = append(placedWhilePaging, *mustPlace(t, st, shop.ID, tea.ID, placeOpts{Customer: customer}))
 	})
@@ -119,7 +119,7 @@ func TestCustomerOrderListPagesEveryOrderOnce(t *testing.T) {
 	require.Equal(t, newestFirst(placedWhilePaging), ids(first))
 
 	// A status narrows the list and keeps its order.
-	var unpaid []store.Order
+	var unpaid []store.OrderView
 	for _, o := range append(orders, placedWhilePaging...) {
 		if o.Status == domain.StatusAwaitingPayment {
 			unpaid = append(unpaid, o)
@@ -149,7 +149,7 @@ func TestMerchantQueueListPagesInQueueOrder(t *testing.T) {
 	capacity := 0
 	var joined []uuid.UUID
 	l := store.OrderList{MerchantID: m.ID, Status: domain.StatusQueued, Limit: 6}
-	var read []store.Order
+	var read []store.OrderView
 	for {
 		page, next, err := st.ListOrders(ctx, l)
 		require.NoError(t, err)
@@ -249,9 +249,9 @@ func TestOrderViewsReadOnlyTheLineAhead(t *testing.T) {
 	st, _ := setup(t)
 	ctx := context.Background()
 	m, p, accepted := acceptedOrder(t, st, 1, "first")
-	var line []*store.Order
+	var line []*store.OrderView
 	for i := range 40 {
-		params := store.PlaceParams{
+		params := store.PlaceRequest{
 			MerchantID: m.ID, CustomerID: fmt.Sprintf("c%d", i), PaymentRef: fmt.Sprintf("pay-%d", i),
 			Lines:          []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}},
 			IdempotencyKey: fmt.Sprintf("line-%d", i), RequestHash: []byte{byte(i)},

@@ -10,7 +10,7 @@ import (
 // UnrankedOrders returns the current view of each order without its place
 // in line, for readers that rank lines themselves (QueuePositions): counting
 // the orders ahead of each one costs a scan of the line per order.
-func (s *Store) UnrankedOrders(ctx context.Context, ids []uuid.UUID) ([]Order, error) {
+func (s *Store) UnrankedOrders(ctx context.Context, ids []uuid.UUID) ([]OrderView, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -26,7 +26,7 @@ func (s *Store) UnrankedOrders(ctx context.Context, ids []uuid.UUID) ([]Order, e
 // GetUnrankedOrder is GetOrder without the order's place in line, for
 // readers that take it from a ranking of the whole line: counting the
 // orders ahead of one far back in a long line reads every one of them.
-func (s *Store) GetUnrankedOrder(ctx context.Context, id uuid.UUID, access Access) (*Order, error) {
+func (s *Store) GetUnrankedOrder(ctx context.Context, id uuid.UUID, access Access) (*OrderView, error) {
 	views, err := s.UnrankedOrders(ctx, []uuid.UUID{id})
 	if err != nil {
 		return nil, err
@@ -102,8 +102,8 @@ func (s *Store) OrderMerchants(ctx context.Context, ids []uuid.UUID) (map[uuid.U
 }
 
 // MerchantLoads returns the live load of each merchant.
-func (s *Store) MerchantLoads(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]Load, error) {
-	out := map[uuid.UUID]Load{}
+func (s *Store) MerchantLoads(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]LoadView, error) {
+	out := map[uuid.UUID]LoadView{}
 	if len(ids) == 0 {
 		return out, nil
 	}

@@ -14,7 +14,7 @@ import (
 
 // merchantRow is the full row, including what only the store sees.
 type merchantRow struct {
-	Merchant
+	MerchantView
 	secret         string
 	nextSeq        int64
 	queuedPriority int
@@ -39,7 +39,7 @@ func (m *merchantRow) decidedAtOrZero() time.Time {
 	return *m.decidedAt
 }
 
-func (m *merchantRow) settings() domain.MerchantSettings { return m.Merchant.Settings() }
+func (m *merchantRow) settings() domain.MerchantSettings { return m.MerchantView.Settings() }
 
 // folded is the merchant as its stream folds.
 func (m *merchantRow) folded() domain.Merchant {

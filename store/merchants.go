@@ -15,9 +15,9 @@ import (
 	"github.com/orderd/orderd/domain"
 )
 
-// Load is a merchant's live load as clients see it: active counts units
+// LoadView is a merchant's live load as clients see it: active counts units
 // (orders when the merchant counts orders), queued counts orders.
-type Load struct {
+type LoadView struct {
 	Capacity       int                 `json:"capacity"`
 	CapacityUnit   domain.CapacityUnit `json:"capacity_unit"`
 	Active         int                 `json:"active"`
@@ -35,8 +35,8 @@ type Load struct {
 	Busy bool `json:"-"`
 }
 
-// Merchant is the merchant read model in the API's shape.
-type Merchant struct {
+// MerchantView is the merchant read model in the API's shape.
+type MerchantView struct {
 	ID                    uuid.UUID            `json:"id"`
 	Name                  string               `json:"name"`
 	Capacity              int                  `json:"capacity"`
@@ -53,11 +53,11 @@ type Merchant struct {
 	WebhookSecret         string               `json:"webhook_secret,omitempty"`
 	CreatedAt             time.Time            `json:"created_at"`
 	Version               int                  `json:"version"`
-	Load                  Load                 `json:"load"`
+	Load                  LoadView             `json:"load"`
 }
 
 // Settings are the merchant's settings in the domain's terms.
-func (m *Merchant) Settings() domain.MerchantSettings {
+func (m *MerchantView) Settings() domain.MerchantSettings {
 	s := domain.MerchantSettings{
 		Name: m.Name, Capacity: m.Capacity, PrepSeconds: m.PrepSeconds,
 		MaxQueueWaitSeconds: m.MaxQueueWaitSeconds, PaymentTimeoutSeconds: m.PaymentTimeoutSeconds,
@@ -82,7 +82,7 @@ func newSecret() string {
 
 // CreateMerchant records a new merchant; the answer carries its webhook secret,
 // the only time it is shown.
-func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSettings, meta Meta) (*Merchant, error) {
+func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSettings, meta Meta) (*MerchantView, error) {
 	if err := settings.Validate(); err != nil {
 		return nil, err
 	}
@@ -126,12 +126,12 @@ func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSett
 }
 
 // GetMerchant returns the merchant with its live load.
-func (s *Store) GetMerchant(ctx context.Context, id uuid.UUID) (*Merchant, error) {
+func (s *Store) GetMerchant(ctx context.Context, id uuid.UUID) (*MerchantView, error) {
 	m, err := scanMerchant(s.pool.QueryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE id = $1`, id))
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	return &m.Merchant, nil
+	return &m.MerchantView, nil
 }
 
 // MerchantPatch holds the fields a PATCH may change; nil leaves a field alone.
@@ -200,7 +200,7 @@ func (p MerchantPatch) apply(s domain.MerchantSettings) domain.MerchantSettings 
 // queued orders in the same transaction, in queue order; lowering it evicts
 // nobody (active may stay above capacity until orders complete). The unit
 // changes only while nothing is accepted or queued.
-func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatch, meta Meta) (*Merchant, error) {
+func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatch, meta Meta) (*MerchantView, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if err != nil {
@@ -254,7 +254,7 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 
 // PauseMerchant pauses a merchant's admissions (and, in refuse mode, its
 // placements); with an end, a timer resumes it then.
-func (s *Store) PauseMerchant(ctx context.Context, id uuid.UUID, req domain.PauseRequest, meta Meta) (*Merchant, error) {
+func (s *Store) PauseMerchant(ctx context.Context, id uuid.UUID, req domain.PauseRequest, meta Meta) (*MerchantView, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if err != nil {
@@ -283,7 +283,7 @@ func (s *Store) PauseMerchant(ctx context.Context, id uuid.UUID, req domain.Paus
 
 // ResumeMerchant ends a merchant's pause and drains its queue in order at
 // once; an unpaused merchant is left alone.
-func (s *Store) ResumeMerchant(ctx context.Context, id uuid.UUID, meta Meta) (*Merchant, error) {
+func (s *Store) ResumeMerchant(ctx context.Context, id uuid.UUID, meta Meta) (*MerchantView, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if err != nil {
@@ -344,7 +344,7 @@ func (s *Store) ResumeOverdue(ctx context.Context, cutoff time.Time, limit int) 
 
 // RotateWebhookSecret replaces the merchant's webhook secret and returns the
 // merchant with the new secret, shown this once.
-func (s *Store) RotateWebhookSecret(ctx context.Context, id uuid.UUID, meta Meta) (*Merchant, error) {
+func (s *Store) RotateWebhookSecret(ctx context.Context, id uuid.UUID, meta Meta) (*MerchantView, error) {
 	secret := newSecret()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
@@ -398,10 +398,10 @@ func (s *Store) MerchantWebhook(ctx context.Context, id uuid.UUID) (WebhookTarge
 
 // FindMerchantByName returns the oldest merchant with that name; the dev
 // command uses it to load its demo data once.
-func (s *Store) FindMerchantByName(ctx context.Context, name string) (*Merchant, error) {
+func (s *Store) FindMerchantByName(ctx context.Context, name string) (*MerchantView, error) {
 	m, err := scanMerchant(s.pool.QueryRow(ctx, `SELECT `+merchantColumns+` FROM merchants WHERE name = $1 ORDER BY created_at LIMIT 1`, name))
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	return &m.Merchant, nil
+	return &m.MerchantView, nil
 }

@@ -37,7 +37,7 @@ func TestLogProofsVerifyWithAnIndependentRFC6962Verifier(t *testing.T) {
 	ctx := context.Background()
 	m := createMerchant(t, st, &merchantOpts{Capacity: 100})
 	p := createProduct(t, st, m.ID, nil)
-	var orders []*store.Order
+	var orders []*store.OrderView
 	var checkpoints []*verify.Checkpoint
 	for round := range 7 {
 		for i := range round + 1 {

@@ -57,13 +57,13 @@ type orderCommand struct {
 	onFinished bool
 }
 
-func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*Order, error) {
+func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*OrderView, error) {
 	done, err := s.turns.take(ctx, cmd.orderID)
 	if err != nil {
 		return nil, mapErr(err)
 	}
 	defer done()
-	var view *Order
+	var view *OrderView
 	err = s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
 		// The merchant's lock comes before the order's, and every lock names
 		// its merchant, so the command finds the order's merchant first,
@@ -218,7 +218,7 @@ func (t *orderTurns) passOnLocked(id uuid.UUID) {
 // same reference answers the current order and changes nothing. The deadline
 // is checked here, in the payment's own transaction, whether or not the close
 // timer has run.
-func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef string, access Access, requestID string) (*Order, error) {
+func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef string, access Access, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
@@ -247,7 +247,7 @@ func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef stri
 
 // CancelOrder cancels on behalf of access.Actor; stock and capacity are
 // released, and a freed unit goes to the head of the queue at once.
-func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*Order, error) {
+func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID, drains: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
@@ -274,7 +274,7 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 
 // CompleteOrder finishes an accepted order; its unit goes to the head of the
 // queue in the same transaction.
-func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
+func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID, drains: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
@@ -294,7 +294,7 @@ func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Acc
 
 // PickUpOrder records that a completed order left the counter; picking it
 // up again answers the order as it is.
-func (s *Store) PickUpOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
+func (s *Store) PickUpOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID, onFinished: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
@@ -309,7 +309,7 @@ func (s *Store) PickUpOrder(ctx context.Context, orderID uuid.UUID, access Acces
 
 // ReopenOrder undoes a completion within domain.ReopenWindow: the order is
 // accepted again and holds its load at once, ahead of the queued orders.
-func (s *Store) ReopenOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*Order, error) {
+func (s *Store) ReopenOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID, onFinished: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
@@ -328,7 +328,7 @@ func (s *Store) ReopenOrder(ctx context.Context, orderID uuid.UUID, access Acces
 
 // PrioritizeOrder moves a queued order to the tail of the priority lane;
 // if the priority head can be admitted now, it is, in the same transaction.
-func (s *Store) PrioritizeOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*Order, error) {
+func (s *Store) PrioritizeOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
@@ -389,7 +389,7 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 
 // requeueOrder puts an expired order back in its merchant's line at its
 // original place; used by the dead-letter retry.
-func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUID, access Access, requestID string) (*Order, error) {
+func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUID, access Access, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {

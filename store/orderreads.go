@@ -9,7 +9,7 @@ import (
 )
 
 // GetOrder returns an order the caller may see.
-func (s *Store) GetOrder(ctx context.Context, id uuid.UUID, access Access) (*Order, error) {
+func (s *Store) GetOrder(ctx context.Context, id uuid.UUID, access Access) (*OrderView, error) {
 	o, err := readOrder(ctx, s.pool, id)
 	if err != nil {
 		return nil, mapErr(err)

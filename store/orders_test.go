@@ -234,12 +234,12 @@ func TestFailedRequestWritesNothing(t *testing.T) {
 		{"no lines", nil, domain.CodeValidation},
 	}
 	for _, tc := range cases {
-		_, err := st.PlaceOrder(ctx, store.PlaceParams{
+		_, err := st.PlaceOrder(ctx, store.PlaceRequest{
 			MerchantID: m.ID, CustomerID: "alice", Lines: tc.lines, IdempotencyKey: "k-" + tc.name, RequestHash: []byte(tc.name),
 		})
 		require.Equal(t, tc.code, domain.ErrorCode(err), tc.name)
 	}
-	_, err := st.PlaceOrder(ctx, store.PlaceParams{
+	_, err := st.PlaceOrder(ctx, store.PlaceRequest{
 		MerchantID: uuid.New(), CustomerID: "alice", Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}},
 		IdempotencyKey: "k-unknown-merchant", RequestHash: []byte("x"),
 	})
@@ -259,7 +259,7 @@ func TestAdmissionQueueFIFO(t *testing.T) {
 	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
 	p := createProduct(t, st, m.ID, nil)
 
-	var orders []*store.Order
+	var orders []*store.OrderView
 	for i := range 6 {
 		orders = append(orders, mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i), PaymentRef: "r"}))
 	}
@@ -308,7 +308,7 @@ func TestAdmissionQueueFIFO(t *testing.T) {
 
 	got, err := st.GetMerchant(ctx, m.ID)
 	require.NoError(t, err)
-	require.Equal(t, store.Load{Capacity: 2, CapacityUnit: domain.UnitOrders, Active: 2, ActiveOrders: 2, Queued: 1, QueuedUnits: 1, EstWaitSeconds: got.Load.EstWaitSeconds, Open: true, Busy: true}, got.Load)
+	require.Equal(t, store.LoadView{Capacity: 2, CapacityUnit: domain.UnitOrders, Active: 2, ActiveOrders: 2, Queued: 1, QueuedUnits: 1, EstWaitSeconds: got.Load.EstWaitSeconds, Open: true, Busy: true}, got.Load)
 
 	// A newly paid order arriving while units are free and the line is not
 	// empty queues behind the line. Raising the capacity by four with three

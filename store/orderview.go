@@ -12,8 +12,8 @@ import (
 	"github.com/orderd/orderd/store/pgkit"
 )
 
-// Order is the order read model in the API's shape.
-type Order struct {
+// OrderView is the order read model in the API's shape.
+type OrderView struct {
 	ID              uuid.UUID          `json:"id"`
 	MerchantID      uuid.UUID          `json:"merchant_id"`
 	CustomerID      string             `json:"customer_id"`
@@ -84,7 +84,7 @@ func seqOrNil(seq int64) *int64 {
 const orderByIDQuery = orderViewQuery + ` WHERE o.id = $1`
 
 // readOrder reads an order with its live queue position and ETA.
-func readOrder(ctx context.Context, q querier, id uuid.UUID) (*Order, error) {
+func readOrder(ctx context.Context, q querier, id uuid.UUID) (*OrderView, error) {
 	rows, err := q.Query(ctx, orderByIDQuery, id)
 	if err != nil {
 		return nil, fmt.Errorf("read order: %w", err)
@@ -93,7 +93,7 @@ func readOrder(ctx context.Context, q querier, id uuid.UUID) (*Order, error) {
 }
 
 // scanOrderView reads the one row of orderByIDQuery.
-func scanOrderView(rows pgx.Rows) (*Order, error) {
+func scanOrderView(rows pgx.Rows) (*OrderView, error) {
 	views, err := scanOrderViews(rows, false)
 	if err != nil {
 		return nil, err
@@ -129,9 +129,9 @@ const orderViewQuery = `SELECT ` + orderColumns + `, a.n, a.units, ` + etaColumn
 // stretch of a merchant's queue in order and their position column counts
 // the orders ahead of the stretch: each row's position follows from its rank
 // in the rows, which spares a count per row.
-func scanOrderViews(rows pgx.Rows, rankByRow bool) ([]Order, error) {
+func scanOrderViews(rows pgx.Rows, rankByRow bool) ([]OrderView, error) {
 	defer rows.Close()
-	out := []Order{}
+	out := []OrderView{}
 	unitsInPage := 0
 	for rows.Next() {
 		var o domain.Order
@@ -160,8 +160,8 @@ func scanOrderViews(rows pgx.Rows, rankByRow bool) ([]Order, error) {
 	return out, nil
 }
 
-func toView(o domain.Order, pos *int, unitsAhead int, basis etaBasis) Order {
-	v := Order{
+func toView(o domain.Order, pos *int, unitsAhead int, basis etaBasis) OrderView {
+	v := OrderView{
 		ID: uuid.MustParse(o.ID), MerchantID: uuid.MustParse(o.MerchantID), CustomerID: o.CustomerID,
 		Items: o.Items, TotalCents: o.TotalCents, Status: o.Status, Version: o.Version,
 		PlacedAt: o.PlacedAt, PaymentDeadline: o.PaymentDeadline, PaidAt: o.PaidAt, AcceptedAt: o.AcceptedAt,

@@ -34,7 +34,7 @@ type WebhookPayload struct {
 	ID         string    `json:"id"`
 	Type       string    `json:"type"`
 	OccurredAt time.Time `json:"occurred_at"`
-	Order      Order     `json:"order"`
+	Order      OrderView `json:"order"`
 }
 
 // outboxFor returns one message per webhook event of the change, when the

@@ -122,7 +122,7 @@ func (p pickupPlan) work(ctx context.Context, st *store.Store, next *atomic.Int6
 		}
 		time.Sleep(time.Until(p.start.Add(time.Duration(i) * spacing)))
 		customerID := fmt.Sprintf("c-%d-%s", i, uuid.NewString())
-		params := store.PlaceParams{
+		params := store.PlaceRequest{
 			MerchantID: p.merchant, CustomerID: customerID, PaymentRef: "paid",
 			Lines:          []domain.LineRequest{{ProductID: p.product.String(), Quantity: 1}},
 			IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
@@ -319,8 +319,8 @@ func TestEveryPlacementIsNumberedAtPlacement(t *testing.T) {
 	limited := createProduct(t, st, m.ID, &productOpts{Stock: intp(3)})
 	plenty := createProduct(t, st, m.ID, nil)
 
-	placeIn := func(customerID string, product uuid.UUID, quantity int, paymentRef string, lane domain.Lane) (*store.Order, error) {
-		res, err := st.PlaceOrder(ctx, store.PlaceParams{
+	placeIn := func(customerID string, product uuid.UUID, quantity int, paymentRef string, lane domain.Lane) (*store.OrderView, error) {
+		res, err := st.PlaceOrder(ctx, store.PlaceRequest{
 			MerchantID: m.ID, CustomerID: customerID, PaymentRef: paymentRef, Lane: lane,
 			Lines:          []domain.LineRequest{{ProductID: product.String(), Quantity: quantity}},
 			IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
@@ -351,13 +351,13 @@ func TestEveryPlacementIsNumberedAtPlacement(t *testing.T) {
 	require.Equal(t, domain.StatusQueued, queued.Status)
 	require.Equal(t, "Q004", *queued.PickupCode, "refused placements took no number")
 
-	for _, o := range []*store.Order{unpaid, priority} {
+	for _, o := range []*store.OrderView{unpaid, priority} {
 		after, err := st.PayOrder(ctx, o.ID, "pay-"+o.ID.String(), customer(o.CustomerID), "")
 		require.NoError(t, err)
 		require.Equal(t, domain.StatusQueued, after.Status)
 		require.Equal(t, *o.PickupCode, *after.PickupCode, "payment keeps the code")
 	}
-	for _, o := range []*store.Order{unpaid, paid, priority, queued} {
+	for _, o := range []*store.OrderView{unpaid, paid, priority, queued} {
 		read, err := st.GetOrder(ctx, o.ID, admin)
 		require.NoError(t, err)
 		require.Equal(t, *o.PickupCode, *read.PickupCode)

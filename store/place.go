@@ -18,8 +18,8 @@ import (
 	"github.com/orderd/orderd/store/pgkit"
 )
 
-// PlaceParams describes a placement request.
-type PlaceParams struct {
+// PlaceRequest describes a placement request.
+type PlaceRequest struct {
 	MerchantID     uuid.UUID
 	CustomerID     string
 	Lines          []domain.LineRequest
@@ -38,13 +38,13 @@ type PlaceParams struct {
 
 // PlaceResult is the answer to a placement.
 type PlaceResult struct {
-	Order    *Order
+	Order    *OrderView
 	Replayed bool
 }
 
 // placement is one request waiting for, or inside, a batch.
 type placement struct {
-	p       PlaceParams
+	p       PlaceRequest
 	orderID uuid.UUID
 	done    chan struct{}
 	// shard holds the merchant's rows on Citus (merchantShard).
@@ -87,7 +87,7 @@ type answerBasis struct {
 
 // PlaceOrder reserves stock, records the order and, with a payment reference,
 // pays and admits or queues it, all in one transaction with its timers.
-func (s *Store) PlaceOrder(ctx context.Context, p PlaceParams) (*PlaceResult, error) {
+func (s *Store) PlaceOrder(ctx context.Context, p PlaceRequest) (*PlaceResult, error) {
 	if err := domain.ValidateLines(p.Lines); err != nil {
 		return nil, err
 	}

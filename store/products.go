@@ -12,9 +12,9 @@ import (
 	"github.com/orderd/orderd/domain"
 )
 
-// Product is the product read model in the API's shape. Stock fields are nil
+// ProductView is the product read model in the API's shape. Stock fields are nil
 // for an unlimited product.
-type Product struct {
+type ProductView struct {
 	ID             uuid.UUID `json:"id"`
 	MerchantID     uuid.UUID `json:"merchant_id"`
 	Name           string    `json:"name"`
@@ -49,7 +49,7 @@ type CreateProductParams struct {
 }
 
 // CreateProduct records a product of a merchant.
-func (s *Store) CreateProduct(ctx context.Context, p CreateProductParams) (*Product, error) {
+func (s *Store) CreateProduct(ctx context.Context, p CreateProductParams) (*ProductView, error) {
 	id := newID()
 	now := s.now()
 	events, err := domain.CreateProduct(domain.ProductCreated{
@@ -87,7 +87,7 @@ func (s *Store) CreateProduct(ctx context.Context, p CreateProductParams) (*Prod
 }
 
 // Restock adds units to a limited product.
-func (s *Store) Restock(ctx context.Context, productID uuid.UUID, quantity int, meta Meta) (*Product, error) {
+func (s *Store) Restock(ctx context.Context, productID uuid.UUID, quantity int, meta Meta) (*ProductView, error) {
 	if err := domain.ValidateRestock(quantity); err != nil {
 		return nil, err
 	}
@@ -133,8 +133,8 @@ const productColumns = `p.id, p.merchant_id, p.name, p.price_cents, p.stock_tota
 	(SELECT sum(remaining)::int FROM stock_buckets b WHERE b.merchant_id = p.merchant_id AND b.product_id = p.id), p.load_units,
 	p.option_groups, p.available, p.hidden`
 
-func scanProduct(row pgx.Row) (*Product, error) {
-	var p Product
+func scanProduct(row pgx.Row) (*ProductView, error) {
+	var p ProductView
 	err := row.Scan(&p.ID, &p.MerchantID, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version, &p.StockRemaining, &p.LoadUnits,
 		&p.OptionGroups, &p.Available, &p.Hidden)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -150,20 +150,20 @@ func scanProduct(row pgx.Row) (*Product, error) {
 }
 
 // GetProduct returns a product with its exact remaining stock.
-func (s *Store) GetProduct(ctx context.Context, id uuid.UUID) (*Product, error) {
+func (s *Store) GetProduct(ctx context.Context, id uuid.UUID) (*ProductView, error) {
 	p, err := scanProduct(s.pool.QueryRow(ctx, `SELECT `+productColumns+` FROM products p WHERE p.id = $1`, id))
 	return p, mapErr(err)
 }
 
 // ListProducts returns a merchant's menu: its products but those taken off
 // it, sold-out ones included.
-func (s *Store) ListProducts(ctx context.Context, merchantID uuid.UUID) ([]Product, error) {
+func (s *Store) ListProducts(ctx context.Context, merchantID uuid.UUID) ([]ProductView, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+productColumns+` FROM products p WHERE p.merchant_id = $1 AND NOT p.hidden ORDER BY p.created_at, p.id`, merchantID)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("list products: %w", err))
 	}
 	defer rows.Close()
-	out := []Product{}
+	out := []ProductView{}
 	for rows.Next() {
 		p, err := scanProduct(rows)
 		if err != nil {
@@ -184,7 +184,7 @@ type UpdateProductParams struct {
 // UpdateProduct changes a product's name, price, option groups or
 // availability. Orders placed before keep their lines: they recorded the
 // product's price and options' names at placement.
-func (s *Store) UpdateProduct(ctx context.Context, p UpdateProductParams) (*Product, error) {
+func (s *Store) UpdateProduct(ctx context.Context, p UpdateProductParams) (*ProductView, error) {
 	if p.Patch.OptionGroups != nil {
 		groups := optionGroupsWithIDs(*p.Patch.OptionGroups)
 		p.Patch.OptionGroups = &groups
@@ -207,7 +207,7 @@ func (s *Store) HideProduct(ctx context.Context, merchantID, productID uuid.UUID
 // and writes it; a product of another merchant is not found.
 func (s *Store) changeProduct(ctx context.Context, merchantID, productID uuid.UUID, meta Meta,
 	decide func(domain.Product, time.Time) ([]domain.Event, error),
-) (*Product, error) {
+) (*ProductView, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		prod, err := lockProduct(ctx, tx, merchantID, productID)
 		if err != nil {

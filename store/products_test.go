@@ -30,7 +30,7 @@ func TestProductRowIsTheFoldOfItsStream(t *testing.T) {
 	_, err = st.Restock(ctx, limited.ID, domain.MaxStock, storeMeta())
 	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err), "past the most stock a product may have")
 
-	for _, p := range []*store.Product{limited, unlimited} {
+	for _, p := range []*store.ProductView{limited, unlimited} {
 		stored, err := st.ReadStream(ctx, m.ID, p.ID)
 		require.NoError(t, err)
 		var fold domain.Product

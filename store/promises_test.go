@@ -127,7 +127,7 @@ func TestLockedMerchantDelaysOnlyItself(t *testing.T) {
 	lockedProduct := createProduct(t, st, locked.ID, nil)
 	type other struct {
 		merchant, product uuid.UUID
-		unpaid            *store.Order
+		unpaid            *store.OrderView
 	}
 	var others []other
 	sameLane := 0

@@ -24,7 +24,7 @@ func TestRebuildMatchesLiveProjections(t *testing.T) {
 	_, err = st.UpdateMerchant(ctx, m.ID, store.MerchantPatch{Capacity: &two}, storeMeta())
 	require.NoError(t, err)
 
-	var orders []*store.Order
+	var orders []*store.OrderView
 	for i := range 12 {
 		p := plain
 		if i%2 == 0 {
@@ -108,7 +108,7 @@ func TestRebuildRepairsMerchantsDropsAndEntries(t *testing.T) {
 	f := startedDrop(t, st, 1)
 	_, err := st.PauseMerchant(ctx, f.merchant.ID, domain.PauseRequest{Mode: domain.PauseQueue, ForSeconds: intp(600)}, storeMeta())
 	require.NoError(t, err)
-	var invited, waiting []*store.Entry
+	var invited, waiting []*store.EntryView
 	for _, c := range []string{"x", "y", "z"} {
 		e := f.entry(t, c)
 		if e.Status == domain.EntryStatusInvited {
@@ -201,7 +201,7 @@ func TestRebuildHoldsOneChunkOfOrders(t *testing.T) {
 	ctx := context.Background()
 	m := createMerchant(t, st, &merchantOpts{Capacity: 5})
 	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(100)})
-	var orders []*store.Order
+	var orders []*store.OrderView
 	for i := range 30 {
 		ref := "r"
 		if i%3 == 2 {

@@ -156,7 +156,7 @@ func TestDropJoinBatchNamesItsMerchants(t *testing.T) {
 	st, rt := tracedStore(t)
 	ctx := context.Background()
 	clock := newFakeClock(st)
-	var drops []*store.Drop
+	var drops []*store.DropView
 	for range 2 {
 		m := createMerchant(t, st, &merchantOpts{Capacity: 100})
 		drops = append(drops, scheduledDrop(t, st, clock, m.ID))

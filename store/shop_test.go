@@ -30,7 +30,7 @@ func TestRebuildReplaysAShopsDay(t *testing.T) {
 	require.NoError(t, err, "the server names the options it was sent without ids")
 	cake := createProduct(t, st, m.ID, nil)
 
-	placed, err := st.PlaceOrder(ctx, store.PlaceParams{MerchantID: m.ID, CustomerID: "alice", PaymentRef: "card",
+	placed, err := st.PlaceOrder(ctx, store.PlaceRequest{MerchantID: m.ID, CustomerID: "alice", PaymentRef: "card",
 		Lines: []domain.LineRequest{{ProductID: tea.ID.String(), Quantity: 1, Options: []string{large}}}, IdempotencyKey: "k1", RequestHash: []byte("h")})
 	require.NoError(t, err)
 	o := placed.Order

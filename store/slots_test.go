@@ -23,7 +23,7 @@ import (
 )
 
 // withSlots gives the merchant pickup slots (and hours, when given).
-func withSlots(t *testing.T, st *store.Store, merchantID uuid.UUID, slots domain.SlotSettings, hours ...domain.Period) *store.Merchant {
+func withSlots(t *testing.T, st *store.Store, merchantID uuid.UUID, slots domain.SlotSettings, hours ...domain.Period) *store.MerchantView {
 	t.Helper()
 	patch := store.MerchantPatch{Slots: &slots}
 	if hours != nil {

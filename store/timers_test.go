@@ -72,7 +72,7 @@ func TestCloseSkipsAnOrderHeldElsewhere(t *testing.T) {
 		err    error
 	}
 	results := make(chan result, 2)
-	for _, o := range []*store.Order{held, free} {
+	for _, o := range []*store.OrderView{held, free} {
 		go func() {
 			closed, err := st.CloseUnpaid(ctx, m.ID, o.ID)
 			results <- result{closed, err}

@@ -50,7 +50,7 @@ func TestWeightedAdmissionUnderConcurrency(t *testing.T) {
 					lane = domain.LanePriority
 				}
 				customer := fmt.Sprintf("c%d", i)
-				params := store.PlaceParams{MerchantID: m.ID, CustomerID: customer, Lane: lane,
+				params := store.PlaceRequest{MerchantID: m.ID, CustomerID: customer, Lane: lane,
 					Lines:          []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1 + rand.IntN(6)}},
 					IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")}
 				if i%4 != 0 {

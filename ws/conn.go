@@ -553,7 +553,7 @@ func (c *conn) subscribeMerchant(id uuid.UUID) {
 // merchantSnapshot is a merchant subscription's first message, made by
 // message from the merchant's load as it reads now; a failure is answered
 // to the client, naming what could not be sent, and reported as not ok.
-func merchantSnapshot[M comparable](c *conn, id uuid.UUID, message func(uuid.UUID, store.Load) M, what string) (*encoded[M], bool) {
+func merchantSnapshot[M comparable](c *conn, id uuid.UUID, message func(uuid.UUID, store.LoadView) M, what string) (*encoded[M], bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 	defer cancel()
 	m, err := c.hub.store.GetMerchant(ctx, id)

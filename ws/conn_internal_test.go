@@ -20,7 +20,7 @@ import (
 
 func queuedAt(t *testing.T, id uuid.UUID, version, position int) orderOffer {
 	t.Helper()
-	view, err := newOrderView(store.Order{ID: id, Version: version, Status: domain.StatusQueued})
+	view, err := newOrderView(store.OrderView{ID: id, Version: version, Status: domain.StatusQueued})
 	require.NoError(t, err)
 	return orderOffer{view: view, position: position, eta: position * 30, lineSeq: 1}
 }
@@ -73,7 +73,7 @@ func TestMovesAreSentWhenAPersonWouldNotice(t *testing.T) {
 	require.False(t, c.offerOrder(queuedAt(t, id, 3, 20), true), "an earlier read of the line is no news")
 	require.Empty(t, sent())
 
-	accepted, err := offerOf(store.Order{ID: id, Version: 4, Status: domain.StatusAccepted})
+	accepted, err := offerOf(store.OrderView{ID: id, Version: 4, Status: domain.StatusAccepted})
 	require.NoError(t, err)
 	require.False(t, c.offerOrder(accepted, false))
 	msgs = sent()
@@ -87,7 +87,7 @@ func TestMovesAreSentWhenAPersonWouldNotice(t *testing.T) {
 func TestOrderMessageCarriesItsPlace(t *testing.T) {
 	reason := `a "quoted" reason with "queue_position":null,"eta_seconds":null inside`
 	pos, eta := 12, 345
-	o := store.Order{ID: uuid.New(), Version: 7, Status: domain.StatusQueued, StatusReason: &reason,
+	o := store.OrderView{ID: uuid.New(), Version: 7, Status: domain.StatusQueued, StatusReason: &reason,
 		Items: []domain.Item{{ProductID: uuid.NewString(), Quantity: 2}}, QueuePosition: &pos, EtaSeconds: &eta}
 	offer, err := offerOf(o)
 	require.NoError(t, err)

@@ -179,7 +179,7 @@ func (h *Hub) readAndOfferDrops(ctx context.Context, drops map[uuid.UUID]bool, c
 	}
 	h.mu.Unlock()
 	readEntries = setKeys(wantEntry)
-	var views []store.Drop
+	var views []store.DropView
 	for _, id := range readDrops {
 		d, err := h.store.GetDrop(ctx, id)
 		if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
@@ -209,29 +209,29 @@ func (h *Hub) readAndOfferDrops(ctx context.Context, drops map[uuid.UUID]bool, c
 }
 
 type entryMessage struct {
-	Type  string      `json:"type"`
-	Entry store.Entry `json:"entry"`
+	Type  string          `json:"type"`
+	Entry store.EntryView `json:"entry"`
 }
 
 type dropMessage struct {
-	Type string     `json:"type"`
-	Drop store.Drop `json:"drop"`
+	Type string         `json:"type"`
+	Drop store.DropView `json:"drop"`
 }
 
 type entrySlot struct {
-	last    *store.Entry
-	pending *store.Entry
+	last    *store.EntryView
+	pending *store.EntryView
 }
 
 type dropSlot struct {
-	last    *store.Drop
-	pending *store.Drop
+	last    *store.DropView
+	pending *store.DropView
 }
 
 // entryNewer reports whether next may follow last: a later version, or the
 // same version with a rank or position newly known or a position that fell.
 // A client's positions only fall, whatever order reads finish in.
-func entryNewer(last, next *store.Entry) bool {
+func entryNewer(last, next *store.EntryView) bool {
 	switch {
 	case last == nil:
 		return true
@@ -248,20 +248,20 @@ func entryNewer(last, next *store.Entry) bool {
 
 // dropNewer: a later version, or the same version with more entries,
 // invitations, purchases or lapses counted.
-func dropNewer(last, next *store.Drop) bool {
+func dropNewer(last, next *store.DropView) bool {
 	switch {
 	case last == nil:
 		return true
 	case next.Version != last.Version:
 		return next.Version > last.Version
 	}
-	total := func(d *store.Drop) int { return d.Entries + d.Invited + d.Purchased + d.Lapsed }
+	total := func(d *store.DropView) int { return d.Entries + d.Invited + d.Purchased + d.Lapsed }
 	return total(next) > total(last)
 }
 
 // offerEntry leaves e for the writer if it is newer than what the client
 // has or is about to get. The caller holds hub.mu.
-func (c *conn) offerEntry(e store.Entry) {
+func (c *conn) offerEntry(e store.EntryView) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	slot, ok := c.entries[e.ID]
@@ -279,7 +279,7 @@ func (c *conn) offerEntry(e store.Entry) {
 	c.signal()
 }
 
-func (c *conn) offerDrop(d store.Drop) {
+func (c *conn) offerDrop(d store.DropView) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	slot, ok := c.drops[d.ID]

@@ -16,11 +16,11 @@ import (
 )
 
 type dropMessage struct {
-	Type   string       `json:"type"`
-	Entry  *store.Entry `json:"entry"`
-	Drop   *store.Drop  `json:"drop"`
-	Code   string       `json:"code"`
-	Detail string       `json:"detail"`
+	Type   string           `json:"type"`
+	Entry  *store.EntryView `json:"entry"`
+	Drop   *store.DropView  `json:"drop"`
+	Code   string           `json:"code"`
+	Detail string           `json:"detail"`
 }
 
 func readDrop(t *testing.T, c *websocket.Conn, within time.Duration) dropMessage {
@@ -86,7 +86,7 @@ func TestDropAndEntrySubscriptions(t *testing.T) {
 		settle()
 	}
 	// c2 buys the only unit: c3 ends sold_out.
-	_, err = b.store.PlaceOrder(ctx, store.PlaceParams{MerchantID: s.merchant, CustomerID: "c2", PaymentRef: "p",
+	_, err = b.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: s.merchant, CustomerID: "c2", PaymentRef: "p",
 		Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}}, IdempotencyKey: "k", RequestHash: []byte("h")})
 	require.NoError(t, err)
 	settle()

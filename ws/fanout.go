@@ -181,7 +181,7 @@ func (h *Hub) push(ctx context.Context, b batch) error {
 	return nil
 }
 
-func encodeStatuses(loads map[uuid.UUID]store.Load, of map[uuid.UUID]struct{}) (map[uuid.UUID]*encoded[merchantStatusMessage], error) {
+func encodeStatuses(loads map[uuid.UUID]store.LoadView, of map[uuid.UUID]struct{}) (map[uuid.UUID]*encoded[merchantStatusMessage], error) {
 	out := map[uuid.UUID]*encoded[merchantStatusMessage]{}
 	for m := range of {
 		if load, ok := loads[m]; ok {

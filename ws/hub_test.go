@@ -116,20 +116,20 @@ func dial(t *testing.T, url string, p auth.Principal) *websocket.Conn {
 }
 
 type message struct {
-	Type           string       `json:"type"`
-	Order          *store.Order `json:"order"`
-	MerchantID     string       `json:"merchant_id"`
-	Capacity       int          `json:"capacity"`
-	Active         int          `json:"active"`
-	Queued         int          `json:"queued"`
-	Open           bool         `json:"open"`
-	Busy           bool         `json:"busy"`
-	Paused         bool         `json:"paused"`
-	PauseMode      *string      `json:"pause_mode"`
-	PausedUntil    *time.Time   `json:"paused_until"`
-	EstWaitSeconds int          `json:"est_wait_seconds"`
-	Code           string       `json:"code"`
-	Detail         string       `json:"detail"`
+	Type           string           `json:"type"`
+	Order          *store.OrderView `json:"order"`
+	MerchantID     string           `json:"merchant_id"`
+	Capacity       int              `json:"capacity"`
+	Active         int              `json:"active"`
+	Queued         int              `json:"queued"`
+	Open           bool             `json:"open"`
+	Busy           bool             `json:"busy"`
+	Paused         bool             `json:"paused"`
+	PauseMode      *string          `json:"pause_mode"`
+	PausedUntil    *time.Time       `json:"paused_until"`
+	EstWaitSeconds int              `json:"est_wait_seconds"`
+	Code           string           `json:"code"`
+	Detail         string           `json:"detail"`
 }
 
 func read(t *testing.T, c *websocket.Conn, within time.Duration) message {
@@ -161,8 +161,8 @@ func newShop(t *testing.T, st *store.Store, capacity int) shop {
 	return shop{merchant: m.ID, product: p.ID}
 }
 
-func (s shop) place(t *testing.T, st *store.Store, customer string) *store.Order {
-	res, err := st.PlaceOrder(context.Background(), store.PlaceParams{MerchantID: s.merchant, CustomerID: customer, PaymentRef: "p",
+func (s shop) place(t *testing.T, st *store.Store, customer string) *store.OrderView {
+	res, err := st.PlaceOrder(context.Background(), store.PlaceRequest{MerchantID: s.merchant, CustomerID: customer, PaymentRef: "p",
 		Lines: []domain.LineRequest{{ProductID: s.product.String(), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 	require.NoError(t, err)
 	return res.Order
@@ -178,7 +178,7 @@ func TestPositionCountsDownToAccepted(t *testing.T) {
 	b := setup(t)
 	url := startHub(t, b)
 	s := newShop(t, b.store, 1)
-	var ahead []*store.Order
+	var ahead []*store.OrderView
 	for i := range 5 {
 		ahead = append(ahead, s.place(t, b.store, fmt.Sprintf("c%d", i)))
 	}
@@ -311,7 +311,7 @@ func TestHintsWakeEveryInstance(t *testing.T) {
 	noPolling := ws.Options{Poll: time.Hour}
 	urls := []string{startHubWith(t, b, noPolling), startHubWith(t, other, noPolling)}
 	s := newShop(t, b.store, 1)
-	ahead := []*store.Order{s.place(t, b.store, "a"), s.place(t, b.store, "b"), s.place(t, b.store, "c")}
+	ahead := []*store.OrderView{s.place(t, b.store, "a"), s.place(t, b.store, "b"), s.place(t, b.store, "c")}
 	mine := s.place(t, b.store, "alice")
 	var conns []*websocket.Conn
 	for _, u := range urls {
@@ -382,7 +382,7 @@ func TestOrderingUnderConcurrentChanges(t *testing.T) {
 	url := startHub(t, b)
 	s := newShop(t, b.store, 2)
 	const n = 40
-	orders := make([]*store.Order, n)
+	orders := make([]*store.OrderView, n)
 	for i := range orders {
 		orders[i] = s.place(t, b.store, fmt.Sprintf("c%d", i))
 	}
@@ -409,7 +409,7 @@ func TestOrderingUnderConcurrentChanges(t *testing.T) {
 				default:
 				}
 				if w == 3 {
-					_, err := b.store.PlaceOrder(ctx, store.PlaceParams{MerchantID: s.merchant, CustomerID: "late", PaymentRef: "p",
+					_, err := b.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: s.merchant, CustomerID: "late", PaymentRef: "p",
 						Lines: []domain.LineRequest{{ProductID: s.product.String(), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 					if err != nil {
 						errs <- err
@@ -489,7 +489,7 @@ func TestEveryWatcherHearsTheEndOfABurst(t *testing.T) {
 	s := newShop(t, b.store, 1)
 	first := s.place(t, b.store, "head")
 	const watchers = 100
-	var mine []*store.Order
+	var mine []*store.OrderView
 	for i := range watchers {
 		mine = append(mine, s.place(t, b.store, fmt.Sprintf("w%d", i)))
 	}
@@ -520,7 +520,7 @@ func TestEveryWatcherHearsTheEndOfABurst(t *testing.T) {
 	}
 	// Each completion admits the next order, whose watcher must hear it;
 	// the others only move up the line.
-	ahead := append([]*store.Order{first}, mine[:watchers-1]...)
+	ahead := append([]*store.OrderView{first}, mine[:watchers-1]...)
 	for _, o := range ahead {
 		_, err := b.store.CompleteOrder(context.Background(), o.ID, admin, "")
 		require.NoError(t, err)
@@ -544,7 +544,7 @@ func TestPositionGrowsOnlyWhenAPriorityOrderJoinsAhead(t *testing.T) {
 	first := s.place(t, b.store, "c0")
 	ahead := s.place(t, b.store, "c1")
 	mine := s.place(t, b.store, "alice")
-	var behind []*store.Order
+	var behind []*store.OrderView
 	for i := range 2 {
 		behind = append(behind, s.place(t, b.store, fmt.Sprintf("b%d", i)))
 	}
@@ -562,7 +562,7 @@ func TestPositionGrowsOnlyWhenAPriorityOrderJoinsAhead(t *testing.T) {
 		m := read(t, c, 5*time.Second)
 		require.Equal(t, want, *m.Order.QueuePosition, "a priority order joined ahead")
 	}
-	for _, o := range []*store.Order{first, behind[0], behind[1], ahead} {
+	for _, o := range []*store.OrderView{first, behind[0], behind[1], ahead} {
 		_, err := b.store.CompleteOrder(context.Background(), o.ID, admin, "")
 		require.NoError(t, err)
 	}
@@ -759,7 +759,7 @@ func TestAnUnsubscribedOrderIsNoLongerSent(t *testing.T) {
 	s := newShop(t, b.store, 10)
 	left, kept := s.place(t, b.store, "alice"), s.place(t, b.store, "alice")
 	c := dial(t, url, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
-	for _, o := range []*store.Order{left, kept} {
+	for _, o := range []*store.OrderView{left, kept} {
 		send(t, c, map[string]string{"op": "subscribe", "order_id": o.ID.String()})
 		require.Equal(t, o.ID, read(t, c, 5*time.Second).Order.ID)
 	}
@@ -796,12 +796,12 @@ func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
 	pongWait := time.Second
 	h, url := serveHub(t, b, ws.Options{Poll: 20 * time.Millisecond, PingEvery: pongWait / 4, PongWait: pongWait})
 	s := newShop(t, b.store, 1)
-	var line []*store.Order
+	var line []*store.OrderView
 	for i := range 20 {
 		line = append(line, s.place(t, b.store, fmt.Sprintf("ahead%d", i)))
 	}
 	const watchers = 8
-	mine := make([]*store.Order, watchers)
+	mine := make([]*store.OrderView, watchers)
 	for i := range mine {
 		mine[i] = s.place(t, b.store, fmt.Sprintf("w%d", i))
 	}
@@ -821,7 +821,7 @@ func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
 	go func() {
 		defer close(placing)
 		for i := 0; ctx.Err() == nil; i++ {
-			_, _ = b.store.PlaceOrder(ctx, store.PlaceParams{MerchantID: s.merchant, CustomerID: fmt.Sprintf("behind%d", i), PaymentRef: "p",
+			_, _ = b.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: s.merchant, CustomerID: fmt.Sprintf("behind%d", i), PaymentRef: "p",
 				Lines: []domain.LineRequest{{ProductID: s.product.String(), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 			time.Sleep(20 * time.Millisecond)
 		}

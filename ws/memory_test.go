@@ -46,7 +46,7 @@ func TestAnIdleConnectionCostsAtMostItsBudget(t *testing.T) {
 	b := setup(t)
 	h, url := serveHub(t, b, ws.Options{Poll: 20 * time.Millisecond})
 	s := newShop(t, b.store, 1)
-	orders := make([]*store.Order, conns)
+	orders := make([]*store.OrderView, conns)
 	var g errgroup.Group
 	g.SetLimit(8)
 	for i := range orders {

@@ -20,8 +20,8 @@ import (
 // each client rather than encoding the whole order again.
 
 type orderMessage struct {
-	Type  string      `json:"type"`
-	Order store.Order `json:"order"`
+	Type  string          `json:"type"`
+	Order store.OrderView `json:"order"`
 }
 
 // unplaced is how an order without a place in line encodes its position and
@@ -38,7 +38,7 @@ type orderView struct {
 	at      int    // where unplaced starts in msg
 }
 
-func newOrderView(o store.Order) (*orderView, error) {
+func newOrderView(o store.OrderView) (*orderView, error) {
 	o.QueuePosition, o.EtaSeconds = nil, nil
 	msg, err := json.Marshal(orderMessage{Type: "order", Order: o})
 	if err != nil {
@@ -82,7 +82,7 @@ func (o orderOffer) encode() []byte {
 }
 
 // offerOf is an order as read whole, with its place in line when queued.
-func offerOf(o store.Order) (orderOffer, error) {
+func offerOf(o store.OrderView) (orderOffer, error) {
 	view, err := newOrderView(o)
 	if err != nil {
 		return orderOffer{}, err
@@ -192,7 +192,7 @@ func (n nullString) MarshalJSON() ([]byte, error) {
 	return json.Marshal(string(n))
 }
 
-func pauseFields(l store.Load) (mode, until nullString) {
+func pauseFields(l store.LoadView) (mode, until nullString) {
 	if l.PauseMode != nil {
 		mode = nullString(*l.PauseMode)
 	}
@@ -202,7 +202,7 @@ func pauseFields(l store.Load) (mode, until nullString) {
 	return mode, until
 }
 
-func loadMessage(id uuid.UUID, l store.Load) merchantLoadMessage {
+func loadMessage(id uuid.UUID, l store.LoadView) merchantLoadMessage {
 	m := merchantLoadMessage{
 		Type: "merchant_load", MerchantID: id, Capacity: l.Capacity, CapacityUnit: l.CapacityUnit,
 		Active: l.Active, ActiveOrders: l.ActiveOrders, Queued: l.Queued, QueuedUnits: l.QueuedUnits,
@@ -226,7 +226,7 @@ type merchantStatusMessage struct {
 	EstWaitSeconds int        `json:"est_wait_seconds"`
 }
 
-func statusMessage(id uuid.UUID, l store.Load) merchantStatusMessage {
+func statusMessage(id uuid.UUID, l store.LoadView) merchantStatusMessage {
 	m := merchantStatusMessage{Type: "merchant_status", MerchantID: id, Open: l.Open, Paused: l.Paused,
 		Busy: l.Busy, Queued: l.Queued, EstWaitSeconds: l.EstWaitSeconds}
 	m.PauseMode, m.PausedUntil = pauseFields(l)

@@ -200,7 +200,7 @@ func devCheckpointKey(path string) error {
 	return nil
 }
 
-func seedDemo(ctx context.Context, st *store.Store) (*store.Merchant, []store.Product, error) {
+func seedDemo(ctx context.Context, st *store.Store) (*store.MerchantView, []store.ProductView, error) {
 	meta := store.Meta{Actor: domain.ActorSystem, Subject: "orderd-dev"}
 	m, err := st.FindMerchantByName(ctx, demoMerchant)
 	if errors.Is(err, domain.ErrNotFound) {
@@ -251,7 +251,7 @@ func browseURL(addr string) string {
 
 // printWelcome prints where everything is and the tour's variables, and
 // keeps the variables in .orderd/env for `source`.
-func printWelcome(ctx context.Context, w io.Writer, a *app.App, cfg app.Config, m *store.Merchant, products []store.Product) error {
+func printWelcome(ctx context.Context, w io.Writer, a *app.App, cfg app.Config, m *store.MerchantView, products []store.ProductView) error {
 	base := browseURL(a.Addr())
 	links, err := signInLinks(ctx, a.Store(), base, m.ID)
 	if err != nil {

@@ -56,7 +56,7 @@ func newHistory(t *testing.T) *history {
 		if i == 0 {
 			ref = ""
 		}
-		res, err := st.PlaceOrder(ctx, store.PlaceParams{MerchantID: m.ID, CustomerID: fmt.Sprintf("c%d", i),
+		res, err := st.PlaceOrder(ctx, store.PlaceRequest{MerchantID: m.ID, CustomerID: fmt.Sprintf("c%d", i),
 			Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}}, PaymentRef: ref,
 			IdempotencyKey: uuid.NewString(), RequestHash: []byte{byte(i)}})
 		require.NoError(t, err)

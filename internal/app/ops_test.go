@@ -95,7 +95,7 @@ func TestOperatorListener(t *testing.T) {
 			busy = append(busy, m.ID.String())
 		}
 		for j := range n {
-			_, err := st.PlaceOrder(ctx, store.PlaceParams{MerchantID: m.ID, CustomerID: fmt.Sprintf("c%d", j), PaymentRef: "p",
+			_, err := st.PlaceOrder(ctx, store.PlaceRequest{MerchantID: m.ID, CustomerID: fmt.Sprintf("c%d", j), PaymentRef: "p",
 				Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 			require.NoError(t, err)
 		}
@@ -106,7 +106,7 @@ func TestOperatorListener(t *testing.T) {
 	require.NoError(t, err)
 	p, err := st.CreateProduct(ctx, store.CreateProductParams{MerchantID: m.ID, Name: "tea", PriceCents: 100})
 	require.NoError(t, err)
-	_, err = st.PlaceOrder(ctx, store.PlaceParams{MerchantID: m.ID, CustomerID: "c", Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}},
+	_, err = st.PlaceOrder(ctx, store.PlaceRequest{MerchantID: m.ID, CustomerID: "c", Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}},
 		IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 	require.NoError(t, err)
 
