@@ -15,19 +15,7 @@ CREATE INDEX events_stream_audit_idx ON events (stream_id, version) INCLUDE (typ
 -- transaction that begins it, so lasting 5 s means a drain was missed.
 ALTER TABLE merchants ADD COLUMN starved_since timestamptz;
 
--- +goose StatementBegin
-CREATE FUNCTION merchants_track_starved() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT (NEW.queued > 0 AND NEW.active < NEW.capacity) THEN
-        NEW.starved_since := NULL;
-    ELSIF NEW.starved_since IS NULL THEN
-        NEW.starved_since := now();
-    END IF;
-    RETURN NEW;
-END
-$$;
--- +goose StatementEnd
+-- +orderd include functions/merchants_track_starved.00002.sql
 
 CREATE TRIGGER merchants_track_starved BEFORE INSERT OR UPDATE OF active, queued, capacity, starved_since ON merchants
 FOR EACH ROW EXECUTE FUNCTION merchants_track_starved();

@@ -34,23 +34,7 @@ CREATE INDEX orders_queue_idx ON orders (merchant_id, lane DESC, queue_seq) INCL
 -- A merchant is starved when its queue's head could be admitted and is
 -- not: queued orders, not paused, and room for the head's load (or an
 -- empty kitchen).
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION merchants_track_starved() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.queued > 0 AND NEW.pause_mode IS NULL AND NEW.capacity > 0
-       AND (NEW.active = 0 OR NEW.active + (SELECT o.load FROM orders o WHERE o.merchant_id = NEW.id AND o.status = 'queued'
-                                             ORDER BY o.lane DESC, o.queue_seq LIMIT 1) <= NEW.capacity) THEN
-        IF NEW.starved_since IS NULL THEN
-            NEW.starved_since := now();
-        END IF;
-    ELSE
-        NEW.starved_since := NULL;
-    END IF;
-    RETURN NEW;
-END
-$$;
--- +goose StatementEnd
+-- +orderd include functions/merchants_track_starved.00013.sql
 DROP TRIGGER merchants_track_starved ON merchants;
 CREATE TRIGGER merchants_track_starved BEFORE INSERT OR UPDATE OF active, queued, capacity, pause_mode, starved_since ON merchants
 FOR EACH ROW EXECUTE FUNCTION merchants_track_starved();
@@ -62,19 +46,7 @@ GRANT SELECT (capacity_unit, timezone, pickup_prefix, active_orders, queued_prio
 REVOKE SELECT (capacity_unit, timezone, pickup_prefix, active_orders, queued_priority, queued_units, pause_mode, paused_until,
                completion_units, pickup_day, pickup_issued) ON merchants FROM orderd_auditor;
 DROP TRIGGER merchants_track_starved ON merchants;
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION merchants_track_starved() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT (NEW.queued > 0 AND NEW.active < NEW.capacity) THEN
-        NEW.starved_since := NULL;
-    ELSIF NEW.starved_since IS NULL THEN
-        NEW.starved_since := now();
-    END IF;
-    RETURN NEW;
-END
-$$;
--- +goose StatementEnd
+-- +orderd include functions/merchants_track_starved.00002.sql
 CREATE TRIGGER merchants_track_starved BEFORE INSERT OR UPDATE OF active, queued, capacity, starved_since ON merchants
 FOR EACH ROW EXECUTE FUNCTION merchants_track_starved();
 DROP INDEX orders_queue_idx;

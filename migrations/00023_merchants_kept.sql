@@ -7,18 +7,7 @@
 -- re-keyed under its orders, is refused outright instead.
 
 -- +goose Up
--- +goose StatementBegin
-CREATE FUNCTION merchants_reject_removal() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'DELETE' OR NEW.id IS DISTINCT FROM OLD.id THEN
-        RAISE EXCEPTION 'merchants are kept: % of merchant % is not allowed', TG_OP, OLD.id
-            USING ERRCODE = 'restrict_violation';
-    END IF;
-    RETURN NEW;
-END;
-$$;
--- +goose StatementEnd
+-- +orderd include functions/merchants_reject_removal.00023.sql
 
 CREATE TRIGGER merchants_kept
     BEFORE DELETE OR UPDATE OF id ON merchants

@@ -71,29 +71,7 @@ GRANT SELECT ON pickup_slots TO orderd_auditor;
 
 -- +goose Down
 
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION merchants_track_starved() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-    starved boolean := false;
-BEGIN
-    IF NEW.queued > 0 AND NEW.pause_mode IS NULL AND NEW.capacity > 0 THEN
-        IF NEW.active = 0 THEN
-            starved := true;
-        ELSIF NEW.active < NEW.capacity THEN
-            starved := NEW.active + (SELECT o.load FROM orders o WHERE o.merchant_id = NEW.id AND o.status = 'queued'
-                                     ORDER BY o.lane DESC, o.queue_seq LIMIT 1) <= NEW.capacity;
-        END IF;
-    END IF;
-    IF NOT coalesce(starved, false) THEN
-        NEW.starved_since := NULL;
-    ELSIF NEW.starved_since IS NULL THEN
-        NEW.starved_since := now();
-    END IF;
-    RETURN NEW;
-END
-$$;
--- +goose StatementEnd
+-- +orderd include functions/merchants_track_starved.00022.sql
 DROP TRIGGER merchants_track_starved ON merchants;
 CREATE TRIGGER merchants_track_starved BEFORE INSERT OR UPDATE OF active, queued, capacity, pause_mode, starved_since ON merchants
 FOR EACH ROW EXECUTE FUNCTION merchants_track_starved();

@@ -18,3 +18,11 @@ func UpTo(ctx context.Context, url string, version int64) error {
 
 // ViewFiles lists the files of views/.
 var ViewFiles = viewFiles
+
+// DownTo rolls our migrations back to version.
+func DownTo(ctx context.Context, url string, version int64) error {
+	return withLock(ctx, url, func(_ *pgxpool.Pool, provider *goose.Provider) error {
+		_, err := provider.DownTo(ctx, version)
+		return err
+	})
+}

@@ -19,11 +19,12 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 )
 
-//go:embed *.sql views/*.sql
+//go:embed *.sql views/*.sql functions/*.sql
 var files embed.FS
 
-// FS is the embedded migration files.
-var FS fs.FS = files
+// FS is the embedded migration files, as goose reads them: includes
+// expanded (include.go).
+var FS fs.FS = expanded{files}
 
 // lockKey serializes migrations across processes that start at once.
 const lockKey = 0x6f72646572640001
@@ -38,7 +39,7 @@ func Fingerprint() string {
 	names = append(names, views...)
 	sort.Strings(names)
 	for _, n := range names {
-		b, _ := files.ReadFile(n)
+		b, _ := fs.ReadFile(FS, n)
 		h.Write([]byte(n))
 		h.Write(b)
 	}
@@ -53,7 +54,7 @@ func open(ctx context.Context, url string) (*pgxpool.Pool, *goose.Provider, erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect: %w", err)
 	}
-	provider, err := goose.NewProvider(goose.DialectPostgres, stdlib.OpenDBFromPool(pool), files)
+	provider, err := goose.NewProvider(goose.DialectPostgres, stdlib.OpenDBFromPool(pool), FS)
 	if err != nil {
 		pool.Close()
 		return nil, nil, fmt.Errorf("goose: %w", err)
@@ -195,7 +196,7 @@ func Status(ctx context.Context, url string) ([]MigrationStatus, error) {
 func StatusOn(ctx context.Context, pool *pgxpool.Pool) ([]MigrationStatus, error) {
 	// Closing the provider closes its database/sql handle, which leaves
 	// the pool it borrows from open.
-	provider, err := goose.NewProvider(goose.DialectPostgres, stdlib.OpenDBFromPool(pool), files)
+	provider, err := goose.NewProvider(goose.DialectPostgres, stdlib.OpenDBFromPool(pool), FS)
 	if err != nil {
 		return nil, fmt.Errorf("goose: %w", err)
 	}

@@ -1,0 +1,74 @@
+package migrations
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+)
+
+// includePrefix begins a migration's line that stands for a file's text. A
+// trigger function that a later migration replaces is written once, in
+// functions/, named for the migration that made it: that migration
+// includes it, and the later one's down includes it to put it back.
+const includePrefix = "-- +orderd include "
+
+// expanded is the migrations as goose reads them: each include line of a
+// migration replaced by the file it names.
+type expanded struct{ fsys fs.FS }
+
+func (e expanded) Open(name string) (fs.File, error) {
+	f, err := e.fsys.Open(name)
+	if err != nil || path.Dir(name) != "." || path.Ext(name) != ".sql" {
+		return f, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	text, err := expandIncludes(e.fsys, raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &expandedFile{Reader: bytes.NewReader(text), info: expandedInfo{FileInfo: info, size: int64(len(text))}}, nil
+}
+
+// expandIncludes replaces each include line of raw with the named file.
+func expandIncludes(fsys fs.FS, raw []byte) ([]byte, error) {
+	var out bytes.Buffer
+	for line := range bytes.Lines(raw) {
+		name, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte(includePrefix))
+		if !ok {
+			out.Write(line)
+			continue
+		}
+		text, err := fs.ReadFile(fsys, string(name))
+		if err != nil {
+			return nil, fmt.Errorf("include: %w", err)
+		}
+		out.Write(text)
+	}
+	return out.Bytes(), nil
+}
+
+type expandedFile struct {
+	*bytes.Reader
+	info expandedInfo
+}
+
+func (f *expandedFile) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *expandedFile) Close() error               { return nil }
+
+// expandedInfo is the migration file's, but for the size of its text.
+type expandedInfo struct {
+	fs.FileInfo
+	size int64
+}
+
+func (i expandedInfo) Size() int64 { return i.size }
