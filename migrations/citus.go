@@ -87,6 +87,9 @@ func Distribute(ctx context.Context, url string) ([]string, error) {
 		if err != nil {
 			return err
 		}
+		if err := nodeTxIDs(ctx, conn.Conn()); err != nil {
+			return err
+		}
 		for _, t := range perMerchant {
 			if _, ok := laid[t]; ok {
 				continue
@@ -112,6 +115,40 @@ func Distribute(ctx context.Context, url string) ([]string, error) {
 		return nil
 	})
 	return done, err
+}
+
+// nodeTxIDs makes every event's tx_id the transaction id of the worker that
+// holds it, and its global_position a number of that worker's sequence.
+// orderd sends a placement to its merchant's worker, where the columns'
+// defaults are evaluated by that worker, while a write sent through the
+// coordinator would get the coordinator's (Citus evaluates defaults there).
+// The log is read node by node, each worker's rows against that worker's
+// snapshots (store.ChangedStreams), so every row must carry its worker's
+// transaction id; and a merchant's events are ordered by position (the
+// audit views), which two sequences, the coordinator's and the worker's
+// (Citus starts each worker's copy of a sequence in a range of its own),
+// would interleave out of order. The trigger runs on the shards with the
+// rows.
+func nodeTxIDs(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, `CREATE OR REPLACE FUNCTION events_node_tx_id() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	NEW.tx_id := pg_current_xact_id();
+	NEW.global_position := nextval('events_global_position_seq');
+	RETURN NEW;
+END $$`); err != nil {
+		return fmt.Errorf("the log's node transaction ids: %w", err)
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'events'::regclass AND tgname = 'events_node_tx_id')`).Scan(&exists); err != nil {
+		return fmt.Errorf("the log's node transaction ids: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, `CREATE TRIGGER events_node_tx_id BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION events_node_tx_id()`); err != nil {
+		return fmt.Errorf("the log's node transaction ids: %w", err)
+	}
+	return nil
 }
 
 // checkCitus makes sure there is a cluster to distribute to.

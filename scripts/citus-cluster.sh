@@ -40,6 +40,9 @@ max_connections = 300
 max_prepared_transactions = 300
 # The live feed's lag is timed from commits.
 track_commit_timestamp = on
+# Shard moves that do not block writes (citus_rebalance_start) replicate
+# by logical decoding.
+wal_level = logical
 EOF
 		"$bin/pg_ctl" -D "$dir/$port" -l "$dir/$port.log" -w start >/dev/null
 		# Citus turns TLS on as it is created (its default node_conninfo

@@ -27,22 +27,29 @@ import (
 
 // TestCitusChangedStreamsSeesEveryEventOnce tails the log on a Citus
 // cluster while 16 writers, each appending to merchants spread over both
-// workers, commit transactions of different lengths. The rows live on the
-// workers, the transaction ids and the reader's snapshots on the
-// coordinator: read in one statement, Citus took the rows before the
-// snapshot and skipped transactions that committed in between.
+// workers, commit transactions of different lengths, half of them through
+// the coordinator and half on the merchant's worker, as placements are.
+// The log is read node by node, each worker's rows against its own
+// snapshots: a row written through the coordinator carried the
+// coordinator's transaction id, which a worker's snapshot cannot judge.
 func TestCitusChangedStreamsSeesEveryEventOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pool, err := pgxpool.New(ctx, citustest.URL(t))
+	url := citustest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	defer pool.Close()
 	st := store.New(store.Config{Pool: pool})
+	defer st.Close()
 
 	const writers, perWriter = 16, 40
 	merchants := make([]uuid.UUID, 8)
+	direct := make([]*pgxpool.Pool, len(merchants))
 	for i := range merchants {
 		merchants[i] = uuid.New()
+		node, err := st.MerchantNode(ctx, merchants[i])
+		require.NoError(t, err)
+		direct[i] = workerPool(t, url, node)
 	}
 	_, since, err := st.ChangedStreams(ctx, "", nil)
 	require.NoError(t, err)
@@ -52,13 +59,18 @@ func TestCitusChangedStreamsSeesEveryEventOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perWriter {
-				tx, err := pool.Begin(ctx)
+				m := (w + i) % len(merchants)
+				via := pool
+				if w%2 == 1 {
+					via = direct[m]
+				}
+				tx, err := via.Begin(ctx)
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				_, err = tx.Exec(ctx, `INSERT INTO events (merchant_id, stream_id, stream_type, version, type, data) VALUES ($1, $2, 'test', 1, 't', '{}')`,
-					merchants[(w+i)%len(merchants)], uuid.New())
+					merchants[m], uuid.New())
 				if err == nil && (w+i)%3 == 0 {
 					time.Sleep(time.Duration((w*7+i)%5) * time.Millisecond)
 				}

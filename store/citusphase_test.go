@@ -4,7 +4,6 @@ package store_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -103,7 +102,7 @@ func TestCitusWritesCommitInOnePhase(t *testing.T) {
 	defer pool.Close()
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	st := store.New(store.Config{Pool: pool, Jobs: ins})
+	st := newStore(store.Config{Pool: pool, Jobs: ins})
 
 	m := createMerchant(t, st, &merchantOpts{Capacity: 1})
 	tea := createProduct(t, st, m.ID, nil)
@@ -121,7 +120,7 @@ func TestCitusWritesCommitInOnePhase(t *testing.T) {
 	_, err = st.PayOrder(ctx, unpaid.ID, "pay-3", customer("cid"), "r2")
 	require.NoError(t, err)
 	late := mustPlace(t, st, m.ID, cake.ID, placeOpts{Customer: "dan"})
-	st.Now = func() time.Time { return late.PaymentDeadline.Add(time.Second) }
+	setClock(st, func() time.Time { return late.PaymentDeadline.Add(time.Second) })
 	closed, err := st.CloseUnpaid(ctx, m.ID, late.ID)
 	require.NoError(t, err)
 	require.True(t, closed)
@@ -176,69 +175,4 @@ func TestCitusWritesCommitInOnePhase(t *testing.T) {
 	for _, tx := range heard.twoPhase {
 		t.Errorf("a transaction committed in two phases after writing:\n%s", tx)
 	}
-}
-
-// TestCitusPlacesAShardsMerchantsInOneTransaction: placements of two
-// merchants whose rows share a shard, arriving together, are decided in
-// one transaction on that shard (a placement batch is split by shard, not
-// by merchant), and it commits in one phase.
-func TestCitusPlacesAShardsMerchantsInOneTransaction(t *testing.T) {
-	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(citustest.URL(t))
-	require.NoError(t, err)
-	heard := &remoteCommands{current: map[*pgconn.PgConn]*remoteTx{}}
-	cfg.ConnConfig.RuntimeParams["citus.log_remote_commands"] = "on"
-	cfg.ConnConfig.OnNotice = heard.notice
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
-	ins, err := jobs.NewInserter(pool)
-	require.NoError(t, err)
-	st := store.New(store.Config{Pool: pool, Jobs: ins})
-
-	// Merchants until two share a shard (32 shards: a handful).
-	type shop struct{ merchant, product uuid.UUID }
-	var pair []shop
-	byShard := map[int64]shop{}
-	for len(pair) == 0 {
-		m := createMerchant(t, st, &merchantOpts{Capacity: 1000})
-		var shard int64
-		require.NoError(t, pool.QueryRow(ctx, `SELECT get_shard_id_for_distribution_column('merchants', $1::uuid)`, m.ID).Scan(&shard))
-		sh := shop{m.ID, createProduct(t, st, m.ID, nil).ID}
-		if other, ok := byShard[shard]; ok {
-			pair = []shop{other, sh}
-		}
-		byShard[shard] = sh
-	}
-
-	heard.mu.Lock()
-	heard.twoPhase, heard.all = nil, nil
-	heard.mu.Unlock()
-	const writers, perWriter = 16, 4
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range perWriter {
-				sh := pair[(w+i)%2]
-				if _, err := place(ctx, st, sh.merchant, sh.product, placeOpts{Customer: fmt.Sprintf("c%d-%d", w, i), PaymentRef: "r"}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	heard.mu.Lock()
-	defer heard.mu.Unlock()
-	require.Empty(t, heard.twoPhase, "every placement commits in one phase")
-	both := 0
-	for _, tx := range heard.all {
-		text := tx.text.String()
-		if strings.Contains(text, pair[0].merchant.String()) && strings.Contains(text, pair[1].merchant.String()) {
-			both++
-		}
-	}
-	require.Positive(t, both, "a transaction placed both merchants' orders")
 }

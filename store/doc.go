@@ -23,8 +23,11 @@
 //     turns (orderTurns), other processes' wait for the rows' locks.
 //
 // On Citus a batch is split before it is decided (splitOnCitus): placements
-// by shard, closes and joins by merchant, so that no transaction writes on
-// two nodes.
+// by the worker holding their merchants (nodeMap, shards.go), each part
+// decided in a transaction opened on that worker, with no coordinator in it
+// (its statements that lock rows name one shard each: lockGroups); closes
+// and joins by merchant, through the coordinator. No transaction writes on
+// two nodes, and each commits in one phase.
 //
 // # Lock order
 //

@@ -180,18 +180,12 @@ type StreamRef struct {
 // log's tail plus a few lookups.
 //
 // The snapshot is taken by a statement of its own, before the statement
-// that reads the rows. On one PostgreSQL that changes nothing. On Citus it
-// is what makes the scheme hold: tx_id is the coordinator's transaction id
-// (a column default is evaluated there), the snapshot is the coordinator's,
-// and the rows are read on the workers with their own, later, snapshots.
-// A transaction that touches one shard commits on its worker before it
-// commits on the coordinator, so one the coordinator's snapshot sees ended
-// has its rows visible to every later read of a worker. Read in one
-// statement, Citus takes the rows first and the snapshot after, and a
-// transaction ending in between would be skipped. A transaction whose
-// coordinator crashed after its worker committed is reported too: aborted
-// is ended, and its rows are there.
+// that reads the rows. On Citus the log is read the same way on each worker,
+// its place a snapshot per worker (changedStreamsByNode).
 func (s *Store) ChangedStreams(ctx context.Context, since LogSnapshot, merchants []uuid.UUID) ([]StreamRef, LogSnapshot, error) {
+	if s.Distributed(ctx) {
+		return s.changedStreamsByNode(ctx, since, merchants)
+	}
 	var now string
 	if err := s.pool.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&now); err != nil {
 		return nil, since, mapErr(fmt.Errorf("log snapshot: %w", err))

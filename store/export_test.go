@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orderd/orderd/ledger/verify"
 )
@@ -133,4 +134,24 @@ func ForgetKeysPlan(ctx context.Context, conn *pgx.Conn, merchant uuid.UUID, cus
 	}
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	return strings.Join(lines, "\n"), err
+}
+
+// MerchantHash is the hash by which Citus places a merchant (merchantHash).
+func MerchantHash(id uuid.UUID) int32 { return merchantHash(id) }
+
+// MerchantNode is the worker the store sends merchantID's placements to
+// (merchantNode).
+func (s *Store) MerchantNode(ctx context.Context, merchantID uuid.UUID) (string, error) {
+	return s.merchantNode(ctx, merchantID)
+}
+
+// SetNodePool makes the store reach node through p, as a test's stand-in
+// for a worker that is down.
+func (s *Store) SetNodePool(node string, p *pgxpool.Pool) {
+	s.nodes.mu.Lock()
+	defer s.nodes.mu.Unlock()
+	if s.nodes.pools == nil {
+		s.nodes.pools = map[string]*pgxpool.Pool{}
+	}
+	s.nodes.pools[node] = p
 }

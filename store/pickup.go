@@ -216,7 +216,7 @@ type pickupReservation struct {
 // merchant held for update by another batch is not skipped, since its
 // counter is held only from that batch's first read to its commit, which
 // waits for nothing else.
-func reservePickupNumbers(b *pgx.Batch, batch []*placement, clock time.Time) *pickupReservation {
+func reservePickupNumbers(tx pgx.Tx, b *pgx.Batch, batch []*placement, clock time.Time) *pickupReservation {
 	r := &pickupReservation{reserved: map[uuid.UUID]int{}, counters: newPickupCounters(), unused: map[uuid.UUID]int{}}
 	var ids [][16]byte
 	for _, pl := range batch {
@@ -227,16 +227,20 @@ func reservePickupNumbers(b *pgx.Batch, batch []*placement, clock time.Time) *pi
 		r.reserved[id]++
 	}
 	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
-	counts := make([]int32, len(ids))
-	for i, id := range ids {
-		counts[i] = int32(r.reserved[id])
-	}
-	b.Queue(pickupCountersInto+`
+	// One statement per shard on a Citus worker, which locks rows only in
+	// a statement of one shard (lockGroups).
+	for _, ids := range lockGroups(tx, ids) {
+		counts := make([]int32, len(ids))
+		for i, id := range ids {
+			counts[i] = int32(r.reserved[id])
+		}
+		b.Queue(pickupCountersInto+`
 		SELECT m.id, ($2::timestamptz AT TIME ZONE m.timezone)::date, ($3::int[])[array_position($1::uuid[], m.id)]
 		FROM merchants m WHERE m.id = ANY($1::uuid[])
 		ORDER BY m.id
 		FOR KEY SHARE OF m SKIP LOCKED
 		`+pickupCountersTail, ids, clock, counts).Query(r.counters.scan)
+	}
 	return r
 }
 

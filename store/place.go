@@ -47,8 +47,9 @@ type placement struct {
 	p       PlaceRequest
 	orderID uuid.UUID
 	done    chan struct{}
-	// shard holds the merchant's rows on Citus (merchantShard).
-	shard int64
+	// node is the Citus worker holding the merchant's rows (merchantNode);
+	// "" on one PostgreSQL.
+	node string
 	// deadline is the caller's (zero: none). No batch runs past the last
 	// deadline of its requests: nobody waits for its outcome any longer.
 	deadline time.Time
@@ -91,11 +92,11 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceRequest) (*PlaceResult, e
 	if err := domain.ValidateLines(p.Lines); err != nil {
 		return nil, err
 	}
-	shard, err := s.merchantShard(ctx, p.MerchantID)
+	node, err := s.merchantNode(ctx, p.MerchantID)
 	if err != nil {
 		return nil, err
 	}
-	pl := &placement{p: p, orderID: newID(), done: make(chan struct{}), shard: shard}
+	pl := &placement{p: p, orderID: newID(), done: make(chan struct{}), node: node}
 	pl.deadline, _ = ctx.Deadline()
 	s.placers[laneOf(pl)].Submit(pl)
 	select {
@@ -195,8 +196,8 @@ var errStockHeldElsewhere = errors.New("stock held by another transaction")
 // errAbandoned rolls a batch back when a caller gave up before the commit.
 var errAbandoned = errors.New("a caller abandoned its placement before the commit")
 
-// placeBatch decides a lane's batch (on Citus, one shard's part of it:
-// splitOnCitus). It never waits for a merchant's row: requests of a
+// placeBatch decides a lane's batch (on Citus, one node's part of it:
+// splitOnCitus, decided on that worker: batchNode). It never waits for a merchant's row: requests of a
 // merchant another transaction holds are parked and decided by that
 // merchant's own waiter (placeParked), in arrival order, while the lane
 // goes on with other merchants.
@@ -288,7 +289,7 @@ func (s *Store) decideBatch(batch []*placement, mode batchMode) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), batchDeadline(batch))
 	defer cancel()
-	err := s.inPipelinedTx(ctx, func(tx *txn, pt *pgkit.PipelinedTx) error {
+	err := s.inNodeTx(ctx, batchNode(batch), func(tx *txn, pt *pgkit.PipelinedTx) error {
 		writes, err := s.placeInTx(ctx, tx, pt, batch, mode)
 		if err != nil {
 			return err
@@ -373,11 +374,11 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	// keys turn out to be replays of.
 	b := &pgx.Batch{}
 	keys := addIdempotencyKeys(tx, b, batch)
-	locked := addBatchMerchants(b, batch, mode.waitForMerchants)
+	locked := addBatchMerchants(tx, b, batch, mode.waitForMerchants)
 	products := addProducts(b, batchMerchantIDs(batch), batchProductIDs(batch))
 	var numbers *pickupReservation
 	if !mode.numberLast && s.mayNumberFirst(ctx, batch) {
-		numbers = reservePickupNumbers(b, batch, s.now())
+		numbers = reservePickupNumbers(tx, b, batch, s.now())
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("read for placement: %w", err)
@@ -489,6 +490,20 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	}
 	addLoads(b, merchants, now)
 	return b, nil
+}
+
+// batchNode is the Citus worker on which a batch is decided: the one
+// holding every merchant of it, or "" (the coordinator, or one
+// PostgreSQL) when they are not all on one, which happens only to a batch
+// left whole because asking whether the database is Citus failed.
+func batchNode(batch []*placement) string {
+	node := batch[0].node
+	for _, pl := range batch[1:] {
+		if pl.node != node {
+			return ""
+		}
+	}
+	return node
 }
 
 // claimForCommit marks every request of the batch as committing; if a
@@ -691,8 +706,9 @@ func forgetKeysSQL(citus bool) string {
 // lock of the others. A merchant read is one that exists: merchants are
 // never deleted (migration 23), so new orders need no foreign key to check
 // it again. Unless told to wait, a merchant whose row another transaction
-// holds is left out of the rows.
-func addBatchMerchants(b *pgx.Batch, batch []*placement, wait bool) *merchantLocks {
+// holds is left out of the rows. On a Citus worker each shard's merchants
+// are locked by a statement of their own (lockGroups).
+func addBatchMerchants(tx pgx.Tx, b *pgx.Batch, batch []*placement, wait bool) *merchantLocks {
 	var lock, share [][16]byte
 	seen := map[uuid.UUID]bool{}
 	for _, pl := range batch {
@@ -719,8 +735,11 @@ func addBatchMerchants(b *pgx.Batch, batch []*placement, wait bool) *merchantLoc
 		{lock, `SELECT ` + merchantColumns + ` FROM merchants WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE` + skip},
 		{share, `SELECT ` + merchantColumns + ` FROM merchants WHERE id = ANY($1) ORDER BY id FOR KEY SHARE` + skip},
 	} {
-		if len(q.ids) > 0 {
-			locks.queue(b, q.sql, q.ids)
+		if len(q.ids) == 0 {
+			continue
+		}
+		for _, ids := range lockGroups(tx, q.ids) {
+			locks.queue(b, q.sql, ids)
 		}
 	}
 	return &locks

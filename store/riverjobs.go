@@ -38,7 +38,13 @@ func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, jobs []river.InsertMa
 // pt, so that those River may insert by copy travel with pt's next batch,
 // its commit, instead of taking a round trip while the transaction holds
 // its locks. Unique jobs, whose conflicts a copy cannot settle, go at once.
+// A transaction on a Citus worker, where River's tables are not, leaves its
+// jobs to be inserted on the coordinator once it commits (insertJobsAfter).
 func (s *Store) insertJobsWithCommit(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx, jobs []river.InsertManyParams) error {
+	if t, ok := tx.(*txn); ok && t.onWorker {
+		t.jobsAfter = append(t.jobsAfter, jobs...)
+		return nil
+	}
 	var copied, unique []river.InsertManyParams
 	for _, j := range jobs {
 		if isUniqueJob(j) {

@@ -58,9 +58,10 @@ type Store struct {
 	// merchant's paid orders always take the same lane, so that they are
 	// decided in arrival order and concurrent batches never wait for each
 	// other's merchant locks.
-	placers []*pgkit.Batcher[*placement, int64]
-	// shards maps merchants to their shard, for the placers on Citus.
-	shards shardMap
+	placers []*pgkit.Batcher[*placement, string]
+	// nodes maps merchants to the Citus worker holding them, with a pool
+	// of connections to each (shards.go).
+	nodes nodeMap
 	// parked holds, per merchant whose row another transaction held when a
 	// batch came to it, the requests waiting for that lock in arrival order
 	// (placeParked): a locked merchant holds up its own requests only.
@@ -88,6 +89,14 @@ type txn struct {
 	// citus says the database is laid out on Citus, where some statements
 	// take another shape (insertRows).
 	citus bool
+	// onWorker says the transaction runs on a Citus worker, not the
+	// coordinator: River's tables are not there, and its jobs are inserted
+	// on the coordinator once it commits (insertJobsWithCommit).
+	onWorker  bool
+	jobsAfter []river.InsertManyParams
+	// shards is the shard map on a worker, for statements that must name
+	// one shard's merchants (lockGroups).
+	shards []shardRange
 }
 
 // onCitusTx reports whether tx, one of the store's transactions, runs on
@@ -117,13 +126,13 @@ func New(cfg Config) *Store {
 	}
 	s := &Store{pool: cfg.Pool, cfg: cfg, hints: make(chan struct{}, 1),
 		parked: map[uuid.UUID][]*placement{}, dropMerchants: map[uuid.UUID]uuid.UUID{}}
-	s.placers = make([]*pgkit.Batcher[*placement, int64], placementLanes)
+	s.placers = make([]*pgkit.Batcher[*placement, string], placementLanes)
 	for i := range s.placers {
-		// A placement batch is split by shard, not merchant: every
-		// statement of a batch names its merchants, so a shard's
-		// merchants share one transaction on that shard.
-		s.placers[i] = pgkit.NewBatcher[*placement, int64](1, maxPlacementBatch, s.placeBatch).
-			SplitBy(s.splitOnCitus, func(pl *placement) int64 { return pl.shard }, merchantsAtOnce)
+		// A placement batch is split by node: each node's part is decided
+		// in a transaction on that worker, whose statements touch its
+		// shards alone (placeBatch).
+		s.placers[i] = pgkit.NewBatcher[*placement, string](1, maxPlacementBatch, s.placeBatch).
+			SplitBy(s.splitOnCitus, func(pl *placement) string { return pl.node }, merchantsAtOnce)
 	}
 	s.closer = pgkit.NewBatcher[*closeRequest, uuid.UUID](2, 200, s.closeBatch).
 		SplitBy(s.splitOnCitus, closeMerchant, merchantsAtOnce)
@@ -132,7 +141,7 @@ func New(cfg Config) *Store {
 	return s
 }
 
-// merchantsAtOnce bounds how many merchants (a placement batch's shards)
+// merchantsAtOnce bounds how many merchants (a placement batch's nodes)
 // of a batch split by merchant (splitOnCitus) are decided at once, each
 // in a transaction on a connection of its own.
 const merchantsAtOnce = 4
@@ -183,7 +192,30 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // inPipelinedTx is inTx for a transaction that sends its BEGIN with its first
 // statements and its COMMIT with its last: fn ends it with CommitWith.
 func (s *Store) inPipelinedTx(ctx context.Context, fn func(tx *txn, pt *pgkit.PipelinedTx) error) error {
-	return retryTx(ctx, func() error { return s.tryPipelinedTx(ctx, fn) })
+	return retryTx(ctx, func() error { return s.tryPipelinedTx(ctx, "", fn) })
+}
+
+// inNodeTx is inPipelinedTx on the Citus worker node ("host:port"); on
+// "" (one PostgreSQL, or a coordinator) it is inPipelinedTx. A failure
+// there marks the shard map stale: the node may be down, or its shards may
+// have moved.
+func (s *Store) inNodeTx(ctx context.Context, node string, fn func(tx *txn, pt *pgkit.PipelinedTx) error) error {
+	err := retryTx(ctx, func() error { return s.tryPipelinedTx(ctx, node, fn) })
+	if node != "" && nodeMayHaveMoved(err) {
+		s.nodeFailed()
+	}
+	return err
+}
+
+// nodeMayHaveMoved reports whether a transaction on a worker failed in a way
+// a down worker or a moved shard explains: unavailable, or an error of the
+// database's that no decision of orderd's made.
+func nodeMayHaveMoved(err error) bool {
+	if err == nil || errors.Is(err, errAbandoned) || errors.Is(err, errNumberLast) {
+		return false
+	}
+	var de *domain.Error
+	return !errors.As(err, &de) || de.Code == domain.CodeUnavailable
 }
 
 func retryTx(ctx context.Context, try func() error) error {
@@ -226,12 +258,22 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return nil
 }
 
-func (s *Store) tryPipelinedTx(ctx context.Context, fn func(tx *txn, pt *pgkit.PipelinedTx) error) error {
+func (s *Store) tryPipelinedTx(ctx context.Context, node string, fn func(tx *txn, pt *pgkit.PipelinedTx) error) error {
 	citus, err := s.onCitus(ctx)
 	if err != nil {
 		return err
 	}
-	conn, err := s.pool.Acquire(ctx)
+	pool := s.pool
+	var shards []shardRange
+	if node != "" {
+		if pool, err = s.nodePool(node); err != nil {
+			return err
+		}
+		if shards, err = s.shardMap(ctx); err != nil {
+			return err
+		}
+	}
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire: %w", err)
 	}
@@ -239,7 +281,7 @@ func (s *Store) tryPipelinedTx(ctx context.Context, fn func(tx *txn, pt *pgkit.P
 	defer conn.Release()
 	pt := pgkit.NewPipelinedTx(conn.Conn())
 	defer pt.Rollback(ctx) //nolint:errcheck // a no-op after commit
-	t := &txn{Tx: pt, citus: citus}
+	t := &txn{Tx: pt, citus: citus, onWorker: node != "", shards: shards}
 	if err := fn(t, pt); err != nil {
 		return err
 	}
@@ -247,6 +289,7 @@ func (s *Store) tryPipelinedTx(ctx context.Context, fn func(tx *txn, pt *pgkit.P
 		return errors.New("store: a pipelined transaction ended without its commit")
 	}
 	s.committed(t)
+	s.insertJobsAfter(ctx, t.jobsAfter)
 	return nil
 }
 

@@ -521,6 +521,7 @@ func (a *App) Close() {
 			_ = ln.Close()
 		}
 	}
+	a.store.Close()
 	a.opsPool.Close()
 	a.pool.Close()
 }
@@ -611,6 +612,7 @@ func (a *App) Run(ctx context.Context) error {
 		g.stop()
 	}
 	stopUI()
+	a.store.Close()
 	a.opsPool.Close()
 	a.pool.Close()
 	a.log.Info("orderd stopped")
