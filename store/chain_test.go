@@ -132,3 +132,34 @@ func TestChainsDoNotWaitAcrossStreams(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+// TestFirstEventsChainedByTheirInsert: the insert of a stream's first
+// event writes its hash itself, so a placement appends with the chain's
+// trigger turned off (as a superuser may) and its chain still recomputes;
+// a later version leaves its hash to the trigger, which alone sees a link
+// before it inserted by the same statement, and without it is refused.
+// The insert computing it saves each placement's event a PL/pgSQL call.
+func TestFirstEventsChainedByTheirInsert(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 4})
+	p := createProduct(t, st, m.ID, nil)
+	_, err := b.pool.Exec(ctx, `ALTER TABLE events DISABLE TRIGGER events_chain`)
+	require.NoError(t, err)
+	o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "c", PaymentRef: "pay"})
+	require.Equal(t, domain.StatusAccepted, o.Status)
+	broken, err := st.BrokenChains(ctx)
+	require.NoError(t, err)
+	require.Empty(t, broken)
+
+	_, err = st.CompleteOrder(ctx, o.ID, admin, "")
+	require.Error(t, err, "a later version's hash is the trigger's to write")
+	_, err = b.pool.Exec(ctx, `ALTER TABLE events ENABLE TRIGGER events_chain`)
+	require.NoError(t, err)
+	_, err = st.CompleteOrder(ctx, o.ID, admin, "")
+	require.NoError(t, err)
+	broken, err = st.BrokenChains(ctx)
+	require.NoError(t, err)
+	require.Empty(t, broken)
+}
