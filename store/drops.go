@@ -353,3 +353,23 @@ func (s *Store) GetDraw(ctx context.Context, dropID uuid.UUID) (*Draw, error) {
 	}
 	return &out, mapErr(rows.Err())
 }
+
+func lockEntries(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]domain.Entry, error) {
+	rows, err := tx.Query(ctx, `SELECT `+entryColumns+` FROM drop_entries e WHERE `+sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("lock entries: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.Entry
+	for rows.Next() {
+		var e domain.Entry
+		if err := rows.Scan(scanEntryInto(&e)...); err != nil {
+			return nil, fmt.Errorf("scan entry: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock entries: %w", err)
+	}
+	return out, nil
+}

@@ -14,28 +14,6 @@ import (
 	"github.com/orderd/orderd/domain"
 )
 
-// SettleDropArgs brings a drop up to date: its transitions, lapsed windows,
-// invitations and sell-out. At is the moment it was set for, so that the
-// many windows an invitation round opens together share one job.
-type SettleDropArgs struct {
-	MerchantID uuid.UUID `json:"merchant_id"`
-	DropID     uuid.UUID `json:"drop_id"`
-	At         time.Time `json:"at"`
-}
-
-func (SettleDropArgs) Kind() string { return "settle_drop" }
-
-func (SettleDropArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueTimers, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
-}
-
-func settleJob(merchantID, dropID uuid.UUID, at time.Time) river.InsertManyParams {
-	return river.InsertManyParams{
-		Args:       SettleDropArgs{MerchantID: merchantID, DropID: dropID, At: at},
-		InsertOpts: &river.InsertOpts{ScheduledAt: at},
-	}
-}
-
 // SettleDrop brings a drop up to date under its row lock: it opens and
 // starts it when their times have come (publishing the seed and drawing the
 // early entries' ranks), lapses invitations whose window ended, invites
@@ -314,26 +292,6 @@ func addRanks(b *pgx.Batch, d domain.Drop, entries []drawn, first int) {
 	}
 	b.Queue(`UPDATE drop_entries e SET order_key = t.k, rank = t.r FROM unnest($3::uuid[], $4::bytea[], $5::int[]) AS t(id, k, r)
 		WHERE e.merchant_id = $1 AND e.drop_id = $2 AND e.id = t.id`, d.MerchantID, d.DropID, ids, keys, ranks)
-}
-
-func lockEntries(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]domain.Entry, error) {
-	rows, err := tx.Query(ctx, `SELECT `+entryColumns+` FROM drop_entries e WHERE `+sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("lock entries: %w", err)
-	}
-	defer rows.Close()
-	var out []domain.Entry
-	for rows.Next() {
-		var e domain.Entry
-		if err := rows.Scan(scanEntryInto(&e)...); err != nil {
-			return nil, fmt.Errorf("scan entry: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock entries: %w", err)
-	}
-	return out, nil
 }
 
 // lapseDueWindows lapses the drop's invitations whose window has ended.

@@ -105,3 +105,25 @@ func (PeriodEdgeArgs) Kind() string { return "period_edge" }
 func (PeriodEdgeArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueTimers, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
+
+// SettleDropArgs brings a drop up to date: its transitions, lapsed windows,
+// invitations and sell-out. At is the moment it was set for, so that the
+// many windows an invitation round opens together share one job.
+type SettleDropArgs struct {
+	MerchantID uuid.UUID `json:"merchant_id"`
+	DropID     uuid.UUID `json:"drop_id"`
+	At         time.Time `json:"at"`
+}
+
+func (SettleDropArgs) Kind() string { return "settle_drop" }
+
+func (SettleDropArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueTimers, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+func settleJob(merchantID, dropID uuid.UUID, at time.Time) river.InsertManyParams {
+	return river.InsertManyParams{
+		Args:       SettleDropArgs{MerchantID: merchantID, DropID: dropID, At: at},
+		InsertOpts: &river.InsertOpts{ScheduledAt: at},
+	}
+}
