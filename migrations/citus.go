@@ -33,7 +33,9 @@ var (
 	// coordinatorOnly tables stay plain tables on the coordinator: River's
 	// queries do not run on distributed tables, and the migration ledgers
 	// are the coordinator's own. The tamper-evident log is kept there too,
-	// read through the coordinator (untested on a cluster).
+	// read through the coordinator; its reader takes the coordinator's
+	// snapshot, which cannot judge the workers' transaction ids the
+	// events carry on Citus (nodeTxIDs): not usable on a cluster yet.
 	coordinatorOnly = []string{"goose_db_version", "river_job", "river_leader", "river_migration", "river_notification", "river_queue",
 		"log_heads", "log_leaves", "log_hashes", "checkpoints"}
 )
