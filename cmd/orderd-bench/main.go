@@ -8,8 +8,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -384,9 +382,12 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 		cfg.DatabaseURL = inst.DatabaseURL(name)
 		nonDefault = append(nonDefault, "PostgreSQL track_commit_timestamp=on (the ws scenario times updates from their commit)")
 	}
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	cfg.JWTSecret = hex.EncodeToString(b)
+	secret, err := app.NewJWTSecret()
+	if err != nil {
+		stopPG()
+		return nil, bench.Settings{}, nil, err
+	}
+	cfg.JWTSecret = secret
 	cfg.Addr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	server, serverNonDefault := serverSettings(cfg)

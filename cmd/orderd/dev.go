@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -164,11 +163,10 @@ func devSecret(path string) (string, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("read the JWT secret: %w", err)
 	}
-	raw := make([]byte, devSecretBytes)
-	if _, err := rand.Read(raw); err != nil {
-		return "", fmt.Errorf("make a JWT secret: %w", err)
+	secret, err := app.NewJWTSecret()
+	if err != nil {
+		return "", err
 	}
-	secret := hex.EncodeToString(raw)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", fmt.Errorf("keep the JWT secret: %w", err)
 	}

@@ -52,3 +52,15 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	}
 	require.Contains(t, served, http.MethodGet+" /openapi.json")
 }
+
+// TestNewJWTSecretsPassTheirCheck: the secrets orderd makes itself (dev,
+// the bench's servers) must never be refused by its own strength check; a
+// shorter random secret was, now and then, and a bench run failed to start.
+func TestNewJWTSecretsPassTheirCheck(t *testing.T) {
+	t.Parallel()
+	for range 200 {
+		secret, err := app.NewJWTSecret()
+		require.NoError(t, err)
+		require.NoError(t, app.CheckJWTSecret(secret))
+	}
+}
