@@ -318,7 +318,7 @@ func citusStore(t *testing.T) (*store.Store, *pgxpool.Pool, *shardLog) {
 	t.Cleanup(pool.Close)
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
-	return store.New(store.Config{Pool: pool, Jobs: ins}), pool, rc
+	return newStore(store.Config{Pool: pool, Jobs: ins}), pool, rc
 }
 
 // merchantsOnEveryWorker creates merchants until there are at least n and
