@@ -18,9 +18,10 @@ import (
 // Pickup slots, opening hours and the capacity of their periods.
 //
 // A slot's room is a row of pickup_slots, created by the first order that
-// takes it with the capacity the merchant's settings give slots then. An
-// order takes its load of it with an update that adds only where it still
-// fits; the table's CHECK refuses any write that would not. Scheduled
+// takes it with the capacity the merchant's settings give slots then. A
+// placement batch reads its slots' room under their locks, decides who fits
+// (domain.FitSlots) and adds the placed orders' loads with its commit; the
+// table's CHECK refuses any write that would not fit. Scheduled
 // orders hold nothing of the live line until their release, a timer at the
 // slot's start minus prep_seconds; a cancelled or closed order for a slot
 // gives its load back in the write that ends it (addSlotReturns).
