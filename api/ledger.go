@@ -5,16 +5,10 @@ import (
 	"strconv"
 
 	"github.com/orderd/orderd/domain"
-	"github.com/orderd/orderd/store"
 )
 
-// logParam is the log a request names, the single PostgreSQL's by default.
-func logParam(r *http.Request) string {
-	if l := r.URL.Query().Get("log"); l != "" {
-		return l
-	}
-	return store.LogMain
-}
+// logParam is the log a request names, or "" for the store's default.
+func logParam(r *http.Request) string { return r.URL.Query().Get("log") }
 
 // sizeParam reads a tree size from the query: absent is 0, anything but a
 // positive integer is refused.
@@ -54,7 +48,10 @@ func (s *Server) checkpointConsistency(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	log := logParam(r)
+	log, err := s.store.NamedLog(r.Context(), logParam(r))
+	if err != nil {
+		return err
+	}
 	proof, err := s.store.ConsistencyProof(r.Context(), log, from, to)
 	if err != nil {
 		return err

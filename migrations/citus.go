@@ -32,10 +32,9 @@ var (
 	global = []string{"ws_tickets", "sign_in_codes"}
 	// coordinatorOnly tables stay plain tables on the coordinator: River's
 	// queries do not run on distributed tables, and the migration ledgers
-	// are the coordinator's own. The tamper-evident log is kept there too,
-	// read through the coordinator; its reader takes the coordinator's
-	// snapshot, which cannot judge the workers' transaction ids the
-	// events carry on Citus (nodeTxIDs): not usable on a cluster yet.
+	// are the coordinator's own. The tamper-evident logs are kept there
+	// too, one per worker, each reading its worker's events against that
+	// worker's snapshots (store.Logs).
 	coordinatorOnly = []string{"goose_db_version", "river_job", "river_leader", "river_migration", "river_notification", "river_queue",
 		"log_heads", "log_leaves", "log_hashes", "checkpoints"}
 )

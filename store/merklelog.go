@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -50,6 +51,9 @@ func (s *Store) ExtendLog(ctx context.Context, p ExtendLogParams) (ExtendLogResu
 	var res ExtendLogResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		res = ExtendLogResult{}
+		if err := s.openNodeLog(ctx, tx, p.Log); err != nil {
+			return err
+		}
 		var since string
 		err := tx.QueryRow(ctx, `SELECT size, snapshot FROM log_heads WHERE log = $1 FOR UPDATE SKIP LOCKED`, p.Log).Scan(&res.Size, &since)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -66,35 +70,9 @@ func (s *Store) ExtendLog(ctx context.Context, p ExtendLogParams) (ExtendLogResu
 		if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
 			return fmt.Errorf("lift the statement timeout: %w", err)
 		}
-		var now string
-		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&now); err != nil {
-			return fmt.Errorf("log snapshot: %w", err)
-		}
-		// Every transaction still to be logged is at or past the last
-		// snapshot's xmin: that bound lets the planner read the tail of
-		// events_tx_position_idx, where the condition alone, an OR, reads
-		// the whole table once its few transaction ids each hold many rows.
-		rows, err := tx.Query(ctx, `
-			SELECT merchant_id, stream_id, version, hash FROM events
-			WHERE tx_id >= pg_snapshot_xmin($1::pg_snapshot)
-			  AND (tx_id >= pg_snapshot_xmax($1::pg_snapshot) OR tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot))))
-			  AND pg_visible_in_snapshot(tx_id, $2::pg_snapshot)
-			ORDER BY tx_id, global_position`, since, now)
+		leaves, now, err := s.eventsToLog(ctx, tx, p.Log, since)
 		if err != nil {
-			return fmt.Errorf("read events to log: %w", err)
-		}
-		type leaf struct {
-			merchant, stream uuid.UUID
-			version          int32
-			hash             []byte
-		}
-		leaves, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (leaf, error) {
-			var l leaf
-			err := row.Scan(&l.merchant, &l.stream, &l.version, &l.hash)
-			return l, err
-		})
-		if err != nil {
-			return fmt.Errorf("read events to log: %w", err)
+			return err
 		}
 		hashes := newHashOverlay(ctx, tx, p.Log)
 		var leafRows, hashRows [][]any
@@ -132,6 +110,67 @@ func (s *Store) ExtendLog(ctx context.Context, p ExtendLogParams) (ExtendLogResu
 		return err
 	})
 	return res, mapErr(err)
+}
+
+// logLeaf is an event as the log names it.
+type logLeaf struct {
+	merchant, stream uuid.UUID
+	version          int32
+	hash             []byte
+}
+
+// Logs names this database's logs: LogMain on one PostgreSQL; on Citus one
+// per worker holding shards of events, named by its node ("host:port"),
+// since transaction ids and snapshots, the log's order, are a node's own.
+func (s *Store) Logs(ctx context.Context) ([]string, error) {
+	if !s.Distributed(ctx) {
+		return []string{LogMain}, nil
+	}
+	return s.eventNodes(ctx)
+}
+
+// eventsToLog reads the events of every transaction that ended between the
+// snapshot since and now, in the order they enter the log, and the snapshot
+// now they were read up to.
+func (s *Store) eventsToLog(ctx context.Context, tx pgx.Tx, log, since string) ([]logLeaf, string, error) {
+	if s.Distributed(ctx) {
+		return s.nodeEventsToLog(ctx, tx, log, since)
+	}
+	var now string
+	if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&now); err != nil {
+		return nil, "", fmt.Errorf("log snapshot: %w", err)
+	}
+	// Every transaction still to be logged is at or past the last
+	// snapshot's xmin: that bound lets the planner read the tail of
+	// events_tx_position_idx, where the condition alone, an OR, reads
+	// the whole table once its few transaction ids each hold many rows.
+	rows, err := tx.Query(ctx, `SELECT merchant_id, stream_id, version, hash FROM events WHERE `+loggedSince("$2::pg_snapshot")+`
+		ORDER BY tx_id, global_position`, since, now)
+	if err != nil {
+		return nil, "", fmt.Errorf("read events to log: %w", err)
+	}
+	leaves, err := collectLeaves(rows)
+	return leaves, now, err
+}
+
+// loggedSince holds the events whose transactions ended between the
+// snapshot $1 and now, an SQL expression of a snapshot.
+func loggedSince(now string) string {
+	return `tx_id >= pg_snapshot_xmin($1::pg_snapshot)
+		AND (tx_id >= pg_snapshot_xmax($1::pg_snapshot) OR tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot))))
+		AND pg_visible_in_snapshot(tx_id, ` + now + `)`
+}
+
+func collectLeaves(rows pgx.Rows) ([]logLeaf, error) {
+	leaves, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (logLeaf, error) {
+		var l logLeaf
+		err := row.Scan(&l.merchant, &l.stream, &l.version, &l.hash)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read events to log: %w", err)
+	}
+	return leaves, nil
 }
 
 // checkpointIfDue signs and stores a checkpoint of the log at size when
@@ -264,8 +303,29 @@ func scanCheckpoint(row pgx.Row) (*verify.Checkpoint, error) {
 	return &c, nil
 }
 
-// LatestCheckpoint returns the log's last checkpoint.
+// NamedLog is the log a request names, or, when it names none, the
+// database's one log. On Citus, with a log per node, a request names its
+// log; one that does not is told the logs there are.
+func (s *Store) NamedLog(ctx context.Context, log string) (string, error) {
+	if log != "" {
+		return log, nil
+	}
+	if !s.Distributed(ctx) {
+		return LogMain, nil
+	}
+	logs, err := s.eventNodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	return "", domain.Errorf(domain.CodeValidation, "log: each node keeps its own log here: name one of %s", strings.Join(logs, ", "))
+}
+
+// LatestCheckpoint returns the last checkpoint of the log NamedLog names.
 func (s *Store) LatestCheckpoint(ctx context.Context, log string) (*verify.Checkpoint, error) {
+	log, err := s.NamedLog(ctx, log)
+	if err != nil {
+		return nil, err
+	}
 	c, err := scanCheckpoint(s.pool.QueryRow(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE log = $1 ORDER BY size DESC LIMIT 1`, log))
 	return c, mapErr(err)
 }
@@ -313,11 +373,22 @@ func (s *Store) ConsistencyProof(ctx context.Context, log string, from, to int64
 
 // OrderProof is the receipt of an order's events: each event already in
 // the checkpoint (the log's latest, or the one of size when size > 0) with
-// its audit path to the checkpoint's root.
+// its audit path to the checkpoint's root. With no log named, the log is
+// the one that holds the order's latest logged event (on Citus, its node's
+// at the time), else its merchant's node's now.
 func (s *Store) OrderProof(ctx context.Context, orderID uuid.UUID, access Access, log string, size int64) (*verify.Proof, error) {
 	o, err := s.GetOrder(ctx, orderID, access)
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case log != "":
+	case s.Distributed(ctx):
+		if log, err = s.streamLog(ctx, o.MerchantID, orderID); err != nil {
+			return nil, err
+		}
+	default:
+		log = LogMain
 	}
 	return s.streamProof(ctx, o.MerchantID, orderID, log, size)
 }

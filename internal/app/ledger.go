@@ -51,21 +51,29 @@ func CheckWitness(witnessURL, secret string) error {
 // follows the events by about this much, whatever the checkpoint interval.
 const logTick = time.Second
 
-// runLog extends the log and makes its checkpoints until ctx ends. Every
-// instance runs it; the one that holds the log's head does the work.
+// runLog extends the logs and makes their checkpoints until ctx ends. Every
+// instance runs it; the one that holds a log's head does that log's work.
+// On Citus there is a log per node, and the nodes are asked again every
+// round: a worker added to the cluster gets its log.
 func (a *App) runLog(ctx context.Context) {
 	t := time.NewTicker(min(logTick, a.cfg.CheckpointInterval))
 	defer t.Stop()
 	for {
-		res, err := a.store.ExtendLog(ctx, store.ExtendLogParams{Log: store.LogMain, Key: a.checkpointKey, Interval: a.cfg.CheckpointInterval,
-			Witness: a.cfg.WitnessURL != ""})
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			a.log.Warn("extend the log", "err", err)
-		case res.Checkpoint != nil:
-			a.log.Info("checkpoint", "log", res.Checkpoint.Log, "size", res.Checkpoint.Size)
+		logs, err := a.store.Logs(ctx)
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("list the logs", "err", err)
+		}
+		for _, log := range logs {
+			res, err := a.store.ExtendLog(ctx, store.ExtendLogParams{Log: log, Key: a.checkpointKey, Interval: a.cfg.CheckpointInterval,
+				Witness: a.cfg.WitnessURL != ""})
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				a.log.Warn("extend the log", "log", log, "err", err)
+			case res.Checkpoint != nil:
+				a.log.Info("checkpoint", "log", res.Checkpoint.Log, "size", res.Checkpoint.Size)
+			}
 		}
 		select {
 		case <-ctx.Done():
