@@ -343,6 +343,42 @@ func FitSlots[K comparable](room map[K]int, slots []K, loads []int) []bool {
 	return fits
 }
 
+// KnownFullSlot is what a process remembers of a slot it saw with no room
+// left: the settings its merchant had then, at their version, so that a
+// later request's pickup_at can be checked as its batch would check it.
+type KnownFullSlot struct {
+	Settings        MerchantSettings
+	Location        *time.Location
+	MerchantVersion int
+}
+
+// SlotSeen is a slot as one read saw it, taken after the request asking
+// about it arrived: its room, its merchant's version, and whether the
+// request's idempotency key was already recorded.
+type SlotSeen struct {
+	Room            int
+	MerchantVersion int
+	KeyRecorded     bool
+}
+
+// RefuseKnownFull decides a request for a slot known full without its
+// merchant's batch: it returns the slot_full refusal only when the read
+// shows the slot with no room (every load weighs at least one), which is
+// then true at a moment of the request whoever freed room before or after,
+// the merchant's settings unchanged since the slot was known full and
+// pickup_at still published at now, and no earlier request with the
+// same key, whose replay only the batch answers. Otherwise it returns nil:
+// the batch decides, and a slot with room is never refused from memory.
+func RefuseKnownFull(known KnownFullSlot, seen SlotSeen, pickupAt, now time.Time) error {
+	if seen.Room > 0 || seen.KeyRecorded || seen.MerchantVersion != known.MerchantVersion {
+		return nil
+	}
+	if CheckPickup(known.Settings, known.Location, pickupAt, now) != nil {
+		return nil
+	}
+	return SlotFullError(pickupAt)
+}
+
 // SlotFullError refuses an order whose load no longer fits its slot.
 func SlotFullError(pickupAt time.Time) *Error {
 	return Errorf(CodeSlotFull, "the pickup slot at %s is full", pickupAt.UTC().Format(time.RFC3339))

@@ -410,3 +410,33 @@ func TestFitSlots(t *testing.T) {
 		})
 	}
 }
+
+func TestRefuseKnownFull(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	settings := domain.MerchantSettings{Slots: &domain.SlotSettings{Minutes: 15, Capacity: 20, LeadMinutes: 30, HorizonDays: 7}}
+	known := domain.KnownFullSlot{Settings: settings, Location: time.UTC, MerchantVersion: 4}
+	slot := now.Add(time.Hour)
+	for _, c := range []struct {
+		name   string
+		seen   domain.SlotSeen
+		pickup time.Time
+		refuse bool
+	}{
+		{"no room and nothing changed", domain.SlotSeen{Room: 0, MerchantVersion: 4}, slot, true},
+		{"room came back", domain.SlotSeen{Room: 1, MerchantVersion: 4}, slot, false},
+		{"the merchant's settings changed", domain.SlotSeen{Room: 0, MerchantVersion: 5}, slot, false},
+		{"the key was used before: its batch answers the replay", domain.SlotSeen{Room: 0, MerchantVersion: 4, KeyRecorded: true}, slot, false},
+		{"the slot is inside the lead time now: its batch says why", domain.SlotSeen{Room: 0, MerchantVersion: 4}, now.Add(15 * time.Minute), false},
+		{"off the slot grid", domain.SlotSeen{Room: 0, MerchantVersion: 4}, slot.Add(time.Minute), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := domain.RefuseKnownFull(known, c.seen, c.pickup, now)
+			if !c.refuse {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, domain.ErrSlotFull)
+		})
+	}
+}

@@ -35,7 +35,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	for env, helper := range map[string]func() error{pickupHelperDB: pickupHelper, skewHelperDB: skewHelper, slotHelperDB: slotHelper} {
+	for env, helper := range map[string]func() error{pickupHelperDB: pickupHelper, skewHelperDB: skewHelper, slotHelperDB: slotHelper, slotFreeHelperDB: slotFreeHelper} {
 		if os.Getenv(env) == "" {
 			continue
 		}

@@ -96,6 +96,9 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceRequest) (*PlaceResult, e
 	if err != nil {
 		return nil, err
 	}
+	if err := s.refuseKnownFull(ctx, &p, node); err != nil {
+		return nil, err
+	}
 	pl := &placement{p: p, orderID: newID(), done: make(chan struct{}), node: node}
 	pl.deadline, _ = ctx.Deadline()
 	s.placers[laneOf(pl)].Submit(pl)
@@ -401,6 +404,8 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	if err != nil {
 		return nil, err
 	}
+	// Before the commit: what is remembered is checked before every use.
+	s.full.note(slots.full, now)
 	var placed []*placement
 	memo := newStockMemo()
 	// A merchant with a paid request deferred: its later paid requests of

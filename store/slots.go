@@ -103,6 +103,9 @@ type slotTake struct {
 // taken in the commit's writes by those the batch places.
 type slotTakes struct {
 	took map[*placement]slotTake
+	// full are the slots the batch leaves with no room, as its process
+	// remembers them (fullSlots).
+	full map[slotKey]domain.KnownFullSlot
 }
 
 // takeSlots is the placement step of opening hours and pickup slots: it
@@ -198,6 +201,15 @@ func takeSlots(ctx context.Context, tx pgx.Tx, live []*placement, merchants map[
 			takes.took[pl] = wants[pl]
 		} else {
 			pl.err = domain.SlotFullError(wants[pl].slot.at)
+		}
+	}
+	for k, left := range room {
+		if left <= 0 {
+			m := merchants[k.merchant]
+			if takes.full == nil {
+				takes.full = map[slotKey]domain.KnownFullSlot{}
+			}
+			takes.full[k] = domain.KnownFullSlot{Settings: m.settings(), Location: zones[m.ID], MerchantVersion: m.Version}
 		}
 	}
 	placeable := kept[:0:0]

@@ -68,6 +68,10 @@ type Store struct {
 	parkMu sync.Mutex
 	parked map[uuid.UUID][]*placement
 	closer *pgkit.Batcher[*closeRequest, uuid.UUID]
+	// full and fullChecker refuse requests for full slots without their
+	// merchant's batch (fullslots.go).
+	full        fullSlots
+	fullChecker *pgkit.Batcher[*fullCheck, struct{}]
 	// citus is 0 until asked, then 1 on one PostgreSQL and 2 on Citus.
 	citus  atomic.Int32
 	joiner *pgkit.Batcher[*joinRequest, uuid.UUID]
@@ -134,6 +138,7 @@ func New(cfg Config) *Store {
 		s.placers[i] = pgkit.NewBatcher[*placement, string](1, maxPlacementBatch, s.placeBatch).
 			SplitBy(s.splitOnCitus, func(pl *placement) string { return pl.node }, merchantsAtOnce)
 	}
+	s.fullChecker = newFullChecker(s)
 	s.closer = pgkit.NewBatcher[*closeRequest, uuid.UUID](2, 200, s.closeBatch).
 		SplitBy(s.splitOnCitus, closeMerchant, merchantsAtOnce)
 	s.joiner = pgkit.NewBatcher[*joinRequest, uuid.UUID](joinLanes, maxJoinBatch, s.joinBatch).
