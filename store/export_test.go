@@ -155,3 +155,14 @@ func (s *Store) SetNodePool(node string, p *pgxpool.Pool) {
 	}
 	s.nodes.pools[node] = p
 }
+
+// QueuePositionsPlan returns PostgreSQL's plan, as run, of ranking the
+// lines of merchants as QueuePositions does.
+func QueuePositionsPlan(ctx context.Context, pool *pgxpool.Pool, merchants []uuid.UUID) (string, error) {
+	rows, err := pool.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+queuePositionsSQL, merchants)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(lines, "\n"), err
+}

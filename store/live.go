@@ -55,13 +55,7 @@ func (s *Store) QueuePositions(ctx context.Context, merchantIDs []uuid.UUID) ([]
 	if len(merchantIDs) == 0 {
 		return nil, nil
 	}
-	// The line: the priority lane ('priority' > 'normal') first, each in
-	// sequence order; units_through sums the loads up to and including each.
-	rows, err := s.pool.Query(ctx, `SELECT o.id, o.version, row_number() OVER w::int, (sum(o.load) OVER w)::int, o.load,
-		`+etaColumns+`
-		FROM orders o JOIN merchants m ON m.id = o.merchant_id
-		WHERE o.merchant_id = ANY($1) AND o.status = 'queued'
-		WINDOW w AS (PARTITION BY o.merchant_id ORDER BY o.lane DESC, o.queue_seq)`, merchantIDs)
+	rows, err := s.pool.Query(ctx, queuePositionsSQL, merchantIDs)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("queue positions: %w", err))
 	}
@@ -79,6 +73,20 @@ func (s *Store) QueuePositions(ctx context.Context, merchantIDs []uuid.UUID) ([]
 	}
 	return out, mapErr(rows.Err())
 }
+
+// queuePositionsSQL ranks each merchant's line: the priority lane
+// ('priority' > 'normal') first, each in sequence order; units_through sums
+// the loads up to and including each. The merchant is read once and its line
+// ranked beside it: a join of each queued order to its merchant was planned,
+// on the estimates of a line that had just grown, as a probe of the merchant
+// row per order, and the row of a merchant whose line moves is a long chain
+// of versions.
+const queuePositionsSQL = `SELECT r.id, r.version, r.position, r.through, r.load, ` + etaColumns + `
+	FROM merchants m CROSS JOIN LATERAL (
+		SELECT o.id, o.version, (row_number() OVER w)::int AS position, (sum(o.load) OVER w)::int AS through, o.load
+		FROM orders o WHERE o.merchant_id = m.id AND o.status = 'queued'
+		WINDOW w AS (ORDER BY o.lane DESC, o.queue_seq)) r
+	WHERE m.id = ANY($1)`
 
 // OrderMerchants maps orders to their merchants.
 func (s *Store) OrderMerchants(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]uuid.UUID, error) {
