@@ -122,6 +122,10 @@ func RunWatchers(ctx context.Context, in io.Reader, out io.Writer) error {
 			})
 			_ = c.WriteJSON(map[string]string{"op": "subscribe", "order_id": w.Order})
 			lastPos, lastVersion, first, retries := 1<<30, 0, true, 0
+			// What the client heard last, kept where the final report
+			// reads it once the client is done.
+			last := "<nil>" // as a client that heard nothing was always reported
+			defer func() { lastSeen.Store(w.Order, last) }()
 			for {
 				var m struct {
 					Type  string `json:"type"`
@@ -132,12 +136,20 @@ func RunWatchers(ctx context.Context, in io.Reader, out io.Writer) error {
 						QueuePosition *int   `json:"queue_position"`
 					} `json:"order"`
 				}
-				// Unmarshal rather than ReadJSON's decoder: the clients
-				// decode millions of messages, and a decoder per message
+				// Order messages are scanned for the three fields read
+				// here (scanOrder), anything else decoded with
+				// Unmarshal rather than ReadJSON's decoder, which
 				// allocates seven times the bytes.
 				_, msg, err := c.ReadMessage()
 				if err == nil {
-					err = json.Unmarshal(msg, &m)
+					if f, ok := scanOrder(msg); ok {
+						m.Type, m.Order.Version, m.Order.Status = "order", f.Version, f.Status
+						if f.Placed {
+							m.Order.QueuePosition = &f.Position
+						}
+					} else {
+						err = json.Unmarshal(msg, &m)
+					}
 				}
 				if err != nil {
 					if first {
@@ -148,8 +160,7 @@ func RunWatchers(ctx context.Context, in io.Reader, out io.Writer) error {
 						// Why it ended, beside what it heard last: a
 						// close frame says which limit the server
 						// applied.
-						last, _ := lastSeen.Load(w.Order)
-						lastSeen.Store(w.Order, fmt.Sprintf("%v, then lost: %v", last, err))
+						last = fmt.Sprintf("%s, then lost: %v", last, err)
 					}
 					return
 				}
@@ -164,7 +175,7 @@ func RunWatchers(ctx context.Context, in io.Reader, out io.Writer) error {
 					first = false
 				}
 				if m.Type == "error" {
-					lastSeen.Store(w.Order, "error "+m.Code)
+					last = "error " + m.Code
 					if retry {
 						retries++
 						time.Sleep(min(time.Duration(retries)*time.Second, 5*time.Second))
@@ -179,7 +190,7 @@ func RunWatchers(ctx context.Context, in io.Reader, out io.Writer) error {
 					violations.Add(1)
 				}
 				lastVersion = m.Order.Version
-				lastSeen.Store(w.Order, m.Order.Status)
+				last = m.Order.Status
 				// The merchant may complete an order before its watcher
 				// hears of the acceptance; then the newer state is what
 				// reaches the client, and it carries the acceptance too.
