@@ -29,11 +29,15 @@ import (
 // fetch takes an available job only once its scheduled_at has passed, and
 // every process fetches, so a timer fires at the first poll of the timers
 // queue after it falls due, in whichever process polls first, leader or
-// not. Timers further ahead wait `scheduled` because each fetch reads every
-// available job of its queue, due or not (its index orders by priority
-// before scheduled_at): tens of thousands of payment deadlines minutes
-// ahead, all available, made each fetch read them all, several times a
-// second in every process, and the timers due fell behind.
+// not. Timers further ahead wait outside the fetch's range because each
+// fetch reads every available job of its queue, due or not (its index
+// orders by priority before scheduled_at): tens of thousands of payment
+// deadlines minutes ahead, all available, made each fetch read them all,
+// several times a second in every process, and the timers due fell behind.
+// They wait `pending`, which River never moves by itself, not `scheduled`:
+// the leader's scheduler would take them with its own statement, which
+// holds the jobs due within its look-ahead locked while it runs, and its
+// plan reads all of River's table.
 //
 // A timer whose job a process fetched and then died with stays `running`
 // until the leader's rescuer notices, a minute or more later. Every kind of
@@ -106,9 +110,10 @@ const timerLookAhead = 2 * time.Second
 const timerPromoteLimit = 5000
 
 // timerInsertMiddleware makes every job of the timers queue that River would
-// insert as `scheduled` and that falls due within timerLookAhead available
-// instead, keeping its scheduled_at, so that every process's fetch, not the
-// leader's scheduler, starts it when due.
+// insert as `scheduled` available when it falls due within timerLookAhead,
+// so that every process's fetch, not the leader's scheduler, starts it when
+// due, and pending otherwise, so that the backstop's promotion, not the
+// leader's scheduler, makes it available; both keep its scheduled_at.
 type timerInsertMiddleware struct {
 	river.MiddlewareDefaults
 }
@@ -118,7 +123,12 @@ func (timerInsertMiddleware) InsertMany(ctx context.Context, params []*rivertype
 ) ([]*rivertype.JobInsertResult, error) {
 	soon := time.Now().Add(timerLookAhead)
 	for _, p := range params {
-		if p.Queue == store.QueueTimers && p.State == rivertype.JobStateScheduled && p.ScheduledAt != nil && !p.ScheduledAt.After(soon) {
+		if p.Queue != store.QueueTimers || p.State != rivertype.JobStateScheduled || p.ScheduledAt == nil {
+			continue
+		}
+		if p.ScheduledAt.After(soon) {
+			p.State = rivertype.JobStatePending
+		} else {
 			p.State = rivertype.JobStateAvailable
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -81,6 +82,8 @@ type planNode struct {
 	ActualRows    float64    `json:"Actual Rows"`
 	ActualLoops   float64    `json:"Actual Loops"`
 	RemovedByFilt float64    `json:"Rows Removed by Filter"`
+	SharedHit     int        `json:"Shared Hit Blocks"`
+	SharedRead    int        `json:"Shared Read Blocks"`
 	Plans         []planNode `json:"Plans"`
 }
 
@@ -165,4 +168,47 @@ func QueuePositionsPlan(ctx context.Context, pool *pgxpool.Pool, merchants []uui
 	}
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	return strings.Join(lines, "\n"), err
+}
+
+// PromoteTimersBlocks runs the timers' promotion (PromoteTimers) under
+// EXPLAIN ANALYZE, with a generic or a custom plan, in a transaction it
+// rolls back, and returns the pages its scans of river_job touched, and its
+// plan.
+func PromoteTimersBlocks(ctx context.Context, conn *pgx.Conn, queue string, ahead time.Duration, limit int, generic bool) (int, string, error) {
+	mode := "force_custom_plan"
+	if generic {
+		mode = "force_generic_plan"
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, "", err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a rollback is the point
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
+		return 0, "", err
+	}
+	var plan []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+promoteTimersSQL, queue, ahead, limit).Scan(&plan); err != nil {
+		return 0, "", err
+	}
+	var root []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(plan, &root); err != nil {
+		return 0, "", err
+	}
+	return root[0].Plan.scanBlocks(), string(plan), nil
+}
+
+// scanBlocks sums the shared pages of the plan's scans (its leaves; a
+// node's own count includes its children's).
+func (n planNode) scanBlocks() int {
+	if len(n.Plans) == 0 {
+		return n.SharedHit + n.SharedRead
+	}
+	total := 0
+	for _, c := range n.Plans {
+		total += c.scanBlocks()
+	}
+	return total
 }
