@@ -189,6 +189,7 @@ func spread(ctx context.Context, t *Target, o Options) (*Result, error) {
 	defer cancel()
 	bar := newBar(o, -1, "spread: placing paid orders")
 	var placed atomic.Int64
+	t.issueTokens(customers, func(i int) auth.Principal { return customer("spread", i) })
 	cpu := t.readCPU()
 	elapsed, errs := drive(runCtx, clients, 1<<40, rec, bar, func(ctx context.Context, c, i int) error {
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)))
@@ -314,13 +315,17 @@ func hot(ctx context.Context, t *Target, o Options, weighted bool) (*Result, err
 		}
 	}()
 	bar := newBar(o, count, "hot: paying orders to one merchant")
+	payer := func(i int) auth.Principal {
+		return auth.Principal{Subject: fmt.Sprintf("hot-c%d", i), Role: auth.RoleCustomer}
+	}
+	t.issueTokens(count, payer)
 	cpu := t.readCPU()
 	elapsed, errs := drive(ctx, clients, count, rec, bar, func(ctx context.Context, c, i int) error {
 		quantity := 1
 		if weighted {
 			quantity = 1 + i%6
 		}
-		_, err := t.call(ctx, "POST", "/v1/orders", t.token(auth.Principal{Subject: fmt.Sprintf("hot-c%d", i), Role: auth.RoleCustomer}),
+		_, err := t.call(ctx, "POST", "/v1/orders", t.token(payer(i)),
 			placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: quantity}}, PaymentRef: "pay"},
 			map[string]string{"Idempotency-Key": uuid.NewString()}, nil)
 		return err
@@ -368,6 +373,10 @@ func flash(ctx context.Context, t *Target, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	buyer := func(i int) auth.Principal {
+		return auth.Principal{Subject: fmt.Sprintf("flash-b%d", i), Role: auth.RoleCustomer}
+	}
+	t.issueTokens(buyers, buyer)
 	rec := newRecorder()
 	var sold, soldOut, other atomic.Int64
 	var lastSale, tenthSale, halfSale atomic.Int64
@@ -375,7 +384,7 @@ func flash(ctx context.Context, t *Target, o Options) (*Result, error) {
 	bar := newBar(o, buyers, "flash: buyers")
 	cpu := t.readCPU()
 	_, errs := drive(ctx, clients, buyers, rec, bar, func(ctx context.Context, c, i int) error {
-		status, err := t.call(ctx, "POST", "/v1/orders", t.token(auth.Principal{Subject: fmt.Sprintf("flash-b%d", i), Role: auth.RoleCustomer}),
+		status, err := t.call(ctx, "POST", "/v1/orders", t.token(buyer(i)),
 			placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: 1}}},
 			map[string]string{"Idempotency-Key": uuid.NewString()}, nil)
 		var he *httpError

@@ -40,6 +40,10 @@ func slotsRace(ctx context.Context, t *Target, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	racer := func(i int) auth.Principal {
+		return auth.Principal{Subject: fmt.Sprintf("slots-c%d", i), Role: auth.RoleCustomer}
+	}
+	t.issueTokens(racers, racer)
 	// The first slot is released (its start minus prep_seconds) once the
 	// race has had time to end: a second per two hundred placements, and at
 	// least half a minute.
@@ -65,7 +69,7 @@ func slotsRace(ctx context.Context, t *Target, o Options) (*Result, error) {
 	bar := newBar(o, racers, "slots: customers racing for slots")
 	cpu := t.readCPU()
 	elapsed, errs := drive(ctx, clients, racers, rec, bar, func(ctx context.Context, _, i int) error {
-		_, err := t.call(ctx, "POST", "/v1/orders", t.token(auth.Principal{Subject: fmt.Sprintf("slots-c%d", i), Role: auth.RoleCustomer}),
+		_, err := t.call(ctx, "POST", "/v1/orders", t.token(racer(i)),
 			slotPlaceBody{placeBody: placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: 1}}, PaymentRef: "pay"},
 				PickupAt: starts[i%benchSlots]},
 			map[string]string{"Idempotency-Key": uuid.NewString()}, nil)
