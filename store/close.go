@@ -186,10 +186,7 @@ func findMerchants(ctx context.Context, tx querier, batch []*closeRequest) error
 // closeOverdueBatch is the sweep's way in: the same batched close, one
 // merchant per transaction on Citus (splitOnCitus).
 func (s *Store) closeOverdueBatch(ctx context.Context, orders []orderRef) error {
-	reqs := make([]*closeRequest, len(orders))
-	for i, o := range orders {
-		reqs[i] = &closeRequest{merchantID: o.MerchantID, orderID: o.ID, done: make(chan struct{})}
-	}
+	reqs := closeRequests(orders)
 	groups := [][]*closeRequest{reqs}
 	if s.splitOnCitus() {
 		groups = pgkit.GroupBy(reqs, closeMerchant)
@@ -200,6 +197,15 @@ func (s *Store) closeOverdueBatch(ctx context.Context, orders []orderRef) error 
 		}
 	}
 	return nil
+}
+
+// closeRequests asks to close orders, for a caller that closes them itself.
+func closeRequests(orders []orderRef) []*closeRequest {
+	reqs := make([]*closeRequest, len(orders))
+	for i, o := range orders {
+		reqs[i] = &closeRequest{merchantID: o.MerchantID, orderID: o.ID, done: make(chan struct{})}
+	}
+	return reqs
 }
 
 // orderRef names an order with its merchant.

@@ -12,20 +12,51 @@ import (
 // CloseUnpaidOverdue closes up to limit unpaid orders whose payment deadline
 // is before cutoff, in one batch, and reports how many it found: the
 // backstop behind the payment timers, which should have closed them already.
+// On one PostgreSQL it finds and locks them in its close's transaction,
+// passing over those another transaction holds (a River job's close batch,
+// another process's backstop, a payment): read apart from the locks, every
+// process's round found the same first orders, closed none of those another
+// held, and, its batch full, looked again at once, again and again, while the
+// overdue orders behind them waited.
 func (s *Store) CloseUnpaidOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, merchant_id FROM orders WHERE status = 'awaiting_payment' AND payment_deadline < $1
-		ORDER BY payment_deadline LIMIT $2`, cutoff, limit)
+	const overdue = `SELECT id, merchant_id FROM orders WHERE status = 'awaiting_payment' AND payment_deadline < $1
+		ORDER BY payment_deadline LIMIT $2`
+	if s.splitOnCitus() {
+		// Citus locks rows only in a statement of one shard: the orders
+		// are read first and locked merchant by merchant.
+		rows, err := s.pool.Query(ctx, overdue, cutoff, limit)
+		if err != nil {
+			return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
+		}
+		unpaid, err := pgx.CollectRows(rows, pgx.RowToStructByPos[orderRef])
+		if err != nil {
+			return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
+		}
+		if len(unpaid) == 0 {
+			return 0, nil
+		}
+		return len(unpaid), s.closeOverdueBatch(ctx, unpaid)
+	}
+	found := 0
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, overdue+` FOR UPDATE SKIP LOCKED`, cutoff, limit)
+		if err != nil {
+			return fmt.Errorf("overdue unpaid: %w", err)
+		}
+		unpaid, err := pgx.CollectRows(rows, pgx.RowToStructByPos[orderRef])
+		if err != nil {
+			return fmt.Errorf("overdue unpaid: %w", err)
+		}
+		found = len(unpaid)
+		if found == 0 {
+			return nil
+		}
+		return s.closeInTx(ctx, tx, closeRequests(unpaid))
+	})
 	if err != nil {
-		return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
+		return 0, mapErr(err)
 	}
-	unpaid, err := pgx.CollectRows(rows, pgx.RowToStructByPos[orderRef])
-	if err != nil {
-		return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
-	}
-	if len(unpaid) == 0 {
-		return 0, nil
-	}
-	return len(unpaid), s.closeOverdueBatch(ctx, unpaid)
+	return found, nil
 }
 
 // OverdueTimerKinds lists the kinds of timer that have a job in River's

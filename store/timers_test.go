@@ -155,3 +155,39 @@ func TestPromotionReadsOnlyTheDueTimers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 10, n, "the due timers, and none of those an hour ahead")
 }
+
+// TestBackstopPassesOverOrdersHeldElsewhere: the payment backstop's round
+// closes the overdue orders no other transaction holds, up to its limit,
+// passing over one that a second connection holds (as a River job's close
+// batch or a payment does). Read apart from its locks, the round found the
+// held order first, skipped it, and reported its batch full with the order
+// behind it still open, so every process's backstop looked again at once.
+func TestBackstopPassesOverOrdersHeldElsewhere(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	clock := newFakeClock(st)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 5, PaymentTimeout: 1})
+	p := createProduct(t, st, m.ID, nil)
+	var orders []*store.OrderView
+	for _, c := range []string{"first", "second", "third"} {
+		orders = append(orders, mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: c}))
+		clock.Advance(10 * time.Millisecond)
+	}
+	clock.Advance(2 * time.Second)
+
+	holder, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, orders[0].ID)
+	require.NoError(t, err)
+
+	n, err := st.CloseUnpaidOverdue(ctx, clock.Now(), 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	for i, want := range []domain.OrderStatus{domain.StatusAwaitingPayment, domain.StatusClosed, domain.StatusClosed} {
+		got, err := st.GetOrder(ctx, orders[i].ID, store.Access{Actor: domain.ActorAdmin})
+		require.NoError(t, err)
+		require.Equal(t, want, got.Status, "order %d", i)
+	}
+}
