@@ -34,12 +34,19 @@ const chromium = "/usr/bin/chromium"
 type world struct {
 	a       *app.App
 	st      *store.Store
+	dbURL   string
 	base    string
 	admin   string
 	browser context.Context
 }
 
 func setup(t *testing.T) *world {
+	t.Helper()
+	return setupWith(t, func(*app.Config) {})
+}
+
+// setupWith is setup with the orderd's configuration changed first.
+func setupWith(t *testing.T, configure func(*app.Config)) *world {
 	t.Helper()
 	if _, err := os.Stat(chromium); err != nil {
 		t.Fatalf("the browser tests need Debian's chromium at %s: apt-get install chromium", chromium)
@@ -53,6 +60,7 @@ func setup(t *testing.T) *world {
 	cfg.Migrate = false
 	cfg.MaxConns = 10
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	configure(&cfg)
 	a, err := app.New(ctx, cfg)
 	require.NoError(t, err)
 	require.NoError(t, a.Listen())
@@ -85,7 +93,7 @@ func setup(t *testing.T) *world {
 	browser, cancelTimeout := context.WithTimeout(browser, 3*time.Minute)
 	t.Cleanup(cancelTimeout)
 	require.NoError(t, chromedp.Run(browser), "start chromium")
-	return &world{a: a, st: a.Store(), base: "http://" + a.Addr(), admin: admin, browser: browser}
+	return &world{a: a, st: a.Store(), dbURL: cfg.DatabaseURL, base: "http://" + a.Addr(), admin: admin, browser: browser}
 }
 
 // tab opens a browser tab of its own (its own sessionStorage) at a

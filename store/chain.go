@@ -21,15 +21,19 @@ import (
 const ChainQuery = `SELECT stream_id, version FROM (
     SELECT stream_id, version, hash,
         sha256(coalesce(lag(hash) OVER w, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea) ||
-            convert_to(stream_id::text || E'\n' || version::text || E'\n' || type || E'\n' ||
-                data::text || E'\n' || coalesce(metadata::text, '') || E'\n' ||
-                (extract(epoch from recorded_at) * 1000000)::bigint::text, 'UTF8')) AS recomputed,
+            ` + eventContent + `) AS recomputed,
         coalesce(lag(version) OVER w, 0) AS previous
     FROM events
     WINDOW w AS (PARTITION BY stream_id ORDER BY version)
 ) links
 WHERE hash IS DISTINCT FROM recomputed OR version <> previous + 1
 ORDER BY stream_id, version`
+
+// eventContent is the text an event's hash covers, computed from its row
+// (verify.EventContent in Go).
+const eventContent = `convert_to(stream_id::text || E'\n' || version::text || E'\n' || type || E'\n' ||
+                data::text || E'\n' || coalesce(metadata::text, '') || E'\n' ||
+                (extract(epoch from recorded_at) * 1000000)::bigint::text, 'UTF8')`
 
 // BrokenLink is the first event of a stream whose chain does not recompute.
 type BrokenLink struct {

@@ -405,23 +405,9 @@ func (s *Store) streamProof(ctx context.Context, merchantID, streamID uuid.UUID,
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT l.leaf_index, e.version, e.type, e.hash FROM log_leaves l
-		JOIN events e ON e.stream_id = l.stream_id AND e.version = l.version AND e.merchant_id = l.merchant_id
-		WHERE l.stream_id = $1 AND l.log = $2 AND l.leaf_index < $3 AND l.merchant_id = $4
-		ORDER BY e.version`, streamID, log, int64(c.Size), merchantID)
+	events, err := s.loggedEvents(ctx, merchantID, streamID, log, int64(c.Size))
 	if err != nil {
-		return nil, mapErr(fmt.Errorf("read stream %s's leaves: %w", streamID, err))
-	}
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (verify.ProofEvent, error) {
-		var e verify.ProofEvent
-		var idx int64
-		err := row.Scan(&idx, &e.Version, &e.Type, &e.Hash)
-		e.LeafIndex = uint64(idx)
-		return e, err
-	})
-	if err != nil {
-		return nil, mapErr(fmt.Errorf("read stream %s's leaves: %w", streamID, err))
+		return nil, err
 	}
 	hashes := newHashOverlay(ctx, s.pool, log)
 	if err := hashes.prefetch(func(r tlog.HashReader) error {
@@ -441,10 +427,50 @@ func (s *Store) streamProof(ctx context.Context, merchantID, streamID uuid.UUID,
 		}
 		events[i].Inclusion = hashesBytes(path)
 	}
-	if events == nil {
-		events = []verify.ProofEvent{}
-	}
 	return &verify.Proof{Checkpoint: *c, Events: events}, nil
+}
+
+// loggedEvents are a stream's events in the tree of size, each with the
+// hash its stream's events as they are now chain to, recomputed from
+// version 1, not the hash stored with it: an event changed, inserted or
+// removed since it was logged, even with the stored hashes left alone,
+// makes a receipt that no longer proves (its leaf differs from the
+// logged one). The events are read apart from the leaves: on Citus they
+// are on a worker and the leaves on the coordinator.
+func (s *Store) loggedEvents(ctx context.Context, merchantID, streamID uuid.UUID, log string, size int64) ([]verify.ProofEvent, error) {
+	rows, err := s.pool.Query(ctx, `SELECT leaf_index, version FROM log_leaves
+		WHERE stream_id = $1 AND log = $2 AND leaf_index < $3 AND merchant_id = $4`, streamID, log, size, merchantID)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("read stream %s's leaves: %w", streamID, err))
+	}
+	leaves := map[int32]int64{}
+	var idx int64
+	var version int32
+	if _, err := pgx.ForEachRow(rows, []any{&idx, &version}, func() error { leaves[version] = idx; return nil }); err != nil {
+		return nil, mapErr(fmt.Errorf("read stream %s's leaves: %w", streamID, err))
+	}
+	if len(leaves) == 0 {
+		return []verify.ProofEvent{}, nil
+	}
+	rows, err = s.pool.Query(ctx, `SELECT version, type, `+eventContent+` FROM events
+		WHERE stream_id = $1 AND merchant_id = $2 ORDER BY version`, streamID, merchantID)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("read stream %s's events: %w", streamID, err))
+	}
+	events := []verify.ProofEvent{}
+	hash := verify.ZeroHash
+	var typ string
+	var content []byte
+	if _, err := pgx.ForEachRow(rows, []any{&version, &typ, &content}, func() error {
+		hash = verify.ChainHash(hash, content)
+		if idx, ok := leaves[version]; ok {
+			events = append(events, verify.ProofEvent{Version: int(version), Type: typ, Hash: hash, LeafIndex: uint64(idx)})
+		}
+		return nil
+	}); err != nil {
+		return nil, mapErr(fmt.Errorf("read stream %s's events: %w", streamID, err))
+	}
+	return events, nil
 }
 
 func hashesBytes(hs []tlog.Hash) [][]byte {

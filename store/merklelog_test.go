@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 
+	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/ledger/verify"
 	"github.com/orderd/orderd/store"
 )
@@ -156,4 +158,50 @@ func TestOneLogWriterAtATime(t *testing.T) {
 	require.Equal(t, events, leaves)
 	require.Equal(t, events, distinct)
 	require.EqualValues(t, events, res.Size)
+}
+
+// A receipt proves the order's events as they are now: once an event
+// logged in a checkpoint is changed, removed or put in the middle by a
+// superuser with the triggers off, the order's receipt no longer verifies,
+// even with the stored hashes left as they were (they are not what a
+// receipt serves).
+func TestAReceiptOfARewrittenOrderNoLongerProves(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, statement string }{
+		{"data changed", `UPDATE events SET data = jsonb_set(data, '{total_cents}', '1') WHERE stream_id = $1 AND version = 1`},
+		{"type changed", `UPDATE events SET type = 'order.cancelled' WHERE stream_id = $1 AND version = 3`},
+		{"time changed", `UPDATE events SET recorded_at = recorded_at - interval '1 millisecond' WHERE stream_id = $1 AND version = 2`},
+		{"event deleted mid-stream", `DELETE FROM events WHERE stream_id = $1 AND version = 2`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, b := setup(t)
+			ctx := context.Background()
+			m := createMerchant(t, st, &merchantOpts{Capacity: 10})
+			p := createProduct(t, st, m.ID, nil)
+			// Paid after its placement: its stream has events in the
+			// middle.
+			o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "c"})
+			_, err := st.PayOrder(ctx, o.ID, "pay", store.Access{Actor: domain.ActorCustomer, Subject: "c"}, "")
+			require.NoError(t, err)
+			_, err = st.CompleteOrder(ctx, o.ID, admin, "")
+			require.NoError(t, err)
+			extend(t, st)
+			receipt, err := st.OrderProof(ctx, o.ID, admin, store.LogMain, 0)
+			require.NoError(t, err)
+			require.Len(t, receipt.Events, 4, "placed, paid, accepted, completed")
+			require.NoError(t, receipt.Verify(nil))
+
+			require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, tc.statement, o.ID)
+				return err
+			}))
+			receipt, err = st.OrderProof(ctx, o.ID, admin, store.LogMain, 0)
+			require.NoError(t, err)
+			require.Error(t, receipt.Verify(nil))
+		})
+	}
 }

@@ -336,29 +336,48 @@ function showOrder(o) {
   $("pickup-at").textContent = o.pickup_at ? "pickup at " + new Date(o.pickup_at).toLocaleString(undefined,
     { weekday: "short", hour: "2-digit", minute: "2-digit", timeZone: merchant ? merchant.timezone : undefined }) : "";
   $("again").classList.toggle("hidden", !terminal.has(o.status));
-  $("verified").classList.toggle("hidden", verifiedOrder !== o.id);
+  showReceipt();
   if (o.status === "completed") checkReceipt(o.id);
   renderCart();
 }
 
-// A completed order is marked verified once its receipt, every event of it
-// the latest checkpoint holds, checks out in this browser. The log takes
-// up to a checkpoint interval to hold the completion, so it is asked again
-// until then.
-let verifiedOrder = null, receiptTimer = null;
+// A completed order's receipt, every event of it the latest checkpoint
+// holds, is checked in this browser: verified once it holds the completion
+// and checks out; pending while the log has not checkpointed the
+// completion yet (up to a checkpoint interval), asked again until then;
+// broken when an event it holds is not in the signed log as it is now.
+const receiptText = {
+  verified: "✓ history verified",
+  pending: "history not in a signed checkpoint yet",
+  broken: "✗ this order's history does not match the shop's signed log",
+};
+let receipt = { id: null, state: "" }, receiptTimer = null;
+
+function showReceipt() {
+  const state = order && order.status === "completed" && receipt.id === order.id ? receipt.state : "";
+  $("receipt").dataset.state = state;
+  $("receipt").textContent = receiptText[state] || "";
+  $("receipt").classList.toggle("hidden", !state);
+}
+
 async function checkReceipt(id) {
   clearTimeout(receiptTimer);
-  if (verifiedOrder === id) return;
+  if (receipt.id === id && (receipt.state === "verified" || receipt.state === "broken")) return;
+  let state = "";
   try {
-    const receipt = await getJSON("/v1/orders/" + encodeURIComponent(id) + "/proof");
-    const complete = receipt.events.some((e) => e.type === "order.completed");
-    if (complete && await verifyReceipt(receipt)) {
-      verifiedOrder = id;
-      if (order && order.id === id) $("verified").classList.remove("hidden");
-      return;
-    }
-  } catch { /* no checkpoint yet, or offline: asked again below */ }
-  receiptTimer = setTimeout(() => { if (order && order.id === id) checkReceipt(id); }, 15000);
+    const r = await getJSON("/v1/orders/" + encodeURIComponent(id) + "/proof");
+    if (r.events.length && !await verifyReceipt(r)) state = "broken";
+    else state = r.events.some((e) => e.type === "order.completed") ? "verified" : "pending";
+  } catch (e) {
+    // 404: the log has no checkpoint yet. Anything else (offline) leaves
+    // the line as it was.
+    if (e.status === 404) state = "pending";
+  }
+  if (state) receipt = { id, state };
+  showReceipt();
+  if (state !== "verified" && state !== "broken") {
+    receiptTimer = setTimeout(() => { if (order && order.id === id) checkReceipt(id); }, 15000);
+  }
 }
 
 start();
