@@ -42,6 +42,9 @@ func TestOrderProofAndCheckpoints(t *testing.T) {
 	requireProblem(t, r, http.StatusNotFound, "not_found")
 
 	order := b.placeOrder(t, alice, merchant, product, "pay-1").body["id"].(string)
+	// Before the first checkpoint there is none to prove against.
+	r = b.do(t, req{method: "GET", path: "/v1/orders/" + order + "/proof", token: alice})
+	requireProblem(t, r, http.StatusNotFound, "not_found")
 	first := b.checkpoint(t)
 	r = b.do(t, req{method: "GET", path: "/v1/orders/" + order + "/proof", token: alice})
 	require.Equal(t, http.StatusOK, r.status, string(r.raw))
@@ -49,6 +52,19 @@ func TestOrderProofAndCheckpoints(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.raw, &receipt))
 	require.Len(t, receipt.Events, 1) // accepted, carrying its placement
 	require.NoError(t, receipt.Verify(checkpointKey.Public().(ed25519.PublicKey)))
+	// The order's events carry their hashes, the ones the receipt proves.
+	r = b.do(t, req{method: "GET", path: "/v1/orders/" + order + "/events", token: alice})
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	var events struct {
+		Events []struct {
+			Version int    `json:"version"`
+			Hash    []byte `json:"hash"`
+		} `json:"events"`
+	}
+	require.NoError(t, json.Unmarshal(r.raw, &events))
+	require.Len(t, events.Events, 1)
+	require.Equal(t, receipt.Events[0].Version, events.Events[0].Version)
+	require.Equal(t, receipt.Events[0].Hash, events.Events[0].Hash)
 
 	r = b.do(t, req{method: "GET", path: "/v1/audit/checkpoints/latest", token: inspector})
 	require.Equal(t, http.StatusOK, r.status, string(r.raw))
@@ -61,6 +77,17 @@ func TestOrderProofAndCheckpoints(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, string(r.raw))
 	require.Empty(t, r.body["events"])
 	second := b.checkpoint(t)
+	// Completed after the checkpoint: its receipt holds the events that
+	// are in it, and still verifies.
+	r = b.do(t, req{method: "POST", path: "/v1/orders/" + later + "/complete", token: b.admin})
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	r = b.do(t, req{method: "GET", path: "/v1/orders/" + later + "/proof", token: alice})
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	var partial verify.Proof
+	require.NoError(t, json.Unmarshal(r.raw, &partial))
+	require.Len(t, partial.Events, 1, "accepted, not yet completed")
+	require.Equal(t, "order.accepted", partial.Events[0].Type)
+	require.NoError(t, partial.Verify(checkpointKey.Public().(ed25519.PublicKey)))
 
 	r = b.do(t, req{method: "GET", path: fmt.Sprintf("/v1/audit/checkpoints/consistency?from=%d&to=%d", first, second), token: inspector})
 	require.Equal(t, http.StatusOK, r.status, string(r.raw))

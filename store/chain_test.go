@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,4 +165,19 @@ func TestFirstEventsChainedByTheirInsert(t *testing.T) {
 	broken, err = st.BrokenChains(ctx)
 	require.NoError(t, err)
 	require.Empty(t, broken)
+}
+
+// The auditor's query the documentation prints is the one orderd audit
+// runs, character for character: an auditor copies it from there.
+func TestTheDocumentedChainQueryIsTheAuditsOwn(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "tamper-evidence.md"))
+	require.NoError(t, err)
+	_, after, ok := strings.Cut(string(doc), "### The auditor's query")
+	require.True(t, ok)
+	_, block, ok := strings.Cut(after, "```sql\n")
+	require.True(t, ok)
+	query, _, ok := strings.Cut(block, "\n```")
+	require.True(t, ok)
+	require.Equal(t, store.ChainQuery+";", query)
 }

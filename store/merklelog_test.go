@@ -205,3 +205,37 @@ func TestAReceiptOfARewrittenOrderNoLongerProves(t *testing.T) {
 		})
 	}
 }
+
+// A checkpoint is made when the log grew and the last one is at least the
+// interval old: none sooner however much it grew, none later while it did
+// not grow, and the log itself follows the events meanwhile.
+func TestACheckpointAtMostEveryInterval(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	setClock(st, func() time.Time { return now })
+	m := createMerchant(t, st, &merchantOpts{Capacity: 10})
+	p := createProduct(t, st, m.ID, nil)
+	every := func() store.ExtendLogResult {
+		t.Helper()
+		res, err := st.ExtendLog(context.Background(), store.ExtendLogParams{Log: store.LogMain, Key: testKey, Interval: time.Minute})
+		require.NoError(t, err)
+		return res
+	}
+	first := every()
+	require.NotNil(t, first.Checkpoint, "the first checkpoint needs no wait")
+
+	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "a", PaymentRef: "pay-a"})
+	now = now.Add(59 * time.Second)
+	res := every()
+	require.Nil(t, res.Checkpoint, "grown, but the last checkpoint is younger than the interval")
+	require.Greater(t, res.Size, first.Size, "the log follows the events all the same")
+
+	now = now.Add(time.Second)
+	res = every()
+	require.NotNil(t, res.Checkpoint, "grown and the interval passed")
+	require.Equal(t, uint64(res.Size), res.Checkpoint.Size)
+
+	now = now.Add(time.Hour)
+	require.Nil(t, every().Checkpoint, "not grown")
+}

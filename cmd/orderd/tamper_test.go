@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -212,4 +213,21 @@ func writeSeed(t *testing.T, dir string, b byte) string {
 	path := filepath.Join(dir, fmt.Sprintf("seed-%d", b))
 	require.NoError(t, os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(seed)), 0o600))
 	return path
+}
+
+// orderd audit names every stream whose chain breaks, not only the first.
+func TestAuditNamesEveryBrokenStream(t *testing.T) {
+	t.Parallel()
+	h := newHistory(t)
+	rows, err := h.pool.Query(context.Background(), `SELECT DISTINCT stream_id FROM events WHERE stream_type = 'order'`)
+	require.NoError(t, err)
+	orders, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	require.Len(t, orders, 4)
+	h.tamper(t, `UPDATE events SET data = jsonb_set(data, '{reason}', '"x"') WHERE stream_type = 'order' AND version = 1 AND $1::uuid IS NOT NULL`)
+	code, out := h.audit(t)
+	require.Equal(t, 1, code, out)
+	for _, o := range orders {
+		require.Contains(t, out, "broken stream "+o.String(), out)
+	}
 }

@@ -2,8 +2,13 @@ package app_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -38,6 +43,46 @@ func TestABadWitnessIsRefusedAtStart(t *testing.T) {
 	}
 	cfg := newcomerConfig(url)
 	cfg.WitnessURL, cfg.WitnessSecret = "https://witness.example/keep", secret
+	a, err := app.New(context.Background(), cfg)
+	require.NoError(t, err)
+	a.Close()
+}
+
+// TestABadCheckpointKeyIsRefusedAtStart: a checkpoint key file that is
+// missing or does not hold a base64 32-byte seed, or a checkpoint interval
+// that is not positive, stops serve before it starts, in one line.
+func TestABadCheckpointKeyIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	url := storetest.URL(t)
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+		return path
+	}
+	good := file("good.key", base64.StdEncoding.EncodeToString(make([]byte, ed25519.SeedSize))+"\n")
+	for _, tc := range []struct {
+		key      string
+		interval time.Duration
+		refused  string
+	}{
+		{filepath.Join(dir, "missing.key"), time.Minute, "read the checkpoint key"},
+		{file("text.key", "not a key at all"), time.Minute, "is not a base64 32-byte seed"},
+		{file("short.key", base64.StdEncoding.EncodeToString(make([]byte, 16))), time.Minute, "is not a base64 32-byte seed"},
+		{good, 0, "the checkpoint interval must be positive"},
+	} {
+		cfg := newcomerConfig(url)
+		cfg.CheckpointKey, cfg.CheckpointInterval = tc.key, tc.interval
+		a, err := app.New(context.Background(), cfg)
+		if err == nil {
+			a.Close()
+		}
+		require.Error(t, err, tc.key)
+		require.Contains(t, err.Error(), tc.refused)
+		require.NotContains(t, err.Error(), "\n", "one line")
+	}
+	cfg := newcomerConfig(url)
+	cfg.CheckpointKey = good
 	a, err := app.New(context.Background(), cfg)
 	require.NoError(t, err)
 	a.Close()
