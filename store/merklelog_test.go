@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"github.com/transparency-dev/merkle/proof"
@@ -238,4 +239,41 @@ func TestACheckpointAtMostEveryInterval(t *testing.T) {
 
 	now = now.Add(time.Hour)
 	require.Nil(t, every().Checkpoint, "not grown")
+}
+
+// The log takes events in the order their transactions ended, the live
+// feed's: an event of a transaction that began before another's and
+// commits after it, while an extension ran in between, enters the log once,
+// after the other's.
+func TestTheLogTakesEventsInCommitOrder(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 10})
+	p := createProduct(t, st, m.ID, nil)
+	extend(t, st)
+
+	early, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = early.Rollback(ctx) }()
+	slow := uuid.New()
+	_, err = early.Exec(ctx, `INSERT INTO events (stream_id, stream_type, version, type, data, merchant_id)
+		VALUES ($1, 'test', 1, 'test.slow', '{}', $2)`, slow, m.ID)
+	require.NoError(t, err)
+	quick := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "quick", PaymentRef: "pay"})
+	extend(t, st)
+	require.NoError(t, early.Commit(ctx))
+	extend(t, st)
+
+	leaf := func(stream uuid.UUID) []int64 {
+		rows, err := b.pool.Query(ctx, `SELECT leaf_index FROM log_leaves WHERE stream_id = $1`, stream)
+		require.NoError(t, err)
+		idx, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		require.NoError(t, err)
+		return idx
+	}
+	slowLeaves, quickLeaves := leaf(slow), leaf(quick.ID)
+	require.Len(t, slowLeaves, 1, "logged once")
+	require.NotEmpty(t, quickLeaves)
+	require.Greater(t, slowLeaves[0], quickLeaves[len(quickLeaves)-1], "after the transaction that ended first")
 }
