@@ -314,7 +314,7 @@ func serverSettings(cfg app.Config) (map[string]any, []string) {
 		"rate_per_customer": cfg.RatePerCustomer, "rate_per_ip": cfg.RatePerIP, "max_conns": cfg.MaxConns,
 		"request_timeout": cfg.RequestTimeout.String(), "statement_timeout": cfg.StatementTimeout.String(),
 		"webhook_allow_loopback": cfg.WebhookAllowLoopback, "webhook_timeout": cfg.WebhookTimeout.String(),
-		"webhook_max_attempts": cfg.WebhookMaxAttempts, "gogc": cmp.Or(os.Getenv("GOGC"), "200 (orderd's default)"),
+		"webhook_max_attempts": cfg.WebhookMaxAttempts, "gogc": cmp.Or(os.Getenv("GOGC"), "400 (orderd serve's default)"),
 	}
 	var nonDefault []string
 	if cfg.RatePerCustomer != def.RatePerCustomer {
