@@ -135,6 +135,16 @@ func serveStalledPongs(c *websocket.Conn) error {
 		last = n
 	}
 	stalled.Store(true)
+	// A receive buffer this small opens its window too little, as it is
+	// read, for the kernel to announce it: the watcher's side learns of
+	// room only from its zero-window probes, whose interval doubles while
+	// the sockets stay full, and on a busy machine its pong then waited
+	// most of a minute. Reading resumes with a buffer of ordinary size.
+	if tcp, ok := c.UnderlyingConn().(*net.TCPConn); ok {
+		if err := tcp.SetReadBuffer(1 << 20); err != nil {
+			return err
+		}
+	}
 	go func() {
 		for {
 			if _, _, err := c.NextReader(); err != nil {
