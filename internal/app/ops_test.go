@@ -143,8 +143,8 @@ func TestOperatorListener(t *testing.T) {
 	lines, _ := sample(scrape, "orderd_merchants_with_queue")
 	require.Equal(t, 25.0, lines)
 
-	require.Regexp(t, `(?m)^orderd_river_jobs\{queue="timers",state="(available|scheduled)"\} [1-9]`, scrape,
-		"the unpaid order's deadline is a timer job waiting for its time")
+	require.Regexp(t, `(?m)^orderd_river_jobs\{queue="timers",state="(available|scheduled|pending)"\} [1-9]`, scrape,
+		"the unpaid orders' deadlines are timer jobs waiting for their time (pending while beyond the promotion's look-ahead)")
 	require.Contains(t, scrape, `orderd_river_job_wait_seconds_bucket{queue="default",le="+Inf"}`)
 	require.Contains(t, scrape, `orderd_river_job_run_seconds_count{queue="default"}`)
 
