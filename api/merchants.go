@@ -28,9 +28,7 @@ func principalOf(r *http.Request) auth.Principal {
 	return p
 }
 
-func accessOf(p auth.Principal) store.Access {
-	return store.Access{Actor: p.Actor(), Subject: p.Subject, MerchantID: p.MerchantID}
-}
+func accessOf(p auth.Principal) domain.Party { return p.Party() }
 
 func metaOf(r *http.Request) store.Meta {
 	p := principalOf(r)
@@ -186,7 +184,7 @@ func (s *Server) patchMerchant(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if !p.Party().MayChangeMerchantSettings(id.String(), req.fields()) {
+	if !p.Party().MayChangeMerchantSettings(id, req.fields()) {
 		return errOwnCapacityOnly
 	}
 	if !p.IsAdmin() {
@@ -232,7 +230,7 @@ func (s *Server) pauseTarget(r *http.Request) (uuid.UUID, error) {
 	if err != nil {
 		return uuid.Nil, err
 	}
-	if !principalOf(r).Party().MayPauseMerchant(id.String()) {
+	if !principalOf(r).Party().MayPauseMerchant(id) {
 		return uuid.Nil, errNotYourShop
 	}
 	return id, allow(r, s.limits.merchantOps)
@@ -361,7 +359,7 @@ func menuTarget(r *http.Request) (merchantID, productID uuid.UUID, err error) {
 	if err != nil {
 		return uuid.Nil, uuid.Nil, err
 	}
-	if !principalOf(r).Party().MayEditMenu(merchantID.String()) {
+	if !principalOf(r).Party().MayEditMenu(merchantID) {
 		return uuid.Nil, uuid.Nil, errNotYourShop
 	}
 	return merchantID, productID, nil

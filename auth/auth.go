@@ -50,16 +50,12 @@ func (p Principal) ActsForMerchant(id uuid.UUID) bool {
 	if id == uuid.Nil {
 		return false
 	}
-	return p.Party().MayActForMerchant(id.String())
+	return p.Party().MayActForMerchant(id)
 }
 
 // Party is p in the domain's terms.
 func (p Principal) Party() domain.Party {
-	party := domain.Party{Actor: p.Actor(), Subject: p.Subject}
-	if p.MerchantID != uuid.Nil {
-		party.MerchantID = p.MerchantID.String()
-	}
-	return party
+	return domain.Party{Actor: p.Actor(), Subject: p.Subject, MerchantID: p.MerchantID}
 }
 
 type claims struct {

@@ -1,20 +1,24 @@
 package domain
 
-import "time"
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
 
 // Party is who asks: an actor, its subject and, for a merchant, the
 // merchant it acts for.
 type Party struct {
 	Actor      Actor
 	Subject    string
-	MerchantID string
+	MerchantID uuid.UUID
 }
 
 // MaySeeOrder reports whether the party may see an order, and so act on it
 // as its role allows: admins and the system every order, a merchant its
 // own orders, a customer the orders it placed. An order the party may not
 // see is answered as not found, so that its existence is not revealed.
-func (p Party) MaySeeOrder(customerID, merchantID string) bool {
+func (p Party) MaySeeOrder(customerID string, merchantID uuid.UUID) bool {
 	switch p.Actor {
 	case ActorAdmin, ActorSystem, ActorAuditor:
 		return true
@@ -57,15 +61,15 @@ func (p Party) OwnOrderList() (customerID string, ok bool) {
 // MayActForMerchant reports whether the party may act on a merchant's
 // behalf: an admin, or that merchant itself. A merchant party without a
 // merchant never matches.
-func (p Party) MayActForMerchant(merchantID string) bool {
-	return p.Actor == ActorAdmin || (p.Actor == ActorMerchant && p.MerchantID != "" && p.MerchantID == merchantID)
+func (p Party) MayActForMerchant(merchantID uuid.UUID) bool {
+	return p.Actor == ActorAdmin || (p.Actor == ActorMerchant && p.MerchantID != uuid.Nil && p.MerchantID == merchantID)
 }
 
 // MayChangeMerchantSettings reports whether the party may change the named
 // settings of a merchant: an admin any, the merchant itself its capacity
 // only (a kitchen scaling up or down); everything else about a merchant is
 // the platform's.
-func (p Party) MayChangeMerchantSettings(merchantID string, fields []string) bool {
+func (p Party) MayChangeMerchantSettings(merchantID uuid.UUID, fields []string) bool {
 	if p.Actor == ActorAdmin {
 		return true
 	}
@@ -82,20 +86,20 @@ func (p Party) MayChangeMerchantSettings(merchantID string, fields []string) boo
 
 // MayEditMenu reports whether the party may add, change and hide a
 // merchant's products: an admin or that merchant.
-func (p Party) MayEditMenu(merchantID string) bool { return p.MayActForMerchant(merchantID) }
+func (p Party) MayEditMenu(merchantID uuid.UUID) bool { return p.MayActForMerchant(merchantID) }
 
 // MayServe reports whether the party may hand a merchant's orders over the
 // counter: mark them picked up, or undo their completion. An admin or that
 // merchant.
-func (p Party) MayServe(merchantID string) bool { return p.MayActForMerchant(merchantID) }
+func (p Party) MayServe(merchantID uuid.UUID) bool { return p.MayActForMerchant(merchantID) }
 
 // MayPauseMerchant reports whether the party may pause and resume a
 // merchant's intake: an admin or the merchant itself.
-func (p Party) MayPauseMerchant(merchantID string) bool { return p.MayActForMerchant(merchantID) }
+func (p Party) MayPauseMerchant(merchantID uuid.UUID) bool { return p.MayActForMerchant(merchantID) }
 
 // MayPrioritize reports whether the party may move an order of the merchant
 // into the priority lane: an admin or that merchant.
-func (p Party) MayPrioritize(merchantID string) bool { return p.MayActForMerchant(merchantID) }
+func (p Party) MayPrioritize(merchantID uuid.UUID) bool { return p.MayActForMerchant(merchantID) }
 
 // PaymentDeadline is when an order placed at placedAt closes unpaid: after
 // its merchant's payment timeout, or when the purchase window of a drop it

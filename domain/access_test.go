@@ -6,12 +6,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/google/uuid"
+
 	"github.com/orderd/orderd/domain"
 )
 
 func TestWhoMaySeeAndActFor(t *testing.T) {
 	t.Parallel()
-	const shop, other = "m-1", "m-2"
+	shop, other := uuid.New(), uuid.New()
 	cases := []struct {
 		name      string
 		party     domain.Party
@@ -42,7 +44,7 @@ func TestWhoMaySeeAndActFor(t *testing.T) {
 			require.Equal(t, tc.ownList != "", ok)
 		})
 	}
-	require.False(t, domain.Party{Actor: domain.ActorMerchant}.MayActForMerchant(""), "no merchant never matches no merchant")
+	require.False(t, domain.Party{Actor: domain.ActorMerchant}.MayActForMerchant(uuid.Nil), "no merchant never matches no merchant")
 }
 
 func TestWhoMayAudit(t *testing.T) {
@@ -69,7 +71,7 @@ func TestWhoMayBuyAndAdminister(t *testing.T) {
 		{domain.ActorSystem, false, false},
 		{"root", false, false},
 	} {
-		party := domain.Party{Actor: tc.actor, Subject: "s", MerchantID: "m-1"}
+		party := domain.Party{Actor: tc.actor, Subject: "s", MerchantID: uuid.New()}
 		require.Equal(t, tc.buys, party.MayBuy(), tc.actor)
 		require.Equal(t, tc.administers, party.MayAdminister(), tc.actor)
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/google/uuid"
+
 	"github.com/orderd/orderd/domain"
 )
 
@@ -434,9 +436,10 @@ func TestPickupCodeIsTheOrdersFromPlacement(t *testing.T) {
 
 func TestWhoMayChangeAMerchant(t *testing.T) {
 	t.Parallel()
+	merchantID := uuid.New()
 	admin := domain.Party{Actor: domain.ActorAdmin, Subject: "ops"}
 	own := domain.Party{Actor: domain.ActorMerchant, Subject: "kitchen", MerchantID: merchantID}
-	other := domain.Party{Actor: domain.ActorMerchant, Subject: "kitchen", MerchantID: "another"}
+	other := domain.Party{Actor: domain.ActorMerchant, Subject: "kitchen", MerchantID: uuid.New()}
 	customer := domain.Party{Actor: domain.ActorCustomer, Subject: "alice"}
 	cases := []struct {
 		party  domain.Party

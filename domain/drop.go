@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // A drop sells a product's limited units from a set time (API.md, Drops).
@@ -623,6 +625,6 @@ func (e Entry) StatusIn(d DropState) EntryStatus {
 
 // MaySeeEntry reports whether the party may see an entry: its customer, the
 // drop's merchant, admins and the system.
-func (p Party) MaySeeEntry(customerID, merchantID string) bool {
+func (p Party) MaySeeEntry(customerID string, merchantID uuid.UUID) bool {
 	return p.MaySeeOrder(customerID, merchantID)
 }

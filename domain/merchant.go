@@ -314,6 +314,20 @@ func EstimateWait(units, capacity, prepSeconds int, stats CompletionStats) int {
 	return int(math.Min(math.Ceil(secs), maxETASeconds))
 }
 
+// WaitBasis is the state of a merchant that its queued orders' waits are
+// estimated from: the capacity in force, the units active, the preparation
+// time it declared and the pace it was measured at.
+type WaitBasis struct {
+	Capacity, Active, PrepSeconds int
+	Stats                         CompletionStats
+}
+
+// Wait estimates the seconds a queued order of load waits behind
+// unitsAhead queued units (UnitsToWaitFor, then EstimateWait).
+func (b WaitBasis) Wait(unitsAhead, load int) int {
+	return EstimateWait(UnitsToWaitFor(b.Active, b.Capacity, unitsAhead, load), b.Capacity, b.PrepSeconds, b.Stats)
+}
+
 // Merchant is a merchant as its events fold: settings, pause, creation time
 // and version (the webhook secret and live load are not events' business).
 type Merchant struct {

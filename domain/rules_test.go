@@ -495,6 +495,30 @@ func TestEstimateWaitFallback(t *testing.T) {
 	require.Equal(t, 240, domain.EstimateWait(4, 2, 120, stats))
 }
 
+func TestWaitBasis(t *testing.T) {
+	t.Parallel()
+	var measured domain.CompletionStats
+	for i := range 10 {
+		measured = measured.ObserveCompletion(t0.Add(time.Duration(i)*2*time.Second), true, 1)
+	}
+	cases := []struct {
+		name             string
+		basis            domain.WaitBasis
+		unitsAhead, load int
+		want             int
+	}{
+		{"the kitchen full, one order ahead: two to complete", domain.WaitBasis{Capacity: 2, Active: 2, PrepSeconds: 120}, 1, 1, 120},
+		{"room for it but a line ahead: one to complete", domain.WaitBasis{Capacity: 2, Active: 1, PrepSeconds: 120}, 1, 1, 60},
+		{"larger than the kitchen: everything before it", domain.WaitBasis{Capacity: 2, Active: 1, PrepSeconds: 120}, 1, 5, 120},
+		{"a measured kitchen", domain.WaitBasis{Capacity: 2, Active: 2, PrepSeconds: 120, Stats: measured}, 3, 1, domain.EstimateWait(4, 2, 120, measured)},
+	}
+	for _, tc := range cases {
+		want := domain.EstimateWait(domain.UnitsToWaitFor(tc.basis.Active, tc.basis.Capacity, tc.unitsAhead, tc.load), tc.basis.Capacity, tc.basis.PrepSeconds, tc.basis.Stats)
+		require.Equal(t, want, tc.want, tc.name)
+		require.Equal(t, tc.want, tc.basis.Wait(tc.unitsAhead, tc.load), tc.name)
+	}
+}
+
 // merchantSim completes one order every gap while orders are waiting.
 type merchantSim struct {
 	stats domain.CompletionStats

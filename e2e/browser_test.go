@@ -302,7 +302,7 @@ func TestKitchenCancelsAndSetsCapacity(t *testing.T) {
 	require.NoError(t, chromedp.Run(kitchen, chromedp.SendKeys(card+` input`, "out of noodles", chromedp.ByQuery)))
 	click(kitchen, t, card+" .confirm-cancel")
 	until(kitchen, t, fmt.Sprintf(`!!document.querySelector(%s)`, js(fmt.Sprintf(`.kticket[data-order-id=%q]`, second.ID))))
-	got, err := w.st.GetOrder(context.Background(), first.ID, store.Access{Actor: domain.ActorAdmin})
+	got, err := w.st.GetOrder(context.Background(), first.ID, domain.Party{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusCancelled, got.Status)
 	require.Equal(t, "out of noodles", *got.StatusReason)

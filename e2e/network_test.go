@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
-	"github.com/orderd/orderd/store"
 )
 
 // flakyNetwork stands between the browser and orderd: a TCP proxy that can
@@ -121,7 +120,7 @@ func TestTicketSurvivesANetworkDrop(t *testing.T) {
 
 	network.cut()
 	until(phone, t, `document.querySelector("#live").textContent === "reconnecting…"`)
-	_, err := w.st.CompleteOrder(context.Background(), ahead.ID, store.Access{Actor: domain.ActorAdmin}, "")
+	_, err := w.st.CompleteOrder(context.Background(), ahead.ID, domain.Party{Actor: domain.ActorAdmin}, "")
 	require.NoError(t, err)
 	network.restore()
 

@@ -26,7 +26,7 @@ import (
 	"github.com/orderd/orderd/store"
 )
 
-var admin = store.Access{Actor: domain.ActorAdmin, Subject: "root"}
+var admin = domain.Party{Actor: domain.ActorAdmin, Subject: "root"}
 
 // setupLogged is setup with an orderd that keeps the tamper-evident log,
 // checkpointed at least every interval while it grows.

@@ -103,7 +103,7 @@ func TestAShopRunsOnIt(t *testing.T) {
 	click(kitchen, t, ready+" .picked-up")
 	until(kitchen, t, fmt.Sprintf(`!document.querySelector(%s) && !!document.querySelector("#ready-tickets .empty")`, js(ready)))
 	until(phone, t, `document.querySelector("#status").textContent.startsWith("Picked up")`)
-	o, err := w.st.GetOrder(ctx, uuid.MustParse(mine), store.Access{Actor: domain.ActorAdmin})
+	o, err := w.st.GetOrder(ctx, uuid.MustParse(mine), domain.Party{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
 	require.NotNil(t, o.PickedUpAt)
 

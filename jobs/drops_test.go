@@ -26,7 +26,7 @@ func TestTimersDriveADrop(t *testing.T) {
 	now := time.Now()
 	d, err := b.store.CreateDrop(ctx, store.CreateDropParams{
 		ProductID: p.ID, OpensAt: now.Add(time.Second), StartsAt: now.Add(2 * time.Second), Mode: domain.DropLottery,
-		Access: store.Access{Actor: domain.ActorAdmin},
+		Access: domain.Party{Actor: domain.ActorAdmin},
 	})
 	require.NoError(t, err)
 	state := func() domain.DropState {

@@ -122,7 +122,7 @@ func waitStatus(t *testing.T, st *store.Store, id uuid.UUID, want domain.OrderSt
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		o, err := st.GetOrder(context.Background(), id, store.Access{Actor: domain.ActorAdmin})
+		o, err := st.GetOrder(context.Background(), id, domain.Party{Actor: domain.ActorAdmin})
 		require.NoError(t, err)
 		if o.Status == want {
 			return
@@ -141,11 +141,11 @@ func TestPaymentDeadlineClosesOrder(t *testing.T) {
 	m, p := merchantAndProduct(t, b.store, 5, 2)
 	unpaid := placeUnpaid(t, b.store, m, p, "alice", "")
 	paid := placeUnpaid(t, b.store, m, p, "bob", "")
-	_, err := b.store.PayOrder(context.Background(), paid.ID, "r", store.Access{Actor: domain.ActorCustomer, Subject: "bob"}, "")
+	_, err := b.store.PayOrder(context.Background(), paid.ID, "r", domain.Party{Actor: domain.ActorCustomer, Subject: "bob"}, "")
 	require.NoError(t, err)
 
 	waitStatus(t, b.store, unpaid.ID, domain.StatusClosed, 15*time.Second)
-	o, err := b.store.GetOrder(context.Background(), unpaid.ID, store.Access{Actor: domain.ActorAdmin})
+	o, err := b.store.GetOrder(context.Background(), unpaid.ID, domain.Party{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
 	require.Equal(t, domain.ReasonPaymentTimeout, *o.StatusReason)
 	waitStatus(t, b.store, paid.ID, domain.StatusAccepted, time.Second)
@@ -200,7 +200,7 @@ func TestTimersSurviveRestart(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT max(payment_deadline) FROM orders WHERE id = ANY($1)`, after).Scan(&last))
 	time.Sleep(time.Until(last.Add(500 * time.Millisecond)))
 	for _, id := range after {
-		o, err := b.store.GetOrder(context.Background(), id, store.Access{Actor: domain.ActorAdmin})
+		o, err := b.store.GetOrder(context.Background(), id, domain.Party{Actor: domain.ActorAdmin})
 		require.NoError(t, err)
 		require.Equal(t, domain.StatusAwaitingPayment, o.Status, "order %s closed while no process ran", id)
 	}
@@ -218,7 +218,7 @@ func TestDrainJobAdmitsWhatInlineLeft(t *testing.T) {
 	first := placeUnpaid(t, b.store, m, p, "c0", "r")
 	second := placeUnpaid(t, b.store, m, p, "c1", "r")
 	require.Equal(t, domain.StatusQueued, second.Status)
-	_, err := b.store.CompleteOrder(context.Background(), first.ID, store.Access{Actor: domain.ActorAdmin}, "")
+	_, err := b.store.CompleteOrder(context.Background(), first.ID, domain.Party{Actor: domain.ActorAdmin}, "")
 	require.NoError(t, err)
 	waitStatus(t, b.store, second.ID, domain.StatusAccepted, 5*time.Second)
 }
@@ -359,7 +359,7 @@ func TestBackstopLooksWhereRiverHasOverdueJobs(t *testing.T) {
 		// Past its deadline and the grace, before the next full round.
 		time.Sleep(time.Until(lost.PaymentDeadline.Add(2 * time.Second)))
 		require.Less(t, time.Since(start), 5*time.Second, "the machine was too slow to look before the full round")
-		o, err := b.store.GetOrder(ctx, lost.ID, store.Access{Actor: domain.ActorAdmin})
+		o, err := b.store.GetOrder(ctx, lost.ID, domain.Party{Actor: domain.ActorAdmin})
 		require.NoError(t, err)
 		require.Equal(t, domain.StatusAwaitingPayment, o.Status, "no overdue job names it: left to the next full round")
 		waitStatus(t, b.store, lost.ID, domain.StatusClosed, 8*time.Second)

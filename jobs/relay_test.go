@@ -195,7 +195,7 @@ func TestRelayDeliversSignedInOrder(t *testing.T) {
 	for range 5 {
 		o := placeUnpaid(t, b.store, m, p, "alice", "pay")
 		ids = append(ids, o.ID)
-		_, err := b.store.CompleteOrder(ctx, o.ID, store.Access{Actor: domain.ActorAdmin}, "")
+		_, err := b.store.CompleteOrder(ctx, o.ID, domain.Party{Actor: domain.ActorAdmin}, "")
 		require.NoError(t, err)
 	}
 	b.runRelay(t, time.Second)
@@ -453,7 +453,7 @@ func TestRelayKeepsOrderThroughRetries(t *testing.T) {
 	ctx := context.Background()
 	for range 10 {
 		o := placeUnpaid(t, b.store, m, p, "alice", "pay")
-		_, err := b.store.CompleteOrder(ctx, o.ID, store.Access{Actor: domain.ActorAdmin}, "")
+		_, err := b.store.CompleteOrder(ctx, o.ID, domain.Party{Actor: domain.ActorAdmin}, "")
 		require.NoError(t, err)
 	}
 	b.runRelay(t, time.Second)

@@ -43,7 +43,7 @@ func placeForSlot(t *testing.T, st *store.Store, merchantID, productID uuid.UUID
 func acceptedAt(t *testing.T, st *store.Store, id uuid.UUID, within time.Duration) time.Time {
 	t.Helper()
 	waitStatus(t, st, id, domain.StatusAccepted, within)
-	o, err := st.GetOrder(context.Background(), id, store.Access{Actor: domain.ActorAdmin})
+	o, err := st.GetOrder(context.Background(), id, domain.Party{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
 	return *o.AcceptedAt
 }
@@ -85,7 +85,7 @@ func TestReleaseAcrossARestart(t *testing.T) {
 	require.NoError(t, before.Stop(stopCtx))
 	require.True(t, time.Now().Before(release), "the process stopped before the release")
 	time.Sleep(time.Until(release) + 500*time.Millisecond)
-	got, err := b.store.GetOrder(context.Background(), o.ID, store.Access{Actor: domain.ActorAdmin})
+	got, err := b.store.GetOrder(context.Background(), o.ID, domain.Party{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusScheduled, got.Status, "nothing ran to release it")
 	started := time.Now()

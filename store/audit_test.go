@@ -158,7 +158,7 @@ func TestAuditEachViewReportsItsViolation(t *testing.T) {
 		{"fifo_violations", func(t *testing.T, pool *pgxpool.Pool, f auditFixture) {
 			// In the priority lane: an order that joined it behind the waiting
 			// one is admitted first.
-			moved, err := f.st.PrioritizeOrder(context.Background(), f.queued.ID, "", store.Access{Actor: domain.ActorAdmin}, "")
+			moved, err := f.st.PrioritizeOrder(context.Background(), f.queued.ID, "", domain.Party{Actor: domain.ActorAdmin}, "")
 			require.NoError(t, err)
 			require.Equal(t, domain.StatusQueued, moved.Status)
 			require.Empty(t, violations(t, f.st), "moving lanes is no violation")
@@ -628,7 +628,7 @@ func TestAuditCleanWithWeightsAndLanes(t *testing.T) {
 	t.Parallel()
 	st, b := setup(t)
 	ctx := context.Background()
-	admin := store.Access{Actor: domain.ActorAdmin}
+	admin := domain.Party{Actor: domain.ActorAdmin}
 	unit := domain.UnitItems
 	prefix := "Q"
 	m := createMerchant(t, st, &merchantOpts{Capacity: 10})

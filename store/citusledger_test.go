@@ -145,7 +145,7 @@ func TestCitusKeepsALogPerNode(t *testing.T) {
 		if proved[node] {
 			return true
 		}
-		proof, err := st.OrderProof(ctx, id.(uuid.UUID), store.Access{Actor: domain.ActorAdmin}, "", 0)
+		proof, err := st.OrderProof(ctx, id.(uuid.UUID), domain.Party{Actor: domain.ActorAdmin}, "", 0)
 		require.NoError(t, err)
 		require.Equal(t, node, proof.Checkpoint.Log)
 		require.NotEmpty(t, proof.Events)

@@ -144,7 +144,7 @@ func closeDeadLetter(ctx context.Context, tx pgx.Tx, merchantID, id uuid.UUID, r
 // RetryDeadLetter sends an expired order back to its place in the queue (ahead
 // of every order queued after it, with a fresh expiry) or hands a webhook back
 // to the relay.
-func (s *Store) RetryDeadLetter(ctx context.Context, id uuid.UUID, access Access, requestID string) (*DeadLetter, error) {
+func (s *Store) RetryDeadLetter(ctx context.Context, id uuid.UUID, access domain.Party, requestID string) (*DeadLetter, error) {
 	dl, err := s.GetDeadLetter(ctx, id)
 	if err != nil {
 		return nil, err

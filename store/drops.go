@@ -86,7 +86,7 @@ type CreateDropParams struct {
 	Mode                  domain.DropMode
 	PurchaseWindowSeconds *int
 	Units                 *int
-	Access                Access
+	Access                domain.Party
 	RequestID             string
 }
 
@@ -124,7 +124,7 @@ func (s *Store) CreateDrop(ctx context.Context, p CreateDropParams) (*DropView, 
 		if err != nil {
 			return fmt.Errorf("lock product: %w", err)
 		}
-		if !p.Access.party().MayActForMerchant(merchantID.String()) {
+		if !p.Access.MayActForMerchant(merchantID) {
 			return domain.Errorf(domain.CodeForbidden, "only that merchant or an admin may do this")
 		}
 		if stockTotal == nil {
@@ -144,7 +144,7 @@ func (s *Store) CreateDrop(ctx context.Context, p CreateDropParams) (*DropView, 
 		if err != nil {
 			return err
 		}
-		if err := writeDrop(ctx, tx, dropChange{after: d, events: events, meta: p.Access.meta(p.RequestID)}, now); err != nil {
+		if err := writeDrop(ctx, tx, dropChange{after: d, events: events, meta: metaOf(p.Access, p.RequestID)}, now); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO drop_seeds (merchant_id, drop_id, seed) VALUES ($1, $2, $3)`, merchantID, id, seed); err != nil {
@@ -270,12 +270,12 @@ func (s *Store) MyEntry(ctx context.Context, dropID uuid.UUID, customerID string
 }
 
 // GetEntry returns an entry the caller may see.
-func (s *Store) GetEntry(ctx context.Context, id uuid.UUID, access Access) (*EntryView, error) {
+func (s *Store) GetEntry(ctx context.Context, id uuid.UUID, access domain.Party) (*EntryView, error) {
 	e, err := s.readEntry(ctx, s.pool, `e.id = $1`, id)
 	if err != nil {
 		return nil, err
 	}
-	if !access.party().MaySeeEntry(e.CustomerID, e.MerchantID.String()) {
+	if !access.MaySeeEntry(e.CustomerID, e.MerchantID) {
 		return nil, errEntryNotFound
 	}
 	return e, nil

@@ -416,7 +416,7 @@ func TestCreateDropRefusals(t *testing.T) {
 		{"long window", func(p *store.CreateDropParams) { p.PurchaseWindowSeconds = intp(3601) }, domain.CodeValidation},
 		{"unknown product", func(p *store.CreateDropParams) { p.ProductID = uuid.New() }, domain.CodeNotFound},
 		{"another merchant", func(p *store.CreateDropParams) {
-			p.Access = store.Access{Actor: domain.ActorMerchant, Subject: "m", MerchantID: uuid.New()}
+			p.Access = domain.Party{Actor: domain.ActorMerchant, Subject: "m", MerchantID: uuid.New()}
 		}, domain.CodeForbidden},
 	}
 	for _, tc := range cases {

@@ -94,10 +94,10 @@ func instances(t *testing.T, n int) ([]*store.Store, *testBundle) {
 	return stores, &testBundle{pool: first, store: stores[0]}
 }
 
-var admin = store.Access{Actor: domain.ActorAdmin, Subject: "admin"}
+var admin = domain.Party{Actor: domain.ActorAdmin, Subject: "admin"}
 
-func customer(sub string) store.Access {
-	return store.Access{Actor: domain.ActorCustomer, Subject: sub}
+func customer(sub string) domain.Party {
+	return domain.Party{Actor: domain.ActorCustomer, Subject: sub}
 }
 
 type merchantOpts struct {

@@ -37,7 +37,7 @@ func slotFreeHelper() error {
 		return err
 	}
 	return runInHelperProcess(ctx, os.Getenv(slotFreeHelperDB), 2, func(ctx context.Context, st *store.Store, _ *pgxpool.Pool) error {
-		_, err := st.CancelOrder(ctx, id, "", store.Access{Actor: domain.ActorCustomer, Subject: os.Getenv(slotFreeHelperCustomer)}, "")
+		_, err := st.CancelOrder(ctx, id, "", domain.Party{Actor: domain.ActorCustomer, Subject: os.Getenv(slotFreeHelperCustomer)}, "")
 		return err
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+
+	"github.com/orderd/orderd/domain"
 )
 
 // UnrankedOrders returns the current view of each order without its place
@@ -26,12 +28,12 @@ func (s *Store) UnrankedOrders(ctx context.Context, ids []uuid.UUID) ([]OrderVie
 // GetUnrankedOrder is GetOrder without the order's place in line, for
 // readers that take it from a ranking of the whole line: counting the
 // orders ahead of one far back in a long line reads every one of them.
-func (s *Store) GetUnrankedOrder(ctx context.Context, id uuid.UUID, access Access) (*OrderView, error) {
+func (s *Store) GetUnrankedOrder(ctx context.Context, id uuid.UUID, access domain.Party) (*OrderView, error) {
 	views, err := s.UnrankedOrders(ctx, []uuid.UUID{id})
 	if err != nil {
 		return nil, err
 	}
-	if len(views) == 0 || !access.canSee(views[0].CustomerID, views[0].MerchantID) {
+	if len(views) == 0 || !access.MaySeeOrder(views[0].CustomerID, views[0].MerchantID) {
 		return nil, errOrderNotFound
 	}
 	return &views[0], nil
@@ -68,7 +70,7 @@ func (s *Store) QueuePositions(ctx context.Context, merchantIDs []uuid.UUID) ([]
 		if err := rows.Scan(append([]any{&p.OrderID, &p.Version, &p.Position, &through, &load}, basis.dest()...)...); err != nil {
 			return nil, mapErr(fmt.Errorf("queue positions: %w", err))
 		}
-		p.EtaSeconds, p.LineSeq = basis.wait(through-load, load), basis.lineSeq
+		p.EtaSeconds, p.LineSeq = basis.Wait(through-load, load), basis.lineSeq
 		out = append(out, p)
 	}
 	return out, mapErr(rows.Err())

@@ -84,7 +84,7 @@ func (m *merchantRow) setLoad(l domain.Load) {
 }
 
 func (m *merchantRow) eta() etaBasis {
-	return etaBasis{capacity: m.capacityInForce(), active: m.Load.Active, prep: m.PrepSeconds, stats: m.stats, lineSeq: m.nextSeq}
+	return etaBasis{WaitBasis: domain.WaitBasis{Capacity: m.capacityInForce(), Active: m.Load.Active, PrepSeconds: m.PrepSeconds, Stats: m.stats}, lineSeq: m.nextSeq}
 }
 
 func (m *merchantRow) maxQueueWait() time.Duration {

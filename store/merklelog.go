@@ -376,7 +376,7 @@ func (s *Store) ConsistencyProof(ctx context.Context, log string, from, to int64
 // its audit path to the checkpoint's root. With no log named, the log is
 // the one that holds the order's latest logged event (on Citus, its node's
 // at the time), else its merchant's node's now.
-func (s *Store) OrderProof(ctx context.Context, orderID uuid.UUID, access Access, log string, size int64) (*verify.Proof, error) {
+func (s *Store) OrderProof(ctx context.Context, orderID uuid.UUID, access domain.Party, log string, size int64) (*verify.Proof, error) {
 	o, err := s.GetOrder(ctx, orderID, access)
 	if err != nil {
 		return nil, err

@@ -183,7 +183,7 @@ func TestAReceiptOfARewrittenOrderNoLongerProves(t *testing.T) {
 			// Paid after its placement: its stream has events in the
 			// middle.
 			o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "c"})
-			_, err := st.PayOrder(ctx, o.ID, "pay", store.Access{Actor: domain.ActorCustomer, Subject: "c"}, "")
+			_, err := st.PayOrder(ctx, o.ID, "pay", domain.Party{Actor: domain.ActorCustomer, Subject: "c"}, "")
 			require.NoError(t, err)
 			_, err = st.CompleteOrder(ctx, o.ID, admin, "")
 			require.NoError(t, err)

@@ -37,7 +37,7 @@ func addOrderLock(b *pgx.Batch, merchantID, id uuid.UUID, o *domain.Order) {
 // merchant, then order.
 type orderCommand struct {
 	orderID   uuid.UUID
-	access    Access
+	access    domain.Party
 	requestID string
 	// decide returns the order's new events; it may change m's load and add
 	// jobs. It runs with both locks held.
@@ -74,7 +74,7 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*OrderVi
 			return row.Scan(scanOrderInto(&seen)...)
 		})
 		err := tx.SendBatch(ctx, b).Close()
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && cmd.access.Actor != domain.ActorSystem && !cmd.access.canSee(seen.CustomerID, uuid.MustParse(seen.MerchantID))) {
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && cmd.access.Actor != domain.ActorSystem && !cmd.access.MaySeeOrder(seen.CustomerID, uuid.MustParse(seen.MerchantID))) {
 			return errOrderNotFound
 		}
 		if err != nil {
@@ -133,7 +133,7 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*OrderVi
 		if err != nil {
 			return err
 		}
-		c := change{before: o, after: after, events: events, meta: cmd.access.meta(cmd.requestID)}
+		c := change{before: o, after: after, events: events, meta: metaOf(cmd.access, cmd.requestID)}
 		w := writeSet{loads: []*merchantRow{m}, head: lock.head}
 		if err := w.add(m, c, now); err != nil {
 			return err
@@ -218,7 +218,7 @@ func (t *orderTurns) passOnLocked(id uuid.UUID) {
 // same reference answers the current order and changes nothing. The deadline
 // is checked here, in the payment's own transaction, whether or not the close
 // timer has run.
-func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef string, access Access, requestID string) (*OrderView, error) {
+func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef string, access domain.Party, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
@@ -247,7 +247,7 @@ func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef stri
 
 // CancelOrder cancels on behalf of access.Actor; stock and capacity are
 // released, and a freed unit goes to the head of the queue at once.
-func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*OrderView, error) {
+func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason string, access domain.Party, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID, drains: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
@@ -274,7 +274,7 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 
 // CompleteOrder finishes an accepted order; its unit goes to the head of the
 // queue in the same transaction.
-func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*OrderView, error) {
+func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access domain.Party, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID, drains: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
@@ -294,11 +294,11 @@ func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access Acc
 
 // PickUpOrder records that a completed order left the counter; picking it
 // up again answers the order as it is.
-func (s *Store) PickUpOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*OrderView, error) {
+func (s *Store) PickUpOrder(ctx context.Context, orderID uuid.UUID, access domain.Party, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID, onFinished: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
-			if !access.party().MayServe(o.MerchantID) {
+			if !access.MayServe(m.ID) {
 				return nil, nil, errNotYourOrders
 			}
 			events, err := domain.PickUp(o, now)
@@ -309,11 +309,11 @@ func (s *Store) PickUpOrder(ctx context.Context, orderID uuid.UUID, access Acces
 
 // ReopenOrder undoes a completion within domain.ReopenWindow: the order is
 // accepted again and holds its load at once, ahead of the queued orders.
-func (s *Store) ReopenOrder(ctx context.Context, orderID uuid.UUID, access Access, requestID string) (*OrderView, error) {
+func (s *Store) ReopenOrder(ctx context.Context, orderID uuid.UUID, access domain.Party, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID, onFinished: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
-			if !access.party().MayServe(o.MerchantID) {
+			if !access.MayServe(m.ID) {
 				return nil, nil, errNotYourOrders
 			}
 			events, load, err := domain.Reopen(o, m.load(), now)
@@ -328,11 +328,11 @@ func (s *Store) ReopenOrder(ctx context.Context, orderID uuid.UUID, access Acces
 
 // PrioritizeOrder moves a queued order to the tail of the priority lane;
 // if the priority head can be admitted now, it is, in the same transaction.
-func (s *Store) PrioritizeOrder(ctx context.Context, orderID uuid.UUID, reason string, access Access, requestID string) (*OrderView, error) {
+func (s *Store) PrioritizeOrder(ctx context.Context, orderID uuid.UUID, reason string, access domain.Party, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
-			if !access.party().MayPrioritize(o.MerchantID) {
+			if !access.MayPrioritize(m.ID) {
 				return nil, nil, errNotYourOrders
 			}
 			events, load, err := domain.Prioritize(o, access.Actor, reason, m.load(), now)
@@ -354,7 +354,7 @@ func (s *Store) PrioritizeOrder(ctx context.Context, orderID uuid.UUID, reason s
 func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt time.Time) (bool, error) {
 	expired := false
 	_, err := s.runOrderCommand(ctx, orderCommand{
-		orderID: orderID, access: Access{Actor: domain.ActorSystem}, noView: true,
+		orderID: orderID, access: domain.Party{Actor: domain.ActorSystem}, noView: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
 			if o.QueuedAt == nil || !o.QueuedAt.Equal(queuedAt) {
 				return nil, nil, nil
@@ -389,7 +389,7 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 
 // requeueOrder puts an expired order back in its merchant's line at its
 // original place; used by the dead-letter retry.
-func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUID, access Access, requestID string) (*OrderView, error) {
+func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUID, access domain.Party, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
@@ -435,3 +435,5 @@ func itemIDs(items []domain.Item) []string {
 	}
 	return ids
 }
+
+var errNotYourOrders = domain.Errorf(domain.CodeForbidden, "only the order's merchant or an admin may do this")

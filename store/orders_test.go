@@ -42,10 +42,10 @@ func TestPlacePayCompleteLifecycle(t *testing.T) {
 	_, err = st.PayOrder(ctx, o.ID, "pay-2", customer("alice"), "")
 	require.ErrorIs(t, err, domain.ErrInvalidTransition)
 
-	_, err = st.CompleteOrder(ctx, o.ID, store.Access{Actor: domain.ActorMerchant, MerchantID: uuid.New()}, "")
+	_, err = st.CompleteOrder(ctx, o.ID, domain.Party{Actor: domain.ActorMerchant, MerchantID: uuid.New()}, "")
 	require.ErrorIs(t, err, domain.ErrNotFound, "another merchant cannot see the order")
 
-	done, err := st.CompleteOrder(ctx, o.ID, store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}, "")
+	done, err := st.CompleteOrder(ctx, o.ID, domain.Party{Actor: domain.ActorMerchant, MerchantID: m.ID}, "")
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusCompleted, done.Status)
 	require.NotNil(t, done.CompletedAt)
@@ -270,7 +270,7 @@ func TestAdmissionQueueFIFO(t *testing.T) {
 		require.Equal(t, i+1, *o.QueuePosition)
 		require.NotNil(t, o.EtaSeconds)
 	}
-	merchant := store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}
+	merchant := domain.Party{Actor: domain.ActorMerchant, MerchantID: m.ID}
 
 	// Cancelling a queued order takes it out of line; those behind move up.
 	_, err := st.CancelOrder(ctx, orders[3].ID, "changed my mind", customer("c3"), "")
@@ -412,7 +412,7 @@ func TestAdmissionUnderConcurrency(t *testing.T) {
 					// Placed unpaid, paid through another instance.
 					res, err := place(ctx, via, m.ID, p.ID, placeOpts{Customer: customer})
 					if err == nil {
-						_, err = stores[(i+1)%int64(len(stores))].PayOrder(ctx, res.Order.ID, "r", store.Access{Actor: domain.ActorCustomer, Subject: customer}, "")
+						_, err = stores[(i+1)%int64(len(stores))].PayOrder(ctx, res.Order.ID, "r", domain.Party{Actor: domain.ActorCustomer, Subject: customer}, "")
 					}
 					if err != nil {
 						t.Error(err)
@@ -427,7 +427,7 @@ func TestAdmissionUnderConcurrency(t *testing.T) {
 			}
 		}()
 	}
-	merchant := store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}
+	merchant := domain.Party{Actor: domain.ActorMerchant, MerchantID: m.ID}
 	// Through every instance, completions of accepted orders and, now and
 	// then, cancellations of queued ones (which the head read with the
 	// locks holds itself) and of accepted ones: each lets the head in.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -108,6 +109,21 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
+// etaColumns are what an order's wait is estimated from, read from its
+// merchant m.
+const etaColumns = `coalesce(m.period_capacity, m.capacity), m.active, m.prep_seconds, m.completion_interval_s, m.completion_samples, m.completion_units, m.next_seq`
+
+// etaBasis is the merchant's state a queued order's wait is estimated from
+// (domain.WaitBasis.Wait), with the line's sequence at the read.
+type etaBasis struct {
+	domain.WaitBasis
+	lineSeq int64
+}
+
+func (b *etaBasis) dest() []any {
+	return []any{&b.Capacity, &b.Active, &b.PrepSeconds, &b.Stats.IntervalSeconds, &b.Stats.Samples, &b.Stats.UnitsPerCompletion, &b.lineSeq}
+}
+
 // queueAhead reads, for a queued order o, the loads of the orders of its
 // merchant admitted before it: the priority lane ('priority' > 'normal')
 // first, each lane in sequence order. Each lane is its own range of
@@ -173,8 +189,49 @@ func toView(o domain.Order, pos *int, unitsAhead int, basis etaBasis) OrderView 
 		v.Lane = domain.LaneNormal
 	}
 	if o.Status == domain.StatusQueued && pos != nil {
-		eta := basis.wait(unitsAhead, v.Load)
+		eta := basis.Wait(unitsAhead, v.Load)
 		v.QueuePosition, v.EtaSeconds, v.LineSeq = pos, &eta, basis.lineSeq
 	}
 	return v
+}
+
+var errOrderNotFound = domain.Errorf(domain.CodeNotFound, "order not found")
+
+// GetOrder returns an order the caller may see.
+func (s *Store) GetOrder(ctx context.Context, id uuid.UUID, access domain.Party) (*OrderView, error) {
+	o, err := readOrder(ctx, s.pool, id)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	if !access.MaySeeOrder(o.CustomerID, o.MerchantID) {
+		return nil, errOrderNotFound
+	}
+	return o, nil
+}
+
+// OrderEvent is one entry of an order's history.
+type OrderEvent struct {
+	Version    int             `json:"version"`
+	Type       string          `json:"type"`
+	Data       json.RawMessage `json:"data"`
+	RecordedAt time.Time       `json:"recorded_at"`
+	// Hash is the event's link in its stream's chain (encoded as base64).
+	Hash []byte `json:"hash"`
+}
+
+// OrderEvents returns an order's full history, oldest first.
+func (s *Store) OrderEvents(ctx context.Context, id uuid.UUID, access domain.Party) ([]OrderEvent, error) {
+	o, err := s.GetOrder(ctx, id, access)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := s.ReadStream(ctx, o.MerchantID, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]OrderEvent, len(stored))
+	for i, e := range stored {
+		out[i] = OrderEvent{Version: e.Version, Type: e.Type, Data: e.Data, RecordedAt: e.RecordedAt, Hash: e.Hash}
+	}
+	return out, nil
 }

@@ -145,7 +145,7 @@ func (p pickupPlan) work(ctx context.Context, st *store.Store, next *atomic.Int6
 		if i%6 != 0 {
 			continue
 		}
-		after, err := st.PayOrder(ctx, o.ID, "paid-later", store.Access{Actor: domain.ActorCustomer, Subject: customerID}, "")
+		after, err := st.PayOrder(ctx, o.ID, "paid-later", domain.Party{Actor: domain.ActorCustomer, Subject: customerID}, "")
 		if err != nil {
 			return err
 		}

@@ -114,7 +114,7 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceRequest) (*PlaceResult, e
 		return nil, pl.err
 	}
 	if pl.replayOf != uuid.Nil {
-		o, err := s.GetOrder(ctx, pl.replayOf, Access{Actor: domain.ActorCustomer, Subject: p.CustomerID})
+		o, err := s.GetOrder(ctx, pl.replayOf, domain.Party{Actor: domain.ActorCustomer, Subject: p.CustomerID})
 		if err != nil {
 			return nil, err
 		}

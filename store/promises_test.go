@@ -302,7 +302,7 @@ func TestCommandsOnFinishedOrdersTakeNoMerchantLock(t *testing.T) {
 	ctx := context.Background()
 	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
 	p := createProduct(t, st, m.ID, nil)
-	merchant := store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}
+	merchant := domain.Party{Actor: domain.ActorMerchant, MerchantID: m.ID}
 	done := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "a", PaymentRef: "r"})
 	_, err := st.CompleteOrder(ctx, done.ID, merchant, "")
 	require.NoError(t, err)
@@ -314,7 +314,7 @@ func TestCommandsOnFinishedOrdersTakeNoMerchantLock(t *testing.T) {
 	require.Equal(t, domain.CodeInvalidTransition, domain.ErrorCode(err), "completed again: %v", err)
 	_, err = st.CancelOrder(answered, done.ID, "late", merchant, "")
 	require.Equal(t, domain.CodeInvalidTransition, domain.ErrorCode(err), "cancelled after completion: %v", err)
-	again, err := st.PayOrder(answered, done.ID, "r", store.Access{Actor: domain.ActorCustomer, Subject: "a"}, "")
+	again, err := st.PayOrder(answered, done.ID, "r", domain.Party{Actor: domain.ActorCustomer, Subject: "a"}, "")
 	require.NoError(t, err, "the same payment again is answered with the order")
 	require.Equal(t, domain.StatusCompleted, again.Status)
 }

@@ -299,14 +299,14 @@ func TestCompletionHoldsItsMerchantTwoRoundTrips(t *testing.T) {
 	require.Equal(t, domain.StatusQueued, queued.Status)
 
 	rt.reset()
-	done, err := st.CompleteOrder(ctx, accepted.ID, store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}, "")
+	done, err := st.CompleteOrder(ctx, accepted.ID, domain.Party{Actor: domain.ActorMerchant, MerchantID: m.ID}, "")
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusCompleted, done.Status)
 	held := rt.tripsFrom("FROM merchants WHERE id = $1 FOR NO KEY UPDATE")
 	require.Len(t, held, 2, "from the merchant's lock to the commit: %q", held)
 	require.Contains(t, strings.Join(held[0], "\n"), "o.status = 'queued'", "the queue's head is read with the locks")
 	require.Equal(t, "commit", held[1][len(held[1])-1])
-	got, err := st.GetOrder(ctx, queued.ID, store.Access{Actor: domain.ActorAdmin})
+	got, err := st.GetOrder(ctx, queued.ID, domain.Party{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusAccepted, got.Status, "the unit went to the head of the queue")
 	require.Empty(t, violations(t, st))
@@ -353,7 +353,7 @@ func TestRacingTapsOnOneOrderLockItsMerchantOnce(t *testing.T) {
 	release := holdLock(t, st.Pool(), `SELECT 1 FROM merchants WHERE id = $1 FOR UPDATE`, m.ID)
 	rt.reset()
 
-	access := store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}
+	access := domain.Party{Actor: domain.ActorMerchant, MerchantID: m.ID}
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() {

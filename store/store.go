@@ -187,6 +187,11 @@ type Meta struct {
 	RequestID string       `json:"request_id,omitempty"`
 }
 
+// metaOf is the metadata of a request of p's.
+func metaOf(p domain.Party, requestID string) Meta {
+	return Meta{Actor: p.Actor, Subject: p.Subject, RequestID: requestID}
+}
+
 // inTx runs fn in a transaction and retries it on deadlock or serialization
 // failure, which PostgreSQL may report under contention and which are always
 // safe to retry because nothing was committed.

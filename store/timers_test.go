@@ -93,10 +93,10 @@ func TestCloseSkipsAnOrderHeldElsewhere(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, closed, "the free order closed, the held one skipped")
-	got, err := st.GetOrder(ctx, held.ID, store.Access{Actor: domain.ActorAdmin})
+	got, err := st.GetOrder(ctx, held.ID, domain.Party{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusAwaitingPayment, got.Status)
-	got, err = st.GetOrder(ctx, free.ID, store.Access{Actor: domain.ActorAdmin})
+	got, err = st.GetOrder(ctx, free.ID, domain.Party{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusClosed, got.Status)
 
@@ -104,7 +104,7 @@ func TestCloseSkipsAnOrderHeldElsewhere(t *testing.T) {
 	n, err := st.CloseUnpaidOverdue(ctx, clock.Now(), 10)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	got, err = st.GetOrder(ctx, held.ID, store.Access{Actor: domain.ActorAdmin})
+	got, err = st.GetOrder(ctx, held.ID, domain.Party{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusClosed, got.Status)
 }
@@ -186,7 +186,7 @@ func TestBackstopPassesOverOrdersHeldElsewhere(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	for i, want := range []domain.OrderStatus{domain.StatusAwaitingPayment, domain.StatusClosed, domain.StatusClosed} {
-		got, err := st.GetOrder(ctx, orders[i].ID, store.Access{Actor: domain.ActorAdmin})
+		got, err := st.GetOrder(ctx, orders[i].ID, domain.Party{Actor: domain.ActorAdmin})
 		require.NoError(t, err)
 		require.Equal(t, want, got.Status, "order %d", i)
 	}

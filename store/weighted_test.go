@@ -31,7 +31,7 @@ func TestWeightedAdmissionUnderConcurrency(t *testing.T) {
 	m := createMerchant(t, st, &merchantOpts{Capacity: 10, CapacityUnit: domain.UnitItems})
 	p := createProduct(t, st, m.ID, nil)
 	const total = 400
-	merchant := store.Access{Actor: domain.ActorMerchant, MerchantID: m.ID}
+	merchant := domain.Party{Actor: domain.ActorMerchant, MerchantID: m.ID}
 
 	var wg sync.WaitGroup
 	var next, cancelled atomic.Int64
@@ -59,7 +59,7 @@ func TestWeightedAdmissionUnderConcurrency(t *testing.T) {
 				res, err := via.PlaceOrder(ctx, params)
 				if err == nil && params.PaymentRef == "" {
 					// Placed unpaid, paid through another instance.
-					_, err = stores[(i+1)%int64(len(stores))].PayOrder(ctx, res.Order.ID, "r", store.Access{Actor: domain.ActorCustomer, Subject: customer}, "")
+					_, err = stores[(i+1)%int64(len(stores))].PayOrder(ctx, res.Order.ID, "r", domain.Party{Actor: domain.ActorCustomer, Subject: customer}, "")
 				}
 				if err != nil {
 					t.Error(err)
@@ -73,7 +73,7 @@ func TestWeightedAdmissionUnderConcurrency(t *testing.T) {
 					// Its customer cancels it through a third instance if it
 					// is still queued (409 once admitted): a queued order
 					// that leaves may let the one behind it in.
-					who := store.Access{Actor: domain.ActorCustomer, Subject: customer}
+					who := domain.Party{Actor: domain.ActorCustomer, Subject: customer}
 					if _, err := stores[(i+2)%int64(len(stores))].CancelOrder(ctx, res.Order.ID, "", who, ""); err == nil {
 						cancelled.Add(1)
 					}
@@ -255,9 +255,9 @@ func TestCancellingTheHeadThatDidNotFitLetsTheNextIn(t *testing.T) {
 	require.Equal(t, domain.StatusQueued, big.Status)
 	require.Equal(t, domain.StatusQueued, small.Status, "nothing overtakes a head that does not fit")
 
-	_, err := st.CancelOrder(ctx, big.ID, "changed my mind", store.Access{Actor: domain.ActorCustomer, Subject: "big"}, "")
+	_, err := st.CancelOrder(ctx, big.ID, "changed my mind", domain.Party{Actor: domain.ActorCustomer, Subject: "big"}, "")
 	require.NoError(t, err)
-	got, err := st.GetOrder(ctx, small.ID, store.Access{Actor: domain.ActorAdmin})
+	got, err := st.GetOrder(ctx, small.ID, domain.Party{Actor: domain.ActorAdmin})
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusAccepted, got.Status)
 	require.Empty(t, violations(t, st))

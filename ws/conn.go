@@ -472,9 +472,7 @@ func (c *conn) allowSubscribe(now time.Time) bool {
 	return false
 }
 
-func accessOf(p auth.Principal) store.Access {
-	return store.Access{Actor: p.Actor(), Subject: p.Subject, MerchantID: p.MerchantID}
-}
+func accessOf(p auth.Principal) domain.Party { return p.Party() }
 
 // register adds a subscription unless the connection has as many as it may
 // have, then offers its snapshot. known and add run under the hub's and the

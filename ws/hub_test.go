@@ -168,7 +168,7 @@ func (s shop) place(t *testing.T, st *store.Store, customer string) *store.Order
 	return res.Order
 }
 
-var admin = store.Access{Actor: domain.ActorAdmin}
+var admin = domain.Party{Actor: domain.ActorAdmin}
 
 // TestPositionCountsDownToAccepted watches a queued order while the orders
 // ahead complete: positions only fall, versions never do, and the final
@@ -553,7 +553,7 @@ func TestPositionGrowsOnlyWhenAPriorityOrderJoinsAhead(t *testing.T) {
 	send(t, c, map[string]string{"op": "subscribe", "order_id": mine.ID.String()})
 	require.Equal(t, 2, *read(t, c, 5*time.Second).Order.QueuePosition)
 
-	shopOwner := store.Access{Actor: domain.ActorMerchant, MerchantID: s.merchant}
+	shopOwner := domain.Party{Actor: domain.ActorMerchant, MerchantID: s.merchant}
 	want := 2
 	for _, o := range behind {
 		_, err := b.store.PrioritizeOrder(context.Background(), o.ID, "staff", shopOwner, "")

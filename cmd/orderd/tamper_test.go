@@ -63,9 +63,9 @@ func newHistory(t *testing.T) *history {
 		require.NoError(t, err)
 		if i == 0 {
 			h.order = res.Order.ID
-			_, err = st.PayOrder(ctx, h.order, "pay-0", store.Access{Actor: domain.ActorCustomer, Subject: "c0"}, "")
+			_, err = st.PayOrder(ctx, h.order, "pay-0", domain.Party{Actor: domain.ActorCustomer, Subject: "c0"}, "")
 			require.NoError(t, err)
-			_, err = st.CompleteOrder(ctx, h.order, store.Access{Actor: domain.ActorAdmin, Subject: "root"}, "")
+			_, err = st.CompleteOrder(ctx, h.order, domain.Party{Actor: domain.ActorAdmin, Subject: "root"}, "")
 			require.NoError(t, err)
 		}
 	}
