@@ -21,6 +21,8 @@
 //   - A command on one order (orderCommand, ordercommands.go) runs in a pipelined
 //     transaction of its own; this process's commands on one order take
 //     turns (orderTurns), other processes' wait for the rows' locks.
+//     The admissions a command makes room for (drain, admitHead) are
+//     decided in the same transaction, in the same file.
 //
 // On Citus a batch is split before it is decided (splitOnCitus): placements
 // by the worker holding their merchants (nodeMap, shards.go), each part
