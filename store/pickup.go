@@ -30,9 +30,10 @@ func (m *merchantRow) location() (*time.Location, error) {
 	return stored.(*time.Location), nil
 }
 
-// numberPlacements gives every placement of a batch its pickup code, in
-// arrival order: the next numbers of its merchant's local day at now, the
-// time the orders are placed at. A merchant's day is a row of
+// takePickupNumbers takes the pickup numbers of a batch's placements and
+// returns, per merchant, the first of them (stampPickupCodes gives them out
+// in arrival order): the next numbers of its merchant's local day at now,
+// the time the orders are placed at. A merchant's day is a row of
 // pickup_counters that one statement advances by the batch's count of that
 // merchant's placements and returns, once the batch knows which placements
 // it makes; so a refused placement takes no number, a batch rolled back
@@ -41,7 +42,7 @@ func (m *merchantRow) location() (*time.Location, error) {
 // their commit. The rows are advanced in key order, so no two batches wait
 // for each other. Each local day has its own row, so orders placed either
 // side of midnight never share a numbering, whichever commits first.
-func numberPlacements(ctx context.Context, tx pgx.Tx, placed []*placement, merchants map[uuid.UUID]*merchantRow, now time.Time) error {
+func takePickupNumbers(ctx context.Context, tx pgx.Tx, placed []*placement, merchants map[uuid.UUID]*merchantRow, now time.Time) (map[uuid.UUID]int, error) {
 	byMerchant := map[uuid.UUID][]*placement{}
 	var ids [][16]byte
 	for _, pl := range placed {
@@ -56,24 +57,23 @@ func numberPlacements(ctx context.Context, tx pgx.Tx, placed []*placement, merch
 	for i, id := range ids {
 		loc, err := merchants[id].location()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		days[i], counts[i] = domain.LocalDay(now, loc), int32(len(byMerchant[id]))
 	}
 	counters, err := advancePickupCounters(ctx, tx, ids, days, counts)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	firsts := make(map[uuid.UUID]int, len(byMerchant))
 	for id, pls := range byMerchant {
 		issued, err := counters.lastOf(id)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := stampCodes(pls, merchants[id].PickupPrefix, issued-len(pls)+1); err != nil {
-			return err
-		}
+		firsts[id] = issued - len(pls) + 1
 	}
-	return nil
+	return firsts, nil
 }
 
 // pickupCounters is what a statement advancing pickup counters answers:
@@ -121,19 +121,6 @@ func (c pickupCounters) lastOf(id uuid.UUID) (int, error) {
 		return 0, fmt.Errorf("pickup counters: no counter returned for merchant %s", id)
 	}
 	return issued, nil
-}
-
-// stampCodes gives a merchant's placements, in arrival order, the codes
-// numbered from first on.
-func stampCodes(pls []*placement, prefix string, first int) error {
-	for i, pl := range pls {
-		pl.events = domain.StampPickupCode(pl.events, domain.PickupCode(prefix, first+i))
-		var err error
-		if pl.order, err = (domain.Order{}).Apply(pl.events...); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // errNumberLast sends a batch that reserved its pickup numbers for a local
@@ -262,26 +249,22 @@ func (r *pickupReservation) check(merchants map[uuid.UUID]*merchantRow, now time
 	return nil
 }
 
-// number gives the placements their codes in arrival order and counts what
-// is left of each merchant's reservation.
-func (r *pickupReservation) number(placed []*placement, merchants map[uuid.UUID]*merchantRow) error {
-	byMerchant := map[uuid.UUID][]*placement{}
+// firsts returns, per merchant, the first number reserved for the
+// placements made (stampPickupCodes gives them out), and counts what is
+// left of each merchant's reservation.
+func (r *pickupReservation) firsts(placed []*placement) map[uuid.UUID]int {
+	made := map[uuid.UUID]int{}
 	for _, pl := range placed {
-		byMerchant[pl.p.MerchantID] = append(byMerchant[pl.p.MerchantID], pl)
+		made[pl.p.MerchantID]++
 	}
+	firsts := make(map[uuid.UUID]int, len(r.counters.last))
 	for id, last := range r.counters.last {
-		pls := byMerchant[id]
-		first := last - r.reserved[id] + 1
-		if len(pls) > 0 {
-			if err := stampCodes(pls, merchants[id].PickupPrefix, first); err != nil {
-				return err
-			}
-		}
-		if left := r.reserved[id] - len(pls); left > 0 {
+		firsts[id] = last - r.reserved[id] + 1
+		if left := r.reserved[id] - made[id]; left > 0 {
 			r.unused[id] = left
 		}
 	}
-	return nil
+	return firsts
 }
 
 // addUnused adds to b the return of the numbers the batch did not use,

@@ -271,7 +271,7 @@ type batchMode struct {
 	// merchant's line); else a merchant locked elsewhere is parked.
 	waitForMerchants bool
 	// numberLast: the batch takes its pickup numbers once it knows which
-	// requests it places, after their stock (numberPlacements), instead of
+	// requests it places, after their stock (takePickupNumbers), instead of
 	// with its first read (reservePickupNumbers).
 	numberLast bool
 }
@@ -458,7 +458,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	b = &pgx.Batch{}
 	slots.addTaken(b, placed)
 	if numbers != nil {
-		if err := numbers.number(placed, merchants); err != nil {
+		if err := stampPickupCodes(placed, merchants, numbers.firsts(placed)); err != nil {
 			return nil, err
 		}
 		numbers.addUnused(b)
@@ -475,7 +475,11 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	}
 	if numbers == nil {
 		// Last, so that the counters' row locks are held only until the commit.
-		if err := numberPlacements(ctx, tx, placed, merchants, now); err != nil {
+		firsts, err := takePickupNumbers(ctx, tx, placed, merchants, now)
+		if err != nil {
+			return nil, err
+		}
+		if err := stampPickupCodes(placed, merchants, firsts); err != nil {
 			return nil, err
 		}
 	}
@@ -748,6 +752,27 @@ func addBatchMerchants(tx pgx.Tx, b *pgx.Batch, batch []*placement, wait bool) *
 		}
 	}
 	return &locks
+}
+
+// stampPickupCodes gives the placements, in arrival order, their merchants'
+// pickup codes (domain.PickupCode), each merchant's numbered on from its
+// first number in firsts.
+func stampPickupCodes(placed []*placement, merchants map[uuid.UUID]*merchantRow, firsts map[uuid.UUID]int) error {
+	next := make(map[uuid.UUID]int, len(firsts))
+	for _, pl := range placed {
+		id := pl.p.MerchantID
+		first, ok := firsts[id]
+		if !ok {
+			return fmt.Errorf("pickup numbers: none taken for merchant %s", id)
+		}
+		pl.events = domain.StampPickupCode(pl.events, domain.PickupCode(merchants[id].PickupPrefix, first+next[id]))
+		next[id]++
+		var err error
+		if pl.order, err = (domain.Order{}).Apply(pl.events...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // placeOne decides one request and reserves its stock; a refused request
