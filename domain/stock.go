@@ -23,6 +23,33 @@ func OverPurchaseLimit(productID string, limit *int, quantity int) error {
 	return nil
 }
 
+// StockLine is a line of an order as the stock rules see it before any
+// unit is taken: its product's per-customer limit (nil: none) and the units
+// known to be left (nil: not known without taking them).
+type StockLine struct {
+	ProductID string
+	Quantity  int
+	Limit     *int
+	Left      *int
+}
+
+// RefuseStock refuses an order, line by line, before it takes any stock or
+// claim: a line for more units than are known to be left (SoldOut), or over
+// its product's per-customer limit (OverPurchaseLimit).
+func RefuseStock(lines []StockLine) error {
+	for _, l := range lines {
+		if l.Left != nil {
+			if err := SoldOut(l.ProductID, *l.Left, l.Quantity); err != nil {
+				return err
+			}
+		}
+		if err := OverPurchaseLimit(l.ProductID, l.Limit, l.Quantity); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // PurchaseLimitReached is the refusal of a claim that would take a customer
 // past limit, the units it already holds counted.
 func PurchaseLimitReached(productID string, limit int) error {

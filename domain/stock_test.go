@@ -85,3 +85,29 @@ func TestTakeFromBuckets(t *testing.T) {
 	_, err := domain.TakeFromBuckets("p", nil, 1)
 	require.Equal(t, domain.CodeSoldOut, domain.ErrorCode(err), "a product without buckets has nothing to give")
 }
+
+func TestRefuseStock(t *testing.T) {
+	t.Parallel()
+	one, three := 1, 3
+	none := 0
+	for _, tc := range []struct {
+		name  string
+		lines []domain.StockLine
+		want  domain.Code
+	}{
+		{"no limit, left unknown", []domain.StockLine{{ProductID: "a", Quantity: 5}}, ""},
+		{"within the limit and what is left", []domain.StockLine{{ProductID: "a", Quantity: 1, Limit: &one, Left: &three}}, ""},
+		{"over the per-customer limit", []domain.StockLine{{ProductID: "a", Quantity: 2, Limit: &one}}, domain.CodePurchaseLimit},
+		{"more than is known to be left", []domain.StockLine{{ProductID: "a", Quantity: 4, Left: &three}}, domain.CodeSoldOut},
+		{"known sold out", []domain.StockLine{{ProductID: "a", Quantity: 1, Left: &none}}, domain.CodeSoldOut},
+		{"sold out is said before the limit of the same line", []domain.StockLine{{ProductID: "a", Quantity: 2, Limit: &one, Left: &none}}, domain.CodeSoldOut},
+		{"a later line refuses the order", []domain.StockLine{{ProductID: "a", Quantity: 1}, {ProductID: "b", Quantity: 2, Limit: &one}}, domain.CodePurchaseLimit},
+	} {
+		err := domain.RefuseStock(tc.lines)
+		if tc.want == "" {
+			require.NoError(t, err, tc.name)
+			continue
+		}
+		require.Equal(t, tc.want, domain.ErrorCode(err), tc.name)
+	}
+}

@@ -414,6 +414,9 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 			if err != nil {
 				return nil, nil, err
 			}
+			if err := domain.RefuseStock(stockLines(after, products, nil)); err != nil {
+				return nil, nil, err
+			}
 			if err := reserveStock(ctx, tx, after, products, nil); err != nil {
 				return nil, nil, err
 			}

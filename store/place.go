@@ -817,6 +817,9 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		}
 	}
 	if guarded {
+		if err := domain.RefuseStock(stockLines(o, products, memo)); err != nil {
+			return err
+		}
 		if err := reserveStock(ctx, tx, o, products, memo); err != nil {
 			return err
 		}

@@ -76,6 +76,21 @@ func newStockMemo() *stockMemo {
 	return &stockMemo{left: map[string]int{}}
 }
 
+// stockLines are the order's lines, in the lock order, as the stock rules
+// see them before any unit is taken (domain.RefuseStock).
+func stockLines(o domain.Order, products map[string]productInfo, memo *stockMemo) []domain.StockLine {
+	items := sortedItems(o.Items)
+	lines := make([]domain.StockLine, len(items))
+	for i, it := range items {
+		p := products[it.ProductID]
+		lines[i] = domain.StockLine{ProductID: it.ProductID, Quantity: it.Quantity, Limit: p.perUserLimit}
+		if left, known := memo.known(it.ProductID); known && p.limited {
+			lines[i].Left = &left
+		}
+	}
+	return lines
+}
+
 // reserveStock takes the order's units out of limited products and records
 // the customer's claims, in the lock order the whole store follows: claims
 // before buckets, products in id order. It never fails the transaction: a
@@ -86,19 +101,10 @@ func newStockMemo() *stockMemo {
 // The claims and the first limited product's take of a free bucket travel
 // in one round trip, which is what a flash sale's buyer costs: the take
 // waits for no lock (SKIP LOCKED), so sending it before the claims' answers
-// changes no lock order, and a refused claim puts the units back.
+// changes no lock order, and a refused claim puts the units back. What
+// domain.RefuseStock refuses on stockLines is refused before.
 func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo, memo *stockMemo) (err error) {
 	items := sortedItems(o.Items)
-	for _, it := range items {
-		if left, known := memo.known(it.ProductID); known && products[it.ProductID].limited {
-			if err := domain.SoldOut(it.ProductID, left, it.Quantity); err != nil {
-				return err
-			}
-		}
-		if err := domain.OverPurchaseLimit(it.ProductID, products[it.ProductID].perUserLimit, it.Quantity); err != nil {
-			return err
-		}
-	}
 	var claimed []domain.Item
 	var taken []takenUnits
 	defer func() {
