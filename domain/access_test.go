@@ -110,14 +110,15 @@ func TestMerchantAndProductFold(t *testing.T) {
 	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	before := domain.MerchantSettings{Name: "Tea", Capacity: 2}
 	after := domain.MerchantSettings{Name: "Tea", Capacity: 5}
-	m, err := domain.Merchant{}.Evolve(domain.Event{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: "m", MerchantSettings: before, CreatedAt: at}})
+	id := uuid.New()
+	m, err := domain.Merchant{}.Evolve(domain.Event{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: id, MerchantSettings: before, CreatedAt: at}})
 	require.NoError(t, err)
 	m, err = m.Evolve(domain.Event{Type: domain.EventMerchantSecretRotated, Data: domain.MerchantSecretRotated{RotatedAt: at}})
 	require.NoError(t, err)
 	m, err = m.Evolve(domain.Event{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{Before: before, After: after, UpdatedAt: at}})
 	require.NoError(t, err)
-	require.Equal(t, domain.Merchant{ID: "m", Settings: after.WithDefaults(), CreatedAt: at, Version: 3}, m, "settings recorded before units and time zones fold to the defaults")
-	_, err = m.Evolve(domain.Event{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: "m"}})
+	require.Equal(t, domain.Merchant{ID: id, Settings: after.WithDefaults(), CreatedAt: at, Version: 3}, m, "settings recorded before units and time zones fold to the defaults")
+	_, err = m.Evolve(domain.Event{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: id}})
 	require.Error(t, err, "created twice")
 
 	stock := 10

@@ -249,7 +249,7 @@ func TestPrioritize(t *testing.T) {
 
 func TestPauseRequests(t *testing.T) {
 	t.Parallel()
-	m := domain.Merchant{ID: "m", Version: 1}
+	m := domain.Merchant{ID: uuid.New(), Version: 1}
 	secs := func(n int) *int { return &n }
 	at := func(d time.Duration) *time.Time { v := t0.Add(d); return &v }
 	cases := []struct {
@@ -292,7 +292,7 @@ func TestPauseRequests(t *testing.T) {
 
 func TestResume(t *testing.T) {
 	t.Parallel()
-	m := domain.Merchant{ID: "m", Version: 1}
+	m := domain.Merchant{ID: uuid.New(), Version: 1}
 	require.Empty(t, domain.ResumeMerchant(m, domain.ActorAdmin, t0), "resuming an unpaused merchant is a no-op")
 
 	secs := 60

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 // Merchant settings limits.
@@ -150,7 +152,7 @@ func ValidateWebhookURL(raw string) error {
 }
 
 type MerchantCreated struct {
-	MerchantID string `json:"merchant_id"`
+	MerchantID uuid.UUID `json:"merchant_id"`
 	MerchantSettings
 	CreatedAt time.Time `json:"created_at"`
 }
@@ -331,7 +333,7 @@ func (b WaitBasis) Wait(unitsAhead, load int) int {
 // Merchant is a merchant as its events fold: settings, pause, creation time
 // and version (the webhook secret and live load are not events' business).
 type Merchant struct {
-	ID        string
+	ID        uuid.UUID
 	Settings  MerchantSettings
 	Pause     Pause
 	CreatedAt time.Time

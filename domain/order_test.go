@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/google/uuid"
+
 	"github.com/orderd/orderd/domain"
 )
 
@@ -319,7 +321,7 @@ func TestDecodeEventRoundTrip(t *testing.T) {
 		{Type: domain.EventOrderClosed, Data: domain.OrderClosed{Reason: domain.ReasonPaymentTimeout, ClosedAt: t0}},
 		{Type: domain.EventOrderExpired, Data: domain.OrderExpired{Reason: domain.ReasonQueueTimeout, ExpiredAt: t0}},
 		{Type: domain.EventOrderRequeued, Data: domain.OrderRequeued{Seq: 3, QueuedAt: t0, ExpiresAt: t0}},
-		{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: "m", MerchantSettings: domain.MerchantSettings{Name: "n", Capacity: 1}, CreatedAt: t0}},
+		{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: uuid.MustParse(merchantID), MerchantSettings: domain.MerchantSettings{Name: "n", Capacity: 1}, CreatedAt: t0}},
 		{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{Before: domain.MerchantSettings{Capacity: 1}, After: domain.MerchantSettings{Capacity: 2}, UpdatedAt: t0}},
 		{Type: domain.EventMerchantSecretRotated, Data: domain.MerchantSecretRotated{RotatedAt: t0}},
 		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "p", MerchantID: "m", Name: "n", PriceCents: 1, Stock: &stock, CreatedAt: t0}},

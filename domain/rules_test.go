@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/google/uuid"
+
 	"github.com/orderd/orderd/domain"
 )
 
@@ -416,7 +418,7 @@ func TestDecodeEveryEventType(t *testing.T) {
 		{Type: domain.EventOrderRequeued, Data: domain.OrderRequeued{Seq: 42, QueuedAt: at, ExpiresAt: at.Add(maxWait)}},
 		{Type: domain.EventOrderScheduled, Data: domain.OrderScheduled{Seq: 7, ScheduledAt: at, ReleaseAt: at.Add(time.Hour)}},
 		{Type: domain.EventMerchantPeriodChanged, Data: domain.MerchantPeriodChanged{Capacity: &limit, NextEdge: &at, ChangedAt: at}},
-		{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: "m", MerchantSettings: domain.MerchantSettings{
+		{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: uuid.MustParse(merchantID), MerchantSettings: domain.MerchantSettings{
 			Name: "Tea", Capacity: 2, PrepSeconds: 120, MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, WebhookURL: "https://h.example/x"}, CreatedAt: at}},
 		{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{Before: validSettings(), After: domain.MerchantSettings{Name: "Tea", Capacity: 0}, UpdatedAt: at}},
 		{Type: domain.EventMerchantSecretRotated, Data: domain.MerchantSecretRotated{RotatedAt: at}},

@@ -456,7 +456,7 @@ func seedMerchant(ctx context.Context, pool *pgxpool.Pool, now time.Time, k int)
 	settings := domain.MerchantSettings{Name: "m " + mid.String(), Capacity: capacity, PrepSeconds: 60,
 		MaxQueueWaitSeconds: 3600, PaymentTimeoutSeconds: 900}
 	if err := event(mid, store.StreamMerchant, 1, domain.Event{Type: domain.EventMerchantCreated,
-		Data: domain.MerchantCreated{MerchantID: mid.String(), MerchantSettings: settings, CreatedAt: created}}); err != nil {
+		Data: domain.MerchantCreated{MerchantID: mid, MerchantSettings: settings, CreatedAt: created}}); err != nil {
 		return err
 	}
 	stock, limit := k, 2

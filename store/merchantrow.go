@@ -43,7 +43,7 @@ func (m *merchantRow) settings() domain.MerchantSettings { return m.MerchantView
 
 // folded is the merchant as its stream folds.
 func (m *merchantRow) folded() domain.Merchant {
-	return domain.Merchant{ID: m.ID.String(), Settings: m.settings(), Pause: m.pause, CreatedAt: m.CreatedAt, Version: m.Version,
+	return domain.Merchant{ID: m.ID, Settings: m.settings(), Pause: m.pause, CreatedAt: m.CreatedAt, Version: m.Version,
 		PeriodCapacity: m.periodCapacity, NextEdge: m.nextEdge}
 }
 

@@ -91,7 +91,7 @@ func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSett
 	id := newID()
 	secret := newSecret()
 	events := []domain.Event{{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{
-		MerchantID: id.String(), MerchantSettings: settings, CreatedAt: now,
+		MerchantID: id, MerchantSettings: settings, CreatedAt: now,
 	}}}
 	created, err := domain.Merchant{}.Apply(events...)
 	if err != nil {

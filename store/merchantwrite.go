@@ -62,10 +62,7 @@ type merchantColumnsOf struct {
 }
 
 func (c *merchantColumnsOf) add(m domain.Merchant, secret string, decidedAt *time.Time) error {
-	id, err := parseID(m.ID)
-	if err != nil {
-		return err
-	}
+	id := [16]byte(m.ID)
 	s := m.Settings.WithDefaults()
 	c.id, c.name, c.unit, c.timezone, c.prefix = append(c.id, id), append(c.name, s.Name), append(c.unit, string(s.CapacityUnit)),
 		append(c.timezone, s.Timezone), append(c.prefix, s.PickupPrefix)
