@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,21 +24,24 @@ import (
 // holds each log's head: the same writer rule as on one PostgreSQL, per
 // node.
 
-// eventNodes are the workers holding shards of events, in order.
-func (s *Store) eventNodes(ctx context.Context) ([]string, error) {
+// eventShards are the shards of events each worker holds, by node.
+func (s *Store) eventShards(ctx context.Context) (map[string][]int64, error) {
 	if _, err := s.shardMap(ctx); err != nil {
 		return nil, err
 	}
 	s.nodes.mu.Lock()
 	defer s.nodes.mu.Unlock()
-	var nodes []string
+	byNode := map[string][]int64{}
 	for _, sh := range s.nodes.events {
-		if !slices.Contains(nodes, sh.node) {
-			nodes = append(nodes, sh.node)
-		}
+		byNode[sh.node] = append(byNode[sh.node], sh.id)
 	}
-	slices.Sort(nodes)
-	return nodes, nil
+	return byNode, nil
+}
+
+// eventNodes are the workers holding shards of events, in order.
+func (s *Store) eventNodes(ctx context.Context) ([]string, error) {
+	byNode, err := s.eventShards(ctx)
+	return slices.Sorted(maps.Keys(byNode)), err
 }
 
 // openNodeLog makes a node's log on Citus the first time it is extended: a
@@ -64,21 +68,15 @@ func (s *Store) openNodeLog(ctx context.Context, tx pgx.Tx, log string) error {
 // events some log already holds are left out: a shard moved to node brings
 // the events another node's log read before the move.
 func (s *Store) nodeEventsToLog(ctx context.Context, tx pgx.Tx, node, since string) ([]logLeaf, string, error) {
-	nodes, err := s.eventNodes(ctx)
+	byNode, err := s.eventShards(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	if !slices.Contains(nodes, node) {
-		return nil, "", domain.Errorf(domain.CodeNotFound, "no node %q holds events (the logs are %s)", node, strings.Join(nodes, ", "))
+	shards, ok := byNode[node]
+	if !ok {
+		return nil, "", domain.Errorf(domain.CodeNotFound, "no node %q holds events (the logs are %s)", node,
+			strings.Join(slices.Sorted(maps.Keys(byNode)), ", "))
 	}
-	s.nodes.mu.Lock()
-	var shards []int64
-	for _, sh := range s.nodes.events {
-		if sh.node == node {
-			shards = append(shards, sh.id)
-		}
-	}
-	s.nodes.mu.Unlock()
 	pool, err := s.nodePool(node)
 	if err != nil {
 		return nil, "", err

@@ -55,33 +55,28 @@ func (n nodeSnapshots) String() LogSnapshot {
 // fails keeps its place and is read from it next time; the others' changes
 // are returned meanwhile, unless every worker failed.
 func (s *Store) changedStreamsByNode(ctx context.Context, since LogSnapshot, merchants []uuid.UUID) ([]StreamRef, LogSnapshot, error) {
-	if _, err := s.shardMap(ctx); err != nil {
+	// The shards to read on each node: all of them, or those of the
+	// merchants named (every node keeps its place either way).
+	shards, err := s.eventShards(ctx)
+	if err != nil {
 		return nil, since, err
 	}
-	s.nodes.mu.Lock()
-	all := s.nodes.events
-	s.nodes.mu.Unlock()
-	// The shards to read on each node: those of the merchants named, or
-	// all of them.
-	shards := map[string][]int64{}
-	for _, sh := range all {
-		if _, ok := shards[sh.node]; !ok {
-			shards[sh.node] = nil
+	if merchants != nil {
+		s.nodes.mu.Lock()
+		all := s.nodes.events
+		s.nodes.mu.Unlock()
+		named, seen := map[string][]int64{}, map[int64]bool{}
+		for node := range shards {
+			named[node] = nil
 		}
-	}
-	if merchants == nil {
-		for _, sh := range all {
-			shards[sh.node] = append(shards[sh.node], sh.id)
-		}
-	} else {
-		seen := map[int64]bool{}
 		for _, m := range merchants {
 			sh := shardOf(all, merchantHash(m))
 			if sh.node != "" && !seen[sh.id] {
 				seen[sh.id] = true
-				shards[sh.node] = append(shards[sh.node], sh.id)
+				named[sh.node] = append(named[sh.node], sh.id)
 			}
 		}
+		shards = named
 	}
 	before := parseNodeSnapshots(since)
 	next := nodeSnapshots{}
