@@ -16,9 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
-	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
-	"github.com/orderd/orderd/store/storetest"
 )
 
 const (
@@ -51,18 +49,9 @@ func slotFreeHelper() error {
 func TestFullSlotRefusedWithoutItsBatchUntilAnotherProcessFreesIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := storetest.URL(t)
-	pool, err := poolOf(ctx, url, 8)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	ins, err := jobs.NewInserter(pool)
-	require.NoError(t, err)
-	st := newStore(store.Config{Pool: pool, Jobs: ins})
-	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
-	p := createProduct(t, st, m.ID, nil)
 	const capacity = 3
-	withSlots(t, st, m.ID, domain.SlotSettings{Minutes: 15, Capacity: capacity, HorizonDays: 1})
-	at := nextSlot(time.Now(), time.Hour)
+	shop := newSlotShop(t, capacity)
+	url, pool, st, m, p, at := shop.url, shop.pool, shop.st, shop.m, shop.p, shop.at
 
 	fill := osexec.Command(os.Args[0], "-test.run=^$")
 	fill.Env = append(os.Environ(), slotHelperDB+"="+url, slotHelperMerchant+"="+m.ID.String(),

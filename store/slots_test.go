@@ -382,18 +382,9 @@ func slotHelper() error {
 func TestProcessesRaceForASlotsLastPlace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := storetest.URL(t)
-	pool, err := poolOf(ctx, url, 8)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	ins, err := jobs.NewInserter(pool)
-	require.NoError(t, err)
-	st := newStore(store.Config{Pool: pool, Jobs: ins})
-	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
-	p := createProduct(t, st, m.ID, nil)
 	const capacity = 5
-	withSlots(t, st, m.ID, domain.SlotSettings{Minutes: 15, Capacity: capacity, HorizonDays: 1})
-	at := nextSlot(time.Now(), time.Hour)
+	shop := newSlotShop(t, capacity)
+	url, pool, st, m, p, at := shop.url, shop.pool, shop.st, shop.m, shop.p, shop.at
 	for i := range capacity - 1 {
 		mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("early-%d", i), PickupAt: &at})
 	}
@@ -456,4 +447,31 @@ func TestProcessesRaceForASlotsLastPlace(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE merchant_id = $1 AND pickup_at = $2`, m.ID, at).Scan(&orders))
 	require.Equal(t, capacity, orders)
 	require.Empty(t, violations(t, st))
+}
+
+// slotShop is a merchant with a product and slots of capacity, on a store
+// whose pool has room for a second connection holding rows, and the next
+// slot an hour or more ahead; other processes reach its database at url.
+type slotShop struct {
+	url  string
+	pool *pgxpool.Pool
+	st   *store.Store
+	m    *store.MerchantView
+	p    *store.ProductView
+	at   time.Time
+}
+
+func newSlotShop(t *testing.T, capacity int) slotShop {
+	t.Helper()
+	url := storetest.URL(t)
+	pool, err := poolOf(context.Background(), url, 8)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ins, err := jobs.NewInserter(pool)
+	require.NoError(t, err)
+	st := newStore(store.Config{Pool: pool, Jobs: ins})
+	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
+	p := createProduct(t, st, m.ID, nil)
+	withSlots(t, st, m.ID, domain.SlotSettings{Minutes: 15, Capacity: capacity, HorizonDays: 1})
+	return slotShop{url: url, pool: pool, st: st, m: m, p: p, at: nextSlot(time.Now(), time.Hour)}
 }
