@@ -24,6 +24,7 @@ import (
 	"github.com/orderd/orderd/internal/app"
 	"github.com/orderd/orderd/ledger/verify"
 	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/store/storetest"
 )
 
 var admin = domain.Party{Actor: domain.ActorAdmin, Subject: "root"}
@@ -110,22 +111,6 @@ func (w *world) tamper(t *testing.T, statement string, order uuid.UUID) {
 	}), statement)
 }
 
-// recomputeChain rewrites an order's hashes as an attacker who knows the
-// formula would after changing an event: every link of the chain
-// recomputes, and only a checkpoint signed before tells.
-const recomputeChain = `WITH RECURSIVE c AS (
-    SELECT e.stream_id, e.version, sha256('\x0000000000000000000000000000000000000000000000000000000000000000'::bytea || ` + content + `) AS h
-    FROM events e WHERE e.stream_id = $1 AND e.version = 1
-  UNION ALL
-    SELECT e.stream_id, e.version, sha256(c.h || ` + content + `)
-    FROM c JOIN events e ON e.stream_id = c.stream_id AND e.version = c.version + 1
-)
-UPDATE events e SET hash = c.h FROM c WHERE e.stream_id = c.stream_id AND e.version = c.version`
-
-const content = `convert_to(e.stream_id::text || E'\n' || e.version::text || E'\n' || e.type || E'\n' ||
-    e.data::text || E'\n' || coalesce(e.metadata::text, '') || E'\n' ||
-    (extract(epoch from e.recorded_at) * 1000000)::bigint::text, 'UTF8')`
-
 // TestReceiptIsVerifiedInThePage: a completed order whose events are in a
 // checkpoint shows "verified" on the customer's page, checked by the
 // page's own Web Crypto; the same page of an order an administrator of the
@@ -147,7 +132,7 @@ func TestReceiptIsVerifiedInThePage(t *testing.T) {
 	}{
 		{"data changed", "bob", []string{`UPDATE events SET data = jsonb_set(data, '{total_cents}', '1') WHERE stream_id = $1 AND version = 1`}},
 		{"data changed and every hash recomputed", "carol", []string{
-			`UPDATE events SET data = jsonb_set(data, '{total_cents}', '1') WHERE stream_id = $1 AND version = 1`, recomputeChain}},
+			`UPDATE events SET data = jsonb_set(data, '{total_cents}', '1') WHERE stream_id = $1 AND version = 1`, storetest.RecomputeChain}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			phone, order := w.completedInPage(t, tc.customer)
