@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -102,11 +101,6 @@ func serveStalledPongs(c *websocket.Conn) error {
 	if _, _, err := c.ReadMessage(); err != nil {
 		return err
 	}
-	if tcp, ok := c.UnderlyingConn().(*net.TCPConn); ok {
-		if err := tcp.SetReadBuffer(1); err != nil {
-			return err
-		}
-	}
 	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"type":"order","order":{"version":1,"status":"queued","queue_position":2}}`)); err != nil {
 		return err
 	}
@@ -135,16 +129,6 @@ func serveStalledPongs(c *websocket.Conn) error {
 		last = n
 	}
 	stalled.Store(true)
-	// A receive buffer this small opens its window too little, as it is
-	// read, for the kernel to announce it: the watcher's side learns of
-	// room only from its zero-window probes, whose interval doubles while
-	// the sockets stay full, and on a busy machine its pong then waited
-	// most of a minute. Reading resumes with a buffer of ordinary size.
-	if tcp, ok := c.UnderlyingConn().(*net.TCPConn); ok {
-		if err := tcp.SetReadBuffer(1 << 20); err != nil {
-			return err
-		}
-	}
 	go func() {
 		for {
 			if _, _, err := c.NextReader(); err != nil {
