@@ -73,9 +73,12 @@ type fullCheck struct {
 	p     *PlaceRequest
 	slot  slotKey
 	known domain.KnownFullSlot
-	// refusal is the request's slot_full answer; nil sends it to its batch.
-	refusal error
-	done    chan struct{}
+	// seen is what the read found of the slot at now; read is false when
+	// it found nothing.
+	seen domain.SlotSeen
+	now  time.Time
+	read bool
+	done chan struct{}
 }
 
 // maxFullCheckBatch bounds the requests one read checks.
@@ -85,32 +88,36 @@ func newFullChecker(s *Store) *pgkit.Batcher[*fullCheck, struct{}] {
 	return pgkit.NewBatcher[*fullCheck, struct{}](2, maxFullCheckBatch, s.checkFullBatch)
 }
 
-// refuseKnownFull answers slot_full to a request for a slot this process
-// saw full and a read still finds full; nil leaves the request to its
-// batch. On Citus (node set) every request goes to its batch.
-func (s *Store) refuseKnownFull(ctx context.Context, p *PlaceRequest, node string) error {
+// checkKnownFull reads again the slot of a request for a slot this process
+// saw full, for the placement to ask domain.RefuseKnownFull; nil, the
+// request goes to its batch: its slot was not seen full, or the read
+// failed. On Citus (node set) every request goes to its batch.
+func (s *Store) checkKnownFull(ctx context.Context, p *PlaceRequest, node string) (*fullCheck, error) {
 	if p.PickupAt == nil || node != "" {
-		return nil
+		return nil, nil
 	}
 	slot := slotKey{p.MerchantID, p.PickupAt.UTC()}
 	known, ok := s.full.get(slot)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	c := &fullCheck{p: p, slot: slot, known: known, done: make(chan struct{})}
 	s.fullChecker.Submit(c)
 	select {
 	case <-c.done:
-		return c.refusal
 	case <-ctx.Done():
-		return mapErr(ctx.Err())
+		return nil, mapErr(ctx.Err())
 	}
+	if !c.read {
+		return nil, nil
+	}
+	return c, nil
 }
 
 // checkFullBatch reads, in one statement and so one snapshot taken after
 // every request of the batch arrived, each request's slot room, its
-// merchant's version and whether its key was recorded, and refuses those
-// domain.RefuseKnownFull refuses. A failed read refuses nobody.
+// merchant's version and whether its key was recorded. A failed read
+// reads nothing, and a slot seen with room is forgotten.
 func (s *Store) checkFullBatch(batch []*fullCheck) {
 	defer func() {
 		for _, c := range batch {
@@ -155,7 +162,7 @@ func (s *Store) checkFullBatch(batch []*fullCheck) {
 		if !ok {
 			continue
 		}
-		c.refusal = domain.RefuseKnownFull(c.known, seen, c.slot.at, now)
+		c.seen, c.now, c.read = seen, now, true
 		if seen.Room > 0 || seen.MerchantVersion != c.known.MerchantVersion {
 			s.full.forget(c.slot)
 		}

@@ -96,8 +96,14 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceRequest) (*PlaceResult, e
 	if err != nil {
 		return nil, err
 	}
-	if err := s.refuseKnownFull(ctx, &p, node); err != nil {
+	full, err := s.checkKnownFull(ctx, &p, node)
+	if err != nil {
 		return nil, err
+	}
+	if full != nil {
+		if err := domain.RefuseKnownFull(full.known, full.seen, full.slot.at, full.now); err != nil {
+			return nil, err
+		}
 	}
 	pl := &placement{p: p, orderID: newID(), done: make(chan struct{}), node: node}
 	pl.deadline, _ = ctx.Deadline()
@@ -499,6 +505,85 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	}
 	addLoads(b, merchants, now)
 	return b, nil
+}
+
+// takeSlots is the placement step of opening hours and pickup slots: it
+// refuses, with their errors, the requests that may not be placed at now
+// (domain.CheckPlacementTime) and those whose slot has no room left for
+// their load (domain.FitSlots), and returns the others. lockSlots reads the
+// room under the slots' locks; the batch's placements take it with the
+// commit (addTaken), which the table's CHECK backs. Requests of merchants
+// the batch does not hold are left to the step that parks them.
+func takeSlots(ctx context.Context, tx pgx.Tx, live []*placement, merchants map[uuid.UUID]*merchantRow,
+	products map[string]productInfo, now time.Time,
+) ([]*placement, *slotTakes, error) {
+	takes := &slotTakes{took: map[*placement]slotTake{}}
+	kept := live[:0:0]
+	var wanting []*placement
+	wants := map[*placement]slotTake{}
+	capacities := map[slotKey]int{}
+	for _, pl := range live {
+		m := merchants[pl.p.MerchantID]
+		if m == nil || (pl.p.PickupAt == nil && len(m.Hours) == 0) {
+			kept = append(kept, pl)
+			continue
+		}
+		loc, err := m.location()
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := domain.CheckPlacementTime(m.settings(), loc, pl.p.PickupAt, now); err != nil {
+			pl.err = err
+			continue
+		}
+		kept = append(kept, pl)
+		if pl.p.PickupAt != nil {
+			want := slotTake{slot: slotKey{m.ID, pl.p.PickupAt.UTC()}, load: requestLoad(m, pl.p.Lines, products)}
+			wanting, wants[pl], capacities[want.slot] = append(wanting, pl), want, m.Slots.Capacity
+		}
+	}
+	if len(wanting) == 0 {
+		return kept, takes, nil
+	}
+	room, err := lockSlots(ctx, tx, capacities)
+	if err != nil {
+		return nil, nil, err
+	}
+	slots, loads := make([]slotKey, len(wanting)), make([]int, len(wanting))
+	for i, pl := range wanting {
+		slots[i], loads[i] = wants[pl].slot, wants[pl].load
+	}
+	for i, fits := range domain.FitSlots(room, slots, loads) {
+		pl := wanting[i]
+		if fits {
+			takes.took[pl] = wants[pl]
+		} else {
+			pl.err = domain.SlotFullError(wants[pl].slot.at)
+		}
+	}
+	if takes.full, err = knownFull(room, merchants); err != nil {
+		return nil, nil, err
+	}
+	placeable := kept[:0:0]
+	for _, pl := range kept {
+		if pl.err == nil {
+			placeable = append(placeable, pl)
+		}
+	}
+	return placeable, takes, nil
+}
+
+// requestLoad is the load the order of lines will have at m, options
+// included (domain.RequestLoad, as domain.Place fixes it); an unknown
+// product weighs the default, and its request is refused later.
+func requestLoad(m *merchantRow, lines []domain.LineRequest, products map[string]productInfo) int {
+	refs := make(map[string]domain.ProductRef, len(lines))
+	for _, l := range lines {
+		if p, ok := products[l.ProductID]; ok {
+			refs[l.ProductID] = p.ProductRef
+		}
+	}
+	return domain.RequestLoad(m.CapacityUnit, lines, refs)
 }
 
 // batchNode is the Citus worker on which a batch is decided: the one

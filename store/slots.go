@@ -108,54 +108,12 @@ type slotTakes struct {
 	full map[slotKey]domain.KnownFullSlot
 }
 
-// takeSlots is the placement step of opening hours and pickup slots: it
-// refuses, with their errors, the requests that may not be placed at now
-// (domain.CheckPlacementTime) and those whose slot has no room left for
-// their load (domain.FitSlots), and returns the others. One round trip
-// creates the batch's slots if new and locks them in key order, so that two
-// batches never wait for each other's slots crosswise, and reads their
-// room; the batch's placements take it with the commit (addTaken), which
-// the table's CHECK backs. Requests of merchants the batch does not hold
-// are left to the step that parks them.
-func takeSlots(ctx context.Context, tx pgx.Tx, live []*placement, merchants map[uuid.UUID]*merchantRow,
-	products map[string]productInfo, now time.Time,
-) ([]*placement, *slotTakes, error) {
-	takes := &slotTakes{took: map[*placement]slotTake{}}
-	zones := map[uuid.UUID]*time.Location{}
-	kept := live[:0:0]
-	var wanting []*placement
-	wants := map[*placement]slotTake{}
-	for _, pl := range live {
-		m := merchants[pl.p.MerchantID]
-		if m == nil || (pl.p.PickupAt == nil && len(m.Hours) == 0) {
-			kept = append(kept, pl)
-			continue
-		}
-		loc, ok := zones[m.ID]
-		if !ok {
-			var err error
-			if loc, err = domain.LoadTimezone(m.Timezone); err != nil {
-				return nil, nil, err
-			}
-			zones[m.ID] = loc
-		}
-		if err := domain.CheckPlacementTime(m.settings(), loc, pl.p.PickupAt, now); err != nil {
-			pl.err = err
-			continue
-		}
-		kept = append(kept, pl)
-		if pl.p.PickupAt != nil {
-			wanting = append(wanting, pl)
-			wants[pl] = slotTake{slot: slotKey{m.ID, pl.p.PickupAt.UTC()}, load: requestLoad(m, pl.p.Lines, products)}
-		}
-	}
-	if len(wanting) == 0 {
-		return kept, takes, nil
-	}
-	capacities := map[slotKey]int{}
-	for _, pl := range wanting {
-		capacities[wants[pl].slot] = merchants[pl.p.MerchantID].Slots.Capacity
-	}
+// lockSlots creates the batch's slots if new, with the capacity the
+// merchant's settings give them now, and locks them in key order, so that
+// two batches never wait for each other's slots crosswise, and returns
+// their room: one round trip. The placement step (takeSlots) decides who
+// takes it.
+func lockSlots(ctx context.Context, tx pgx.Tx, capacities map[slotKey]int) (map[slotKey]int, error) {
 	keys := make([]slotKey, 0, len(capacities))
 	for k := range capacities {
 		keys = append(keys, k)
@@ -189,49 +147,30 @@ func takeSlots(ctx context.Context, tx pgx.Tx, live []*placement, merchants map[
 		return err
 	})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, fmt.Errorf("take pickup slots: %w", err)
+		return nil, fmt.Errorf("take pickup slots: %w", err)
 	}
-	slots, loads := make([]slotKey, len(wanting)), make([]int, len(wanting))
-	for i, pl := range wanting {
-		slots[i], loads[i] = wants[pl].slot, wants[pl].load
-	}
-	for i, fits := range domain.FitSlots(room, slots, loads) {
-		pl := wanting[i]
-		if fits {
-			takes.took[pl] = wants[pl]
-		} else {
-			pl.err = domain.SlotFullError(wants[pl].slot.at)
-		}
-	}
-	for k, left := range room {
-		if left <= 0 {
-			m := merchants[k.merchant]
-			if takes.full == nil {
-				takes.full = map[slotKey]domain.KnownFullSlot{}
-			}
-			takes.full[k] = domain.KnownFullSlot{Settings: m.settings(), Location: zones[m.ID], MerchantVersion: m.Version}
-		}
-	}
-	placeable := kept[:0:0]
-	for _, pl := range kept {
-		if pl.err == nil {
-			placeable = append(placeable, pl)
-		}
-	}
-	return placeable, takes, nil
+	return room, nil
 }
 
-// requestLoad is the load the order of lines will have at m, options
-// included (domain.RequestLoad, as domain.Place fixes it); an unknown
-// product weighs the default, and its request is refused later.
-func requestLoad(m *merchantRow, lines []domain.LineRequest, products map[string]productInfo) int {
-	refs := make(map[string]domain.ProductRef, len(lines))
-	for _, l := range lines {
-		if p, ok := products[l.ProductID]; ok {
-			refs[l.ProductID] = p.ProductRef
+// knownFull are the slots of room with none left, as the process
+// remembers them (fullSlots).
+func knownFull(room map[slotKey]int, merchants map[uuid.UUID]*merchantRow) (map[slotKey]domain.KnownFullSlot, error) {
+	var full map[slotKey]domain.KnownFullSlot
+	for k, left := range room {
+		if left > 0 {
+			continue
 		}
+		m := merchants[k.merchant]
+		loc, err := m.location()
+		if err != nil {
+			return nil, err
+		}
+		if full == nil {
+			full = map[slotKey]domain.KnownFullSlot{}
+		}
+		full[k] = domain.KnownFullSlot{Settings: m.settings(), Location: loc, MerchantVersion: m.Version}
 	}
-	return domain.RequestLoad(m.CapacityUnit, lines, refs)
+	return full, nil
 }
 
 // addTaken adds to b the taking of their slots' room by the requests
