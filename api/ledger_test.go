@@ -42,8 +42,17 @@ func TestOrderProofAndCheckpoints(t *testing.T) {
 	requireProblem(t, r, http.StatusNotFound, "not_found")
 
 	order := b.placeOrder(t, alice, merchant, product, "pay-1").body["id"].(string)
-	// Before the first checkpoint there is none to prove against.
+	// Before the first checkpoint there is none to prove against: no
+	// checkpoint, no event, and nothing that verifies.
 	r = b.do(t, req{method: "GET", path: "/v1/orders/" + order + "/proof", token: alice})
+	require.Equal(t, http.StatusOK, r.status, string(r.raw))
+	require.JSONEq(t, `{"checkpoint": null, "events": []}`, string(r.raw))
+	var early verify.Proof
+	require.NoError(t, json.Unmarshal(r.raw, &early))
+	require.ErrorIs(t, early.Verify(checkpointKey.Public().(ed25519.PublicKey)), verify.ErrNoCheckpoint)
+	r = b.do(t, req{method: "GET", path: "/v1/orders/" + order + "/proof?log=elsewhere", token: alice})
+	requireProblem(t, r, http.StatusNotFound, "not_found")
+	r = b.do(t, req{method: "GET", path: "/v1/orders/" + order + "/proof?size=1", token: alice})
 	requireProblem(t, r, http.StatusNotFound, "not_found")
 	first := b.checkpoint(t)
 	r = b.do(t, req{method: "GET", path: "/v1/orders/" + order + "/proof", token: alice})
@@ -70,7 +79,7 @@ func TestOrderProofAndCheckpoints(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, string(r.raw))
 	var held verify.Checkpoint
 	require.NoError(t, json.Unmarshal(r.raw, &held))
-	require.Equal(t, receipt.Checkpoint, held)
+	require.Equal(t, &held, receipt.Checkpoint)
 
 	later := b.placeOrder(t, alice, merchant, product, "pay-2").body["id"].(string)
 	r = b.do(t, req{method: "GET", path: "/v1/orders/" + later + "/proof", token: alice})

@@ -375,7 +375,8 @@ func (s *Store) ConsistencyProof(ctx context.Context, log string, from, to int64
 // the checkpoint (the log's latest, or the one of size when size > 0) with
 // its audit path to the checkpoint's root. With no log named, the log is
 // the one that holds the order's latest logged event (on Citus, its node's
-// at the time), else its merchant's node's now.
+// at the time), else its merchant's node's now. Before the log's first
+// checkpoint the receipt has no checkpoint and no event.
 func (s *Store) OrderProof(ctx context.Context, orderID uuid.UUID, access domain.Party, log string, size int64) (*verify.Proof, error) {
 	o, err := s.GetOrder(ctx, orderID, access)
 	if err != nil {
@@ -383,6 +384,9 @@ func (s *Store) OrderProof(ctx context.Context, orderID uuid.UUID, access domain
 	}
 	switch {
 	case log != "":
+		if err := s.requireLog(ctx, log); err != nil {
+			return nil, err
+		}
 	case s.Distributed(ctx):
 		if log, err = s.streamLog(ctx, o.MerchantID, orderID); err != nil {
 			return nil, err
@@ -393,6 +397,19 @@ func (s *Store) OrderProof(ctx context.Context, orderID uuid.UUID, access domain
 	return s.streamProof(ctx, o.MerchantID, orderID, log, size)
 }
 
+// requireLog answers not found for a log that does not exist, which
+// would otherwise read as a log with no checkpoint yet.
+func (s *Store) requireLog(ctx context.Context, log string) error {
+	var known bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM log_heads WHERE log = $1)`, log).Scan(&known); err != nil {
+		return mapErr(fmt.Errorf("read log %s: %w", log, err))
+	}
+	if !known {
+		return domain.Errorf(domain.CodeNotFound, "no log named %s", log)
+	}
+	return nil
+}
+
 // streamProof is the receipt of one stream's events, as OrderProof.
 func (s *Store) streamProof(ctx context.Context, merchantID, streamID uuid.UUID, log string, size int64) (*verify.Proof, error) {
 	var c *verify.Checkpoint
@@ -401,6 +418,10 @@ func (s *Store) streamProof(ctx context.Context, merchantID, streamID uuid.UUID,
 		c, err = s.CheckpointAt(ctx, log, size)
 	} else {
 		c, err = s.LatestCheckpoint(ctx, log)
+		if errors.Is(err, domain.ErrNotFound) {
+			// Nothing to prove against yet.
+			return &verify.Proof{Events: []verify.ProofEvent{}}, nil
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -427,7 +448,7 @@ func (s *Store) streamProof(ctx context.Context, merchantID, streamID uuid.UUID,
 		}
 		events[i].Inclusion = hashesBytes(path)
 	}
-	return &verify.Proof{Checkpoint: *c, Events: events}, nil
+	return &verify.Proof{Checkpoint: c, Events: events}, nil
 }
 
 // loggedEvents are a stream's events in the tree of size, each with the

@@ -46,7 +46,7 @@ func TestReceiptCheckInJavaScript(t *testing.T) {
 	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 	c := verify.Checkpoint{Log: "main", Size: 7, Root: root[:], At: "2026-11-27T05:00:00.5Z", PublicKey: key.Public().(ed25519.PublicKey)}
 	c.Signature = ed25519.Sign(key, c.SignedText())
-	receipt := verify.Proof{Checkpoint: c}
+	receipt := verify.Proof{Checkpoint: &c}
 	for i, n := range []int64{2, 5, 6} {
 		p, err := tlog.ProveRecord(7, n, reader)
 		require.NoError(t, err)
@@ -61,13 +61,18 @@ func TestReceiptCheckInJavaScript(t *testing.T) {
 	changedEvent := receipt
 	changedEvent.Events = append([]verify.ProofEvent(nil), receipt.Events...)
 	changedEvent.Events[1].Hash = events[4]
+	otherRoot, otherTime := c, c
+	otherRoot.Root = events[0]
+	otherTime.At = "2026-11-27T05:00:01.5Z"
 	changedRoot := receipt
-	changedRoot.Checkpoint.Root = events[0]
+	changedRoot.Checkpoint = &otherRoot
 	changedSignature := receipt
-	changedSignature.Checkpoint.At = "2026-11-27T05:00:01.5Z"
+	changedSignature.Checkpoint = &otherTime
 	empty := receipt
 	empty.Events = []verify.ProofEvent{}
-	cases, err := json.Marshal([]verify.Proof{receipt, changedEvent, changedRoot, changedSignature, empty})
+	// Served before the log's first checkpoint.
+	noCheckpoint := verify.Proof{Events: []verify.ProofEvent{}}
+	cases, err := json.Marshal([]verify.Proof{receipt, changedEvent, changedRoot, changedSignature, empty, noCheckpoint})
 	require.NoError(t, err)
 
 	dir := t.TempDir()
@@ -82,5 +87,5 @@ console.log(JSON.stringify(out));
 `), 0o600))
 	out, err := exec.Command(node, script, string(cases)).CombinedOutput()
 	require.NoError(t, err, string(out))
-	require.JSONEq(t, `[true, false, false, false, false]`, string(out))
+	require.JSONEq(t, `[true, false, false, false, false, false]`, string(out))
 }

@@ -107,6 +107,10 @@ func (c Checkpoint) Verify(key ed25519.PublicKey) error {
 // ErrProof is returned for a proof that does not lead to the root.
 var ErrProof = errors.New("verify: proof does not match the root")
 
+// ErrNoCheckpoint is returned for a receipt served before the log's first
+// checkpoint: it proves nothing yet.
+var ErrNoCheckpoint = errors.New("verify: the receipt has no checkpoint yet")
+
 // VerifyInclusion checks that leaf (LeafHash of an event's hash) is leaf
 // number index of the tree of size whose root is root, by its audit path
 // (RFC 9162 section 2.1.3.2).
@@ -188,8 +192,10 @@ func VerifyConsistency(size1, size2 uint64, root1, root2 []byte, proof [][]byte)
 }
 
 // Proof is an order's receipt as GET /v1/orders/{id}/proof serves it.
+// Before the log's first checkpoint there is no checkpoint to prove
+// against: Checkpoint is nil and Events empty.
 type Proof struct {
-	Checkpoint Checkpoint   `json:"checkpoint"`
+	Checkpoint *Checkpoint  `json:"checkpoint"`
 	Events     []ProofEvent `json:"events"`
 }
 
@@ -205,6 +211,9 @@ type ProofEvent struct {
 // Verify checks the receipt: the checkpoint's signature with key (see
 // Checkpoint.Verify) and every event's inclusion in it.
 func (p Proof) Verify(key ed25519.PublicKey) error {
+	if p.Checkpoint == nil {
+		return ErrNoCheckpoint
+	}
 	if err := p.Checkpoint.Verify(key); err != nil {
 		return err
 	}

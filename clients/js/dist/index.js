@@ -729,16 +729,20 @@ ${cp.at}
   }
 }
 async function verifyProof(proof, options) {
-  await verifyCheckpoint(proof.checkpoint, options);
-  const root = b64(proof.checkpoint.root);
+  const checkpoint = proof.checkpoint;
+  if (!checkpoint) {
+    throw new ProofError("no_checkpoint", "the log has no checkpoint yet: the receipt proves nothing");
+  }
+  await verifyCheckpoint(checkpoint, options);
+  const root = b64(checkpoint.root);
   for (const e of proof.events) {
     const leaf = await sha256(new Uint8Array([0]), b64(e.hash));
-    const got = await rootFromInclusion(e.leaf_index, proof.checkpoint.size, leaf, e.inclusion.map(b64));
+    const got = await rootFromInclusion(e.leaf_index, checkpoint.size, leaf, e.inclusion.map(b64));
     if (!got || !equal(got, root)) {
       throw new ProofError("not_included", `event ${e.version} (${e.type}) is not in the checkpoint's tree`);
     }
   }
-  return proof.checkpoint;
+  return checkpoint;
 }
 async function verifyConsistency(older, newer, proof, options) {
   await verifyCheckpoint(older, options);

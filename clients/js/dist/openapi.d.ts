@@ -1407,7 +1407,8 @@ export interface components {
             public_key: string;
         };
         OrderProof: {
-            checkpoint: components["schemas"]["Checkpoint"];
+            /** @description null before the log's first checkpoint (events is then empty) */
+            checkpoint: components["schemas"]["Checkpoint"] | null;
             events: {
                 version: number;
                 type: string;
@@ -2957,7 +2958,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every event of the order already in the checkpoint, with its audit path (an empty list when none is yet). */
+            /** @description Every event of the order already in the checkpoint, with its audit path (an empty list when none is yet; no checkpoint and no event before the log's first checkpoint). */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -1,5 +1,5 @@
 import type { Checkpoint, OrderProof } from "./endpoints.js";
-export type ProofErrorCode = "bad_signature" | "wrong_key" | "not_included" | "inconsistent" | "malformed";
+export type ProofErrorCode = "bad_signature" | "wrong_key" | "not_included" | "inconsistent" | "malformed" | "no_checkpoint";
 export declare class ProofError extends Error {
     readonly code: ProofErrorCode;
     constructor(code: ProofErrorCode, message: string);

@@ -4,7 +4,7 @@
 
 import type { Checkpoint, OrderProof } from "./endpoints.js";
 
-export type ProofErrorCode = "bad_signature" | "wrong_key" | "not_included" | "inconsistent" | "malformed";
+export type ProofErrorCode = "bad_signature" | "wrong_key" | "not_included" | "inconsistent" | "malformed" | "no_checkpoint";
 
 export class ProofError extends Error {
   readonly code: ProofErrorCode;
@@ -40,16 +40,20 @@ export async function verifyCheckpoint(cp: Checkpoint, options: ProofOptions): P
  * returns the checkpoint, which the caller may keep to check later
  * checkpoints against with verifyConsistency. */
 export async function verifyProof(proof: OrderProof, options: ProofOptions): Promise<Checkpoint> {
-  await verifyCheckpoint(proof.checkpoint, options);
-  const root = b64(proof.checkpoint.root);
+  const checkpoint = proof.checkpoint;
+  if (!checkpoint) {
+    throw new ProofError("no_checkpoint", "the log has no checkpoint yet: the receipt proves nothing");
+  }
+  await verifyCheckpoint(checkpoint, options);
+  const root = b64(checkpoint.root);
   for (const e of proof.events) {
     const leaf = await sha256(new Uint8Array([0]), b64(e.hash));
-    const got = await rootFromInclusion(e.leaf_index, proof.checkpoint.size, leaf, e.inclusion.map(b64));
+    const got = await rootFromInclusion(e.leaf_index, checkpoint.size, leaf, e.inclusion.map(b64));
     if (!got || !equal(got, root)) {
       throw new ProofError("not_included", `event ${e.version} (${e.type}) is not in the checkpoint's tree`);
     }
   }
-  return proof.checkpoint;
+  return checkpoint;
 }
 
 /** verifyConsistency checks that the tree of newer extends the tree of

@@ -83,6 +83,8 @@ test("a forged receipt is refused, naming what is wrong", async () => {
   await assert.rejects(verifyProof({ checkpoint: forged, events: [ev(5)] }, { publicKey }), refused("wrong_key"));
   await assert.rejects(verifyProof({ checkpoint: { ...forged, public_key: publicKey }, events: [ev(5)] }, { publicKey }), refused("bad_signature"));
   await assert.rejects(verifyProof({ checkpoint: cp, events: [ev(5, { hash: "not base64!" })] }, { publicKey }), refused("malformed"));
+  // Served before the log's first checkpoint: nothing proved, said so.
+  await assert.rejects(verifyProof({ checkpoint: null, events: [] }, { publicKey }), refused("no_checkpoint"));
   await verifyCheckpoint(cp, { publicKey });
 });
 

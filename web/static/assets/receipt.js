@@ -42,7 +42,8 @@ export async function verifyInclusion(index, size, leaf, path, root) {
 // pins the deployment's key instead.
 export async function verifyReceipt(receipt) {
   const c = receipt.checkpoint;
-  if (!receipt.events.length) return false;
+  // No checkpoint yet (the log has none) or no event in it: nothing proved.
+  if (!c || !receipt.events.length) return false;
   const key = await crypto.subtle.importKey("raw", bytes(c.public_key), { name: "Ed25519" }, false, ["verify"]);
   if (!await crypto.subtle.verify({ name: "Ed25519" }, key, bytes(c.signature), new TextEncoder().encode(signedText(c)))) return false;
   const root = bytes(c.root);
