@@ -719,3 +719,37 @@ func TestStarvationTrackingReadsTheQueueOnlyWithRoom(t *testing.T) {
 	require.True(t, starved, "room for the head, and it waits")
 	require.NotZero(t, scans, "the head's load is read when there is room")
 }
+
+// TestStarvationTriggerSkipsMerchantsWithNothingQueued: every placement
+// batch writes the load of each merchant it decided for, which names the
+// columns merchants_track_starved watches. With nothing queued and nothing
+// recorded the function can only leave starved_since empty, so it is not
+// called (a PL/pgSQL call per merchant of every batch); with orders queued
+// and room for the head it still is, and records the starvation.
+func TestStarvationTriggerSkipsMerchantsWithNothingQueued(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	f := newAuditFixture(t, st)
+	idle := createMerchant(t, st, &merchantOpts{Capacity: 5})
+	mustPlace(t, st, idle.ID, createProduct(t, st, idle.ID, nil).ID, placeOpts{Customer: "a", PaymentRef: "r"})
+	ctx := context.Background()
+	calls := func(update string, id any) (calls int64, starved bool) {
+		t.Helper()
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+		_, err = tx.Exec(ctx, `SET LOCAL track_functions = 'pl'`)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, update, id)
+		require.NoError(t, err)
+		require.NoError(t, tx.QueryRow(ctx, `SELECT coalesce((SELECT calls FROM pg_stat_xact_user_functions WHERE funcname = 'merchants_track_starved'), 0)`).Scan(&calls))
+		require.NoError(t, tx.QueryRow(ctx, `SELECT starved_since IS NOT NULL FROM merchants WHERE id = $1`, id).Scan(&starved))
+		return calls, starved
+	}
+	n, starved := calls(`UPDATE merchants SET active = active + 1, queued = queued WHERE id = $1`, idle.ID)
+	require.False(t, starved)
+	require.Zero(t, n, "the trigger's function ran for a merchant with nothing queued")
+	n, starved = calls(`UPDATE merchants SET capacity = 2, queued = queued WHERE id = $1`, f.merchant.ID)
+	require.True(t, starved, "room for the queued head, and it waits")
+	require.EqualValues(t, 1, n)
+}
