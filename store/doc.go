@@ -46,7 +46,7 @@
 //     orderCommand);
 //  5. products in id order, and for each product the customer's purchase
 //     claim before its stock buckets, which are taken in (product id,
-//     bucket) order (reserveStock, takeUnits); a transaction holding a later
+//     bucket) order (takeStock); a transaction holding a later
 //     bucket never waits for an earlier one (errStockHeldElsewhere);
 //  6. pickup counters, advanced once, just before the commit (pickup.go).
 //

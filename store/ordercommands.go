@@ -417,7 +417,7 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 			if err := domain.RefuseStock(stockLines(after, products, nil)); err != nil {
 				return nil, nil, err
 			}
-			if err := reserveStock(ctx, tx, after, products, nil); err != nil {
+			if err := takeStock(ctx, tx, after, products, nil); err != nil {
 				return nil, nil, err
 			}
 			return events, []river.InsertManyParams{expiryJob(after)}, nil

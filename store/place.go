@@ -199,7 +199,7 @@ const (
 )
 
 // errStockHeldElsewhere defers a request whose stock this transaction may
-// not wait for (see takeUnits).
+// not wait for (see takeStock).
 var errStockHeldElsewhere = errors.New("stock held by another transaction")
 
 // errAbandoned rolls a batch back when a caller gave up before the commit.
@@ -905,7 +905,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		if err := domain.RefuseStock(stockLines(o, products, memo)); err != nil {
 			return err
 		}
-		if err := reserveStock(ctx, tx, o, products, memo); err != nil {
+		if err := takeStock(ctx, tx, o, products, memo); err != nil {
 			return err
 		}
 	}
@@ -957,6 +957,77 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		pos = &p
 	}
 	pl.answer = answerBasis{position: pos, unitsAhead: unitsAhead, eta: m.eta()}
+	return nil
+}
+
+// takeStock takes the order's units out of limited products and records
+// the customer's claims, in the lock order the whole store follows: claims
+// before buckets, products in id order. A line's units come from one
+// bucket that has them all and no other transaction holds; only when none
+// has them does it look further: an unlocked sum says sold out at once
+// (domain.SoldOut), else it waits for every bucket in order, held ones
+// included, and takes the units from several (domain.TakeFromBuckets):
+// sold out is answered only when the units are not there.
+//
+// Waiting keeps one global lock order, (product id, bucket): a transaction
+// that holds a bucket of this product or of a greater one must not wait, or
+// two batches could wait for each other. It answers errStockHeldElsewhere
+// instead, and the request is decided first in a transaction of its own.
+//
+// It never fails the transaction: a refusal, or stock the transaction may
+// not wait for, puts back what the order had taken. What domain.RefuseStock
+// refuses on stockLines is refused before.
+func takeStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo, memo *stockMemo) (err error) {
+	t := &stockTake{tx: tx, order: o, memo: memo}
+	defer func() {
+		var de *domain.Error
+		if !errors.As(err, &de) && !errors.Is(err, errStockHeldElsewhere) {
+			return
+		}
+		if undoErr := t.undo(ctx); undoErr != nil {
+			err = undoErr
+		}
+	}()
+	wanted, err := t.claim(ctx, products)
+	if err != nil {
+		return err
+	}
+	for _, it := range wanted {
+		if !it.freeTried {
+			took, err := t.takeFree(ctx, it.Item)
+			if err != nil {
+				return err
+			}
+			if took {
+				continue
+			}
+		}
+		available, err := t.available(ctx, it.ProductID)
+		if err != nil {
+			return err
+		}
+		if err := domain.SoldOut(it.ProductID, available, it.Quantity); err != nil {
+			// Units may come back (a cancellation, a restock) but not within
+			// the few milliseconds this batch has left: the rest of it
+			// answers from memory.
+			memo.set(it.ProductID, available)
+			return err
+		}
+		if !memo.mayWaitFor(it.ProductID) {
+			return errStockHeldElsewhere
+		}
+		buckets, err := t.lockBuckets(ctx, it.ProductID)
+		if err != nil {
+			return err
+		}
+		takes, err := domain.TakeFromBuckets(it.ProductID, buckets, it.Quantity)
+		if err != nil {
+			return err
+		}
+		if err := t.take(ctx, it.Item, takes); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"github.com/google/uuid"
@@ -91,34 +90,33 @@ func stockLines(o domain.Order, products map[string]productInfo, memo *stockMemo
 	return lines
 }
 
-// reserveStock takes the order's units out of limited products and records
-// the customer's claims, in the lock order the whole store follows: claims
-// before buckets, products in id order. It never fails the transaction: a
-// refusal, or stock the transaction may not wait for
-// (errStockHeldElsewhere), undoes what the order had taken, so that a batch
-// shared with other orders goes on.
-//
-// The claims and the first limited product's take of a free bucket travel
-// in one round trip, which is what a flash sale's buyer costs: the take
-// waits for no lock (SKIP LOCKED), so sending it before the claims' answers
-// changes no lock order, and a refused claim puts the units back. What
-// domain.RefuseStock refuses on stockLines is refused before.
-func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo, memo *stockMemo) (err error) {
+// stockTake is an order's take of stock in one transaction (takeStock):
+// the customer's claims and the units taken, which a refusal puts back
+// (undo), so that a batch shared with other orders goes on.
+type stockTake struct {
+	tx      pgx.Tx
+	order   domain.Order
+	memo    *stockMemo
+	claimed []domain.Item
+	taken   []takenUnits
+}
+
+// wantedUnits is a limited line whose units are still to take; freeTried
+// says its free buckets were tried already.
+type wantedUnits struct {
+	domain.Item
+	freeTried bool
+}
+
+// claim records the customer's claims on the order's lines with a limit
+// and, in the same round trip, takes the first limited line's units from a
+// free bucket, which is what a flash sale's buyer costs: the take waits for
+// no lock (SKIP LOCKED), so sending it before the claims' answers changes
+// no lock order, and a refused claim puts the units back. It returns the
+// limited lines whose units are still to take, in the lock order.
+func (t *stockTake) claim(ctx context.Context, products map[string]productInfo) ([]wantedUnits, error) {
+	o := t.order
 	items := sortedItems(o.Items)
-	var claimed []domain.Item
-	var taken []takenUnits
-	defer func() {
-		if err == nil {
-			return
-		}
-		var de *domain.Error
-		if !errors.As(err, &de) && !errors.Is(err, errStockHeldElsewhere) {
-			return
-		}
-		if undoErr := undoReservation(ctx, tx, o.MerchantID, o.CustomerID, claimed, taken, memo); undoErr != nil {
-			err = undoErr
-		}
-	}()
 	b := &pgx.Batch{}
 	var refused error
 	for _, it := range items {
@@ -142,44 +140,33 @@ func reserveStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[s
 				}
 				return nil
 			}
-			claimed = append(claimed, it)
+			t.claimed = append(t.claimed, it)
 			return nil
 		})
 	}
-	first := slices.IndexFunc(items, func(it domain.Item) bool { return products[it.ProductID].limited })
+	var wanted []wantedUnits
+	for _, it := range items {
+		if products[it.ProductID].limited {
+			wanted = append(wanted, wantedUnits{Item: it})
+		}
+	}
 	tookFirst := false
-	if first >= 0 {
-		it := items[first]
-		addTakeFree(b, o.MerchantID, it.ProductID, it.Quantity, func(t takenUnits) {
-			taken, tookFirst = append(taken, t), true
-			memo.add(it.ProductID, -it.Quantity)
-			memo.hold(it.ProductID)
-		})
+	if len(wanted) > 0 {
+		wanted[0].freeTried = true
+		t.addTakeFree(b, wanted[0].Item, func() { tookFirst = true })
 	}
 	if b.Len() > 0 {
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("reserve stock: %w", err)
+		if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
+			return nil, fmt.Errorf("reserve stock: %w", err)
 		}
 	}
 	if refused != nil {
-		return refused
+		return nil, refused
 	}
-	for i, it := range items {
-		if !products[it.ProductID].limited || (i == first && tookFirst) {
-			continue
-		}
-		take := takeUnits
-		if i == first {
-			// Its free buckets were tried already.
-			take = takeHeldUnits
-		}
-		t, err := take(ctx, tx, o.MerchantID, it.ProductID, it.Quantity, memo)
-		if err != nil {
-			return err
-		}
-		taken = append(taken, t)
+	if tookFirst {
+		wanted = wanted[1:]
 	}
-	return nil
+	return wanted, nil
 }
 
 // takenUnits records where an order's units came from, to put them back.
@@ -189,58 +176,45 @@ type takenUnits struct {
 	counts                []int32
 }
 
-func undoReservation(ctx context.Context, tx pgx.Tx, merchantID, customerID string, claimed []domain.Item, taken []takenUnits, memo *stockMemo) error {
-	for _, it := range claimed {
-		if _, err := tx.Exec(ctx, `UPDATE purchase_claims SET quantity = quantity - $3 WHERE merchant_id = $4 AND product_id = $1 AND customer_id = $2`,
-			it.ProductID, customerID, it.Quantity, merchantID); err != nil {
+// undo puts back what the order claimed and took.
+func (t *stockTake) undo(ctx context.Context) error {
+	for _, it := range t.claimed {
+		if _, err := t.tx.Exec(ctx, `UPDATE purchase_claims SET quantity = quantity - $3 WHERE merchant_id = $4 AND product_id = $1 AND customer_id = $2`,
+			it.ProductID, t.order.CustomerID, it.Quantity, t.order.MerchantID); err != nil {
 			return fmt.Errorf("undo claim: %w", err)
 		}
 	}
-	for _, t := range taken {
-		if _, err := tx.Exec(ctx, `UPDATE stock_buckets s SET remaining = s.remaining + t.n
+	for _, u := range t.taken {
+		if _, err := t.tx.Exec(ctx, `UPDATE stock_buckets s SET remaining = s.remaining + t.n
 			FROM unnest($2::int[], $3::int[]) AS t(bucket, n) WHERE s.merchant_id = $4 AND s.product_id = $1 AND s.bucket = t.bucket`,
-			t.productID, t.buckets, t.counts, t.merchantID); err != nil {
+			u.productID, u.buckets, u.counts, u.merchantID); err != nil {
 			return fmt.Errorf("undo stock: %w", err)
 		}
-		for _, n := range t.counts {
-			memo.add(t.productID, int(n))
+		for _, n := range u.counts {
+			t.memo.add(u.productID, int(n))
 		}
 	}
 	return nil
 }
 
-// takeUnits decrements one bucket that has enough units, skipping buckets
-// other transactions hold; buckets this transaction holds already come first
-// (lowest number first), so a batch keeps to few buckets and leaves the rest
-// to concurrent batches. Only when none is free does it look further: an
-// unlocked sum says "sold out" at once, else it waits for every bucket in
-// order, held ones included, and takes the units from several: sold out is
-// answered only when the units are not there.
-//
-// Waiting keeps one global lock order, (product id, bucket): a transaction
-// that holds a bucket of this product or of a greater one must not wait, or
-// two batches could wait for each other. It answers errStockHeldElsewhere
-// instead, and the request is decided first in a transaction of its own.
-func takeUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string, quantity int, memo *stockMemo) (takenUnits, error) {
+// takeFree decrements one bucket that has the line's units, skipping
+// buckets other transactions hold; buckets this transaction holds already
+// come first (lowest number first), so a batch keeps to few buckets and
+// leaves the rest to concurrent batches. It reports whether one had them.
+func (t *stockTake) takeFree(ctx context.Context, it domain.Item) (bool, error) {
 	b := &pgx.Batch{}
-	var took *takenUnits
-	addTakeFree(b, merchantID, productID, quantity, func(t takenUnits) {
-		took = &t
-		memo.add(productID, -quantity)
-		memo.hold(productID)
-	})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return takenUnits{merchantID: merchantID, productID: productID}, fmt.Errorf("take stock: %w", err)
+	took := false
+	t.addTakeFree(b, it, func() { took = true })
+	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
+		return false, fmt.Errorf("take stock: %w", err)
 	}
-	if took != nil {
-		return *took, nil
-	}
-	return takeHeldUnits(ctx, tx, merchantID, productID, quantity, memo)
+	return took, nil
 }
 
-// addTakeFree adds to b the take of quantity units from one bucket no
+// addTakeFree adds to b the take of the line's units from one bucket no
 // other transaction holds; took is called when it took them.
-func addTakeFree(b *pgx.Batch, merchantID, productID string, quantity int, took func(takenUnits)) {
+func (t *stockTake) addTakeFree(b *pgx.Batch, it domain.Item, took func()) {
+	merchantID, productID, quantity := t.order.MerchantID, it.ProductID, it.Quantity
 	b.Queue(`
 		UPDATE stock_buckets SET remaining = remaining - $2
 		WHERE merchant_id = $3 AND (product_id, bucket) = (
@@ -258,67 +232,70 @@ func addTakeFree(b *pgx.Batch, merchantID, productID string, quantity int, took 
 		if err != nil {
 			return err
 		}
-		took(takenUnits{merchantID: merchantID, productID: productID, buckets: []int32{bucket}, counts: []int32{int32(quantity)}})
+		t.taken = append(t.taken, takenUnits{merchantID: merchantID, productID: productID, buckets: []int32{bucket}, counts: []int32{int32(quantity)}})
+		t.memo.add(productID, -quantity)
+		t.memo.hold(productID)
+		took()
 		return nil
 	})
 }
 
-// takeHeldUnits is takeUnits once no free bucket had the units.
-func takeHeldUnits(ctx context.Context, tx pgx.Tx, merchantID, productID string, quantity int, memo *stockMemo) (takenUnits, error) {
-	t := takenUnits{merchantID: merchantID, productID: productID}
+// available is how many units of the product its buckets hold, read
+// without waiting for their locks.
+func (t *stockTake) available(ctx context.Context, productID string) (int, error) {
 	var available int
-	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0) FROM stock_buckets WHERE merchant_id = $2 AND product_id = $1`,
-		productID, merchantID).Scan(&available); err != nil {
-		return t, fmt.Errorf("sum stock: %w", err)
+	if err := t.tx.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0) FROM stock_buckets WHERE merchant_id = $2 AND product_id = $1`,
+		productID, t.order.MerchantID).Scan(&available); err != nil {
+		return 0, fmt.Errorf("sum stock: %w", err)
 	}
-	if err := domain.SoldOut(productID, available, quantity); err != nil {
-		// Units may come back (a cancellation, a restock) but not within the
-		// few milliseconds this batch has left: the rest of it answers from memory.
-		memo.set(productID, available)
-		return t, err
-	}
-	if !memo.mayWaitFor(productID) {
-		return t, errStockHeldElsewhere
-	}
-	rows, err := tx.Query(ctx, `SELECT bucket, remaining FROM stock_buckets WHERE merchant_id = $2 AND product_id = $1 ORDER BY bucket FOR UPDATE`,
-		productID, merchantID)
+	return available, nil
+}
+
+// lockBuckets waits for every bucket of the product, in bucket order, and
+// returns what each holds.
+func (t *stockTake) lockBuckets(ctx context.Context, productID string) ([]domain.BucketTake, error) {
+	rows, err := t.tx.Query(ctx, `SELECT bucket, remaining FROM stock_buckets WHERE merchant_id = $2 AND product_id = $1 ORDER BY bucket FOR UPDATE`,
+		productID, t.order.MerchantID)
 	if err != nil {
-		return t, fmt.Errorf("lock stock: %w", err)
+		return nil, fmt.Errorf("lock stock: %w", err)
 	}
 	var buckets []domain.BucketTake
 	for rows.Next() {
 		var b domain.BucketTake
 		if err := rows.Scan(&b.Bucket, &b.Units); err != nil {
 			rows.Close()
-			return t, fmt.Errorf("scan stock: %w", err)
+			return nil, fmt.Errorf("scan stock: %w", err)
 		}
 		buckets = append(buckets, b)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return t, fmt.Errorf("lock stock: %w", err)
+		return nil, fmt.Errorf("lock stock: %w", err)
 	}
 	total := 0
 	for _, b := range buckets {
 		total += b.Units
 	}
-	memo.set(productID, total)
-	memo.hold(productID)
-	takes, err := domain.TakeFromBuckets(productID, buckets, quantity)
-	if err != nil {
-		return t, err
-	}
+	t.memo.set(productID, total)
+	t.memo.hold(productID)
+	return buckets, nil
+}
+
+// take takes the line's units from the buckets as takes says.
+func (t *stockTake) take(ctx context.Context, it domain.Item, takes []domain.BucketTake) error {
+	u := takenUnits{merchantID: t.order.MerchantID, productID: it.ProductID}
 	for _, take := range takes {
-		t.buckets, t.counts = append(t.buckets, int32(take.Bucket)), append(t.counts, int32(take.Units))
+		u.buckets, u.counts = append(u.buckets, int32(take.Bucket)), append(u.counts, int32(take.Units))
 	}
-	if _, err := tx.Exec(ctx, `
+	if _, err := t.tx.Exec(ctx, `
 		UPDATE stock_buckets s SET remaining = s.remaining - t.take
 		FROM unnest($2::int[], $3::int[]) AS t(bucket, take)
-		WHERE s.merchant_id = $4 AND s.product_id = $1 AND s.bucket = t.bucket`, productID, t.buckets, t.counts, merchantID); err != nil {
-		return t, fmt.Errorf("take stock: %w", err)
+		WHERE s.merchant_id = $4 AND s.product_id = $1 AND s.bucket = t.bucket`, u.productID, u.buckets, u.counts, u.merchantID); err != nil {
+		return fmt.Errorf("take stock: %w", err)
 	}
-	memo.add(productID, -quantity)
-	return t, nil
+	t.taken = append(t.taken, u)
+	t.memo.add(it.ProductID, -it.Quantity)
+	return nil
 }
 
 func (m *stockMemo) known(product string) (int, bool) {
