@@ -474,3 +474,69 @@ func TestUnitsToWaitFor(t *testing.T) {
 	require.Equal(t, 1, domain.UnitsToWaitFor(0, 10, 0, 3), "at least 1 while waiting (paused)")
 	require.Equal(t, 7, domain.UnitsToWaitFor(5, 20, 2, 30), "oversized waits for everything before it")
 }
+
+func TestChangeSettings(t *testing.T) {
+	t.Parallel()
+	// A Sunday morning in Paris, inside the period of 08:00-11:00.
+	at := time.Date(2026, 3, 29, 6, 30, 0, 0, time.UTC)
+	shop := domain.MerchantSettings{Name: "Tea", Capacity: 5, PrepSeconds: 60, MaxQueueWaitSeconds: 600,
+		PaymentTimeoutSeconds: 300, Timezone: "Europe/Paris"}
+	morning := []domain.Period{{Day: 0, Opens: "08:00", Closes: "11:00", Capacity: intp(8)}}
+	with := func(f func(*domain.MerchantSettings)) domain.MerchantSettings {
+		s := shop
+		f(&s)
+		return s
+	}
+	cases := []struct {
+		name       string
+		before     domain.MerchantSettings
+		after      domain.MerchantSettings
+		load       domain.Load
+		code       domain.Code
+		events     int
+		period     bool
+		admitsLine bool
+	}{
+		{"a raise admits the line", shop, with(func(s *domain.MerchantSettings) { s.Capacity = 7 }), weighted(5, 5, 5, 1, 1), "", 1, false, true},
+		{"a raise with nobody waiting still asks the line", shop, with(func(s *domain.MerchantSettings) { s.Capacity = 7 }), weighted(5, 2, 2), "", 1, false, true},
+		{"a fall evicts nobody", shop, with(func(s *domain.MerchantSettings) { s.Capacity = 2 }), weighted(5, 5, 5, 1), "", 1, false, false},
+		{"another setting leaves the line", shop, with(func(s *domain.MerchantSettings) { s.PrepSeconds = 90 }), weighted(5, 5, 5, 1), "", 1, false, false},
+		{"the same settings record nothing", shop, shop, weighted(5, 5, 5, 1), "", 0, false, false},
+		{"defaults are the same settings", with(func(s *domain.MerchantSettings) { s.CapacityUnit = domain.UnitOrders }), shop, weighted(5, 5, 5), "", 0, false, false},
+		{"hours opening a larger period now admit the line", shop, with(func(s *domain.MerchantSettings) { s.Hours = morning }), weighted(5, 5, 5, 1), "", 2, true, true},
+		{"a raise under a period's capacity admits nobody", with(func(s *domain.MerchantSettings) { s.Hours = morning }),
+			with(func(s *domain.MerchantSettings) { s.Hours, s.Capacity = morning, 7 }), weighted(8, 8, 8, 1), "", 1, false, false},
+		{"hours closing the period fall back to the own capacity", with(func(s *domain.MerchantSettings) { s.Hours = morning }),
+			with(func(s *domain.MerchantSettings) { s.Capacity = 9 }), weighted(8, 8, 8, 1), "", 2, true, true},
+		{"an invalid capacity is refused", shop, with(func(s *domain.MerchantSettings) { s.Capacity = -1 }), weighted(5, 0, 0), domain.CodeValidation, 0, false, false},
+		{"the unit changes only while idle", shop, with(func(s *domain.MerchantSettings) { s.CapacityUnit = domain.UnitItems }), weighted(5, 1, 1), domain.CodeConflict, 0, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := domain.Merchant{ID: uuid.MustParse(merchantID), Settings: c.before}
+			period, err := domain.PeriodChange(m, at)
+			require.NoError(t, err)
+			m = mustApplyMerchant(t, m, period...)
+			change, err := domain.ChangeSettings(m, c.after, c.load, at)
+			if c.code != "" {
+				require.Equal(t, c.code, domain.ErrorCode(err))
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, change.Events, c.events)
+			require.Equal(t, c.period, len(change.Period) > 0)
+			require.Equal(t, c.admitsLine, change.AdmitsLine)
+			if c.events > 0 {
+				updated := mustApplyMerchant(t, m, change.Events...)
+				require.Equal(t, c.after.Capacity, updated.Settings.Capacity)
+			}
+		})
+	}
+}
+
+func mustApplyMerchant(t *testing.T, m domain.Merchant, events ...domain.Event) domain.Merchant {
+	t.Helper()
+	m, err := m.Apply(events...)
+	require.NoError(t, err)
+	return m
+}

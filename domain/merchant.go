@@ -91,6 +91,48 @@ func CheckSettingsChange(before, after MerchantSettings, load Load) error {
 	return nil
 }
 
+// SettingsChange is what a change of a merchant's settings records, and
+// what it does to the merchant's line.
+type SettingsChange struct {
+	// Events are the update and, where the new hours open or close a period
+	// now, Period: the capacity in force changes with them, not at the
+	// next edge.
+	Events, Period []Event
+	// AdmitsLine says the capacity in force rose: the line is admitted at
+	// once, in its order, as far as it fits (AdmitsLine).
+	AdmitsLine bool
+}
+
+// ChangeSettings decides a change of m's settings to after, under the
+// merchant's lock, so that it governs the very next admission: after
+// must be valid, and allowed given the line (CheckSettingsChange); settings
+// equal to m's record nothing.
+func ChangeSettings(m Merchant, after MerchantSettings, load Load, now time.Time) (SettingsChange, error) {
+	if err := after.Validate(); err != nil {
+		return SettingsChange{}, err
+	}
+	after = after.WithDefaults()
+	if after.Equal(m.Settings) {
+		return SettingsChange{}, nil
+	}
+	if err := CheckSettingsChange(m.Settings, after, load); err != nil {
+		return SettingsChange{}, err
+	}
+	events := []Event{{Type: EventMerchantUpdated, Data: MerchantUpdated{Before: m.Settings, After: after, UpdatedAt: now}}}
+	updated, err := m.Apply(events...)
+	if err != nil {
+		return SettingsChange{}, err
+	}
+	period, err := PeriodChange(updated, now)
+	if err != nil {
+		return SettingsChange{}, err
+	}
+	if updated, err = updated.Apply(period...); err != nil {
+		return SettingsChange{}, err
+	}
+	return SettingsChange{Events: append(events, period...), Period: period, AdmitsLine: AdmitsLine(m, updated)}, nil
+}
+
 // Validate checks every field; the webhook URL is checked for shape only, the
 // network policy (loopback, link-local) belongs to the delivery side.
 func (s MerchantSettings) Validate() error {

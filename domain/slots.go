@@ -458,6 +458,14 @@ func PeriodChange(m Merchant, now time.Time) ([]Event, error) {
 	return []Event{{Type: EventMerchantPeriodChanged, Data: MerchantPeriodChanged{Capacity: capacity, NextEdge: next, ChangedAt: now}}}, nil
 }
 
+// AdmitsLine reports whether a change of a merchant from before to after
+// (its settings, or its period at an edge) admits its line at once: the
+// capacity in force rose. A fall evicts nobody: the orders accepted stay,
+// and active may stay above the capacity until they complete.
+func AdmitsLine(before, after Merchant) bool {
+	return after.CapacityInForce() > before.CapacityInForce()
+}
+
 func equalIntPtr(a, b *int) bool {
 	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }

@@ -195,11 +195,10 @@ func (p MerchantPatch) apply(s domain.MerchantSettings) domain.MerchantSettings 
 	return s
 }
 
-// UpdateMerchant changes settings under the merchant's lock, so a capacity
-// change governs the very next admission decision. Raising capacity admits
-// queued orders in the same transaction, in queue order; lowering it evicts
-// nobody (active may stay above capacity until orders complete). The unit
-// changes only while nothing is accepted or queued.
+// UpdateMerchant changes settings under the merchant's lock as
+// domain.ChangeSettings decides, so that a capacity change governs the very
+// next admission decision: a raise of the capacity in force admits queued
+// orders in the same transaction, in queue order; a fall evicts nobody.
 func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatch, meta Meta) (*MerchantView, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
@@ -207,41 +206,20 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 			return err
 		}
 		before := m.settings()
-		after := p.apply(before)
-		if err := after.Validate(); err != nil {
+		change, err := domain.ChangeSettings(m.folded(), p.apply(before), m.load(), now)
+		if err != nil || change.Events == nil {
 			return err
 		}
-		after = after.WithDefaults()
-		if after.Equal(before) {
-			return nil
-		}
-		if err := domain.CheckSettingsChange(before, after, m.load()); err != nil {
+		if err := writeMerchant(ctx, tx, m, change.Events, meta, now); err != nil {
 			return err
 		}
-		inForce := m.capacityInForce()
-		events := []domain.Event{{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{
-			Before: before, After: after, UpdatedAt: now,
-		}}}
-		// New hours may open or close a period now: the capacity in force
-		// changes with them, not at the next edge.
-		updated, err := m.folded().Apply(events...)
-		if err != nil {
-			return err
-		}
-		period, err := domain.PeriodChange(updated, now)
-		if err != nil {
-			return err
-		}
-		if err := writeMerchant(ctx, tx, m, append(events, period...), meta, now); err != nil {
-			return err
-		}
-		if err := s.afterPeriodChange(ctx, tx, m, period); err != nil {
+		if err := s.afterPeriodChange(ctx, tx, m, change.Period); err != nil {
 			return err
 		}
 		if err := resizeSlots(ctx, tx, m, before, now); err != nil {
 			return err
 		}
-		if m.capacityInForce() > inForce {
+		if change.AdmitsLine {
 			return s.drainLocked(ctx, tx, m, now, s.cfg.InlineDrainLimit)
 		}
 		return nil

@@ -345,8 +345,8 @@ func (s *Store) ApplyPeriodEdge(ctx context.Context, merchantID uuid.UUID) (bool
 		if err != nil {
 			return err
 		}
-		inForce := m.capacityInForce()
-		events, err := domain.PeriodChange(m.folded(), now)
+		before := m.folded()
+		events, err := domain.PeriodChange(before, now)
 		if err != nil || len(events) == 0 {
 			return err
 		}
@@ -357,7 +357,7 @@ func (s *Store) ApplyPeriodEdge(ctx context.Context, merchantID uuid.UUID) (bool
 		if err := s.afterPeriodChange(ctx, tx, m, events); err != nil {
 			return err
 		}
-		if m.capacityInForce() > inForce {
+		if domain.AdmitsLine(before, m.folded()) {
 			return s.drainLocked(ctx, tx, m, now, s.cfg.InlineDrainLimit)
 		}
 		return nil
