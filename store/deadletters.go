@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
 )
@@ -163,4 +164,56 @@ func (s *Store) RetryDeadLetter(ctx context.Context, id uuid.UUID, access domain
 		}
 	}
 	return s.GetDeadLetter(ctx, id)
+}
+
+// requeueOrder puts an expired order back in its merchant's line at its
+// original place; used by the dead-letter retry.
+func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUID, access domain.Party, requestID string) (*OrderView, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			var dropOrder bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM drop_entries WHERE merchant_id = $1 AND order_id = $2)`, m.ID, o.ID).
+				Scan(&dropOrder); err != nil {
+				return nil, nil, fmt.Errorf("find drop entry: %w", err)
+			}
+			if dropOrder {
+				return nil, nil, domain.ErrDropOrderNotRequeued
+			}
+			events, load, err := domain.Requeue(o, m.load(), m.maxQueueWait(), now)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.setLoad(load)
+			after, err := o.Apply(events...)
+			if err != nil {
+				return nil, nil, err
+			}
+			products, err := loadProducts(ctx, tx, m.ID, itemIDs(o.Items))
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := domain.RefuseStock(stockLines(after, products, nil)); err != nil {
+				return nil, nil, err
+			}
+			if err := takeStock(ctx, tx, after, products, nil); err != nil {
+				return nil, nil, err
+			}
+			return events, []river.InsertManyParams{expiryJob(after)}, nil
+		},
+		after: func(tx pgx.Tx, w writeSet, _ change, m *merchantRow, now time.Time) (writeSet, error) {
+			if err := closeDeadLetter(ctx, tx, m.ID, deadLetterID, "retried", ""); err != nil {
+				return w, err
+			}
+			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
+		},
+	})
+}
+
+func itemIDs(items []domain.Item) []string {
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ProductID
+	}
+	return ids
 }
