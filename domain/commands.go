@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"time"
@@ -164,6 +165,17 @@ func ValidateLines(lines []LineRequest) error {
 		if err := validateLineOptions(i, l.Options); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// CheckReplay decides a placement whose idempotency key the customer used
+// before, with a body that hashed to firstHash: the same body is answered
+// as the first request was, another is refused, so that one key never
+// stands for two orders.
+func CheckReplay(firstHash, requestHash []byte) error {
+	if !bytes.Equal(firstHash, requestHash) {
+		return Errorf(CodeIdempotencyReused, "this Idempotency-Key was used with a different request body")
 	}
 	return nil
 }

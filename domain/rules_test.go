@@ -690,3 +690,26 @@ func v1(l domain.Load) domain.Load {
 	l.ActiveOrders, l.QueuedUnits = l.Active, l.Queued
 	return l
 }
+
+func TestCheckReplay(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name         string
+		first, again []byte
+		code         domain.Code
+	}{
+		{"the same body replays", []byte{1, 2, 3}, []byte{1, 2, 3}, ""},
+		{"another body is refused", []byte{1, 2, 3}, []byte{1, 2, 4}, domain.CodeIdempotencyReused},
+		{"a body where the first had none is refused", nil, []byte{1}, domain.CodeIdempotencyReused},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := domain.CheckReplay(c.first, c.again)
+			if c.code == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Equal(t, c.code, domain.ErrorCode(err))
+		})
+	}
+}

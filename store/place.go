@@ -734,8 +734,8 @@ func resolveReplay(ctx context.Context, tx pgx.Tx, pl, twin *placement) error {
 	var hash []byte
 	var existing uuid.UUID
 	if twin != pl {
-		if !bytes.Equal(twin.p.RequestHash, pl.p.RequestHash) {
-			pl.err = domain.Errorf(domain.CodeIdempotencyReused, "this Idempotency-Key was used with a different request body")
+		if err := domain.CheckReplay(twin.p.RequestHash, pl.p.RequestHash); err != nil {
+			pl.err = err
 			return nil
 		}
 		pl.twin = twin
@@ -746,8 +746,8 @@ func resolveReplay(ctx context.Context, tx pgx.Tx, pl, twin *placement) error {
 	if err != nil {
 		return fmt.Errorf("read idempotency key: %w", err)
 	}
-	if !bytes.Equal(hash, pl.p.RequestHash) {
-		pl.err = domain.Errorf(domain.CodeIdempotencyReused, "this Idempotency-Key was used with a different request body")
+	if err := domain.CheckReplay(hash, pl.p.RequestHash); err != nil {
+		pl.err = err
 		return nil
 	}
 	pl.replayOf = existing
