@@ -72,6 +72,14 @@ func (s OrderStatus) HoldsStock() bool {
 	return true
 }
 
+// HoldsSlot reports whether an order for a pickup slot in status s keeps
+// its load of the slot's room. Only a cancellation or a close gives it
+// back: an expired order may be retried into the line, and a completed one
+// was served in its slot.
+func (s OrderStatus) HoldsSlot() bool {
+	return s != StatusCancelled && s != StatusClosed
+}
+
 // Actor says who asks for a change; the rules for cancelling depend on it.
 type Actor string
 

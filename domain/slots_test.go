@@ -442,3 +442,15 @@ func TestRefuseKnownFull(t *testing.T) {
 		})
 	}
 }
+
+func TestHoldsSlot(t *testing.T) {
+	t.Parallel()
+	holds := map[domain.OrderStatus]bool{
+		domain.StatusAwaitingPayment: true, domain.StatusScheduled: true, domain.StatusQueued: true,
+		domain.StatusAccepted: true, domain.StatusCompleted: true, domain.StatusExpired: true,
+		domain.StatusCancelled: false, domain.StatusClosed: false,
+	}
+	for status, want := range holds {
+		require.Equal(t, want, status.HoldsSlot(), status)
+	}
+}

@@ -186,21 +186,17 @@ func (t *slotTakes) addTaken(b *pgx.Batch, placed []*placement) {
 }
 
 // addSlotReturns adds to b the return of their slots' room by the orders
-// of changes that end cancelled or closed: an order for a slot holds its
-// load of it in every other status.
+// of changes from a status that holds it to one that does not
+// (domain.OrderStatus.HoldsSlot).
 func addSlotReturns(b *pgx.Batch, changes []change) {
 	var back []slotTake
 	for _, c := range changes {
-		if c.after.PickupAt == nil || !freesSlot(c.after.Status) || freesSlot(c.before.Status) || c.before.Version == 0 {
+		if c.after.PickupAt == nil || c.after.Status.HoldsSlot() || !c.before.Status.HoldsSlot() || c.before.Version == 0 {
 			continue
 		}
 		back = append(back, slotTake{slot: slotKey{uuid.MustParse(c.after.MerchantID), c.after.PickupAt.UTC()}, load: max(c.after.Load, 1)})
 	}
 	addSlotLoads(b, back, -1)
-}
-
-func freesSlot(s domain.OrderStatus) bool {
-	return s == domain.StatusCancelled || s == domain.StatusClosed
 }
 
 // addSlotLoads adds to b one statement that moves each slot's taken by
