@@ -53,4 +53,74 @@
 // Every row a transaction locks names its merchant (merchant_id), so that a
 // transaction that finds an order's merchant first reads it without a lock:
 // an order never changes merchant.
+//
+// # Where each rule is
+//
+// Each rule of the guarantee table (docs/guarantees.md) is a pure function
+// of domain/ with a table test, asked by the store file that its route
+// enters, so that a reader goes from the route to the rule through three
+// files: the handler (api/, or jobs/ for a timer), that store file, and
+// the domain file. Constraints back some of them in the schema.
+//
+//   - Orders' state machine: POST /v1/orders/{id}/pay, cancel, complete,
+//     picked-up, reopen: api/orders.go, ordercommands.go, domain/commands.go
+//     (Pay, Cancel, Complete, PickUp, Reopen).
+//   - Admission (active <= capacity, queue order, weighted loads, the
+//     priority lane): POST /v1/orders with a payment: api/orders.go,
+//     place.go, domain/commands.go (PayAtPlacement, Load.CanAdmitNew); a
+//     cancellation or completion admitting the head: api/orders.go,
+//     ordercommands.go (drain), domain/commands.go (AdmitQueued,
+//     Load.CanDrain); the drain job: jobs/jobs.go, ordercommands.go,
+//     domain/commands.go.
+//   - Capacity changes (a raise admits the line, a fall evicts nobody):
+//     PATCH /v1/merchants/{id}: api/merchants.go, merchants.go,
+//     domain/merchant.go (ChangeSettings); at a period's edge: jobs/jobs.go,
+//     slots.go, domain/slots.go (PeriodChange, AdmitsLine).
+//   - Pause and resume: POST /v1/merchants/{id}/pause and the pause's
+//     timer: api/merchants.go or jobs/jobs.go, merchants.go, domain/pause.go
+//     (PauseMerchant, ResumeDue). Priority: POST /v1/orders/{id}/prioritize:
+//     api/orders.go, ordercommands.go, domain/commands.go (Prioritize).
+//   - Queue expiry and retry: the expiry timer: jobs/jobs.go,
+//     ordercommands.go, domain/commands.go (Expire); POST
+//     /v1/admin/dead-letters/{id}/retry: api/admin.go, deadletters.go,
+//     domain/commands.go (Requeue).
+//   - The ETA: GET /v1/orders/{id}: api/orders.go, orderview.go,
+//     domain/merchant.go (WaitBasis.Wait). Who may see an order: the same
+//     route and store file, domain/access.go (Party.MaySeeOrder).
+//   - Pickup codes: POST /v1/orders: api/orders.go, place.go
+//     (stampPickupCodes), domain/capacity.go (PickupCode).
+//   - Payment against close at the deadline: POST /v1/orders/{id}/pay:
+//     api/orders.go, ordercommands.go, domain/commands.go (Pay); the
+//     deadline's timer: jobs/jobs.go, close.go, domain/commands.go (Close).
+//   - Stock (never oversold, the per-customer limit, sold_out only when the
+//     units are not there): POST /v1/orders: api/orders.go, place.go
+//     (placeOne, takeStock), domain/stock.go (RefuseStock, SoldOut,
+//     TakeFromBuckets); backed by stock_buckets.remaining >= 0 and
+//     purchase_claims.quantity <= limit_qty. Restocks: POST
+//     /v1/products/{id}/restock: api/merchants.go, products.go,
+//     domain/product.go (Product.Restock).
+//   - Idempotency keys: POST /v1/orders: api/orders.go, place.go
+//     (resolveReplay), domain/commands.go (CheckReplay).
+//   - Drops: POST /v1/products/{id}/drops, POST /v1/drops/{id}/entries,
+//     GET /v1/drops/{id}/draw: api/drops.go, drops.go or join.go,
+//     domain/drop.go (CreateDrop, Join, OrderKey); the drop's timers:
+//     jobs/drops.go, dropsettle.go, domain/drop.go (AdvanceDrop, Invite,
+//     LapseAtDeadline, SellOut).
+//   - Pickup slots and opening hours (only published slots, closed shops,
+//     never oversold): POST /v1/orders: api/orders.go, place.go (takeSlots,
+//     and PlaceOrder for slots known full), domain/slots.go
+//     (CheckPlacementTime, FitSlots, RefuseKnownFull); backed by
+//     pickup_slots' CHECK (taken <= capacity). GET
+//     /v1/merchants/{id}/slots: api/merchants.go, slots.go, domain/slots.go
+//     (PublishedSlots). A scheduled order's release: jobs/jobs.go, slots.go,
+//     domain/slots.go (Release).
+//
+// Three rules are still reached through more files. An order for a
+// drop's product claims its invitation in droporders.go
+// (claimInvitations, domain.OrderForEntry), which place.go calls. The time
+// of a decision is taken where the merchants' locks are held
+// (merchantrow.go's merchantLocks.held, domain.DecisionTime), for every
+// route that locks a merchant. And a cancelled or closed order's slot room
+// comes back in the one write path (write.go, slots.go's addSlotReturns)
+// as domain.OrderStatus.HoldsSlot says, whichever command ended it.
 package store
