@@ -27,7 +27,9 @@ type Config struct {
 	// rate (DESIGN.md, River timers).
 	TimerWorkers       int
 	TimerFetchCooldown time.Duration
-	TimerPollInterval  time.Duration
+	// TimerPollInterval is how often River's fetch, and the Backstop's
+	// firing of the pending timers, look for the timers due.
+	TimerPollInterval time.Duration
 	// TimerGrace is how long after its deadline a timer still pending is
 	// fired by the backstop, which looks every TimerBackstopInterval.
 	TimerGrace            time.Duration

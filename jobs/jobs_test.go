@@ -448,9 +448,9 @@ func TestFarTimersWaitOutsideTheFetch(t *testing.T) {
 // TestTimersDueTogetherFireWithoutALeader: 200 timers set beyond the
 // look-ahead and due within the same second, while another process holds
 // River's leadership (so River's own scheduler never promotes them) and the
-// backstop's grace is an hour (so it never fires them): every one is
-// promoted by the backstop's process, fired by River's fetch, none before
-// its deadline.
+// backstop's grace is an hour (so its overdue round never fires them):
+// every one is fired by the backstop's process as it falls due, none
+// before its deadline, and its job is gone with its close.
 func TestTimersDueTogetherFireWithoutALeader(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -486,16 +486,16 @@ func TestTimersDueTogetherFireWithoutALeader(t *testing.T) {
 	cfg := jobs.DefaultConfig()
 	cfg.TimerGrace = time.Hour
 	startWorkersWith(t, b, cfg)
-	var fired, early int
+	var closed, early int
 	require.Eventually(t, func() bool {
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE attempted_at < scheduled_at)
-			FROM river_job WHERE args->>'order_id' = ANY($1)`, ids).Scan(&fired, &early))
-		return fired == orders
-	}, 30*time.Second, 100*time.Millisecond, "River fired every timer")
-	require.Zero(t, early, "no timer started before its deadline")
-	var open int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE status <> 'closed' AND id = ANY($1::uuid[])`, ids).Scan(&open))
-	require.Zero(t, open, "every order closed")
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'closed'), count(*) FILTER (WHERE ended_at < payment_deadline)
+			FROM orders WHERE id = ANY($1::uuid[])`, ids).Scan(&closed, &early))
+		return closed == orders
+	}, 30*time.Second, 100*time.Millisecond, "every timer fired")
+	require.Zero(t, early, "no order closed before its deadline")
+	var left int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'order_id' = ANY($1)`, ids).Scan(&left))
+	require.Zero(t, left, "every job gone with its close")
 	var leader string
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT leader_id FROM river_leader`).Scan(&leader))
 	require.Equal(t, "another-process", leader)

@@ -60,3 +60,14 @@ func (m *Metrics) Work(ctx context.Context, job *rivertype.JobRow, doInner func(
 	}
 	return err
 }
+
+// timerFired counts a timer this process fired itself (Backstop), outside
+// River's workers, and how late: with River's jobs, so that the series say
+// how late every timer fired.
+func (m *Metrics) timerFired(queue, kind string, late time.Duration) {
+	if m == nil {
+		return
+	}
+	m.wait.WithLabelValues(queue).Observe(max(0, late.Seconds()))
+	m.worked.WithLabelValues(queue, kind, "ok").Inc()
+}

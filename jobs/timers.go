@@ -23,13 +23,16 @@ import (
 // elected leader promotes scheduled jobs, every five seconds: a short timer
 // waits for the next tick, and nothing is promoted while a dead leader's
 // lease runs out. Timers due within timerLookAhead are instead inserted
-// `available` with their future scheduled_at (timerInsertMiddleware), and
-// every process promotes the others the same way as they come within
-// timerLookAhead of their deadline (Backstop, store.PromoteTimers). River's
-// fetch takes an available job only once its scheduled_at has passed, and
-// every process fetches, so a timer fires at the first poll of the timers
-// queue after it falls due, in whichever process polls first, leader or
-// not. Timers further ahead wait outside the fetch's range because each
+// `available` with their future scheduled_at (timerInsertMiddleware), which
+// River's fetch takes only once its scheduled_at has passed, in whichever
+// process polls first, leader or not. The others wait `pending`. On one
+// PostgreSQL every process fires them itself as they fall due (Backstop,
+// store.FireDueTimers): a payment deadline is closed and its job deleted in
+// one transaction, any other kind is made available for River's workers.
+// On Citus, where the jobs and the orders live on different nodes, every
+// process promotes them instead as they come within timerLookAhead of
+// their deadline (store.PromoteTimers), for River's fetch to fire. Timers
+// further ahead wait outside the fetch's range because each
 // fetch reads every available job of its queue, due or not (its index
 // orders by priority before scheduled_at): tens of thousands of payment
 // deadlines minutes ahead, all available, made each fetch read them all,
@@ -105,6 +108,10 @@ func registerTimers(workers *river.Workers, kinds []TimerKind) error {
 // to the timers due within it.
 const timerLookAhead = 2 * time.Second
 
+// timerFireLimit bounds the timers of each priority one transaction fires;
+// a round that fires that many fires again at once.
+const timerFireLimit = 500
+
 // timerPromoteLimit bounds the jobs one promotion makes available; a round
 // that promotes that many promotes again at once.
 const timerPromoteLimit = 5000
@@ -135,10 +142,10 @@ func (timerInsertMiddleware) InsertMany(ctx context.Context, params []*rivertype
 	return doInner(ctx)
 }
 
-// Backstop fires the timers still pending a grace period after their
-// deadline: those whose job was running in a process that died, or that
-// failed and wait for the leader to promote their retry. Run one in every
-// process.
+// Backstop fires the pending timers as they fall due (on Citus: promotes
+// them), and the timers still pending a grace period after their deadline:
+// those whose job was running in a process that died, or that failed and
+// wait for the leader to promote their retry. Run one in every process.
 type Backstop struct {
 	kinds     []TimerKind
 	interval  time.Duration
@@ -150,6 +157,12 @@ type Backstop struct {
 	lastFull  time.Time
 	overdue   func(ctx context.Context, queue string, cutoff time.Time) ([]string, error)
 	promote   func(ctx context.Context, queue string, ahead time.Duration, limit int) (int, error)
+	// fire fires the due timers itself (store.FireDueTimers) every
+	// fireEvery, where direct says it can: on one PostgreSQL.
+	fire      func(ctx context.Context, queue string, limit int) ([]store.FiredTimer, error)
+	fireEvery time.Duration
+	direct    func(ctx context.Context) bool
+	metrics   *Metrics
 	// Fired counts the timers the backstop found pending, which their River
 	// jobs would have fired late.
 	Fired atomic.Int64
@@ -164,17 +177,30 @@ func NewBackstop(st *store.Store, cfg Config) *Backstop {
 	return &Backstop{
 		kinds: timerKinds(st), interval: cfg.TimerBackstopInterval, grace: cfg.TimerGrace, limit: 500,
 		now: st.Config().Now, log: log, fullEvery: cfg.TimerBackstopFullEvery, overdue: st.OverdueTimerKinds,
-		promote: st.PromoteTimers,
+		promote: st.PromoteTimers, fire: st.FireDueTimers, fireEvery: cfg.TimerPollInterval,
+		direct:  func(ctx context.Context) bool { return !st.Distributed(ctx) },
+		metrics: cfg.Metrics,
 	}
 }
 
-// Run promotes the timers that come within timerLookAhead of their deadline
-// and looks for overdue timers, each at once and then every interval until
-// ctx ends; a round that finds a full batch goes on without waiting.
+// Run fires the timers as they fall due (on one PostgreSQL) or promotes
+// those that come within timerLookAhead of their deadline (on Citus), and
+// looks for overdue timers, each at once and then every interval until ctx
+// ends; a round that finds a full batch goes on without waiting.
 func (b *Backstop) Run(ctx context.Context) {
 	promoted := make(chan struct{})
 	go func() {
 		defer close(promoted)
+		if b.direct(ctx) {
+			every(ctx, b.fireEvery, func() (bool, error) {
+				fired, err := b.fire(ctx, store.QueueTimers, timerFireLimit)
+				for _, f := range fired {
+					b.metrics.timerFired(store.QueueTimers, f.Kind, time.Since(f.ScheduledAt))
+				}
+				return len(fired) >= timerFireLimit, err
+			}, func(err error) { b.log.Warn("timers", "err", err) })
+			return
+		}
 		every(ctx, b.interval, func() (bool, error) {
 			n, err := b.promote(ctx, store.QueueTimers, timerLookAhead, timerPromoteLimit)
 			return n == timerPromoteLimit, err

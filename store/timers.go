@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -120,6 +121,92 @@ const promoteTimersSQL = `UPDATE river_job SET state = 'available'
 			WHERE state = 'pending' AND queue = $1 AND priority = p AND scheduled_at <= now() + $2::interval
 			ORDER BY scheduled_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) due
 		LIMIT $3))`
+
+// FiredTimer is a timer FireDueTimers fired: its kind and its deadline.
+type FiredTimer struct {
+	Kind        string
+	ScheduledAt time.Time
+}
+
+// FireDueTimers fires the timers of queue that wait pending and are due by
+// the database's clock, up to limit of each priority, in one transaction,
+// and reports them. A payment deadline is closed here, its job deleted in
+// the close's transaction; any other kind is made available for River's
+// workers. Taken through River, every payment deadline cost its job three
+// more versions (promoted, fetched, completed), each a new entry in every
+// index of River's table, and a fetch and a completion of its own: River's
+// statements cost more than the closes themselves, and while a long reader
+// held back vacuum they slowed with every version left behind, and the
+// deadlines falling due fired late. A process that dies before committing
+// leaves the jobs pending, which the next look of any process fires. Rows
+// another process is firing are skipped, not waited for. One PostgreSQL
+// only: on Citus the jobs and the orders live on different nodes.
+func (s *Store) FireDueTimers(ctx context.Context, queue string, limit int) ([]FiredTimer, error) {
+	var fired []FiredTimer
+	var closeIDs []int64
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		fired, closeIDs = nil, nil
+		rows, err := tx.Query(ctx, dueTimersSQL, queue, limit)
+		if err != nil {
+			return fmt.Errorf("due timers: %w", err)
+		}
+		type due struct {
+			ID          int64
+			Kind        string
+			Args        []byte
+			ScheduledAt time.Time
+		}
+		jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[due])
+		if err != nil {
+			return fmt.Errorf("due timers: %w", err)
+		}
+		var closes []*closeRequest
+		var others []int64
+		for _, j := range jobs {
+			fired = append(fired, FiredTimer{Kind: j.Kind, ScheduledAt: j.ScheduledAt})
+			var args CloseUnpaidArgs
+			if j.Kind != args.Kind() || json.Unmarshal(j.Args, &args) != nil {
+				others = append(others, j.ID)
+				continue
+			}
+			closes = append(closes, &closeRequest{merchantID: args.MerchantID, orderID: args.OrderID})
+			closeIDs = append(closeIDs, j.ID)
+		}
+		if len(others) > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE river_job SET state = 'available' WHERE id = ANY($1)`, others); err != nil {
+				return fmt.Errorf("make due timers available: %w", err)
+			}
+		}
+		if len(closes) == 0 {
+			return nil
+		}
+		if err := s.closeInTx(ctx, tx, closes); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM river_job WHERE id = ANY($1)`, closeIDs); err != nil {
+			return fmt.Errorf("delete fired timers: %w", err)
+		}
+		return nil
+	})
+	if err != nil && len(closeIDs) > 0 {
+		// River's workers close them one by one, with River's retries,
+		// so that an order whose close fails holds up no other.
+		if _, aerr := s.pool.Exec(ctx, `UPDATE river_job SET state = 'available' WHERE id = ANY($1) AND state = 'pending'`, closeIDs); aerr != nil {
+			return nil, mapErr(fmt.Errorf("fire due timers: %w (handing them to River: %w)", err, aerr))
+		}
+	}
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("fire due timers: %w", err))
+	}
+	return fired, nil
+}
+
+// dueTimersSQL locks the timers due by the database's clock, each
+// priority's range of River's fetch index up to now (riverPriorities).
+const dueTimersSQL = `SELECT due.id, due.kind, due.args, due.scheduled_at FROM ` + riverPriorities + ` p, LATERAL (
+		SELECT id, kind, args, scheduled_at FROM river_job
+		WHERE state = 'pending' AND queue = $1 AND priority = p AND scheduled_at <= now()
+		ORDER BY scheduled_at, id LIMIT $2 FOR UPDATE SKIP LOCKED) due`
 
 // ExpireQueuedOverdue expires up to limit queued orders whose wait limit is
 // before cutoff and reports how many it found: the backstop behind the

@@ -3,9 +3,12 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -190,4 +193,139 @@ func TestBackstopPassesOverOrdersHeldElsewhere(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, got.Status, "order %d", i)
 	}
+}
+
+// TestDueTimersFireInTheirCloseTransaction: a payment deadline set minutes
+// ahead waits pending until the database's clock passes it; then one call
+// closes its order and deletes its job in the same transaction, makes a due
+// timer of another kind available for River's workers, passes over a timer
+// another process is firing (a second connection holding its job), and
+// leaves the timers not yet due. Once that process is gone without
+// committing, as a killed one is, the next call fires what it held.
+func TestDueTimersFireInTheirCloseTransaction(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	clock := newFakeClock(st)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 5, PaymentTimeout: 600})
+	p := createProduct(t, st, m.ID, nil)
+	due := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "due"})
+	held := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "held"})
+	ahead := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "ahead"})
+	_, err := st.PauseMerchant(ctx, m.ID, domain.PauseRequest{Mode: domain.PauseRefuse, ForSeconds: intp(600)}, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	jobState := func(kind, orderID string) (state string, found bool) {
+		err := b.pool.QueryRow(ctx, `SELECT state FROM river_job WHERE kind = $1 AND ($2 = '' OR args->>'order_id' = $2)`, kind, orderID).Scan(&state)
+		if err == pgx.ErrNoRows {
+			return "", false
+		}
+		require.NoError(t, err)
+		return state, true
+	}
+	closeKind, resumeKind := store.CloseUnpaidArgs{}.Kind(), store.ResumeMerchantArgs{}.Kind()
+	for _, o := range []*store.OrderView{due, held, ahead} {
+		state, _ := jobState(closeKind, o.ID.String())
+		require.Equal(t, "pending", state)
+	}
+	fired, err := st.FireDueTimers(ctx, store.QueueTimers, 100)
+	require.NoError(t, err)
+	require.Empty(t, fired, "nothing due for ten minutes")
+
+	// Their deadlines pass, but the third's.
+	clock.Advance(11 * time.Minute)
+	_, err = b.pool.Exec(ctx, `UPDATE river_job SET scheduled_at = now() - interval '1 second'
+		WHERE kind = $1 OR args->>'order_id' = ANY($2)`, resumeKind, []string{due.ID.String(), held.ID.String()})
+	require.NoError(t, err)
+	holder, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, `SELECT 1 FROM river_job WHERE args->>'order_id' = $1 FOR UPDATE`, held.ID.String())
+	require.NoError(t, err)
+
+	fired, err = st.FireDueTimers(ctx, store.QueueTimers, 100)
+	require.NoError(t, err)
+	kinds := []string{}
+	for _, f := range fired {
+		kinds = append(kinds, f.Kind)
+	}
+	require.ElementsMatch(t, []string{closeKind, resumeKind}, kinds)
+	status := func(o *store.OrderView) domain.OrderStatus {
+		got, err := st.GetOrder(ctx, o.ID, domain.Party{Actor: domain.ActorAdmin})
+		require.NoError(t, err)
+		return got.Status
+	}
+	require.Equal(t, domain.StatusClosed, status(due))
+	_, found := jobState(closeKind, due.ID.String())
+	require.False(t, found, "the fired timer's job is gone with its close")
+	state, _ := jobState(resumeKind, "")
+	require.Equal(t, "available", state, "left to River's worker")
+	require.Equal(t, domain.StatusAwaitingPayment, status(held), "its timer is another's to fire")
+	state, _ = jobState(closeKind, held.ID.String())
+	require.Equal(t, "pending", state)
+	require.Equal(t, domain.StatusAwaitingPayment, status(ahead))
+	state, _ = jobState(closeKind, ahead.ID.String())
+	require.Equal(t, "pending", state, "not due")
+
+	require.NoError(t, holder.Rollback(ctx))
+	fired, err = st.FireDueTimers(ctx, store.QueueTimers, 100)
+	require.NoError(t, err)
+	require.Len(t, fired, 1)
+	require.Equal(t, domain.StatusClosed, status(held))
+	_, found = jobState(closeKind, held.ID.String())
+	require.False(t, found)
+}
+
+// TestProcessesFireEachTimerOnce: processes firing the same due timers at
+// once (two stores, each with goroutines of its own, in small batches)
+// close every order exactly once and leave no job behind.
+func TestProcessesFireEachTimerOnce(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	other := newStore(store.Config{Pool: b.pool, Jobs: st.Config().Jobs})
+	ctx := context.Background()
+	clock := newFakeClock(st, other)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1000, PaymentTimeout: 600})
+	p := createProduct(t, st, m.ID, nil)
+	const orders = 200
+	for i := range orders {
+		mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i)})
+	}
+	clock.Advance(11 * time.Minute)
+	_, err := b.pool.Exec(ctx, `UPDATE river_job SET scheduled_at = now() - interval '1 second' WHERE kind = $1`, store.CloseUnpaidArgs{}.Kind())
+	require.NoError(t, err)
+
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for _, s := range []*store.Store{st, other, st, other, st, other, st, other} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				fired, err := s.FireDueTimers(ctx, store.QueueTimers, 7)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(fired) == 0 {
+					return
+				}
+				total.Add(int64(len(fired)))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, orders, total.Load(), "each timer fired once")
+	var closed, closedEvents, jobsLeft int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'closed'),
+		(SELECT count(*) FROM events WHERE merchant_id = $1 AND type = 'order.closed'),
+		(SELECT count(*) FROM river_job WHERE kind = $2)
+		FROM orders WHERE merchant_id = $1`, m.ID, store.CloseUnpaidArgs{}.Kind()).Scan(&closed, &closedEvents, &jobsLeft))
+	require.Equal(t, orders, closed)
+	require.Equal(t, orders, closedEvents, "no order closed twice")
+	require.Zero(t, jobsLeft)
 }
