@@ -88,9 +88,9 @@ const (
 // DropCreated records a new drop. The seed itself is not in it: events are
 // readable by auditors, and the seed is secret until the start.
 type DropCreated struct {
-	DropID                string    `json:"drop_id"`
-	ProductID             string    `json:"product_id"`
-	MerchantID            string    `json:"merchant_id"`
+	DropID                uuid.UUID `json:"drop_id"`
+	ProductID             uuid.UUID `json:"product_id"`
+	MerchantID            uuid.UUID `json:"merchant_id"`
 	OpensAt               time.Time `json:"opens_at"`
 	StartsAt              time.Time `json:"starts_at"`
 	Mode                  DropMode  `json:"mode"`
@@ -188,7 +188,7 @@ func SeedCommitment(seed []byte) string {
 
 // NewDropParams is a drop request with what the caller looked up.
 type NewDropParams struct {
-	DropID, ProductID, MerchantID string
+	DropID, ProductID, MerchantID uuid.UUID
 	OpensAt, StartsAt             time.Time
 	Mode                          DropMode
 	PurchaseWindowSeconds         *int
@@ -433,9 +433,9 @@ func EntryID(dropID [16]byte, customerID string) [16]byte {
 // Entry events.
 
 type EntryJoined struct {
-	EntryID    string    `json:"entry_id"`
-	DropID     string    `json:"drop_id"`
-	MerchantID string    `json:"merchant_id"`
+	EntryID    uuid.UUID `json:"entry_id"`
+	DropID     uuid.UUID `json:"drop_id"`
+	MerchantID uuid.UUID `json:"merchant_id"`
 	CustomerID string    `json:"customer_id"`
 	JoinedAt   time.Time `json:"joined_at"`
 }
@@ -447,12 +447,12 @@ type EntryInvited struct {
 
 // EntryOrdered records the one order an invitation allows.
 type EntryOrdered struct {
-	OrderID   string    `json:"order_id"`
+	OrderID   uuid.UUID `json:"order_id"`
 	OrderedAt time.Time `json:"ordered_at"`
 }
 
 type EntryPurchased struct {
-	OrderID     string    `json:"order_id"`
+	OrderID     uuid.UUID `json:"order_id"`
 	PurchasedAt time.Time `json:"purchased_at"`
 }
 
@@ -467,12 +467,14 @@ type EntrySoldOutEvent struct {
 
 // Entry is one customer's place in a drop, as its stream folds.
 type Entry struct {
-	ID, DropID, MerchantID, CustomerID string
-	JoinedAt                           time.Time
-	Status                             EntryStatus
-	InvitedAt, PurchaseDeadline        *time.Time
-	OrderID                            string
-	Version                            int
+	ID, DropID, MerchantID      uuid.UUID
+	CustomerID                  string
+	JoinedAt                    time.Time
+	Status                      EntryStatus
+	InvitedAt, PurchaseDeadline *time.Time
+	// OrderID is uuid.Nil until the invitation's order is placed.
+	OrderID uuid.UUID
+	Version int
 }
 
 // Evolve folds one event of the entry's stream.
@@ -515,7 +517,7 @@ func (e Entry) Apply(events ...Event) (Entry, error) {
 
 // Join records a customer's entry. A drop takes entries from opens_at (its
 // timer may not have opened it yet) until it sells out or ends.
-func Join(d Drop, entryID, customerID string, now time.Time) ([]Event, error) {
+func Join(d Drop, entryID uuid.UUID, customerID string, now time.Time) ([]Event, error) {
 	if customerID == "" || len(customerID) > MaxIDLength {
 		return nil, Errorf(CodeValidation, "customer id must be 1-%d characters", MaxIDLength)
 	}
@@ -545,8 +547,8 @@ func Invite(d Drop, e Entry, now time.Time) ([]Event, error) {
 // OrderForEntry attaches an order to an invitation: the customer's own,
 // invited, with no order yet, before its deadline. Anything else is not an
 // invitation to buy.
-func OrderForEntry(e Entry, customerID, orderID string, now time.Time) ([]Event, error) {
-	if e.CustomerID != customerID || e.Status != EntryStatusInvited || e.OrderID != "" ||
+func OrderForEntry(e Entry, customerID string, orderID uuid.UUID, now time.Time) ([]Event, error) {
+	if e.CustomerID != customerID || e.Status != EntryStatusInvited || e.OrderID != uuid.Nil ||
 		e.PurchaseDeadline == nil || !now.Before(*e.PurchaseDeadline) {
 		return nil, errNotInvited
 	}
@@ -565,7 +567,7 @@ var ErrDropOrderNotRequeued = Errorf(CodeInvalidTransition, "this order was a dr
 
 // PurchaseEntry records that the invitation's order was paid. An entry
 // that lapsed meanwhile refuses the payment.
-func PurchaseEntry(e Entry, orderID string, now time.Time) ([]Event, error) {
+func PurchaseEntry(e Entry, orderID uuid.UUID, now time.Time) ([]Event, error) {
 	if e.Status == EntryStatusPurchased && e.OrderID == orderID {
 		return nil, nil
 	}

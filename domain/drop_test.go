@@ -22,9 +22,14 @@ func testSeed() []byte { return bytes.Repeat([]byte{7}, domain.SeedBytes) }
 
 func intPtr(v int) *int { return &v }
 
+var (
+	testDropID, testProductID, testMerchantID = uuid.New(), uuid.New(), uuid.New()
+	testEntryID, testOrder1, testOrder2       = uuid.New(), uuid.New(), uuid.New()
+)
+
 func validDrop() domain.NewDropParams {
 	return domain.NewDropParams{
-		DropID: "d", ProductID: "p", MerchantID: "m",
+		DropID: testDropID, ProductID: testProductID, MerchantID: testMerchantID,
 		OpensAt: dropNow.Add(time.Minute), StartsAt: dropNow.Add(time.Hour), Mode: domain.DropLottery,
 		StockRemaining: intPtr(100), Seed: testSeed(),
 	}
@@ -170,7 +175,7 @@ func TestDropEndsAWindowAfterItsLineEmptied(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, domain.DropStateEnded, ended.State, tc.name)
 		require.False(t, ended.State.Active(), "an ended drop no longer governs its product")
-		_, err = domain.Join(ended, "e", "c", at)
+		_, err = domain.Join(ended, testEntryID, "c", at)
 		require.Equal(t, domain.CodeDropEnded, domain.ErrorCode(err))
 		require.Zero(t, domain.InvitationsDue(ended, 0, 0))
 		require.Empty(t, domain.End(ended, tc.line, at.Add(time.Hour)), "once")
@@ -203,7 +208,7 @@ func TestJoinRules(t *testing.T) {
 			t.Parallel()
 			dd := d
 			dd.State = tc.state
-			events, err := domain.Join(dd, "e", "alice", tc.at)
+			events, err := domain.Join(dd, testEntryID, "alice", tc.at)
 			if tc.code != "" {
 				require.Equal(t, tc.code, domain.ErrorCode(err))
 				return
@@ -284,12 +289,12 @@ func TestEntryLifecycle(t *testing.T) {
 	t.Parallel()
 	d := newTestDrop(t, func(p *domain.NewDropParams) { p.PurchaseWindowSeconds = intPtr(60) })
 	joinedAt := d.OpensAt.Add(time.Second)
-	joined, err := domain.Join(d, "e", "alice", joinedAt)
+	joined, err := domain.Join(d, testEntryID, "alice", joinedAt)
 	require.NoError(t, err)
 	e, err := domain.Entry{}.Apply(joined...)
 	require.NoError(t, err)
 
-	_, err = domain.OrderForEntry(e, "alice", "o1", d.StartsAt)
+	_, err = domain.OrderForEntry(e, "alice", testOrder1, d.StartsAt)
 	require.ErrorIs(t, err, domain.ErrNotInvited, "waiting is not invited")
 	require.Empty(t, domain.LapseAtDeadline(e, d.StartsAt.Add(time.Hour)), "a waiting entry has no window")
 
@@ -301,32 +306,32 @@ func TestEntryLifecycle(t *testing.T) {
 	_, err = domain.Invite(d, e, d.StartsAt)
 	require.Error(t, err, "invited once")
 
-	_, err = domain.OrderForEntry(e, "bob", "o1", d.StartsAt)
+	_, err = domain.OrderForEntry(e, "bob", testOrder1, d.StartsAt)
 	require.ErrorIs(t, err, domain.ErrNotInvited, "someone else's invitation")
-	_, err = domain.OrderForEntry(e, "alice", "o1", *e.PurchaseDeadline)
+	_, err = domain.OrderForEntry(e, "alice", testOrder1, *e.PurchaseDeadline)
 	require.ErrorIs(t, err, domain.ErrNotInvited, "window ended")
-	ordered, err := domain.OrderForEntry(e, "alice", "o1", d.StartsAt.Add(time.Second))
+	ordered, err := domain.OrderForEntry(e, "alice", testOrder1, d.StartsAt.Add(time.Second))
 	require.NoError(t, err)
 	e, err = e.Apply(ordered...)
 	require.NoError(t, err)
-	_, err = domain.OrderForEntry(e, "alice", "o2", d.StartsAt.Add(2*time.Second))
+	_, err = domain.OrderForEntry(e, "alice", testOrder2, d.StartsAt.Add(2*time.Second))
 	require.ErrorIs(t, err, domain.ErrNotInvited, "one order per invitation")
 
-	_, err = domain.PurchaseEntry(e, "o2", d.StartsAt)
+	_, err = domain.PurchaseEntry(e, testOrder2, d.StartsAt)
 	require.Error(t, err, "another order does not purchase")
 	require.Empty(t, domain.LapseAtDeadline(e, e.PurchaseDeadline.Add(-time.Microsecond)))
 	lapsed, err := e.Apply(domain.LapseAtDeadline(e, *e.PurchaseDeadline)...)
 	require.NoError(t, err)
 	require.Equal(t, domain.EntryStatusLapsed, lapsed.Status)
-	_, err = domain.PurchaseEntry(lapsed, "o1", d.StartsAt)
+	_, err = domain.PurchaseEntry(lapsed, testOrder1, d.StartsAt)
 	require.Equal(t, domain.CodeInvalidTransition, domain.ErrorCode(err), "a lapsed entry refuses the payment")
 
-	bought, err := domain.PurchaseEntry(e, "o1", d.StartsAt.Add(time.Second))
+	bought, err := domain.PurchaseEntry(e, testOrder1, d.StartsAt.Add(time.Second))
 	require.NoError(t, err)
 	e, err = e.Apply(bought...)
 	require.NoError(t, err)
 	require.Equal(t, domain.EntryStatusPurchased, e.Status)
-	again, err := domain.PurchaseEntry(e, "o1", d.StartsAt.Add(2*time.Second))
+	again, err := domain.PurchaseEntry(e, testOrder1, d.StartsAt.Add(2*time.Second))
 	require.NoError(t, err)
 	require.Empty(t, again, "paying again is a no-op")
 	require.Empty(t, domain.LapseAtDeadline(e, e.PurchaseDeadline.Add(time.Hour)), "a purchase does not lapse")

@@ -18,7 +18,7 @@ import (
 // and the earliest purchase deadline, which bounds the order's payment
 // deadline (nil when no product is in a drop).
 func claimInvitations(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, products map[string]productInfo,
-	lines []domain.LineRequest, customerID, orderID string, now time.Time,
+	lines []domain.LineRequest, customerID string, orderID uuid.UUID, now time.Time,
 ) ([]entryChange, *time.Time, error) {
 	var changes []entryChange
 	var deadline *time.Time
@@ -59,7 +59,7 @@ func claimInvitations(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, prod
 // unserved lapses it. It locks the entries after their orders, and leaves a
 // nudge for each drop touched, which invites the next or sells out.
 func (s *Store) dropEffects(ctx context.Context, tx pgx.Tx, changes []change, now time.Time) error {
-	relevant := map[string]change{}
+	relevant := map[uuid.UUID]change{}
 	var merchants, ids []uuid.UUID
 	for _, c := range changes {
 		paid := c.before.Version > 0 && c.before.PaidAt == nil && c.after.PaidAt != nil
@@ -67,8 +67,9 @@ func (s *Store) dropEffects(ctx context.Context, tx pgx.Tx, changes []change, no
 		if !paid && !ended {
 			continue
 		}
-		relevant[c.after.ID] = c
-		merchants, ids = append(merchants, uuid.MustParse(c.after.MerchantID)), append(ids, uuid.MustParse(c.after.ID))
+		id := uuid.MustParse(c.after.ID)
+		relevant[id] = c
+		merchants, ids = append(merchants, uuid.MustParse(c.after.MerchantID)), append(ids, id)
 	}
 	if len(ids) == 0 {
 		return nil
@@ -98,7 +99,7 @@ func (s *Store) dropEffects(ctx context.Context, tx pgx.Tx, changes []change, no
 		}
 		if ok {
 			entryChanges = append(entryChanges, ec)
-			jobs = append(jobs, settleJob(uuid.MustParse(e.MerchantID), uuid.MustParse(e.DropID), now))
+			jobs = append(jobs, settleJob(e.MerchantID, e.DropID, now))
 		}
 	}
 	if err := writeEntries(ctx, tx, entryChanges, now); err != nil {

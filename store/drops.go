@@ -132,7 +132,7 @@ func (s *Store) CreateDrop(ctx context.Context, p CreateDropParams) (*DropView, 
 		}
 		now := s.now()
 		events, err := domain.CreateDrop(domain.NewDropParams{
-			DropID: id.String(), ProductID: p.ProductID.String(), MerchantID: merchantID.String(),
+			DropID: id, ProductID: p.ProductID, MerchantID: merchantID,
 			OpensAt: p.OpensAt.UTC().Truncate(time.Microsecond), StartsAt: p.StartsAt.UTC().Truncate(time.Microsecond),
 			Mode: p.Mode, PurchaseWindowSeconds: p.PurchaseWindowSeconds, Units: p.Units,
 			StockRemaining: remaining, ProductHasActiveDrop: active, Seed: seed,
@@ -168,8 +168,7 @@ const dropColumns = `d.merchant_id, d.id, d.product_id, d.opens_at, d.starts_at,
 
 func scanDrop(row pgx.Row, dest ...any) (domain.Drop, error) {
 	var d domain.Drop
-	var merchantID, id, productID uuid.UUID
-	err := row.Scan(append([]any{&merchantID, &id, &productID, &d.OpensAt, &d.StartsAt, &d.Mode, &d.PurchaseWindowSeconds, &d.Units,
+	err := row.Scan(append([]any{&d.MerchantID, &d.DropID, &d.ProductID, &d.OpensAt, &d.StartsAt, &d.Mode, &d.PurchaseWindowSeconds, &d.Units,
 		&d.State, &d.SeedCommitment, &d.Seed, &d.CreatedAt, &d.Version, &d.EntriesDigest}, dest...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, errDropNotFound
@@ -177,7 +176,6 @@ func scanDrop(row pgx.Row, dest ...any) (domain.Drop, error) {
 	if err != nil {
 		return d, fmt.Errorf("scan drop: %w", err)
 	}
-	d.MerchantID, d.DropID, d.ProductID = merchantID.String(), id.String(), productID.String()
 	return d, nil
 }
 
@@ -200,7 +198,7 @@ func (s *Store) GetDrop(ctx context.Context, id uuid.UUID) (*DropView, error) {
 
 func dropView(d domain.Drop) DropView {
 	v := DropView{
-		ID: uuid.MustParse(d.DropID), ProductID: uuid.MustParse(d.ProductID), MerchantID: uuid.MustParse(d.MerchantID),
+		ID: d.DropID, ProductID: d.ProductID, MerchantID: d.MerchantID,
 		OpensAt: d.OpensAt, StartsAt: d.StartsAt, Mode: d.Mode, PurchaseWindowSeconds: d.PurchaseWindowSeconds,
 		Units: d.Units, State: d.State, SeedCommitment: d.SeedCommitment, Version: d.Version,
 	}
@@ -211,8 +209,8 @@ func dropView(d domain.Drop) DropView {
 	return v
 }
 
-const entryColumns = `e.merchant_id::text, e.drop_id::text, e.id::text, e.customer_id, e.joined_at, e.status,
-	e.invited_at, e.purchase_deadline, coalesce(e.order_id::text, ''), e.version`
+const entryColumns = `e.merchant_id, e.drop_id, e.id, e.customer_id, e.joined_at, e.status,
+	e.invited_at, e.purchase_deadline, coalesce(e.order_id, '00000000-0000-0000-0000-000000000000'), e.version`
 
 func scanEntryInto(e *domain.Entry, dest ...any) []any {
 	return append([]any{&e.MerchantID, &e.DropID, &e.ID, &e.CustomerID, &e.JoinedAt, &e.Status,
@@ -257,7 +255,7 @@ func entryView(e domain.Entry, rank, pos *int, d domain.DropState) EntryView {
 		pos = nil
 	}
 	return EntryView{
-		ID: uuid.MustParse(e.ID), DropID: uuid.MustParse(e.DropID), MerchantID: uuid.MustParse(e.MerchantID),
+		ID: e.ID, DropID: e.DropID, MerchantID: e.MerchantID,
 		CustomerID: e.CustomerID, JoinedAt: e.JoinedAt, Rank: rank, Position: pos, Status: status,
 		InvitedAt: e.InvitedAt, PurchaseDeadline: e.PurchaseDeadline, Version: e.Version,
 	}

@@ -27,20 +27,10 @@ func writeDrop(ctx context.Context, tx pgx.Tx, c dropChange, now time.Time) erro
 	if len(c.events) == 0 {
 		return nil
 	}
-	id, err := parseID(c.after.DropID)
-	if err != nil {
-		return err
-	}
-	merchant, err := parseID(c.after.MerchantID)
-	if err != nil {
-		return err
-	}
 	var rows dropColumnsOf
-	if err := rows.add(c.after); err != nil {
-		return err
-	}
+	rows.add(c.after)
 	return writeStream(ctx, tx, AppendParams{
-		StreamID: id, StreamType: StreamDrop, MerchantID: merchant, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
+		StreamID: c.after.DropID, StreamType: StreamDrop, MerchantID: c.after.MerchantID, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
 	}, &rows, "drops", c.before.Version == 0)
 }
 
@@ -57,21 +47,12 @@ type dropColumnsOf struct {
 	seed, digest                   [][]byte
 }
 
-func (c *dropColumnsOf) add(d domain.Drop) error {
-	var ids [3][16]byte
-	for i, s := range []string{d.MerchantID, d.DropID, d.ProductID} {
-		id, err := parseID(s)
-		if err != nil {
-			return err
-		}
-		ids[i] = id
-	}
-	c.merchant, c.id, c.product = append(c.merchant, ids[0]), append(c.id, ids[1]), append(c.product, ids[2])
+func (c *dropColumnsOf) add(d domain.Drop) {
+	c.merchant, c.id, c.product = append(c.merchant, d.MerchantID), append(c.id, d.DropID), append(c.product, d.ProductID)
 	c.opensAt, c.startsAt, c.createdAt = append(c.opensAt, d.OpensAt), append(c.startsAt, d.StartsAt), append(c.createdAt, d.CreatedAt)
 	c.mode, c.state, c.commitment = append(c.mode, string(d.Mode)), append(c.state, string(d.State)), append(c.commitment, d.SeedCommitment)
 	c.purchaseWindow, c.units = append(c.purchaseWindow, int32(d.PurchaseWindowSeconds)), append(c.units, int32(d.Units))
 	c.version, c.seed, c.digest = append(c.version, int32(d.Version)), append(c.seed, d.Seed), append(c.digest, d.EntriesDigest)
-	return nil
 }
 
 // queue adds to b the statement that writes the rows into table (drops, or
@@ -159,14 +140,7 @@ func addEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time, i
 		if err != nil {
 			return fmt.Errorf("encode metadata: %w", err)
 		}
-		id, err := parseID(c.after.ID)
-		if err != nil {
-			return err
-		}
-		merchant, err := parseID(c.after.MerchantID)
-		if err != nil {
-			return err
-		}
+		id, merchant := c.after.ID, c.after.MerchantID
 		events := &ev
 		if c.before.Version == 0 {
 			if len(c.events) > 1 {
@@ -186,9 +160,7 @@ func addEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time, i
 		// A new entry's key and rank are known (nil until the draw for an
 		// entry of a lottery drop not started); a change leaves the ones
 		// the draw wrote.
-		if err := cols.add(id, c.after, c.key, c.rank, c.before.Version == 0); err != nil {
-			return err
-		}
+		cols.add(c.after, c.key, c.rank, c.before.Version == 0)
 	}
 	if len(ins.id) > 0 {
 		// Two statements, not one inserting the events of the entries a
@@ -255,24 +227,9 @@ type entryColumnsOf struct {
 
 // add adds the entry e with the order key key and rank; keyed says whether
 // they are the entry's (else an update leaves the ones the row has).
-func (c *entryColumnsOf) add(id [16]byte, e domain.Entry, key []byte, rank *int, keyed bool) error {
-	merchant, err := parseID(e.MerchantID)
-	if err != nil {
-		return err
-	}
-	drop, err := parseID(e.DropID)
-	if err != nil {
-		return err
-	}
-	var order pgtype.UUID
-	if e.OrderID != "" {
-		o, err := parseID(e.OrderID)
-		if err != nil {
-			return err
-		}
-		order = pgtype.UUID{Bytes: o, Valid: true}
-	}
-	c.merchant, c.drop, c.id = append(c.merchant, merchant), append(c.drop, drop), append(c.id, id)
+func (c *entryColumnsOf) add(e domain.Entry, key []byte, rank *int, keyed bool) {
+	order := pgtype.UUID{Bytes: e.OrderID, Valid: e.OrderID != uuid.Nil}
+	c.merchant, c.drop, c.id = append(c.merchant, e.MerchantID), append(c.drop, e.DropID), append(c.id, e.ID)
 	c.customer, c.status, c.joinedAt = append(c.customer, e.CustomerID), append(c.status, string(e.Status)), append(c.joinedAt, e.JoinedAt)
 	c.key, c.keyed = append(c.key, key), append(c.keyed, keyed)
 	c.invitedAt, c.deadline = append(c.invitedAt, timestamptz(e.InvitedAt)), append(c.deadline, timestamptz(e.PurchaseDeadline))
@@ -282,7 +239,6 @@ func (c *entryColumnsOf) add(id [16]byte, e domain.Entry, key []byte, rank *int,
 		r = pgtype.Int4{Int32: int32(*rank), Valid: true}
 	}
 	c.rank = append(c.rank, r)
-	return nil
 }
 
 func (c *entryColumnsOf) args() []any {

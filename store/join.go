@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -154,7 +155,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 		}
 		ids = append(ids, uuid.UUID(domain.EntryID(req.dropID, req.customerID)))
 	}
-	sort.Slice(dropIDs, func(i, j int) bool { return dropIDs[i].String() < dropIDs[j].String() })
+	sort.Slice(dropIDs, func(i, j int) bool { return bytes.Compare(dropIDs[i][:], dropIDs[j][:]) < 0 })
 
 	// The first round trip, with BEGIN. Joins take their drops' rows in
 	// no-key-update mode: they wait for a transition, which holds a drop
@@ -180,7 +181,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 			if err != nil {
 				return err
 			}
-			drops[uuid.MustParse(d.DropID)] = d
+			drops[d.DropID] = d
 		}
 		return rows.Err()
 	})
@@ -236,7 +237,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 			at = joinAt(d, lines[req.dropID], now)
 			joinedAt[req.dropID] = at
 		}
-		events, err := domain.Join(d, id.String(), req.customerID, at)
+		events, err := domain.Join(d, id, req.customerID, at)
 		if err != nil {
 			req.err = err
 			continue
@@ -254,7 +255,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 	nudges, lineArgs := rankJoins(drops, lines, changes)
 	for dropID := range nudges {
 		// No entry was waiting: a unit may be free for the new ones at once.
-		jobs = append(jobs, settleJob(uuid.MustParse(drops[dropID].MerchantID), dropID, now))
+		jobs = append(jobs, settleJob(drops[dropID].MerchantID, dropID, now))
 	}
 	if err := s.insertJobs(ctx, tx, jobs); err != nil {
 		return err
@@ -264,7 +265,10 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 	ordered := append([]entryChange(nil), changes...)
 	sort.Slice(ordered, func(i, j int) bool {
 		a, b := ordered[i].after, ordered[j].after
-		return a.DropID < b.DropID || (a.DropID == b.DropID && a.CustomerID < b.CustomerID)
+		if c := bytes.Compare(a.DropID[:], b.DropID[:]); c != 0 {
+			return c < 0
+		}
+		return a.CustomerID < b.CustomerID
 	})
 	inserted := map[uuid.UUID]bool{}
 	b = &pgx.Batch{}
@@ -285,7 +289,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 	}
 	for req, i := range made {
 		c := changes[i]
-		if !inserted[uuid.MustParse(c.after.ID)] {
+		if !inserted[c.after.ID] {
 			continue // a concurrent join of the customer made the entry
 		}
 		req.created = true
@@ -330,8 +334,7 @@ type lineUpdates struct {
 func rankJoins(drops map[uuid.UUID]domain.Drop, lines map[uuid.UUID]*dropLine, changes []entryChange) (map[uuid.UUID]bool, lineUpdates) {
 	byDrop := map[uuid.UUID][]int{}
 	for i, c := range changes {
-		id := uuid.MustParse(c.after.DropID)
-		if drops[id].Ranked() {
+		if id := c.after.DropID; drops[id].Ranked() {
 			byDrop[id] = append(byDrop[id], i)
 		}
 	}
@@ -351,7 +354,7 @@ func rankJoins(drops map[uuid.UUID]domain.Drop, lines map[uuid.UUID]*dropLine, c
 			r := l.ranked
 			changes[i].rank = &r
 		}
-		up.merchant, up.drop = append(up.merchant, uuid.MustParse(drops[dropID].MerchantID)), append(up.drop, dropID)
+		up.merchant, up.drop = append(up.merchant, drops[dropID].MerchantID), append(up.drop, dropID)
 		up.ranked = append(up.ranked, int32(l.ranked))
 		up.last = append(up.last, changes[idx[len(idx)-1]].after.JoinedAt)
 	}

@@ -877,7 +877,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 			guarded = guarded || pi.limited || pi.perUserLimit != nil
 		}
 	}
-	entries, windowEnds, err := claimInvitations(ctx, tx, pl.p.MerchantID, products, pl.p.Lines, pl.p.CustomerID, pl.orderID.String(), now)
+	entries, windowEnds, err := claimInvitations(ctx, tx, pl.p.MerchantID, products, pl.p.Lines, pl.p.CustomerID, pl.orderID, now)
 	if err != nil {
 		return err
 	}
@@ -932,7 +932,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		if o.PaidAt == nil {
 			continue
 		}
-		bought, err := domain.PurchaseEntry(ec.after, o.ID, now)
+		bought, err := domain.PurchaseEntry(ec.after, pl.orderID, now)
 		if err != nil {
 			return err
 		}
@@ -940,7 +940,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 			return err
 		}
 		// The last unit bought sells the drop out.
-		pl.jobs = append(pl.jobs, settleJob(uuid.MustParse(ec.after.MerchantID), uuid.MustParse(ec.after.DropID), now))
+		pl.jobs = append(pl.jobs, settleJob(ec.after.MerchantID, ec.after.DropID, now))
 	}
 	pl.order, pl.events, pl.entries = o, events, entries
 	var pos *int

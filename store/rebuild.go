@@ -473,9 +473,7 @@ func writeDropStates(ctx context.Context, tx pgx.Tx, table string, insert bool, 
 	return writeInChunks(ctx, tx, "drops into "+table, drops, func(b *pgx.Batch, chunk []domain.Drop) error {
 		var cols dropColumnsOf
 		for _, d := range chunk {
-			if err := cols.add(d); err != nil {
-				return err
-			}
+			cols.add(d)
 		}
 		cols.queue(tx, b, table, insert)
 		return nil
@@ -491,15 +489,11 @@ func rankEntries(drops map[uuid.UUID]domain.Drop, entries map[uuid.UUID]domain.E
 	}
 	byDrop := map[uuid.UUID][]keyed{}
 	for id, e := range entries {
-		dropID, err := uuid.Parse(e.DropID)
-		if err != nil {
-			continue
-		}
-		d := drops[dropID]
+		d := drops[e.DropID]
 		if !d.Ranked() {
 			continue
 		}
-		byDrop[dropID] = append(byDrop[dropID], keyed{id, d.OrderKey(id, e.JoinedAt)})
+		byDrop[e.DropID] = append(byDrop[e.DropID], keyed{id, d.OrderKey(id, e.JoinedAt)})
 	}
 	ranks := map[uuid.UUID]int{}
 	for _, line := range byDrop {
@@ -517,22 +511,11 @@ func writeEntryStates(ctx context.Context, tx pgx.Tx, table string, insert bool,
 	return writeInChunks(ctx, tx, "drop entries into "+table, entries, func(b *pgx.Batch, chunk []domain.Entry) error {
 		var cols entryColumnsOf
 		for _, e := range chunk {
-			id, err := parseID(e.ID)
-			if err != nil {
-				return err
-			}
-			dropID, err := parseID(e.DropID)
-			if err != nil {
-				return err
-			}
-			d := drops[dropID]
 			var rank *int
-			if r, ok := ranks[id]; ok {
+			if r, ok := ranks[e.ID]; ok {
 				rank = &r
 			}
-			if err := cols.add(id, e, d.OrderKey(id, e.JoinedAt), rank, true); err != nil {
-				return err
-			}
+			cols.add(e, drops[e.DropID].OrderKey(e.ID, e.JoinedAt), rank, true)
 		}
 		cols.queue(tx, b, table, insert)
 		return nil
