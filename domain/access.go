@@ -103,12 +103,15 @@ func (p Party) MayPrioritize(merchantID uuid.UUID) bool { return p.MayActForMerc
 
 // PaymentDeadline is when an order placed at placedAt closes unpaid: after
 // its merchant's payment timeout, or when the purchase window of a drop it
-// buys from ends (purchaseWindowEnds, nil when it buys from none), whichever
-// comes first, since a drop's order is paid within its window or not at all.
-func PaymentDeadline(placedAt time.Time, paymentTimeoutSeconds int, purchaseWindowEnds *time.Time) time.Time {
+// buys from ends (purchaseWindowEnds, one for each drop it buys from),
+// whichever comes first, since a drop's order is paid within its window or
+// not at all.
+func PaymentDeadline(placedAt time.Time, paymentTimeoutSeconds int, purchaseWindowEnds ...time.Time) time.Time {
 	deadline := placedAt.Add(time.Duration(paymentTimeoutSeconds) * time.Second)
-	if purchaseWindowEnds != nil && purchaseWindowEnds.Before(deadline) {
-		return *purchaseWindowEnds
+	for _, end := range purchaseWindowEnds {
+		if end.Before(deadline) {
+			deadline = end
+		}
 	}
 	return deadline
 }

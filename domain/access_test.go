@@ -80,11 +80,17 @@ func TestWhoMayBuyAndAdminister(t *testing.T) {
 func TestPaymentDeadline(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	window := func(d time.Duration) *time.Time { t := at.Add(d); return &t }
+	window := func(d ...time.Duration) []time.Time {
+		var ends []time.Time
+		for _, d := range d {
+			ends = append(ends, at.Add(d))
+		}
+		return ends
+	}
 	for _, tc := range []struct {
 		name       string
 		timeout    int
-		windowEnds *time.Time
+		windowEnds []time.Time
 		want       time.Time
 	}{
 		{"the merchant's timeout", 900, nil, at.Add(15 * time.Minute)},
@@ -92,9 +98,11 @@ func TestPaymentDeadline(t *testing.T) {
 		{"the timeout ends first", 60, window(10 * time.Minute), at.Add(time.Minute)},
 		{"both at once", 120, window(2 * time.Minute), at.Add(2 * time.Minute)},
 		{"a window already over", 900, window(-time.Second), at.Add(-time.Second)},
+		{"the earliest of two drops' windows", 900, window(5*time.Minute, 3*time.Minute), at.Add(3 * time.Minute)},
+		{"two windows, the timeout first", 60, window(5*time.Minute, 3*time.Minute), at.Add(time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, domain.PaymentDeadline(at, tc.timeout, tc.windowEnds))
+			require.Equal(t, tc.want, domain.PaymentDeadline(at, tc.timeout, tc.windowEnds...))
 		})
 	}
 }

@@ -560,6 +560,20 @@ var errNotInvited = Errorf(CodeNotInvited, "this product is sold in a drop, and 
 // ErrNotInvited matches a refused purchase of a drop's product.
 var ErrNotInvited = &Error{Code: CodeNotInvited}
 
+// ClaimInvitation decides a placement's line for a drop's product, given
+// the customer's entries in the drop (none if it never joined): a drop
+// sells one unit per order, and only on the customer's own invitation
+// (OrderForEntry).
+func ClaimInvitation(l LineRequest, entries []Entry, customerID string, orderID uuid.UUID, now time.Time) ([]Event, error) {
+	if l.Quantity != 1 {
+		return nil, Errorf(CodeValidation, "a drop sells one unit of product %s per order", l.ProductID)
+	}
+	if len(entries) == 0 {
+		return nil, errNotInvited
+	}
+	return OrderForEntry(entries[0], customerID, orderID, now)
+}
+
 // ErrDropOrderNotRequeued refuses to put a drop's order back in its line:
 // its entry lapsed when it expired and the unit went to the next in line,
 // so serving it would sell more than the drop's units.

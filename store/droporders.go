@@ -11,49 +11,6 @@ import (
 	"github.com/orderd/orderd/domain"
 )
 
-// claimInvitations attaches the order being placed to the customer's
-// invitation in the drop of every product that has one, or refuses it: a
-// drop's product is sold only to its invited customers, one unit, one order
-// per invitation, before the window ends. It returns the entries' changes
-// and the earliest purchase deadline, which bounds the order's payment
-// deadline (nil when no product is in a drop).
-func claimInvitations(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, products map[string]productInfo,
-	lines []domain.LineRequest, customerID string, orderID uuid.UUID, now time.Time,
-) ([]entryChange, *time.Time, error) {
-	var changes []entryChange
-	var deadline *time.Time
-	for _, l := range lines {
-		dropID := products[l.ProductID].dropID
-		if dropID == uuid.Nil {
-			continue
-		}
-		if l.Quantity != 1 {
-			return nil, nil, domain.Errorf(domain.CodeValidation, "a drop sells one unit of product %s per order", l.ProductID)
-		}
-		entries, err := lockEntries(ctx, tx, `e.merchant_id = $1 AND e.drop_id = $2 AND e.customer_id = $3 FOR UPDATE`,
-			merchantID, dropID, customerID)
-		if err != nil {
-			return nil, nil, err
-		}
-		if len(entries) == 0 {
-			return nil, nil, domain.ErrNotInvited
-		}
-		events, err := domain.OrderForEntry(entries[0], customerID, orderID, now)
-		if err != nil {
-			return nil, nil, err
-		}
-		c, _, err := newEntryChange(entries[0], events, Meta{Actor: domain.ActorCustomer, Subject: customerID})
-		if err != nil {
-			return nil, nil, err
-		}
-		changes = append(changes, c)
-		if deadline == nil || c.after.PurchaseDeadline.Before(*deadline) {
-			deadline = c.after.PurchaseDeadline
-		}
-	}
-	return changes, deadline, nil
-}
-
 // dropEffects are what order changes do to drop entries: a paid drop order
 // purchases its entry (a lapsed entry refuses the payment), one that ends
 // unserved lapses it. It locks the entries after their orders, and leaves a

@@ -860,6 +860,41 @@ func stampPickupCodes(placed []*placement, merchants map[uuid.UUID]*merchantRow,
 	return nil
 }
 
+// claimInvitations attaches the order being placed to the customer's
+// invitation in the drop of every product that has one, or refuses it: a
+// drop's product is sold only to its invited customers, one unit, one order
+// per invitation, before the window ends (domain.ClaimInvitation). It
+// returns the entries' changes and their purchase windows' ends, which
+// bound the order's payment deadline (domain.PaymentDeadline).
+func claimInvitations(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, products map[string]productInfo,
+	lines []domain.LineRequest, customerID string, orderID uuid.UUID, now time.Time,
+) ([]entryChange, []time.Time, error) {
+	var changes []entryChange
+	var windowEnds []time.Time
+	for _, l := range lines {
+		dropID := products[l.ProductID].dropID
+		if dropID == uuid.Nil {
+			continue
+		}
+		entries, err := lockEntries(ctx, tx, `e.merchant_id = $1 AND e.drop_id = $2 AND e.customer_id = $3 FOR UPDATE`,
+			merchantID, dropID, customerID)
+		if err != nil {
+			return nil, nil, err
+		}
+		events, err := domain.ClaimInvitation(l, entries, customerID, orderID, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, _, err := newEntryChange(entries[0], events, Meta{Actor: domain.ActorCustomer, Subject: customerID})
+		if err != nil {
+			return nil, nil, err
+		}
+		changes = append(changes, c)
+		windowEnds = append(windowEnds, *c.after.PurchaseDeadline)
+	}
+	return changes, windowEnds, nil
+}
+
 // placeOne decides one request and reserves its stock; a refused request
 // leaves nothing behind in the shared transaction.
 func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merchantRow, products map[string]productInfo, memo *stockMemo, now time.Time) error {
@@ -881,7 +916,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 	if err != nil {
 		return err
 	}
-	deadline := domain.PaymentDeadline(now, m.PaymentTimeoutSeconds, windowEnds)
+	deadline := domain.PaymentDeadline(now, m.PaymentTimeoutSeconds, windowEnds...)
 	events, err := domain.Place(domain.PlaceParams{
 		OrderID: pl.orderID.String(), MerchantID: pl.p.MerchantID.String(), CustomerID: pl.p.CustomerID,
 		Lines: pl.p.Lines, Products: refs, PaymentDeadline: deadline,
