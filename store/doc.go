@@ -105,7 +105,11 @@
 //     GET /v1/drops/{id}/draw: api/drops.go, drops.go or join.go,
 //     domain/drop.go (CreateDrop, Join, OrderKey); the drop's timers:
 //     jobs/drops.go, dropsettle.go, domain/drop.go (AdvanceDrop, Invite,
-//     LapseAtDeadline, SellOut).
+//     LapseAtDeadline, SellOut). Only invited customers buy, one unit each,
+//     within their window, which bounds the payment deadline: POST
+//     /v1/orders: api/orders.go, place.go (claimInvitations),
+//     domain/drop.go (ClaimInvitation) and domain/access.go
+//     (PaymentDeadline).
 //   - Pickup slots and opening hours (only published slots, closed shops,
 //     never oversold): POST /v1/orders: api/orders.go, place.go (takeSlots,
 //     and PlaceOrder for slots known full), domain/slots.go
@@ -115,9 +119,7 @@
 //     (PublishedSlots). A scheduled order's release: jobs/jobs.go, slots.go,
 //     domain/slots.go (Release).
 //
-// Three rules are still reached through more files. An order for a
-// drop's product claims its invitation in droporders.go
-// (claimInvitations, domain.OrderForEntry), which place.go calls. The time
+// Two rules are still reached through more files. The time
 // of a decision is taken where the merchants' locks are held
 // (merchantrow.go's merchantLocks.held, domain.DecisionTime), for every
 // route that locks a merchant. And a cancelled or closed order's slot room
