@@ -379,6 +379,19 @@ func RefuseKnownFull(known KnownFullSlot, seen SlotSeen, pickupAt, now time.Time
 	return SlotFullError(pickupAt)
 }
 
+// SlotReturn is the room of its pickup slot an order gives back when a
+// command takes it from a status that holds the slot to one that does not
+// (OrderStatus.HoldsSlot), whichever command ended it: its load at its
+// pickup time. ok is false for an order
+// without a slot, a new one, and a change that keeps the slot or never
+// held it.
+func SlotReturn(before, after Order) (at time.Time, load int, ok bool) {
+	if after.PickupAt == nil || before.Version == 0 || !before.Status.HoldsSlot() || after.Status.HoldsSlot() {
+		return time.Time{}, 0, false
+	}
+	return *after.PickupAt, after.load(), true
+}
+
 // SlotFullError refuses an order whose load no longer fits its slot.
 func SlotFullError(pickupAt time.Time) *Error {
 	return Errorf(CodeSlotFull, "the pickup slot at %s is full", pickupAt.UTC().Format(time.RFC3339))

@@ -454,3 +454,36 @@ func TestHoldsSlot(t *testing.T) {
 		require.Equal(t, want, status.HoldsSlot(), status)
 	}
 }
+
+func TestSlotReturn(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 1, 12, 15, 0, 0, time.UTC)
+	order := func(status domain.OrderStatus, version, load int, pickup *time.Time) domain.Order {
+		return domain.Order{Status: status, Version: version, Load: load, PickupAt: pickup}
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after domain.Order
+		load          int // 0: nothing given back
+	}{
+		{"a scheduled order cancelled", order(domain.StatusScheduled, 2, 3, &at), order(domain.StatusCancelled, 3, 3, &at), 3},
+		{"an unpaid order closed", order(domain.StatusAwaitingPayment, 1, 2, &at), order(domain.StatusClosed, 2, 2, &at), 2},
+		{"a queued order cancelled, load unset", order(domain.StatusQueued, 3, 0, &at), order(domain.StatusCancelled, 4, 0, &at), 1},
+		{"an accepted order cancelled", order(domain.StatusAccepted, 4, 1, &at), order(domain.StatusCancelled, 5, 1, &at), 1},
+		{"completed: served in its slot", order(domain.StatusAccepted, 4, 1, &at), order(domain.StatusCompleted, 5, 1, &at), 0},
+		{"expired: may be retried", order(domain.StatusQueued, 3, 1, &at), order(domain.StatusExpired, 4, 1, &at), 0},
+		{"paid: still holds", order(domain.StatusAwaitingPayment, 1, 1, &at), order(domain.StatusScheduled, 2, 1, &at), 0},
+		{"no slot", order(domain.StatusAccepted, 4, 1, nil), order(domain.StatusCancelled, 5, 1, nil), 0},
+		{"a new order", domain.Order{}, order(domain.StatusScheduled, 2, 1, &at), 0},
+		{"already cancelled", order(domain.StatusCancelled, 5, 1, &at), order(domain.StatusCancelled, 5, 1, &at), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gotAt, load, ok := domain.SlotReturn(tc.before, tc.after)
+			require.Equal(t, tc.load > 0, ok)
+			require.Equal(t, tc.load, load)
+			if ok {
+				require.Equal(t, at, gotAt)
+			}
+		})
+	}
+}

@@ -118,6 +118,7 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 	closed := map[string]bool{}
 	var changes []change
 	var released releasedUnits
+	var slots []slotTake
 	for _, o := range orders {
 		events := domain.Close(o, now)
 		if len(events) == 0 {
@@ -129,10 +130,13 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		}
 		changes = append(changes, change{before: o, after: after, events: events, meta: Meta{Actor: domain.ActorSystem}})
 		released.add(o)
+		if at, load, ok := domain.SlotReturn(o, after); ok {
+			slots = append(slots, slotTake{slotKey{uuid.MustParse(o.MerchantID), at.UTC()}, load})
+		}
 		closed[o.ID] = true
 	}
 	if len(changes) > 0 {
-		if err := s.commit(ctx, tx, writeSet{changes: changes}, now); err != nil {
+		if err := s.commit(ctx, tx, writeSet{changes: changes, slotReturns: slots}, now); err != nil {
 			return fmt.Errorf("close orders: %w", err)
 		}
 		if err := releaseUnits(ctx, tx, released); err != nil {

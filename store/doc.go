@@ -117,12 +117,15 @@
 //     pickup_slots' CHECK (taken <= capacity). GET
 //     /v1/merchants/{id}/slots: api/merchants.go, slots.go, domain/slots.go
 //     (PublishedSlots). A scheduled order's release: jobs/jobs.go, slots.go,
-//     domain/slots.go (Release).
+//     domain/slots.go (Release). A cancelled or closed order gives its
+//     slot's room back: POST /v1/orders/{id}/cancel: api/orders.go,
+//     ordercommands.go (CancelOrder), domain/slots.go (SlotReturn); the
+//     deadline's timer: jobs/jobs.go, close.go, domain/slots.go
+//     (SlotReturn); the write path only runs the statement
+//     (writeSet.slotReturns).
 //
-// Two rules are still reached through more files. The time
-// of a decision is taken where the merchants' locks are held
-// (merchantrow.go's merchantLocks.held, domain.DecisionTime), for every
-// route that locks a merchant. And a cancelled or closed order's slot room
-// comes back in the one write path (write.go, slots.go's addSlotReturns)
-// as domain.OrderStatus.HoldsSlot says, whichever command ended it.
+// One rule is still reached through more files: the time of a decision
+// is taken where the merchants' locks are held (merchantrow.go's
+// merchantLocks.held, domain.DecisionTime), for every route that locks a
+// merchant.
 package store

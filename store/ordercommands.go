@@ -262,6 +262,9 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 			if err := releaseStock(ctx, tx, c.after); err != nil {
 				return w, err
 			}
+			if at, load, ok := domain.SlotReturn(c.before, c.after); ok {
+				w.slotReturns = append(w.slotReturns, slotTake{slotKey{m.ID, at.UTC()}, load})
+			}
 			// A freed unit, or a queued order leaving (the head, say, whose
 			// load did not fit), may let the head in.
 			if c.before.Status == domain.StatusAccepted || c.before.Status == domain.StatusQueued {
@@ -367,6 +370,9 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 		after: func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error) {
 			if err := releaseStock(ctx, tx, c.after); err != nil {
 				return w, err
+			}
+			if at, load, ok := domain.SlotReturn(c.before, c.after); ok {
+				w.slotReturns = append(w.slotReturns, slotTake{slotKey{m.ID, at.UTC()}, load})
 			}
 			waited := now.Sub(*c.before.QueuedAt).Round(time.Second)
 			_, err := tx.Exec(ctx, `

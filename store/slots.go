@@ -24,7 +24,7 @@ import (
 // table's CHECK refuses any write that would not fit. Scheduled
 // orders hold nothing of the live line until their release, a timer at the
 // slot's start minus prep_seconds; a cancelled or closed order for a slot
-// gives its load back in the write that ends it (addSlotReturns).
+// gives its load back in the write that ends it (writeSet.slotReturns).
 
 // Slot is one published pickup slot with what its orders hold of it.
 type Slot struct {
@@ -183,20 +183,6 @@ func (t *slotTakes) addTaken(b *pgx.Batch, placed []*placement) {
 		}
 	}
 	addSlotLoads(b, taken, 1)
-}
-
-// addSlotReturns adds to b the return of their slots' room by the orders
-// of changes from a status that holds it to one that does not
-// (domain.OrderStatus.HoldsSlot).
-func addSlotReturns(b *pgx.Batch, changes []change) {
-	var back []slotTake
-	for _, c := range changes {
-		if c.after.PickupAt == nil || c.after.Status.HoldsSlot() || !c.before.Status.HoldsSlot() || c.before.Version == 0 {
-			continue
-		}
-		back = append(back, slotTake{slot: slotKey{uuid.MustParse(c.after.MerchantID), c.after.PickupAt.UTC()}, load: max(c.after.Load, 1)})
-	}
-	addSlotLoads(b, back, -1)
 }
 
 // addSlotLoads adds to b one statement that moves each slot's taken by

@@ -85,7 +85,6 @@ func addChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessag
 		return nil
 	}
 	noteEvents(tx)
-	addSlotReturns(b, changes)
 	ev.insert(StreamOrder, now).queue(tx, b, nil)
 	ins.queue(tx, b, "orders", true)
 	upd.queue(tx, b, "orders", false)
@@ -121,6 +120,9 @@ type writeSet struct {
 	// head is the queue's head as the merchant's lock found it, when it was
 	// read with the lock; drain admits from it.
 	head *queueHead
+	// slotReturns is the room the changes give back to their pickup slots
+	// (domain.SlotReturn), asked by the command that ends an order.
+	slotReturns []slotTake
 }
 
 // add adds one order's change and the webhook messages m's endpoint is owed
@@ -168,6 +170,7 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, w writeSet, now time.
 		return nil, err
 	}
 	b := &pgx.Batch{}
+	addSlotLoads(b, w.slotReturns, -1)
 	if err := addChanges(tx, b, w.changes, w.outbox, now); err != nil {
 		return nil, err
 	}
