@@ -117,6 +117,12 @@ func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSett
 	if err != nil {
 		return nil, err
 	}
+	return s.merchantWithSecret(ctx, id, secret)
+}
+
+// merchantWithSecret returns the merchant whose webhook secret was just
+// set, with that secret: the one answer that shows it.
+func (s *Store) merchantWithSecret(ctx context.Context, id uuid.UUID, secret string) (*MerchantView, error) {
 	m, err := s.GetMerchant(ctx, id)
 	if err != nil {
 		return nil, err
@@ -343,12 +349,7 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, id uuid.UUID, meta Meta
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.GetMerchant(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	m.WebhookSecret = secret
-	return m, nil
+	return s.merchantWithSecret(ctx, id, secret)
 }
 
 // WebhookTarget is what a delivery needs about a merchant.
