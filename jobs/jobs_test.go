@@ -118,6 +118,22 @@ func placeUnpaid(t *testing.T, st *store.Store, merchantID, productID uuid.UUID,
 	return res.Order
 }
 
+// queuedOrder places a paid order with a merchant of no capacity whose
+// line lets an order wait wait seconds: queued, its wait limit is a River
+// timer (a payment deadline, on one PostgreSQL, is its order's own).
+func queuedOrder(t *testing.T, st *store.Store, wait int, customer string) *store.OrderView {
+	t.Helper()
+	m, err := st.CreateMerchant(context.Background(), domain.MerchantSettings{
+		Name: "m", Capacity: 0, PrepSeconds: 60, MaxQueueWaitSeconds: wait, PaymentTimeoutSeconds: 900,
+	}, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	p, err := st.CreateProduct(context.Background(), store.CreateProductParams{MerchantID: m.ID, Name: "tea", PriceCents: 100})
+	require.NoError(t, err)
+	o := placeUnpaid(t, st, m.ID, p.ID, customer, "paid")
+	require.Equal(t, domain.StatusQueued, o.Status)
+	return o
+}
+
 func waitStatus(t *testing.T, st *store.Store, id uuid.UUID, want domain.OrderStatus, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -263,7 +279,7 @@ func TestPeriodicAuditExportsViolations(t *testing.T) {
 func TestShortWindowClosesOnTime(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	startRiver(t, b, jobs.DefaultConfig())
+	startWorkers(t, b)
 	m, p := merchantAndProduct(t, b.store, 5, 1)
 	const orders = 20
 	type placed struct {
@@ -299,21 +315,20 @@ func TestShortWindowClosesOnTime(t *testing.T) {
 	}
 }
 
-// TestBackstopFiresTimerOfDeadProcess leaves an order's timer job as a
-// process that fetched it and died leaves it (running, for a minute before
-// River's rescuer would look): the backstop closes the order anyway, a
-// grace period after its deadline, with no River leader involved.
+// TestBackstopFiresTimerOfDeadProcess leaves a queued order's expiry job as
+// a process that fetched it and died leaves it (running, for a minute
+// before River's rescuer would look): the backstop expires the order
+// anyway, a grace period after its limit, with no River leader involved.
 func TestBackstopFiresTimerOfDeadProcess(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	m, p := merchantAndProduct(t, b.store, 5, 1)
-	o := placeUnpaid(t, b.store, m, p, "alice", "")
+	o := queuedOrder(t, b.store, 1, "alice")
 	tag, err := b.pool.Exec(context.Background(), `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
-		attempted_by = ARRAY['dead-process'] WHERE kind = $1 AND args->>'order_id' = $2`, store.CloseUnpaidArgs{}.Kind(), o.ID.String())
+		attempted_by = ARRAY['dead-process'] WHERE kind = $1 AND args->>'order_id' = $2`, store.ExpireQueuedArgs{}.Kind(), o.ID.String())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, tag.RowsAffected())
 	startWorkers(t, b)
-	waitStatus(t, b.store, o.ID, domain.StatusClosed, 5*time.Second)
+	waitStatus(t, b.store, o.ID, domain.StatusExpired, 5*time.Second)
 	var state string
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state FROM river_job WHERE args->>'order_id' = $1`, o.ID.String()).Scan(&state))
 	require.Equal(t, "running", state, "River itself never ran the job")
@@ -321,9 +336,9 @@ func TestBackstopFiresTimerOfDeadProcess(t *testing.T) {
 
 // TestBackstopLooksWhereRiverHasOverdueJobs: a backstop that reads every
 // kind's deadlines only now and then (on Citus, every shard) still closes,
-// at once, an order whose job a dead process holds (River's table shows
-// it overdue), and leaves an order whose job is gone to its next full
-// round, which then closes it.
+// at once, a queued order whose expiry job a dead process holds (River's
+// table shows it overdue), and leaves one whose job is gone to its next
+// full round, which then expires it.
 func TestBackstopLooksWhereRiverHasOverdueJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -339,30 +354,30 @@ func TestBackstopLooksWhereRiverHasOverdueJobs(t *testing.T) {
 	t.Run("a job held by a dead process", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		m, p := merchantAndProduct(t, b.store, 5, 1)
-		held := placeUnpaid(t, b.store, m, p, "alice", "")
+		held := queuedOrder(t, b.store, 1, "alice")
 		_, err := b.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
-			attempted_by = ARRAY['dead-process'] WHERE kind = $1 AND args->>'order_id' = $2`, store.CloseUnpaidArgs{}.Kind(), held.ID.String())
+			attempted_by = ARRAY['dead-process'] WHERE kind = $1 AND args->>'order_id' = $2`, store.ExpireQueuedArgs{}.Kind(), held.ID.String())
 		require.NoError(t, err)
 		run(t, b, time.Hour)
-		waitStatus(t, b.store, held.ID, domain.StatusClosed, 5*time.Second)
+		waitStatus(t, b.store, held.ID, domain.StatusExpired, 5*time.Second)
 	})
 	t.Run("a job lost", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		m, p := merchantAndProduct(t, b.store, 5, 1)
-		lost := placeUnpaid(t, b.store, m, p, "bob", "")
+		lost := queuedOrder(t, b.store, 1, "bob")
 		_, err := b.pool.Exec(ctx, `DELETE FROM river_job WHERE args->>'order_id' = $1`, lost.ID.String())
 		require.NoError(t, err)
+		var limit time.Time
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT queue_expires_at FROM orders WHERE id = $1`, lost.ID).Scan(&limit))
 		start := time.Now()
 		run(t, b, 5*time.Second)
-		// Past its deadline and the grace, before the next full round.
-		time.Sleep(time.Until(lost.PaymentDeadline.Add(2 * time.Second)))
+		// Past its limit and the grace, before the next full round.
+		time.Sleep(time.Until(limit.Add(2 * time.Second)))
 		require.Less(t, time.Since(start), 5*time.Second, "the machine was too slow to look before the full round")
 		o, err := b.store.GetOrder(ctx, lost.ID, domain.Party{Actor: domain.ActorAdmin})
 		require.NoError(t, err)
-		require.Equal(t, domain.StatusAwaitingPayment, o.Status, "no overdue job names it: left to the next full round")
-		waitStatus(t, b.store, lost.ID, domain.StatusClosed, 8*time.Second)
+		require.Equal(t, domain.StatusQueued, o.Status, "no overdue job names it: left to the next full round")
+		waitStatus(t, b.store, lost.ID, domain.StatusExpired, 8*time.Second)
 	})
 }
 
@@ -374,15 +389,14 @@ func TestTimerJobsWaitAvailable(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	startWorkers(t, b)
-	m, p := merchantAndProduct(t, b.store, 5, 1)
-	o := placeUnpaid(t, b.store, m, p, "alice", "")
+	o := queuedOrder(t, b.store, 1, "alice")
 	var state string
-	var scheduledAt time.Time
-	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state, scheduled_at FROM river_job WHERE args->>'order_id' = $1`,
-		o.ID.String()).Scan(&state, &scheduledAt))
+	var scheduledAt, limit time.Time
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state, scheduled_at, queue_expires_at FROM river_job, orders
+		WHERE args->>'order_id' = $1 AND orders.id = $1::uuid`, o.ID.String()).Scan(&state, &scheduledAt, &limit))
 	require.Equal(t, "available", state)
-	require.WithinDuration(t, o.PaymentDeadline, scheduledAt, time.Millisecond)
-	waitStatus(t, b.store, o.ID, domain.StatusClosed, 5*time.Second)
+	require.WithinDuration(t, limit, scheduledAt, time.Millisecond)
+	waitStatus(t, b.store, o.ID, domain.StatusExpired, 5*time.Second)
 	// River stamps attempted_at, from the database's clock, when a fetch
 	// takes the job: that, not a look at its state half a second before the
 	// deadline (which a loaded machine may take past it), says when it ran.
@@ -410,10 +424,8 @@ func TestFarTimersWaitOutsideTheFetch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	nearM, nearP := merchantAndProduct(t, b.store, 5, 1)
-	farM, farP := merchantAndProduct(t, b.store, 5, 600)
-	near := placeUnpaid(t, b.store, nearM, nearP, "alice", "")
-	far := placeUnpaid(t, b.store, farM, farP, "bob", "")
+	near := queuedOrder(t, b.store, 1, "alice")
+	far := queuedOrder(t, b.store, 600, "bob")
 	job := func(o *store.OrderView) (state string, scheduledAt time.Time) {
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state, scheduled_at FROM river_job WHERE args->>'order_id' = $1`,
 			o.ID.String()).Scan(&state, &scheduledAt))
@@ -442,15 +454,16 @@ func TestFarTimersWaitOutsideTheFetch(t *testing.T) {
 	require.Equal(t, 1, n)
 	state, scheduledAt := job(far)
 	require.Equal(t, "available", state)
-	require.WithinDuration(t, far.PaymentDeadline, scheduledAt, time.Millisecond, "promoted with its deadline kept")
+	var limit time.Time
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT queue_expires_at FROM orders WHERE id = $1`, far.ID).Scan(&limit))
+	require.WithinDuration(t, limit, scheduledAt, time.Millisecond, "promoted with its deadline kept")
 }
 
-// TestTimersDueTogetherFireWithoutALeader: 200 timers set beyond the
-// look-ahead and due within the same second, while another process holds
-// River's leadership (so River's own scheduler never promotes them) and the
+// TestTimersDueTogetherFireWithoutALeader: 200 payment deadlines due within
+// the same second, while another process holds River's leadership and the
 // backstop's grace is an hour (so its overdue round never fires them):
 // every one is fired by the backstop's process as it falls due, none
-// before its deadline, and its job is gone with its close.
+// before its deadline, without a River job (the order is its own timer).
 func TestTimersDueTogetherFireWithoutALeader(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -480,9 +493,6 @@ func TestTimersDueTogetherFireWithoutALeader(t *testing.T) {
 	for range orders {
 		require.NoError(t, <-errs)
 	}
-	var pending int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'pending' AND args->>'order_id' = ANY($1)`, ids).Scan(&pending))
-	require.Equal(t, orders, pending, "every timer set beyond the look-ahead")
 	cfg := jobs.DefaultConfig()
 	cfg.TimerGrace = time.Hour
 	startWorkersWith(t, b, cfg)
@@ -493,9 +503,9 @@ func TestTimersDueTogetherFireWithoutALeader(t *testing.T) {
 		return closed == orders
 	}, 30*time.Second, 100*time.Millisecond, "every timer fired")
 	require.Zero(t, early, "no order closed before its deadline")
-	var left int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'order_id' = ANY($1)`, ids).Scan(&left))
-	require.Zero(t, left, "every job gone with its close")
+	var jobs int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'order_id' = ANY($1)`, ids).Scan(&jobs))
+	require.Zero(t, jobs, "no River job for a payment deadline")
 	var leader string
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT leader_id FROM river_leader`).Scan(&leader))
 	require.Equal(t, "another-process", leader)

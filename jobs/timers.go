@@ -17,7 +17,9 @@ import (
 // A timer is a River job in the timers queue (store.QueueTimers) scheduled at
 // its deadline and inserted in the transaction that sets the deadline: River
 // is its durable record, and it fires exactly once in effect because its
-// worker acts only on what is still pending.
+// worker acts only on what is still pending. A payment deadline on one
+// PostgreSQL is the exception: the order's own row is its record, and
+// store.FireDueTimers reads the orders past it (placement sets no job).
 //
 // River inserts a job with a future ScheduledAt as `scheduled`, and only the
 // elected leader promotes scheduled jobs, every five seconds: a short timer

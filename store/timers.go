@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -38,26 +39,45 @@ func (s *Store) CloseUnpaidOverdue(ctx context.Context, cutoff time.Time, limit 
 		}
 		return len(unpaid), s.closeOverdueBatch(ctx, unpaid)
 	}
-	found := 0
+	found, err := s.closeOverdueUnpaid(ctx, cutoff, limit)
+	return len(found), err
+}
+
+// closeOverdueUnpaid closes, on one PostgreSQL, up to limit unpaid orders
+// whose payment deadline is before cutoff, found and locked in the close's
+// transaction (CloseUnpaidOverdue), and returns those it found.
+func (s *Store) closeOverdueUnpaid(ctx context.Context, cutoff time.Time, limit int) ([]overdueOrder, error) {
+	var found []overdueOrder
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, overdue+` FOR UPDATE SKIP LOCKED`, cutoff, limit)
+		rows, err := tx.Query(ctx, `SELECT id, merchant_id, payment_deadline FROM orders
+			WHERE status = 'awaiting_payment' AND payment_deadline < $1
+			ORDER BY payment_deadline LIMIT $2 FOR UPDATE SKIP LOCKED`, cutoff, limit)
 		if err != nil {
 			return fmt.Errorf("overdue unpaid: %w", err)
 		}
-		unpaid, err := pgx.CollectRows(rows, pgx.RowToStructByPos[orderRef])
+		found, err = pgx.CollectRows(rows, pgx.RowToStructByPos[overdueOrder])
 		if err != nil {
 			return fmt.Errorf("overdue unpaid: %w", err)
 		}
-		found = len(unpaid)
-		if found == 0 {
+		if len(found) == 0 {
 			return nil
 		}
-		return s.closeInTx(ctx, tx, closeRequests(unpaid))
+		reqs := make([]*closeRequest, len(found))
+		for i, o := range found {
+			reqs[i] = &closeRequest{merchantID: o.MerchantID, orderID: o.ID}
+		}
+		return s.closeInTx(ctx, tx, reqs)
 	})
 	if err != nil {
-		return 0, mapErr(err)
+		return nil, mapErr(err)
 	}
 	return found, nil
+}
+
+// overdueOrder is an unpaid order past its payment deadline.
+type overdueOrder struct {
+	ID, MerchantID uuid.UUID
+	Deadline       time.Time
 }
 
 // OverdueTimerKinds lists the kinds of timer that have a job in River's
@@ -128,20 +148,39 @@ type FiredTimer struct {
 	ScheduledAt time.Time
 }
 
-// FireDueTimers fires the timers of queue that wait pending and are due by
-// the database's clock, up to limit of each priority, in one transaction,
-// and reports them. A payment deadline is closed here, its job deleted in
-// the close's transaction; any other kind is made available for River's
-// workers. Taken through River, every payment deadline cost its job three
-// more versions (promoted, fetched, completed), each a new entry in every
-// index of River's table, and a fetch and a completion of its own: River's
-// statements cost more than the closes themselves, and while a long reader
-// held back vacuum they slowed with every version left behind, and the
-// deadlines falling due fired late. A process that dies before committing
-// leaves the jobs pending, which the next look of any process fires. Rows
-// another process is firing are skipped, not waited for. One PostgreSQL
-// only: on Citus the jobs and the orders live on different nodes.
+// FireDueTimers fires the timers of queue that are due, and reports them.
+// A payment deadline is its order's own row in orders_unpaid_deadline_idx
+// (placement sets no River job for it on one PostgreSQL): the orders past
+// it are closed, up to limit, read and locked in their close's
+// transaction. The jobs that wait pending and are due by the database's
+// clock, up to limit of each priority, are fired in a second transaction:
+// one of a payment deadline (set before its order was its own timer) is
+// closed there, its job deleted in the close's transaction, and any other
+// kind is made available for River's workers. A River job per payment
+// deadline cost each placement a row and seven index entries in River's
+// table that nothing read but this, and each close its delete, while the
+// order already held the deadline in an index of its own. A process that
+// dies before committing leaves the orders unpaid and the jobs pending,
+// which the next look of any process fires. Rows another process is firing
+// are skipped, not waited for. One PostgreSQL only: on Citus the jobs and
+// the orders live on different nodes.
 func (s *Store) FireDueTimers(ctx context.Context, queue string, limit int) ([]FiredTimer, error) {
+	var fired []FiredTimer
+	var errs []error
+	if queue == QueueTimers {
+		closed, err := s.closeOverdueUnpaid(ctx, s.now(), limit)
+		for _, o := range closed {
+			fired = append(fired, FiredTimer{Kind: CloseUnpaidArgs{}.Kind(), ScheduledAt: o.Deadline})
+		}
+		errs = append(errs, err)
+	}
+	jobs, err := s.fireDueJobs(ctx, queue, limit)
+	return append(fired, jobs...), errors.Join(append(errs, err)...)
+}
+
+// fireDueJobs is FireDueTimers's second transaction: the due jobs of queue
+// that wait pending.
+func (s *Store) fireDueJobs(ctx context.Context, queue string, limit int) ([]FiredTimer, error) {
 	var fired []FiredTimer
 	var closeIDs []int64
 	err := s.inTx(ctx, func(tx pgx.Tx) error {

@@ -100,16 +100,6 @@ func TestOperatorListener(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	// One unpaid order: its payment deadline is a scheduled timer job.
-	m, err := st.CreateMerchant(ctx, domain.MerchantSettings{Name: "unpaid", Capacity: 1, PrepSeconds: 60,
-		MaxQueueWaitSeconds: 3600, PaymentTimeoutSeconds: 900}, store.Meta{})
-	require.NoError(t, err)
-	p, err := st.CreateProduct(ctx, store.CreateProductParams{MerchantID: m.ID, Name: "tea", PriceCents: 100})
-	require.NoError(t, err)
-	_, err = st.PlaceOrder(ctx, store.PlaceRequest{MerchantID: m.ID, CustomerID: "c", Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}},
-		IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
-	require.NoError(t, err)
-
 	status, _ := get(t, "http://"+a.Addr()+"/metrics")
 	require.Equal(t, http.StatusNotFound, status, "/metrics is not on the public listener")
 	get(t, "http://"+a.Addr()+"/healthz")
@@ -144,7 +134,7 @@ func TestOperatorListener(t *testing.T) {
 	require.Equal(t, 25.0, lines)
 
 	require.Regexp(t, `(?m)^orderd_river_jobs\{queue="timers",state="(available|scheduled|pending)"\} [1-9]`, scrape,
-		"the unpaid orders' deadlines are timer jobs waiting for their time (pending while beyond the promotion's look-ahead)")
+		"the queued orders' wait limits are timer jobs waiting for their time (pending while beyond the promotion's look-ahead)")
 	require.Contains(t, scrape, `orderd_river_job_wait_seconds_bucket{queue="default",le="+Inf"}`)
 	require.Contains(t, scrape, `orderd_river_job_run_seconds_count{queue="default"}`)
 
