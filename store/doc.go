@@ -123,9 +123,13 @@
 //     deadline's timer: jobs/jobs.go, close.go, domain/slots.go
 //     (SlotReturn); the write path only runs the statement
 //     (writeSet.slotReturns).
-//
-// One rule is still reached through more files: the time of a decision
-// is taken where the merchants' locks are held (merchantrow.go's
-// merchantLocks.held, domain.DecisionTime), for every route that locks a
-// merchant.
+//   - Decision times (read once the locks are held; skewed clocks never
+//     make an order's times or a merchant's admissions run backwards):
+//     every route that locks a merchant asks domain/order.go
+//     (DecisionTime) from the store file it enters, right after
+//     lockMerchant (merchantrow.go) returns the locked row: the routes
+//     above into ordercommands.go, merchants.go and slots.go, and place.go
+//     for a placement batch's merchants; close.go asks it of the orders it
+//     locks. The time is saved as the merchant's decided_at with its load
+//     or state.
 package store

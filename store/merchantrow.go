@@ -31,8 +31,8 @@ type merchantRow struct {
 	nextEdge       *time.Time
 }
 
-// decidedAtOrZero is decidedAt, or the zero time if none was recorded.
-func (m *merchantRow) decidedAtOrZero() time.Time {
+// lastDecision is decidedAt, or the zero time if none was recorded.
+func (m *merchantRow) lastDecision() time.Time {
 	if m.decidedAt == nil {
 		return time.Time{}
 	}
@@ -155,11 +155,11 @@ type merchantLock struct {
 }
 
 // lockMerchant takes the merchant's row lock, which serializes every decision
-// about its load, and returns the row with the time of the decision taken
-// under it (merchantLocks.held). NO KEY UPDATE does not conflict with the
-// key-share locks that placements of unpaid orders and the foreign keys of
-// new pickup counters take.
-func (s *Store) lockMerchant(ctx context.Context, tx pgx.Tx, l merchantLock) (*merchantRow, time.Time, error) {
+// about its load, and returns the row once the lock is held: the decision
+// under it reads its time only then (domain.DecisionTime). NO KEY UPDATE
+// does not conflict with the key-share locks that placements of unpaid
+// orders and the foreign keys of new pickup counters take.
+func (s *Store) lockMerchant(ctx context.Context, tx pgx.Tx, l merchantLock) (*merchantRow, error) {
 	b := &pgx.Batch{}
 	var locks merchantLocks
 	sql := `SELECT ` + merchantColumns + ` FROM merchants WHERE id = $1 FOR NO KEY UPDATE`
@@ -174,26 +174,21 @@ func (s *Store) lockMerchant(ctx context.Context, tx pgx.Tx, l merchantLock) (*m
 		addLineHeadRead(b, l.id, l.head.limit, &l.head.orders)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, time.Time{}, fmt.Errorf("lock merchant %s: %w", l.id, err)
+		return nil, fmt.Errorf("lock merchant %s: %w", l.id, err)
 	}
-	var follows []time.Time
-	if l.order != nil {
-		follows = append(follows, l.order.LastDecidedAt())
-	}
-	rows, now := locks.held(s.now, follows...)
-	m := rows[l.id]
+	m := locks.rows[l.id]
 	if m == nil {
-		return nil, now, errMerchantNotFound
+		return nil, errMerchantNotFound
 	}
-	return m, now, nil
+	return m, nil
 }
 
 // merchantLocks are merchants' rows read in a round trip that locks them,
-// perhaps with other rows after them. They are handed out only with the
-// time of the decisions taken under those locks (held), so that no decision
-// holding a merchant's lock reads the clock before its locks are held or
-// records a time before the merchant's last decision: every read of
-// merchants under a lock goes through it.
+// perhaps with other rows after them. Their last decisions (lastDecision)
+// bound the time of the decisions taken under those locks, read once the
+// round trip is done, and saved with each row's load or state
+// (addSaveLoad, writeMerchant), so that a merchant's later decisions, from
+// whichever process, are not recorded before it.
 type merchantLocks struct {
 	rows map[uuid.UUID]*merchantRow
 }
@@ -219,32 +214,24 @@ func (l *merchantLocks) queue(b *pgx.Batch, sql string, args ...any) {
 	})
 }
 
-// held returns the rows read, once the round trip that locked them is
-// done, and the time of the decisions taken under their locks: the clock
-// read now, unless a merchant's last decision or a time in follows (the last
-// time of another row the decisions change) is later (domain.DecisionTime).
-// Every row takes that time as its last decision, which its load or its
-// state is saved with, so a merchant's later decisions, from whichever
-// process, are not recorded before it.
-func (l *merchantLocks) held(clock func() time.Time, follows ...time.Time) (map[uuid.UUID]*merchantRow, time.Time) {
-	now := domain.DecisionTime(clock(), follows...)
+// lastDecisions are the times of the locked merchants' last decisions.
+func (l *merchantLocks) lastDecisions() []time.Time {
+	last := make([]time.Time, 0, len(l.rows))
 	for _, m := range l.rows {
-		now = domain.DecisionTime(now, m.decidedAtOrZero())
+		last = append(last, m.lastDecision())
 	}
-	for _, m := range l.rows {
-		m.decidedAt = &now
-	}
-	return l.rows, now
+	return last
 }
 
 // addSaveLoad adds to b the statement that writes the merchant's load
-// counters and completion stats, to travel with other writes.
-func addSaveLoad(b *pgx.Batch, m *merchantRow) {
+// counters and completion stats, decided at now, to travel with other
+// writes.
+func addSaveLoad(b *pgx.Batch, m *merchantRow, now time.Time) {
 	b.Queue(`
 		UPDATE merchants SET active = $2, queued = $3, next_seq = $4,
 			completion_interval_s = $5, completion_samples = $6, last_completion_at = $7,
 			active_orders = $8, queued_priority = $9, queued_units = $10, completion_units = $11, decided_at = $12, updated_at = now()
 		WHERE id = $1`,
 		m.ID, m.Load.Active, m.Load.Queued, m.nextSeq, m.stats.IntervalSeconds, m.stats.Samples, m.stats.LastCompletion,
-		m.Load.ActiveOrders, m.queuedPriority, m.Load.QueuedUnits, m.stats.UnitsPerCompletion, m.decidedAt)
+		m.Load.ActiveOrders, m.queuedPriority, m.Load.QueuedUnits, m.stats.UnitsPerCompletion, now)
 }

@@ -207,10 +207,11 @@ func (p MerchantPatch) apply(s domain.MerchantSettings) domain.MerchantSettings 
 // orders in the same transaction, in queue order; a fall evicts nobody.
 func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatch, meta Meta) (*MerchantView, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
+		m, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if err != nil {
 			return err
 		}
+		now := domain.DecisionTime(s.now(), m.lastDecision())
 		before := m.settings()
 		change, err := domain.ChangeSettings(m.folded(), p.apply(before), m.load(), now)
 		if err != nil || change.Events == nil {
@@ -240,10 +241,11 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 // placements); with an end, a timer resumes it then.
 func (s *Store) PauseMerchant(ctx context.Context, id uuid.UUID, req domain.PauseRequest, meta Meta) (*MerchantView, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
+		m, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if err != nil {
 			return err
 		}
+		now := domain.DecisionTime(s.now(), m.lastDecision())
 		events, err := domain.PauseMerchant(m.folded(), req, meta.Actor, now)
 		if err != nil {
 			return err
@@ -269,10 +271,11 @@ func (s *Store) PauseMerchant(ctx context.Context, id uuid.UUID, req domain.Paus
 // once; an unpaused merchant is left alone.
 func (s *Store) ResumeMerchant(ctx context.Context, id uuid.UUID, meta Meta) (*MerchantView, error) {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
+		m, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if err != nil {
 			return err
 		}
+		now := domain.DecisionTime(s.now(), m.lastDecision())
 		return s.resumeLocked(ctx, tx, m, domain.ResumeMerchant(m.folded(), meta.Actor, now), meta, now)
 	})
 	if err != nil {
@@ -297,13 +300,14 @@ func (s *Store) resumeLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, eve
 func (s *Store) ResumeDue(ctx context.Context, id uuid.UUID, until time.Time) (bool, error) {
 	resumed := false
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
+		m, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if errors.Is(err, domain.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
+		now := domain.DecisionTime(s.now(), m.lastDecision())
 		events := domain.ResumeDue(m.folded(), until, now)
 		resumed = len(events) > 0
 		return s.resumeLocked(ctx, tx, m, events, Meta{Actor: domain.ActorSystem}, now)
@@ -331,10 +335,11 @@ func (s *Store) ResumeOverdue(ctx context.Context, cutoff time.Time, limit int) 
 func (s *Store) RotateWebhookSecret(ctx context.Context, id uuid.UUID, meta Meta) (*MerchantView, error) {
 	secret := newSecret()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
+		m, err := s.lockMerchant(ctx, tx, merchantLock{id: id})
 		if err != nil {
 			return err
 		}
+		now := domain.DecisionTime(s.now(), m.lastDecision())
 		if err := writeMerchant(ctx, tx, m, []domain.Event{{Type: domain.EventMerchantSecretRotated,
 			Data: domain.MerchantSecretRotated{RotatedAt: now}}}, meta, now); err != nil {
 			return err

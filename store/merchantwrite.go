@@ -15,9 +15,9 @@ import (
 // writeMerchant is the one write of a merchant's change: its events,
 // appended after the version m was read at and recorded at now, and the
 // state they fold to, in one statement each. m holds the merchant's lock
-// and takes the new state. The state carries m's last decision, so that a
-// change that saves no load still floors the merchant's later decisions,
-// from whichever process, at the time its events were recorded.
+// and takes the new state. The state carries now as its last decision, so
+// that a change that saves no load still floors the merchant's later
+// decisions, from whichever process, at the time its events were recorded.
 func writeMerchant(ctx context.Context, tx pgx.Tx, m *merchantRow, events []domain.Event, meta Meta, now time.Time) error {
 	if len(events) == 0 {
 		return nil
@@ -27,7 +27,7 @@ func writeMerchant(ctx context.Context, tx pgx.Tx, m *merchantRow, events []doma
 		return err
 	}
 	var cols merchantColumnsOf
-	if err := cols.add(after, "", m.decidedAt); err != nil {
+	if err := cols.add(after, "", &now); err != nil {
 		return err
 	}
 	if err := writeStream(ctx, tx, AppendParams{

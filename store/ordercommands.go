@@ -115,10 +115,11 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*OrderVi
 		if cmd.drains {
 			lock.head = newQueueHead(seen)
 		}
-		m, now, err := s.lockMerchant(ctx, tx, lock)
+		m, err := s.lockMerchant(ctx, tx, lock)
 		if err != nil {
 			return err
 		}
+		now := domain.DecisionTime(s.now(), m.lastDecision(), o.LastDecidedAt())
 		events, jobs, err := cmd.decide(tx, o, m, now)
 		if err != nil {
 			return err
@@ -530,13 +531,14 @@ func (s *Store) DrainMerchant(ctx context.Context, merchantID uuid.UUID) (int, e
 	for {
 		admitted := 0
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
-			m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: merchantID, skipLocked: true})
+			m, err := s.lockMerchant(ctx, tx, merchantLock{id: merchantID, skipLocked: true})
 			if errors.Is(err, domain.ErrNotFound) {
 				return nil
 			}
 			if err != nil {
 				return err
 			}
+			now := domain.DecisionTime(s.now(), m.lastDecision())
 			before := m.Load.Queued
 			if m.load().MaxAdmissible() == 0 {
 				return nil

@@ -395,7 +395,8 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	if err := readMissingProducts(ctx, tx, batchProductIDs(batch), products); err != nil {
 		return nil, err
 	}
-	merchants, now := locked.held(s.now)
+	merchants := locked.rows
+	now := domain.DecisionTime(s.now(), locked.lastDecisions()...)
 	s.noteStockProducts(products)
 	if numbers != nil {
 		if err := numbers.check(merchants, now); err != nil {

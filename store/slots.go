@@ -242,13 +242,14 @@ func (s *Store) ReleaseDue(ctx context.Context, merchantID uuid.UUID) (int, erro
 	released := 0
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		released = 0
-		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: merchantID})
+		m, err := s.lockMerchant(ctx, tx, merchantLock{id: merchantID})
 		if errors.Is(err, domain.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
+		now := domain.DecisionTime(s.now(), m.lastDecision())
 		rows, err := tx.Query(ctx, `SELECT `+orderColumns+` FROM orders o
 			WHERE o.merchant_id = $1 AND o.status = 'scheduled' AND o.release_at <= $2
 			ORDER BY o.queue_seq LIMIT $3 FOR UPDATE`, merchantID, now, maxRelease)
@@ -320,13 +321,14 @@ func (s *Store) ReleasesOverdue(ctx context.Context, cutoff time.Time, limit int
 func (s *Store) ApplyPeriodEdge(ctx context.Context, merchantID uuid.UUID) (bool, error) {
 	changed := false
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		m, now, err := s.lockMerchant(ctx, tx, merchantLock{id: merchantID})
+		m, err := s.lockMerchant(ctx, tx, merchantLock{id: merchantID})
 		if errors.Is(err, domain.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
+		now := domain.DecisionTime(s.now(), m.lastDecision())
 		before := m.folded()
 		events, err := domain.PeriodChange(before, now)
 		if err != nil || len(events) == 0 {

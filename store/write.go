@@ -175,7 +175,7 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, w writeSet, now time.
 		return nil, err
 	}
 	for _, m := range w.loads {
-		addSaveLoad(b, m)
+		addSaveLoad(b, m, now)
 	}
 	if w.readBack != nil {
 		w.readBack(b)
