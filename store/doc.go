@@ -67,7 +67,8 @@
 //     (Pay, Cancel, Complete, PickUp, Reopen).
 //   - Admission (active <= capacity, queue order, weighted loads, the
 //     priority lane): POST /v1/orders with a payment: api/orders.go,
-//     place.go, domain/commands.go (PayAtPlacement, Load.CanAdmitNew); a
+//     place.go, domain/commands.go (PayAtPlacement, which asks
+//     Load.CanAdmitNew); a
 //     cancellation or completion admitting the head: api/orders.go,
 //     ordercommands.go (drain), domain/commands.go (AdmitQueued,
 //     Load.CanDrain); the drain job: jobs/jobs.go, ordercommands.go,
@@ -101,11 +102,13 @@
 //     domain/product.go (Product.Restock).
 //   - Idempotency keys: POST /v1/orders: api/orders.go, place.go
 //     (resolveReplay), domain/commands.go (CheckReplay).
-//   - Drops: POST /v1/products/{id}/drops, POST /v1/drops/{id}/entries,
-//     GET /v1/drops/{id}/draw: api/drops.go, drops.go or join.go,
-//     domain/drop.go (CreateDrop, Join, OrderKey); the drop's timers:
+//   - Drops: POST /v1/products/{id}/drops, POST /v1/drops/{id}/entries:
+//     api/drops.go, drops.go or join.go, domain/drop.go (CreateDrop; Join,
+//     and Drop.OrderKey, an entry's key in the draw); the drop's timers:
 //     jobs/drops.go, dropsettle.go, domain/drop.go (AdvanceDrop, Invite,
-//     LapseAtDeadline, SellOut). Only invited customers buy, one unit each,
+//     LapseAtDeadline, SellOut, and Drop.OrderKey for the early entries
+//     drawn at the start). GET /v1/drops/{id}/draw (drops.go's GetDraw)
+//     decides nothing: it reads the ranks those wrote. Only invited customers buy, one unit each,
 //     within their window, which bounds the payment deadline: POST
 //     /v1/orders: api/orders.go, place.go (claimInvitations),
 //     domain/drop.go (ClaimInvitation) and domain/access.go
