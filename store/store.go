@@ -68,6 +68,8 @@ type Store struct {
 	parkMu sync.Mutex
 	parked map[uuid.UUID][]*placement
 	closer *pgkit.Batcher[*closeRequest, uuid.UUID]
+	// failedCloses are overdue orders whose close failed (timers.go).
+	failedCloses failedCloses
 	// full and fullChecker refuse requests for full slots without their
 	// merchant's batch (fullslots.go).
 	full        fullSlots

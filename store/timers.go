@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/orderd/orderd/domain"
 )
 
 // CloseUnpaidOverdue closes up to limit unpaid orders whose payment deadline
@@ -45,13 +48,17 @@ func (s *Store) CloseUnpaidOverdue(ctx context.Context, cutoff time.Time, limit 
 
 // closeOverdueUnpaid closes, on one PostgreSQL, up to limit unpaid orders
 // whose payment deadline is before cutoff, found and locked in the close's
-// transaction (CloseUnpaidOverdue), and returns those it found.
+// transaction (CloseUnpaidOverdue), and returns those it closed. A batch
+// that fails is closed order by order, so that an order whose close fails
+// holds up no other; such an order is left out of the batches for
+// closeRetryAfter (failedCloses), and its error is returned with the
+// orders closed.
 func (s *Store) closeOverdueUnpaid(ctx context.Context, cutoff time.Time, limit int) ([]overdueOrder, error) {
 	var found []overdueOrder
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT id, merchant_id, payment_deadline FROM orders
-			WHERE status = 'awaiting_payment' AND payment_deadline < $1
-			ORDER BY payment_deadline LIMIT $2 FOR UPDATE SKIP LOCKED`, cutoff, limit)
+			WHERE status = 'awaiting_payment' AND payment_deadline < $1 AND id <> ALL($3)
+			ORDER BY payment_deadline LIMIT $2 FOR UPDATE SKIP LOCKED`, cutoff, limit, s.failedCloses.held(time.Now()))
 		if err != nil {
 			return fmt.Errorf("overdue unpaid: %w", err)
 		}
@@ -68,10 +75,64 @@ func (s *Store) closeOverdueUnpaid(ctx context.Context, cutoff time.Time, limit 
 		}
 		return s.closeInTx(ctx, tx, reqs)
 	})
-	if err != nil {
-		return nil, mapErr(err)
+	if err = mapErr(err); err == nil {
+		return found, nil
 	}
-	return found, nil
+	if len(found) == 0 || domain.ErrorCode(err) == domain.CodeUnavailable || ctx.Err() != nil {
+		return nil, err
+	}
+	var closed []overdueOrder
+	var errs []error
+	for _, o := range found {
+		err := s.inTx(ctx, func(tx pgx.Tx) error {
+			return s.closeInTx(ctx, tx, []*closeRequest{{merchantID: o.MerchantID, orderID: o.ID}})
+		})
+		if err = mapErr(err); err != nil {
+			if domain.ErrorCode(err) != domain.CodeUnavailable && ctx.Err() == nil {
+				s.failedCloses.hold(o.ID, time.Now())
+			}
+			errs = append(errs, fmt.Errorf("close order %s: %w", o.ID, err))
+			continue
+		}
+		closed = append(closed, o)
+	}
+	return closed, errors.Join(errs...)
+}
+
+// closeRetryAfter is how long an order whose close failed is left out of
+// the batches that close the overdue orders.
+const closeRetryAfter = time.Minute
+
+// failedCloses are the orders whose close failed on its own, each until it
+// may be tried again: left in, one would fail every batch it came first in.
+type failedCloses struct {
+	mu    sync.Mutex
+	until map[uuid.UUID]time.Time
+}
+
+// held lists the orders to leave out at now, forgetting those whose wait
+// is over.
+func (f *failedCloses) held(now time.Time) []uuid.UUID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ids := []uuid.UUID{}
+	for id, until := range f.until {
+		if now.After(until) {
+			delete(f.until, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (f *failedCloses) hold(id uuid.UUID, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.until == nil {
+		f.until = map[uuid.UUID]time.Time{}
+	}
+	f.until[id] = now.Add(closeRetryAfter)
 }
 
 // overdueOrder is an unpaid order past its payment deadline.

@@ -338,3 +338,49 @@ func TestProcessesFireEachTimerOnce(t *testing.T) {
 	require.Equal(t, orders, closed)
 	require.Equal(t, orders, closedEvents, "no order closed twice")
 }
+
+// TestAnOrderWhoseCloseFailsHoldsUpNoOther: the first order past its
+// deadline cannot be closed (a trigger refuses it); the firing still
+// closes the orders behind it, reports the failure, and leaves that order
+// out of the next batches, which then close the orders falling due
+// without an error. Closed in one transaction for all, the first order
+// failed every batch it came first in, and no payment deadline closed
+// again while it stayed unpaid.
+func TestAnOrderWhoseCloseFailsHoldsUpNoOther(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	clock := newFakeClock(st)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 10, PaymentTimeout: 60})
+	p := createProduct(t, st, m.ID, nil)
+	poison := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "poison"})
+	clock.Advance(time.Second)
+	behind := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "behind"})
+	clock.Advance(time.Second)
+	later := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "later"})
+	_, err := b.pool.Exec(ctx, fmt.Sprintf(`CREATE FUNCTION refuse_close() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'refused'; END $$;
+		CREATE TRIGGER refuse_close BEFORE UPDATE ON orders FOR EACH ROW
+			WHEN (NEW.id = '%s' AND NEW.status = 'closed') EXECUTE FUNCTION refuse_close()`, poison.ID))
+	require.NoError(t, err)
+	status := func(o *store.OrderView) domain.OrderStatus {
+		got, err := st.GetOrder(ctx, o.ID, domain.Party{Actor: domain.ActorAdmin})
+		require.NoError(t, err)
+		return got.Status
+	}
+
+	clock.Advance(59500 * time.Millisecond)
+	fired, err := st.FireDueTimers(ctx, store.QueueTimers, 100)
+	require.ErrorContains(t, err, "refused")
+	require.Len(t, fired, 1)
+	require.Equal(t, domain.StatusAwaitingPayment, status(poison))
+	require.Equal(t, domain.StatusClosed, status(behind))
+	require.Equal(t, domain.StatusAwaitingPayment, status(later), "not due yet")
+
+	clock.Advance(time.Second)
+	fired, err = st.FireDueTimers(ctx, store.QueueTimers, 100)
+	require.NoError(t, err, "the order that failed is left out")
+	require.Len(t, fired, 1)
+	require.Equal(t, domain.StatusClosed, status(later))
+	require.Equal(t, domain.StatusAwaitingPayment, status(poison))
+}
