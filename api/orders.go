@@ -99,7 +99,7 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return domain.Errorf(domain.CodeValidation, "items[%d].product_id must be a UUID", i)
 		}
-		lines[i] = domain.LineRequest{ProductID: id.String(), Quantity: it.Quantity, Options: it.Options}
+		lines[i] = domain.LineRequest{ProductID: id, Quantity: it.Quantity, Options: it.Options}
 	}
 	paymentRef := ""
 	if req.PaymentRef != nil {

@@ -27,7 +27,7 @@ func TestPaymentAndCancelRateLimits(t *testing.T) {
 	merchantID, productID := seedShop(t, b)
 	unpaid := func(customer string) string {
 		res, err := b.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: uuid.MustParse(merchantID), CustomerID: customer,
-			Lines: []domain.LineRequest{{ProductID: productID, Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
+			Lines: []domain.LineRequest{{ProductID: uuid.MustParse(productID), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 		require.NoError(t, err)
 		return res.Order.ID.String()
 	}
@@ -79,7 +79,7 @@ func TestPaymentAndCancelRateLimits(t *testing.T) {
 	offMerchant, offProduct := seedShop(t, off)
 	for range 5 {
 		res, err := off.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: uuid.MustParse(offMerchant), CustomerID: "alice",
-			Lines: []domain.LineRequest{{ProductID: offProduct, Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
+			Lines: []domain.LineRequest{{ProductID: uuid.MustParse(offProduct), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 		require.NoError(t, err)
 		r := off.do(t, req{method: "POST", path: "/v1/orders/" + res.Order.ID.String() + "/cancel", token: off.customer(t, "alice")})
 		require.Equal(t, http.StatusOK, r.status, string(r.raw))

@@ -130,14 +130,14 @@ func TestMerchantAndProductFold(t *testing.T) {
 	require.Error(t, err, "created twice")
 
 	stock := 10
-	p, err := domain.Product{}.Evolve(domain.Event{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "p", Stock: &stock}})
+	p, err := domain.Product{}.Evolve(domain.Event{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: testID("p"), Stock: &stock}})
 	require.NoError(t, err)
 	p, err = p.Evolve(domain.Event{Type: domain.EventProductRestocked, Data: domain.ProductRestocked{Quantity: 5}})
 	require.NoError(t, err)
 	require.Equal(t, 15, *p.StockTotal)
 	require.Equal(t, 10, stock, "the created event is not changed")
 	require.Equal(t, 2, p.Version)
-	unlimited, err := domain.Product{}.Evolve(domain.Event{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "q"}})
+	unlimited, err := domain.Product{}.Evolve(domain.Event{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: testID("q")}})
 	require.NoError(t, err)
 	unlimited, err = unlimited.Evolve(domain.Event{Type: domain.EventProductRestocked, Data: domain.ProductRestocked{Quantity: 5}})
 	require.NoError(t, err)
@@ -148,7 +148,7 @@ func TestProductDecisions(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	n := func(v int) *int { return &v }
-	created := domain.ProductCreated{ProductID: "p", MerchantID: "m", Name: "Tea", PriceCents: 450, Stock: n(10), CreatedAt: at}
+	created := domain.ProductCreated{ProductID: testID("p"), MerchantID: testID("m"), Name: "Tea", PriceCents: 450, Stock: n(10), CreatedAt: at}
 	events, err := domain.CreateProduct(created)
 	require.NoError(t, err)
 	require.Equal(t, []domain.Event{{Type: domain.EventProductCreated, Data: created}}, events)

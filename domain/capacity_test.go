@@ -13,7 +13,7 @@ import (
 
 func TestOrderLoad(t *testing.T) {
 	t.Parallel()
-	items := []domain.Item{{ProductID: "tea", Quantity: 3}, {ProductID: "carrier", Quantity: 2}}
+	items := []domain.Item{{ProductID: testID("tea"), Quantity: 3}, {ProductID: testID("carrier"), Quantity: 2}}
 	units := []int{1, 6}
 	require.Equal(t, 1, domain.OrderLoad(domain.UnitOrders, items, units), "orders: every order weighs 1")
 	require.Equal(t, 15, domain.OrderLoad(domain.UnitItems, items, units), "items: Σ quantity × units per unit")
@@ -36,9 +36,9 @@ func weighted(capacity, active, activeOrders int, queued ...int) domain.Load {
 func placeWeighted(t *testing.T, id string, load int, lane domain.Lane) domain.Order {
 	t.Helper()
 	events, err := domain.Place(domain.PlaceParams{
-		OrderID: id, MerchantID: merchantID, CustomerID: "alice",
+		OrderID: testID(id), MerchantID: merchantID, CustomerID: "alice",
 		Lines:           []domain.LineRequest{{ProductID: productID, Quantity: load}},
-		Products:        map[string]domain.ProductRef{productID: {ID: productID, MerchantID: merchantID, PriceCents: 450, LoadUnits: 1}},
+		Products:        map[uuid.UUID]domain.ProductRef{productID: {ID: productID, MerchantID: merchantID, PriceCents: 450, LoadUnits: 1}},
 		PaymentDeadline: t0.Add(deadline), Unit: domain.UnitItems, Lane: lane,
 	}, t0)
 	require.NoError(t, err)
@@ -98,7 +98,7 @@ type paid struct {
 
 func mustPay(t *testing.T, o domain.Order, load domain.Load) (paid, error) {
 	t.Helper()
-	events, load, err := domain.Pay(o, "ref-"+o.ID, load, maxWait, t0)
+	events, load, err := domain.Pay(o, "ref-"+o.ID.String(), load, maxWait, t0)
 	if err != nil {
 		return paid{}, err
 	}
@@ -111,18 +111,19 @@ type kitchen struct {
 	t        *testing.T
 	load     domain.Load
 	orders   map[string]domain.Order
+	names    map[uuid.UUID]string // the orders' names by id
 	admitted []string
 }
 
 func newKitchen(t *testing.T, capacity int) *kitchen {
-	return &kitchen{t: t, load: domain.Load{Capacity: capacity, NextSeq: 1}, orders: map[string]domain.Order{}}
+	return &kitchen{t: t, load: domain.Load{Capacity: capacity, NextSeq: 1}, orders: map[string]domain.Order{}, names: map[uuid.UUID]string{}}
 }
 
 func (k *kitchen) pay(id string, load int, lane domain.Lane) {
 	k.t.Helper()
 	p, err := mustPay(k.t, placeWeighted(k.t, id, load, lane), k.load)
 	require.NoError(k.t, err)
-	k.orders[id], k.load = p.order, p.load
+	k.orders[id], k.names[p.order.ID], k.load = p.order, id, p.load
 	if p.order.Status == domain.StatusAccepted {
 		k.admitted = append(k.admitted, id)
 	}
@@ -155,8 +156,9 @@ func (k *kitchen) drain() {
 		e, load, err := domain.AdmitQueued(h, k.load, t0)
 		require.NoError(k.t, err)
 		require.True(k.t, load.Active <= load.Capacity || load.ActiveOrders == 1, "over capacity with company: %+v", load)
-		k.orders[h.ID], k.load = mustApply(k.t, h, e), load
-		k.admitted = append(k.admitted, h.ID)
+		name := k.names[h.ID]
+		k.orders[name], k.load = mustApply(k.t, h, e), load
+		k.admitted = append(k.admitted, name)
 	}
 }
 
@@ -393,9 +395,9 @@ func TestPickupCodes(t *testing.T) {
 func TestPickupCodeIsTheOrdersFromPlacement(t *testing.T) {
 	t.Parallel()
 	placed, err := domain.Place(domain.PlaceParams{
-		OrderID: "o", MerchantID: merchantID, CustomerID: "alice",
+		OrderID: testID("o"), MerchantID: merchantID, CustomerID: "alice",
 		Lines:           []domain.LineRequest{{ProductID: productID, Quantity: 1}},
-		Products:        map[string]domain.ProductRef{productID: {ID: productID, MerchantID: merchantID, PriceCents: 450}},
+		Products:        map[uuid.UUID]domain.ProductRef{productID: {ID: productID, MerchantID: merchantID, PriceCents: 450}},
 		PaymentDeadline: t0.Add(deadline),
 	}, t0)
 	require.NoError(t, err)
@@ -513,7 +515,7 @@ func TestChangeSettings(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m := domain.Merchant{ID: uuid.MustParse(merchantID), Settings: c.before}
+			m := domain.Merchant{ID: merchantID, Settings: c.before}
 			period, err := domain.PeriodChange(m, at)
 			require.NoError(t, err)
 			m = mustApplyMerchant(t, m, period...)

@@ -44,7 +44,7 @@ func TestClaimInvitation(t *testing.T) {
 		{"the invitation has its order", 1, []domain.Entry{taken}, "alice", in, domain.CodeNotInvited},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			line := domain.LineRequest{ProductID: "p", Quantity: tc.quantity}
+			line := domain.LineRequest{ProductID: testID("p"), Quantity: tc.quantity}
 			events, err := domain.ClaimInvitation(line, tc.entries, tc.customer, testOrder1, tc.at)
 			if tc.want != "" {
 				require.Equal(t, tc.want, domain.ErrorCode(err), "%v", err)

@@ -3,6 +3,7 @@ package domain
 import (
 	"bytes"
 	"fmt"
+	"github.com/google/uuid"
 	"strings"
 	"time"
 )
@@ -110,9 +111,9 @@ func (o Order) laneOrNormal() Lane {
 
 // ProductRef is what placing an order needs to know about a product.
 type ProductRef struct {
-	ID           string
+	ID           uuid.UUID
 	Name         string
-	MerchantID   string
+	MerchantID   uuid.UUID
 	PriceCents   int64
 	LoadUnits    int
 	OptionGroups []OptionGroup
@@ -124,7 +125,7 @@ type ProductRef struct {
 
 // LineRequest is one requested line before pricing.
 type LineRequest struct {
-	ProductID string
+	ProductID uuid.UUID
 	Quantity  int
 	// Options are the ids of the chosen options, at most once each.
 	Options []string
@@ -132,11 +133,11 @@ type LineRequest struct {
 
 // PlaceParams carries everything Place needs; products are looked up by the caller.
 type PlaceParams struct {
-	OrderID         string
-	MerchantID      string
+	OrderID         uuid.UUID
+	MerchantID      uuid.UUID
 	CustomerID      string
 	Lines           []LineRequest
-	Products        map[string]ProductRef
+	Products        map[uuid.UUID]ProductRef
 	PaymentDeadline time.Time
 	// Unit is the merchant's capacity unit, which fixes the order's load.
 	Unit CapacityUnit
@@ -153,7 +154,7 @@ func ValidateLines(lines []LineRequest) error {
 	if len(lines) == 0 || len(lines) > MaxOrderLines {
 		return Errorf(CodeValidation, "items must have between 1 and %d lines", MaxOrderLines)
 	}
-	seen := make(map[string]bool, len(lines))
+	seen := make(map[uuid.UUID]bool, len(lines))
 	for i, l := range lines {
 		if l.Quantity < 1 || l.Quantity > MaxLineQuantity {
 			return Errorf(CodeValidation, "items[%d].quantity must be between 1 and %d", i, MaxLineQuantity)

@@ -70,7 +70,7 @@ func FuzzOrderCommands(f *testing.F) {
 
 		now := t0
 		events, err := domain.Place(domain.PlaceParams{
-			OrderID: "o", MerchantID: merchantID, CustomerID: "c",
+			OrderID: testID("o"), MerchantID: merchantID, CustomerID: "c",
 			Lines: []domain.LineRequest{{ProductID: productID, Quantity: 1}}, Products: products(),
 			PaymentDeadline: now.Add(deadline),
 		}, now)

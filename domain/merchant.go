@@ -214,12 +214,12 @@ type MerchantSecretRotated struct {
 }
 
 type ProductCreated struct {
-	ProductID    string `json:"product_id"`
-	MerchantID   string `json:"merchant_id"`
-	Name         string `json:"name"`
-	PriceCents   int64  `json:"price_cents"`
-	Stock        *int   `json:"stock"`
-	PerUserLimit *int   `json:"per_user_limit"`
+	ProductID    uuid.UUID `json:"product_id"`
+	MerchantID   uuid.UUID `json:"merchant_id"`
+	Name         string    `json:"name"`
+	PriceCents   int64     `json:"price_cents"`
+	Stock        *int      `json:"stock"`
+	PerUserLimit *int      `json:"per_user_limit"`
 	// LoadUnits is absent (0) from events recorded before it existed, which
 	// means the default.
 	LoadUnits    int           `json:"load_units,omitempty"`

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"github.com/google/uuid"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -224,7 +225,7 @@ func groupsHaveOption(groups []OptionGroup, id string) bool {
 // counting in unit, as Place fixes it, before Place validates the lines: a
 // product missing from products weighs the default, and an option it does
 // not offer nothing.
-func RequestLoad(unit CapacityUnit, lines []LineRequest, products map[string]ProductRef) int {
+func RequestLoad(unit CapacityUnit, lines []LineRequest, products map[uuid.UUID]ProductRef) int {
 	items := make([]Item, len(lines))
 	units := make([]int, len(lines))
 	for i, l := range lines {

@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"fmt"
+	"github.com/google/uuid"
 	"strings"
 	"testing"
 
@@ -101,15 +102,15 @@ func TestAssignOptionIDsKeepsGivenOnes(t *testing.T) {
 
 func TestPlaceWithOptions(t *testing.T) {
 	t.Parallel()
-	prods := map[string]domain.ProductRef{
-		"tea":    {ID: "tea", MerchantID: merchantID, PriceCents: 450, LoadUnits: 1, OptionGroups: teaGroups()},
-		"cake":   {ID: "cake", MerchantID: merchantID, PriceCents: 300, LoadUnits: 2},
-		"gone":   {ID: "gone", MerchantID: merchantID, PriceCents: 300, Unavailable: true},
-		"hidden": {ID: "hidden", MerchantID: merchantID, PriceCents: 300, Hidden: true},
-		"other":  {ID: "other", MerchantID: "another", PriceCents: 300, OptionGroups: []domain.OptionGroup{{ID: "og", Name: "O", MaxSelect: 1, Options: []domain.Option{{ID: "foreign", Name: "F"}}}}},
+	prods := map[uuid.UUID]domain.ProductRef{
+		testID("tea"):    {ID: testID("tea"), MerchantID: merchantID, PriceCents: 450, LoadUnits: 1, OptionGroups: teaGroups()},
+		testID("cake"):   {ID: testID("cake"), MerchantID: merchantID, PriceCents: 300, LoadUnits: 2},
+		testID("gone"):   {ID: testID("gone"), MerchantID: merchantID, PriceCents: 300, Unavailable: true},
+		testID("hidden"): {ID: testID("hidden"), MerchantID: merchantID, PriceCents: 300, Hidden: true},
+		testID("other"):  {ID: testID("other"), MerchantID: testID("another"), PriceCents: 300, OptionGroups: []domain.OptionGroup{{ID: "og", Name: "O", MaxSelect: 1, Options: []domain.Option{{ID: "foreign", Name: "F"}}}}},
 	}
 	tea := func(q int, options ...string) domain.LineRequest {
-		return domain.LineRequest{ProductID: "tea", Quantity: q, Options: options}
+		return domain.LineRequest{ProductID: testID("tea"), Quantity: q, Options: options}
 	}
 	cases := []struct {
 		name    string
@@ -121,23 +122,23 @@ func TestPlaceWithOptions(t *testing.T) {
 		options [][]string // the names echoed per line
 	}{
 		{"a large less-sugar tea with pearls", []domain.LineRequest{tea(1, "pearls", "less", "large")}, "", "", 450 + 80 + 60, 2, [][]string{{"Large", "Less sugar", "Pearls"}}},
-		{"two regular teas and a cake", []domain.LineRequest{tea(2, "regular"), {ProductID: "cake", Quantity: 1}}, "", "", 2*450 + 300, 2*1 + 2, [][]string{{"Regular"}, nil}},
+		{"two regular teas and a cake", []domain.LineRequest{tea(2, "regular"), {ProductID: testID("cake"), Quantity: 1}}, "", "", 2*450 + 300, 2*1 + 2, [][]string{{"Regular"}, nil}},
 		{"a discount", []domain.LineRequest{tea(3, "regular", "none")}, "", "", 3 * 440, 3, [][]string{{"Regular", "No sugar"}}},
 		{"two toppings", []domain.LineRequest{tea(1, "regular", "pearls", "jelly")}, "", "", 450 + 60 + 50, 1, [][]string{{"Regular", "Pearls", "Jelly"}}},
 		{"missing required group", []domain.LineRequest{tea(1, "pearls")}, domain.CodeValidation, `items[0]: group "Size" (size) needs at least 1`, 0, 0, nil},
 		{"too many in a group", []domain.LineRequest{tea(1, "regular", "pearls", "jelly", "pudding")}, domain.CodeValidation, `items[0]: group "Toppings" (toppings) allows at most 2`, 0, 0, nil},
 		{"two sizes", []domain.LineRequest{tea(1, "regular", "large")}, domain.CodeValidation, `group "Size" (size) allows at most 1`, 0, 0, nil},
-		{"an option of another product", []domain.LineRequest{{ProductID: "cake", Quantity: 1}, tea(1, "regular", "foreign")}, domain.CodeValidation, `items[1].options[1]: "foreign" is not an option`, 0, 0, nil},
-		{"an option on a product without groups", []domain.LineRequest{{ProductID: "cake", Quantity: 1, Options: []string{"regular"}}}, domain.CodeValidation, `items[0].options[0]: "regular" is not an option`, 0, 0, nil},
+		{"an option of another product", []domain.LineRequest{{ProductID: testID("cake"), Quantity: 1}, tea(1, "regular", "foreign")}, domain.CodeValidation, `items[1].options[1]: "foreign" is not an option`, 0, 0, nil},
+		{"an option on a product without groups", []domain.LineRequest{{ProductID: testID("cake"), Quantity: 1, Options: []string{"regular"}}}, domain.CodeValidation, `items[0].options[0]: "regular" is not an option`, 0, 0, nil},
 		{"a repeated option", []domain.LineRequest{tea(1, "regular", "pearls", "pearls")}, domain.CodeValidation, `items[0].options[2] repeats option "pearls"`, 0, 0, nil},
-		{"unavailable", []domain.LineRequest{tea(1, "regular"), {ProductID: "gone", Quantity: 1}}, domain.CodeProductUnavailable, "items[1].product_id", 0, 0, nil},
-		{"hidden", []domain.LineRequest{{ProductID: "hidden", Quantity: 1}}, domain.CodeProductUnavailable, "items[0].product_id", 0, 0, nil},
+		{"unavailable", []domain.LineRequest{tea(1, "regular"), {ProductID: testID("gone"), Quantity: 1}}, domain.CodeProductUnavailable, "items[1].product_id", 0, 0, nil},
+		{"hidden", []domain.LineRequest{{ProductID: testID("hidden"), Quantity: 1}}, domain.CodeProductUnavailable, "items[0].product_id", 0, 0, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			events, err := domain.Place(domain.PlaceParams{
-				OrderID: "o", MerchantID: merchantID, CustomerID: "c", Unit: domain.UnitItems,
+				OrderID: testID("o"), MerchantID: merchantID, CustomerID: "c", Unit: domain.UnitItems,
 				Lines: tc.lines, Products: prods, PaymentDeadline: t0.Add(deadline),
 			}, t0)
 			if tc.code != "" {
@@ -169,10 +170,10 @@ func TestPlaceWithOptions(t *testing.T) {
 
 func TestOrderLoadCountsOptionsOnlyInItems(t *testing.T) {
 	t.Parallel()
-	prods := map[string]domain.ProductRef{"tea": {ID: "tea", MerchantID: merchantID, PriceCents: 450, LoadUnits: 1, OptionGroups: teaGroups()}}
+	prods := map[uuid.UUID]domain.ProductRef{testID("tea"): {ID: testID("tea"), MerchantID: merchantID, PriceCents: 450, LoadUnits: 1, OptionGroups: teaGroups()}}
 	events, err := domain.Place(domain.PlaceParams{
-		OrderID: "o", MerchantID: merchantID, CustomerID: "c", Unit: domain.UnitOrders,
-		Lines: []domain.LineRequest{{ProductID: "tea", Quantity: 4, Options: []string{"large"}}}, Products: prods,
+		OrderID: testID("o"), MerchantID: merchantID, CustomerID: "c", Unit: domain.UnitOrders,
+		Lines: []domain.LineRequest{{ProductID: testID("tea"), Quantity: 4, Options: []string{"large"}}}, Products: prods,
 	}, t0)
 	require.NoError(t, err)
 	require.Equal(t, 1, events[0].Data.(domain.OrderPlaced).Load, "a merchant counting orders counts one whatever the options")
@@ -182,7 +183,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 func TestProductUpdate(t *testing.T) {
 	t.Parallel()
-	created, err := domain.CreateProduct(domain.ProductCreated{ProductID: "t", MerchantID: "m", Name: "Milk tea", PriceCents: 450, OptionGroups: teaGroups(), CreatedAt: t0})
+	created, err := domain.CreateProduct(domain.ProductCreated{ProductID: testID("t"), MerchantID: testID("m"), Name: "Milk tea", PriceCents: 450, OptionGroups: teaGroups(), CreatedAt: t0})
 	require.NoError(t, err)
 	tea, err := domain.Product{}.Apply(created...)
 	require.NoError(t, err)
@@ -240,7 +241,7 @@ func TestCreateProductValidatesItsOptions(t *testing.T) {
 	t.Parallel()
 	groups := teaGroups()
 	groups[2].MaxSelect = 0
-	_, err := domain.CreateProduct(domain.ProductCreated{ProductID: "t", MerchantID: "m", Name: "Milk tea", PriceCents: 450, OptionGroups: groups, CreatedAt: t0})
+	_, err := domain.CreateProduct(domain.ProductCreated{ProductID: testID("t"), MerchantID: testID("m"), Name: "Milk tea", PriceCents: 450, OptionGroups: groups, CreatedAt: t0})
 	require.Equal(t, domain.CodeValidation, domain.ErrorCode(err))
 	require.Contains(t, domain.ErrorMessage(err), "option_groups[2].max_select")
 }

@@ -3,6 +3,7 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/google/uuid"
 	"time"
 )
 
@@ -109,7 +110,7 @@ const (
 
 // Item is one line of an order, priced when the order was placed.
 type Item struct {
-	ProductID string `json:"product_id"`
+	ProductID uuid.UUID `json:"product_id"`
 	// Name is the product's name at placement (absent from orders placed
 	// before lines kept it): the ticket reads the same after a rename.
 	Name     string `json:"name,omitempty"`
@@ -122,8 +123,8 @@ type Item struct {
 
 // Order is the state of one order stream, folded from its events by Evolve.
 type Order struct {
-	ID              string
-	MerchantID      string
+	ID              uuid.UUID
+	MerchantID      uuid.UUID
 	CustomerID      string
 	Items           []Item
 	TotalCents      int64
@@ -181,8 +182,8 @@ type Event struct {
 }
 
 type OrderPlaced struct {
-	OrderID         string    `json:"order_id"`
-	MerchantID      string    `json:"merchant_id"`
+	OrderID         uuid.UUID `json:"order_id"`
+	MerchantID      uuid.UUID `json:"merchant_id"`
 	CustomerID      string    `json:"customer_id"`
 	Items           []Item    `json:"items"`
 	TotalCents      int64     `json:"total_cents"`
@@ -315,7 +316,7 @@ func (o Order) Evolve(e Event) (Order, error) {
 		}
 	case OrderQueued:
 		if d.Placed != nil {
-			if o.ID != "" {
+			if o.ID != uuid.Nil {
 				return o, fmt.Errorf("order evolve: %s places order %s again", e.Type, o.ID)
 			}
 			o = o.place(*d.Placed)
@@ -335,7 +336,7 @@ func (o Order) Evolve(e Event) (Order, error) {
 		o.Lane, o.QueueSeq = LanePriority, d.Seq
 	case OrderAccepted:
 		if d.Placed != nil {
-			if o.ID != "" {
+			if o.ID != uuid.Nil {
 				return o, fmt.Errorf("order evolve: %s places order %s again", e.Type, o.ID)
 			}
 			o = o.place(*d.Placed)

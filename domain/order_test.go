@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,15 +16,21 @@ import (
 
 var t0 = time.Date(2026, 9, 23, 10, 0, 0, 0, time.UTC)
 
-const (
-	merchantID = "01a20323-29ef-7c9f-b04a-d3dda0647dbb"
-	productID  = "01a20323-29f3-75f8-9a1e-178b1d232851"
-	deadline   = 15 * time.Minute
-	maxWait    = 30 * time.Minute
+var (
+	merchantID = uuid.MustParse("01a20323-29ef-7c9f-b04a-d3dda0647dbb")
+	productID  = uuid.MustParse("01a20323-29f3-75f8-9a1e-178b1d232851")
 )
 
-func products() map[string]domain.ProductRef {
-	return map[string]domain.ProductRef{productID: {ID: productID, MerchantID: merchantID, PriceCents: 450}}
+// testID is the id a test calls name, the same on every call.
+func testID(name string) uuid.UUID { return uuid.NewSHA1(uuid.NameSpaceURL, []byte(name)) }
+
+const (
+	deadline = 15 * time.Minute
+	maxWait  = 30 * time.Minute
+)
+
+func products() map[uuid.UUID]domain.ProductRef {
+	return map[uuid.UUID]domain.ProductRef{productID: {ID: productID, MerchantID: merchantID, PriceCents: 450}}
 }
 
 func mustApply(t *testing.T, o domain.Order, events ...domain.Event) domain.Order {
@@ -37,7 +44,7 @@ func mustApply(t *testing.T, o domain.Order, events ...domain.Event) domain.Orde
 func orderIn(t *testing.T, status domain.OrderStatus) (domain.Order, domain.Load) {
 	t.Helper()
 	events, err := domain.Place(domain.PlaceParams{
-		OrderID: "o1", MerchantID: merchantID, CustomerID: "alice",
+		OrderID: testID("o1"), MerchantID: merchantID, CustomerID: "alice",
 		Lines: []domain.LineRequest{{ProductID: productID, Quantity: 2}}, Products: products(),
 		PaymentDeadline: t0.Add(deadline),
 	}, t0)
@@ -275,13 +282,13 @@ func TestRequeueKeepsOriginalPlace(t *testing.T) {
 
 func TestPlaceValidation(t *testing.T) {
 	t.Parallel()
-	other := "01a20323-0000-7000-8000-000000000000"
+	other := uuid.MustParse("01a20323-0000-7000-8000-000000000000")
 	prods := products()
-	prods[other] = domain.ProductRef{ID: other, MerchantID: "someone-else", PriceCents: 1}
+	prods[other] = domain.ProductRef{ID: other, MerchantID: testID("someone-else"), PriceCents: 1}
 	lines := func(n, qty int) []domain.LineRequest {
 		out := make([]domain.LineRequest, n)
 		for i := range out {
-			out[i] = domain.LineRequest{ProductID: productID + string(rune('a'+i%26)) + string(rune('a'+i/26)), Quantity: qty}
+			out[i] = domain.LineRequest{ProductID: testID(fmt.Sprintf("line %d", i)), Quantity: qty}
 		}
 		return out
 	}
@@ -296,13 +303,13 @@ func TestPlaceValidation(t *testing.T) {
 		{"quantity 101", []domain.LineRequest{{ProductID: productID, Quantity: 101}}, domain.CodeValidation},
 		{"repeated product", []domain.LineRequest{{ProductID: productID, Quantity: 1}, {ProductID: productID, Quantity: 1}}, domain.CodeValidation},
 		{"other merchant's product", []domain.LineRequest{{ProductID: other, Quantity: 1}}, domain.CodeValidation},
-		{"unknown product", []domain.LineRequest{{ProductID: "nope", Quantity: 1}}, domain.CodeNotFound},
+		{"unknown product", []domain.LineRequest{{ProductID: testID("nope"), Quantity: 1}}, domain.CodeNotFound},
 	}
 	for _, tc := range cases {
-		_, err := domain.Place(domain.PlaceParams{OrderID: "o", MerchantID: merchantID, CustomerID: "c", Lines: tc.lines, Products: prods}, t0)
+		_, err := domain.Place(domain.PlaceParams{OrderID: testID("o"), MerchantID: merchantID, CustomerID: "c", Lines: tc.lines, Products: prods}, t0)
 		require.Equal(t, tc.code, domain.ErrorCode(err), tc.name)
 	}
-	events, err := domain.Place(domain.PlaceParams{OrderID: "o", MerchantID: merchantID, CustomerID: "c",
+	events, err := domain.Place(domain.PlaceParams{OrderID: testID("o"), MerchantID: merchantID, CustomerID: "c",
 		Lines: []domain.LineRequest{{ProductID: productID, Quantity: 3}}, Products: prods, PaymentDeadline: t0.Add(time.Minute)}, t0)
 	require.NoError(t, err)
 	require.Equal(t, int64(1350), events[0].Data.(domain.OrderPlaced).TotalCents)
@@ -312,7 +319,7 @@ func TestDecodeEventRoundTrip(t *testing.T) {
 	t.Parallel()
 	stock := 5
 	events := []domain.Event{
-		{Type: domain.EventOrderPlaced, Data: domain.OrderPlaced{OrderID: "o", MerchantID: "m", CustomerID: "c", Items: []domain.Item{{ProductID: "p", Quantity: 1, PriceCents: 2}}, TotalCents: 2, PlacedAt: t0, PaymentDeadline: t0}},
+		{Type: domain.EventOrderPlaced, Data: domain.OrderPlaced{OrderID: testID("o"), MerchantID: testID("m"), CustomerID: "c", Items: []domain.Item{{ProductID: testID("p"), Quantity: 1, PriceCents: 2}}, TotalCents: 2, PlacedAt: t0, PaymentDeadline: t0}},
 		{Type: domain.EventOrderPaid, Data: domain.OrderPaid{PaymentRef: "r", PaidAt: t0}},
 		{Type: domain.EventOrderQueued, Data: domain.OrderQueued{Seq: 3, QueuedAt: t0, ExpiresAt: t0, Active: 1, Capacity: 1, Queued: 2}},
 		{Type: domain.EventOrderAccepted, Data: domain.OrderAccepted{AcceptedAt: t0, ActiveAfter: 1, Capacity: 2, FromQueue: true}},
@@ -321,10 +328,10 @@ func TestDecodeEventRoundTrip(t *testing.T) {
 		{Type: domain.EventOrderClosed, Data: domain.OrderClosed{Reason: domain.ReasonPaymentTimeout, ClosedAt: t0}},
 		{Type: domain.EventOrderExpired, Data: domain.OrderExpired{Reason: domain.ReasonQueueTimeout, ExpiredAt: t0}},
 		{Type: domain.EventOrderRequeued, Data: domain.OrderRequeued{Seq: 3, QueuedAt: t0, ExpiresAt: t0}},
-		{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: uuid.MustParse(merchantID), MerchantSettings: domain.MerchantSettings{Name: "n", Capacity: 1}, CreatedAt: t0}},
+		{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: merchantID, MerchantSettings: domain.MerchantSettings{Name: "n", Capacity: 1}, CreatedAt: t0}},
 		{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{Before: domain.MerchantSettings{Capacity: 1}, After: domain.MerchantSettings{Capacity: 2}, UpdatedAt: t0}},
 		{Type: domain.EventMerchantSecretRotated, Data: domain.MerchantSecretRotated{RotatedAt: t0}},
-		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "p", MerchantID: "m", Name: "n", PriceCents: 1, Stock: &stock, CreatedAt: t0}},
+		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: testID("p"), MerchantID: testID("m"), Name: "n", PriceCents: 1, Stock: &stock, CreatedAt: t0}},
 		{Type: domain.EventProductRestocked, Data: domain.ProductRestocked{Quantity: 4, RestockedAt: t0}},
 	}
 	for _, e := range events {

@@ -12,12 +12,12 @@ import (
 func TestPickUpAndReopen(t *testing.T) {
 	t.Parallel()
 	completedAt := t0.Add(time.Minute)
-	accepted := domain.Order{ID: "o", Status: domain.StatusAccepted, Load: 3, AcceptedAt: &t0}
+	accepted := domain.Order{ID: testID("o"), Status: domain.StatusAccepted, Load: 3, AcceptedAt: &t0}
 	completed := accepted
 	completed.Status, completed.CompletedAt, completed.EndedAt = domain.StatusCompleted, &completedAt, &completedAt
 	pickedUp := completed
 	pickedUp.PickedUpAt = &completedAt
-	queued := domain.Order{ID: "q", Status: domain.StatusQueued, Load: 1}
+	queued := domain.Order{ID: testID("q"), Status: domain.StatusQueued, Load: 1}
 	full := domain.Load{Capacity: 4, Active: 4, ActiveOrders: 2, Queued: 1, QueuedUnits: 1, NextSeq: 2}
 
 	t.Run("pick up", func(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 func placeOne(t *testing.T, id string) domain.Order {
 	t.Helper()
 	events, err := domain.Place(domain.PlaceParams{
-		OrderID: id, MerchantID: merchantID, CustomerID: "alice",
+		OrderID: testID(id), MerchantID: merchantID, CustomerID: "alice",
 		Lines: []domain.LineRequest{{ProductID: productID, Quantity: 1}}, Products: products(),
 		PaymentDeadline: t0.Add(deadline),
 	}, t0)
@@ -28,7 +28,7 @@ func placeOne(t *testing.T, id string) domain.Order {
 
 func payOne(t *testing.T, o domain.Order, load domain.Load, now time.Time) (domain.Order, domain.Load) {
 	t.Helper()
-	events, load, err := domain.Pay(o, "ref-"+o.ID, load, maxWait, now)
+	events, load, err := domain.Pay(o, "ref-"+o.ID.String(), load, maxWait, now)
 	require.NoError(t, err)
 	require.Len(t, events, 2)
 	require.Equal(t, domain.EventOrderPaid, events[0].Type)
@@ -191,22 +191,22 @@ func TestRequeueReturnsToOriginalPlace(t *testing.T) {
 
 func TestPlaceValidationBounds(t *testing.T) {
 	t.Parallel()
-	other := "prod-of-another-merchant"
+	other := testID("prod-of-another-merchant")
 	prods := products()
-	prods[other] = domain.ProductRef{ID: other, MerchantID: "someone-else", PriceCents: 1}
-	prods["cheap"] = domain.ProductRef{ID: "cheap", MerchantID: merchantID, PriceCents: 199}
-	prods["free"] = domain.ProductRef{ID: "free", MerchantID: merchantID, PriceCents: 0}
+	prods[other] = domain.ProductRef{ID: other, MerchantID: testID("someone-else"), PriceCents: 1}
+	prods[testID("cheap")] = domain.ProductRef{ID: testID("cheap"), MerchantID: merchantID, PriceCents: 199}
+	prods[testID("free")] = domain.ProductRef{ID: testID("free"), MerchantID: merchantID, PriceCents: 0}
 	many := func(n int) []domain.LineRequest {
 		out := make([]domain.LineRequest, n)
 		for i := range out {
-			id := fmt.Sprintf("p%02d", i)
+			id := testID(fmt.Sprintf("p%02d", i))
 			prods[id] = domain.ProductRef{ID: id, MerchantID: merchantID, PriceCents: int64(i + 1)}
 			out[i] = domain.LineRequest{ProductID: id, Quantity: 1}
 		}
 		return out
 	}
 	fifty, fiftyOne := many(50), many(51)
-	line := func(id string, q int) domain.LineRequest { return domain.LineRequest{ProductID: id, Quantity: q} }
+	line := func(id uuid.UUID, q int) domain.LineRequest { return domain.LineRequest{ProductID: id, Quantity: q} }
 	cases := []struct {
 		name     string
 		customer string
@@ -223,20 +223,20 @@ func TestPlaceValidationBounds(t *testing.T) {
 		{"quantity 1", "c", []domain.LineRequest{line(productID, 1)}, "", 450},
 		{"quantity 100", "c", []domain.LineRequest{line(productID, 100)}, "", 45000},
 		{"quantity 101", "c", []domain.LineRequest{line(productID, 101)}, domain.CodeValidation, 0},
-		{"quantity 101 on a later line", "c", []domain.LineRequest{line(productID, 1), line("cheap", 101)}, domain.CodeValidation, 0},
-		{"repeated product", "c", []domain.LineRequest{line(productID, 1), line("cheap", 1), line(productID, 2)}, domain.CodeValidation, 0},
+		{"quantity 101 on a later line", "c", []domain.LineRequest{line(productID, 1), line(testID("cheap"), 101)}, domain.CodeValidation, 0},
+		{"repeated product", "c", []domain.LineRequest{line(productID, 1), line(testID("cheap"), 1), line(productID, 2)}, domain.CodeValidation, 0},
 		{"product of another merchant", "c", []domain.LineRequest{line(productID, 1), line(other, 1)}, domain.CodeValidation, 0},
-		{"unknown product", "c", []domain.LineRequest{line(productID, 1), line("nope", 1)}, domain.CodeNotFound, 0},
+		{"unknown product", "c", []domain.LineRequest{line(productID, 1), line(testID("nope"), 1)}, domain.CodeNotFound, 0},
 		{"empty customer", "", []domain.LineRequest{line(productID, 1)}, domain.CodeValidation, 0},
 		{"customer id too long", strings.Repeat("c", domain.MaxIDLength+1), []domain.LineRequest{line(productID, 1)}, domain.CodeValidation, 0},
 		{"customer id at the limit", strings.Repeat("c", domain.MaxIDLength), []domain.LineRequest{line(productID, 1)}, "", 450},
-		{"total in cents", "c", []domain.LineRequest{line(productID, 3), line("cheap", 2), line("free", 7)}, "", 3*450 + 2*199},
+		{"total in cents", "c", []domain.LineRequest{line(productID, 3), line(testID("cheap"), 2), line(testID("free"), 7)}, "", 3*450 + 2*199},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			events, err := domain.Place(domain.PlaceParams{
-				OrderID: "o", MerchantID: merchantID, CustomerID: tc.customer,
+				OrderID: testID("o"), MerchantID: merchantID, CustomerID: tc.customer,
 				Lines: tc.lines, Products: prods, PaymentDeadline: t0.Add(deadline),
 			}, t0)
 			if tc.code != "" {
@@ -269,7 +269,7 @@ func TestPlaceValidationBounds(t *testing.T) {
 func TestPlacedItemsDoNotAliasTheEvent(t *testing.T) {
 	t.Parallel()
 	events, err := domain.Place(domain.PlaceParams{
-		OrderID: "o", MerchantID: merchantID, CustomerID: "c",
+		OrderID: testID("o"), MerchantID: merchantID, CustomerID: "c",
 		Lines: []domain.LineRequest{{ProductID: productID, Quantity: 1}}, Products: products(),
 	}, t0)
 	require.NoError(t, err)
@@ -402,8 +402,8 @@ func TestDecodeEveryEventType(t *testing.T) {
 	at := time.Date(2026, 9, 23, 10, 11, 12, 123456789, time.UTC)
 	stock, limit := 5, 2
 	events := []domain.Event{
-		{Type: domain.EventOrderPlaced, Data: domain.OrderPlaced{OrderID: "o", MerchantID: "m", CustomerID: "c",
-			Items: []domain.Item{{ProductID: "p", Quantity: 2, PriceCents: 450}, {ProductID: "q", Quantity: 1, PriceCents: 0,
+		{Type: domain.EventOrderPlaced, Data: domain.OrderPlaced{OrderID: testID("o"), MerchantID: testID("m"), CustomerID: "c",
+			Items: []domain.Item{{ProductID: testID("p"), Quantity: 2, PriceCents: 450}, {ProductID: testID("q"), Quantity: 1, PriceCents: 0,
 				Options: []domain.ChosenOption{{ID: "large", Name: "Large", PriceDeltaCents: 80}, {ID: "none", Name: "No sugar", PriceDeltaCents: -10}}}},
 			TotalCents: 900, PlacedAt: at, PaymentDeadline: at.Add(deadline)}},
 		{Type: domain.EventOrderPaid, Data: domain.OrderPaid{PaymentRef: "ref", PaidAt: at}},
@@ -418,14 +418,14 @@ func TestDecodeEveryEventType(t *testing.T) {
 		{Type: domain.EventOrderRequeued, Data: domain.OrderRequeued{Seq: 42, QueuedAt: at, ExpiresAt: at.Add(maxWait)}},
 		{Type: domain.EventOrderScheduled, Data: domain.OrderScheduled{Seq: 7, ScheduledAt: at, ReleaseAt: at.Add(time.Hour)}},
 		{Type: domain.EventMerchantPeriodChanged, Data: domain.MerchantPeriodChanged{Capacity: &limit, NextEdge: &at, ChangedAt: at}},
-		{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: uuid.MustParse(merchantID), MerchantSettings: domain.MerchantSettings{
+		{Type: domain.EventMerchantCreated, Data: domain.MerchantCreated{MerchantID: merchantID, MerchantSettings: domain.MerchantSettings{
 			Name: "Tea", Capacity: 2, PrepSeconds: 120, MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, WebhookURL: "https://h.example/x"}, CreatedAt: at}},
 		{Type: domain.EventMerchantUpdated, Data: domain.MerchantUpdated{Before: validSettings(), After: domain.MerchantSettings{Name: "Tea", Capacity: 0}, UpdatedAt: at}},
 		{Type: domain.EventMerchantSecretRotated, Data: domain.MerchantSecretRotated{RotatedAt: at}},
-		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "p", MerchantID: "m", Name: "Tea", PriceCents: 450, Stock: &stock, PerUserLimit: &limit, CreatedAt: at}},
-		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "p", MerchantID: "m", Name: "Tea", CreatedAt: at}},
+		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: testID("p"), MerchantID: testID("m"), Name: "Tea", PriceCents: 450, Stock: &stock, PerUserLimit: &limit, CreatedAt: at}},
+		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: testID("p"), MerchantID: testID("m"), Name: "Tea", CreatedAt: at}},
 		{Type: domain.EventProductRestocked, Data: domain.ProductRestocked{Quantity: 4, RestockedAt: at}},
-		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: "t", MerchantID: "m", Name: "Milk tea", PriceCents: 450, OptionGroups: teaGroups(), CreatedAt: at}},
+		{Type: domain.EventProductCreated, Data: domain.ProductCreated{ProductID: testID("t"), MerchantID: testID("m"), Name: "Milk tea", PriceCents: 450, OptionGroups: teaGroups(), CreatedAt: at}},
 		{Type: domain.EventProductUpdated, Data: domain.ProductUpdated{Name: ptrTo("Tea"), PriceCents: ptrTo(int64(500)), OptionGroups: &[]domain.OptionGroup{}, Available: ptrTo(false), UpdatedAt: at}},
 		{Type: domain.EventProductHidden, Data: domain.ProductHidden{HiddenAt: at}},
 		{Type: domain.EventOrderPickedUp, Data: domain.OrderPickedUp{PickedUpAt: at}},
@@ -618,7 +618,7 @@ func TestEstimateWaitSmoothsJitter(t *testing.T) {
 func TestPayAtPlacement(t *testing.T) {
 	t.Parallel()
 	placed, err := domain.Place(domain.PlaceParams{
-		OrderID: "o-1", MerchantID: merchantID, CustomerID: "alice",
+		OrderID: testID("o-1"), MerchantID: merchantID, CustomerID: "alice",
 		Lines: []domain.LineRequest{{ProductID: productID, Quantity: 2}}, Products: products(),
 		PaymentDeadline: t0.Add(deadline),
 	}, t0)

@@ -6,8 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/google/uuid"
-
 	"github.com/orderd/orderd/domain"
 )
 
@@ -128,7 +126,7 @@ func TestNextEdgeAndCapacityInForce(t *testing.T) {
 
 func TestPeriodChangeRecordsOnlyAChange(t *testing.T) {
 	t.Parallel()
-	m := domain.Merchant{ID: uuid.MustParse(merchantID), Settings: domain.MerchantSettings{Name: "Tea", Capacity: 5, Timezone: "Europe/Paris",
+	m := domain.Merchant{ID: merchantID, Settings: domain.MerchantSettings{Name: "Tea", Capacity: 5, Timezone: "Europe/Paris",
 		Hours: []domain.Period{{Day: 0, Opens: "08:00", Closes: "11:00", Capacity: intp(2)}}}}
 	at := time.Date(2026, 3, 29, 6, 30, 0, 0, time.UTC)
 	events, err := domain.PeriodChange(m, at)
@@ -299,7 +297,7 @@ func TestCheckPickupAgreesWithThePublishedList(t *testing.T) {
 func scheduledOrder(t *testing.T, id string, pickup time.Time, prep int) domain.Order {
 	t.Helper()
 	events, err := domain.Place(domain.PlaceParams{
-		OrderID: id, MerchantID: merchantID, CustomerID: "alice",
+		OrderID: testID(id), MerchantID: merchantID, CustomerID: "alice",
 		Lines: []domain.LineRequest{{ProductID: productID, Quantity: 1}}, Products: products(),
 		PaymentDeadline: t0.Add(deadline), PickupAt: &pickup, PrepSeconds: prep,
 	}, t0)

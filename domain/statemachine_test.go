@@ -40,7 +40,7 @@ func (f *smFixture) run(t *testing.T, events []domain.Event, load domain.Load, e
 func smPlace(t *testing.T) *smFixture {
 	t.Helper()
 	events, err := domain.Place(domain.PlaceParams{
-		OrderID: "o1", MerchantID: merchantID, CustomerID: "alice",
+		OrderID: testID("o1"), MerchantID: merchantID, CustomerID: "alice",
 		Lines: []domain.LineRequest{{ProductID: productID, Quantity: 2}}, Products: products(),
 		PaymentDeadline: smDeadline,
 	}, t0)
@@ -416,7 +416,7 @@ func TestStateMachineBuiltStates(t *testing.T) {
 			require.Equal(t, tc.paid, o.PaidAt != nil)
 			require.Equal(t, tc.reason, o.StatusReason)
 			require.Equal(t, tc.status.Terminal(), o.EndedAt != nil)
-			require.Equal(t, "o1", o.ID)
+			require.Equal(t, testID("o1"), o.ID)
 			require.Equal(t, int64(900), o.TotalCents)
 			if tc.paid {
 				require.Equal(t, smRef, o.PaymentRef)

@@ -1,5 +1,7 @@
 package domain
 
+import "github.com/google/uuid"
+
 // A product with stock keeps its units in buckets (rows of stock_buckets),
 // so that concurrent placements take units from different rows. These are
 // the rules a placement's stock follows; store applies them to the rows it
@@ -7,7 +9,7 @@ package domain
 // purchase_claims' quantity <= limit_qty).
 
 // SoldOut refuses quantity units of a product of which available remain.
-func SoldOut(productID string, available, quantity int) error {
+func SoldOut(productID uuid.UUID, available, quantity int) error {
 	if available < quantity {
 		return Errorf(CodeSoldOut, "product %s is sold out", productID)
 	}
@@ -16,7 +18,7 @@ func SoldOut(productID string, available, quantity int) error {
 
 // OverPurchaseLimit refuses a line of quantity units of a product that a
 // customer may buy at most limit of (nil: no limit), before any claim.
-func OverPurchaseLimit(productID string, limit *int, quantity int) error {
+func OverPurchaseLimit(productID uuid.UUID, limit *int, quantity int) error {
 	if limit != nil && quantity > *limit {
 		return Errorf(CodePurchaseLimit, "at most %d of product %s per customer", *limit, productID)
 	}
@@ -27,7 +29,7 @@ func OverPurchaseLimit(productID string, limit *int, quantity int) error {
 // unit is taken: its product's per-customer limit (nil: none) and the units
 // known to be left (nil: not known without taking them).
 type StockLine struct {
-	ProductID string
+	ProductID uuid.UUID
 	Quantity  int
 	Limit     *int
 	Left      *int
@@ -52,7 +54,7 @@ func RefuseStock(lines []StockLine) error {
 
 // PurchaseLimitReached is the refusal of a claim that would take a customer
 // past limit, the units it already holds counted.
-func PurchaseLimitReached(productID string, limit int) error {
+func PurchaseLimitReached(productID uuid.UUID, limit int) error {
 	return Errorf(CodePurchaseLimit, "the per-customer limit of %d for product %s is reached", limit, productID)
 }
 
@@ -65,7 +67,7 @@ type BucketTake struct {
 // the buckets in the order given (their lock order), each giving what it
 // has until the quantity is met. It refuses when all of them together hold
 // fewer.
-func TakeFromBuckets(productID string, remaining []BucketTake, quantity int) ([]BucketTake, error) {
+func TakeFromBuckets(productID uuid.UUID, remaining []BucketTake, quantity int) ([]BucketTake, error) {
 	var takes []BucketTake
 	need := quantity
 	for _, b := range remaining {

@@ -21,7 +21,7 @@ func TestSoldOut(t *testing.T) {
 		{"none left", 0, 1, domain.CodeSoldOut},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := domain.SoldOut("p", tc.available, tc.quantity)
+			err := domain.SoldOut(testID("p"), tc.available, tc.quantity)
 			if tc.want == "" {
 				require.NoError(t, err)
 				return
@@ -46,7 +46,7 @@ func TestOverPurchaseLimit(t *testing.T) {
 		{"over in one line", &two, 3, domain.CodePurchaseLimit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := domain.OverPurchaseLimit("p", tc.limit, tc.quantity)
+			err := domain.OverPurchaseLimit(testID("p"), tc.limit, tc.quantity)
 			if tc.want == "" {
 				require.NoError(t, err)
 				return
@@ -54,7 +54,7 @@ func TestOverPurchaseLimit(t *testing.T) {
 			require.Equal(t, tc.want, domain.ErrorCode(err))
 		})
 	}
-	require.Equal(t, domain.CodePurchaseLimit, domain.ErrorCode(domain.PurchaseLimitReached("p", 2)))
+	require.Equal(t, domain.CodePurchaseLimit, domain.ErrorCode(domain.PurchaseLimitReached(testID("p"), 2)))
 }
 
 func TestTakeFromBuckets(t *testing.T) {
@@ -72,7 +72,7 @@ func TestTakeFromBuckets(t *testing.T) {
 		{"one more than all", 10, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := domain.TakeFromBuckets("p", buckets, tc.quantity)
+			got, err := domain.TakeFromBuckets(testID("p"), buckets, tc.quantity)
 			if tc.refused {
 				require.Equal(t, domain.CodeSoldOut, domain.ErrorCode(err))
 				require.Nil(t, got)
@@ -82,7 +82,7 @@ func TestTakeFromBuckets(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
-	_, err := domain.TakeFromBuckets("p", nil, 1)
+	_, err := domain.TakeFromBuckets(testID("p"), nil, 1)
 	require.Equal(t, domain.CodeSoldOut, domain.ErrorCode(err), "a product without buckets has nothing to give")
 }
 
@@ -95,13 +95,13 @@ func TestRefuseStock(t *testing.T) {
 		lines []domain.StockLine
 		want  domain.Code
 	}{
-		{"no limit, left unknown", []domain.StockLine{{ProductID: "a", Quantity: 5}}, ""},
-		{"within the limit and what is left", []domain.StockLine{{ProductID: "a", Quantity: 1, Limit: &one, Left: &three}}, ""},
-		{"over the per-customer limit", []domain.StockLine{{ProductID: "a", Quantity: 2, Limit: &one}}, domain.CodePurchaseLimit},
-		{"more than is known to be left", []domain.StockLine{{ProductID: "a", Quantity: 4, Left: &three}}, domain.CodeSoldOut},
-		{"known sold out", []domain.StockLine{{ProductID: "a", Quantity: 1, Left: &none}}, domain.CodeSoldOut},
-		{"sold out is said before the limit of the same line", []domain.StockLine{{ProductID: "a", Quantity: 2, Limit: &one, Left: &none}}, domain.CodeSoldOut},
-		{"a later line refuses the order", []domain.StockLine{{ProductID: "a", Quantity: 1}, {ProductID: "b", Quantity: 2, Limit: &one}}, domain.CodePurchaseLimit},
+		{"no limit, left unknown", []domain.StockLine{{ProductID: testID("a"), Quantity: 5}}, ""},
+		{"within the limit and what is left", []domain.StockLine{{ProductID: testID("a"), Quantity: 1, Limit: &one, Left: &three}}, ""},
+		{"over the per-customer limit", []domain.StockLine{{ProductID: testID("a"), Quantity: 2, Limit: &one}}, domain.CodePurchaseLimit},
+		{"more than is known to be left", []domain.StockLine{{ProductID: testID("a"), Quantity: 4, Left: &three}}, domain.CodeSoldOut},
+		{"known sold out", []domain.StockLine{{ProductID: testID("a"), Quantity: 1, Left: &none}}, domain.CodeSoldOut},
+		{"sold out is said before the limit of the same line", []domain.StockLine{{ProductID: testID("a"), Quantity: 2, Limit: &one, Left: &none}}, domain.CodeSoldOut},
+		{"a later line refuses the order", []domain.StockLine{{ProductID: testID("a"), Quantity: 1}, {ProductID: testID("b"), Quantity: 2, Limit: &one}}, domain.CodePurchaseLimit},
 	} {
 		err := domain.RefuseStock(tc.lines)
 		if tc.want == "" {

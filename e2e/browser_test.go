@@ -160,7 +160,7 @@ func (w *world) merchant(t *testing.T, name string, capacity int, products ...st
 func (w *world) paidOrder(t *testing.T, merchant, product uuid.UUID, customer string) *store.OrderView {
 	t.Helper()
 	res, err := w.st.PlaceOrder(context.Background(), store.PlaceRequest{MerchantID: merchant, CustomerID: customer, PaymentRef: "p-" + customer,
-		Lines: []domain.LineRequest{{ProductID: product.String(), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
+		Lines: []domain.LineRequest{{ProductID: product, Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 	require.NoError(t, err)
 	return res.Order
 }

@@ -56,7 +56,7 @@ func TestTimersDriveADrop(t *testing.T) {
 	require.Equal(t, domain.DropStateSelling, state())
 	require.Equal(t, 1, *entry(first).Rank)
 
-	line := []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}}
+	line := []domain.LineRequest{{ProductID: p.ID, Quantity: 1}}
 	res, err := b.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: merchantID, CustomerID: first, Lines: line, IdempotencyKey: "k1", RequestHash: []byte("1")})
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusAwaitingPayment, res.Order.Status)

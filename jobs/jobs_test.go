@@ -111,7 +111,7 @@ func placeUnpaid(t *testing.T, st *store.Store, merchantID, productID uuid.UUID,
 	t.Helper()
 	res, err := st.PlaceOrder(context.Background(), store.PlaceRequest{
 		MerchantID: merchantID, CustomerID: customer, PaymentRef: paymentRef,
-		Lines:          []domain.LineRequest{{ProductID: productID.String(), Quantity: 1}},
+		Lines:          []domain.LineRequest{{ProductID: productID, Quantity: 1}},
 		IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
 	})
 	require.NoError(t, err)
@@ -292,7 +292,7 @@ func TestShortWindowClosesOnTime(t *testing.T) {
 			time.Sleep(time.Duration(rand.Int64N(int64(6 * time.Second))))
 			res, err := b.store.PlaceOrder(context.Background(), store.PlaceRequest{
 				MerchantID: m, CustomerID: fmt.Sprintf("c%d", i),
-				Lines:          []domain.LineRequest{{ProductID: p.String(), Quantity: 1}},
+				Lines:          []domain.LineRequest{{ProductID: p, Quantity: 1}},
 				IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
 			})
 			if err != nil {
@@ -481,7 +481,7 @@ func TestTimersDueTogetherFireWithoutALeader(t *testing.T) {
 		go func() {
 			res, err := b.store.PlaceOrder(ctx, store.PlaceRequest{
 				MerchantID: m, CustomerID: fmt.Sprintf("c%d", i),
-				Lines:          []domain.LineRequest{{ProductID: p.String(), Quantity: 1}},
+				Lines:          []domain.LineRequest{{ProductID: p, Quantity: 1}},
 				IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
 			})
 			if err == nil {

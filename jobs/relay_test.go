@@ -55,7 +55,7 @@ func newReceiver(t *testing.T, secret *string) *receiver {
 		_ = json.Unmarshal(body, &p)
 		d := delivery{
 			id: req.Header.Get("X-Orderd-Delivery"), typ: p.Type, orderID: p.Order.ID.String(),
-			signatureOK: req.Header.Get("X-Orderd-Signature") == webhook.Sign(*secret, body) && p.ID == req.Header.Get("X-Orderd-Delivery") &&
+			signatureOK: req.Header.Get("X-Orderd-Signature") == webhook.Sign(*secret, body) && p.ID.String() == req.Header.Get("X-Orderd-Delivery") &&
 				verify.Verify(*secret, req.Header.Get(verify.HeaderSignature), body, time.Now()) == nil &&
 				strings.HasPrefix(req.Header.Get(verify.HeaderSignature), "t="+req.Header.Get(verify.HeaderTimestamp)+",") &&
 				req.Header.Get("Content-Type") == "application/json" && req.Header.Get("User-Agent") == "orderd-webhooks/1",

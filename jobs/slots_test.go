@@ -32,7 +32,7 @@ func placeForSlot(t *testing.T, st *store.Store, merchantID, productID uuid.UUID
 	t.Helper()
 	res, err := st.PlaceOrder(context.Background(), store.PlaceRequest{
 		MerchantID: merchantID, CustomerID: customer, PaymentRef: "pay-" + customer, PickupAt: &pickup,
-		Lines:          []domain.LineRequest{{ProductID: productID.String(), Quantity: 1}},
+		Lines:          []domain.LineRequest{{ProductID: productID, Quantity: 1}},
 		IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
 	})
 	require.NoError(t, err)

@@ -136,7 +136,7 @@ func TestMerchantKeysKeepData(t *testing.T) {
 		require.NoError(t, err)
 		for i, ref := range []string{"paid", "paid", ""} {
 			_, err := st.PlaceOrder(ctx, store.PlaceRequest{MerchantID: m.ID, CustomerID: "alice", PaymentRef: ref,
-				Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}}, IdempotencyKey: fmt.Sprint("k", i), RequestHash: []byte{byte(i)}})
+				Lines: []domain.LineRequest{{ProductID: p.ID, Quantity: 1}}, IdempotencyKey: fmt.Sprint("k", i), RequestHash: []byte{byte(i)}})
 			require.NoError(t, err)
 		}
 		merchants = append(merchants, m.ID)

@@ -461,10 +461,10 @@ func seedMerchant(ctx context.Context, pool *pgxpool.Pool, now time.Time, k int)
 	}
 	stock, limit := k, 2
 	for _, p := range []domain.ProductCreated{
-		{ProductID: limited.String(), MerchantID: mid.String(), Name: "limited", PriceCents: 500, Stock: &stock, PerUserLimit: &limit, CreatedAt: created},
-		{ProductID: plain.String(), MerchantID: mid.String(), Name: "plain", PriceCents: 300, CreatedAt: created},
+		{ProductID: limited, MerchantID: mid, Name: "limited", PriceCents: 500, Stock: &stock, PerUserLimit: &limit, CreatedAt: created},
+		{ProductID: plain, MerchantID: mid, Name: "plain", PriceCents: 300, CreatedAt: created},
 	} {
-		if err := event(uuid.MustParse(p.ProductID), store.StreamProduct, 1, domain.Event{Type: domain.EventProductCreated, Data: p}); err != nil {
+		if err := event(p.ProductID, store.StreamProduct, 1, domain.Event{Type: domain.EventProductCreated, Data: p}); err != nil {
 			return err
 		}
 	}
@@ -472,13 +472,13 @@ func seedMerchant(ctx context.Context, pool *pgxpool.Pool, now time.Time, k int)
 	for i := range k {
 		id := uuid.New()
 		placed := created.Add(time.Duration(i) * 100 * time.Millisecond)
-		item := domain.Item{ProductID: plain.String(), Quantity: 1, PriceCents: 300}
+		item := domain.Item{ProductID: plain, Quantity: 1, PriceCents: 300}
 		if i%3 == 0 {
-			item = domain.Item{ProductID: limited.String(), Quantity: 1, PriceCents: 500}
+			item = domain.Item{ProductID: limited, Quantity: 1, PriceCents: 500}
 		}
 		at := func(d time.Duration) time.Time { return placed.Add(d) }
 		seq := int64(i + 1)
-		evs := []domain.Event{{Type: domain.EventOrderPlaced, Data: domain.OrderPlaced{OrderID: id.String(), MerchantID: mid.String(),
+		evs := []domain.Event{{Type: domain.EventOrderPlaced, Data: domain.OrderPlaced{OrderID: id, MerchantID: mid,
 			CustomerID: fmt.Sprintf("c%d", i), Items: []domain.Item{item}, TotalCents: item.PriceCents, PlacedAt: placed, PaymentDeadline: at(15 * time.Minute)}}}
 		paid := domain.Event{Type: domain.EventOrderPaid, Data: domain.OrderPaid{PaymentRef: "pay", PaidAt: at(time.Second)}}
 		queue := domain.Event{Type: domain.EventOrderQueued, Data: domain.OrderQueued{Seq: seq, QueuedAt: at(time.Second), ExpiresAt: at(time.Hour),
@@ -495,7 +495,7 @@ func seedMerchant(ctx context.Context, pool *pgxpool.Pool, now time.Time, k int)
 		case i >= k-queued-accepted:
 			evs = append(evs, paid, accept(false))
 		case i >= k-queued-accepted-unpaid:
-			evs[0].Data = domain.OrderPlaced{OrderID: id.String(), MerchantID: mid.String(), CustomerID: fmt.Sprintf("c%d", i),
+			evs[0].Data = domain.OrderPlaced{OrderID: id, MerchantID: mid, CustomerID: fmt.Sprintf("c%d", i),
 				Items: []domain.Item{item}, TotalCents: item.PriceCents, PlacedAt: placed, PaymentDeadline: now.Add(time.Hour)}
 		case i%10 == 0 || i%10 == 2 || i%10 == 4:
 			evs = append(evs, paid, queue, accept(true), complete)
@@ -521,7 +521,7 @@ func seedMerchant(ctx context.Context, pool *pgxpool.Pool, now time.Time, k int)
 				return err
 			}
 		}
-		if o.Status.HoldsStock() && item.ProductID == limited.String() {
+		if o.Status.HoldsStock() && item.ProductID == limited {
 			held++
 		}
 		items, err := json.Marshal(o.Items)
@@ -650,7 +650,7 @@ func TestAuditCleanWithWeightsAndLanes(t *testing.T) {
 					lane = domain.LanePriority
 				}
 				res, err := st.PlaceOrder(ctx, store.PlaceRequest{MerchantID: m.ID, CustomerID: fmt.Sprintf("w%d", w), PaymentRef: "r",
-					Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1 + (w*7+i)%6}}, Lane: lane,
+					Lines: []domain.LineRequest{{ProductID: p.ID, Quantity: 1 + (w*7+i)%6}}, Lane: lane,
 					IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 				if err != nil {
 					continue

@@ -115,7 +115,7 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 	for _, o := range orders {
 		now = domain.DecisionTime(now, o.LastDecidedAt())
 	}
-	closed := map[string]bool{}
+	closed := map[uuid.UUID]bool{}
 	var changes []change
 	var released releasedUnits
 	var slots []slotTake
@@ -131,7 +131,7 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		changes = append(changes, change{before: o, after: after, events: events, meta: Meta{Actor: domain.ActorSystem}})
 		released.add(o)
 		if at, load, ok := domain.SlotReturn(o, after); ok {
-			slots = append(slots, slotTake{slotKey{uuid.MustParse(o.MerchantID), at.UTC()}, load})
+			slots = append(slots, slotTake{slotKey{o.MerchantID, at.UTC()}, load})
 		}
 		closed[o.ID] = true
 	}
@@ -144,7 +144,7 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		}
 	}
 	for _, req := range batch {
-		req.closed = closed[req.orderID.String()]
+		req.closed = closed[req.orderID]
 	}
 	return nil
 }

@@ -210,8 +210,8 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 	})
 }
 
-func itemIDs(items []domain.Item) []string {
-	ids := make([]string, len(items))
+func itemIDs(items []domain.Item) []uuid.UUID {
+	ids := make([]uuid.UUID, len(items))
 	for i, it := range items {
 		ids[i] = it.ProductID
 	}

@@ -24,9 +24,8 @@ func (s *Store) dropEffects(ctx context.Context, tx pgx.Tx, changes []change, no
 		if !paid && !ended {
 			continue
 		}
-		id := uuid.MustParse(c.after.ID)
-		relevant[id] = c
-		merchants, ids = append(merchants, uuid.MustParse(c.after.MerchantID)), append(ids, id)
+		relevant[c.after.ID] = c
+		merchants, ids = append(merchants, c.after.MerchantID), append(ids, c.after.ID)
 	}
 	if len(ids) == 0 {
 		return nil

@@ -174,7 +174,7 @@ func place(ctx context.Context, st *store.Store, merchantID, productID uuid.UUID
 	}
 	return st.PlaceOrder(ctx, store.PlaceRequest{
 		MerchantID: merchantID, CustomerID: o.Customer,
-		Lines:          []domain.LineRequest{{ProductID: productID.String(), Quantity: o.Quantity}},
+		Lines:          []domain.LineRequest{{ProductID: productID, Quantity: o.Quantity}},
 		PaymentRef:     o.PaymentRef,
 		IdempotencyKey: o.Key, RequestHash: []byte(fmt.Sprintf("%s/%s/%d/%s/%v", merchantID, productID, o.Quantity, o.PaymentRef, o.PickupAt)),
 		PickupAt: o.PickupAt,

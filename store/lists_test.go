@@ -253,7 +253,7 @@ func TestOrderViewsReadOnlyTheLineAhead(t *testing.T) {
 	for i := range 40 {
 		params := store.PlaceRequest{
 			MerchantID: m.ID, CustomerID: fmt.Sprintf("c%d", i), PaymentRef: fmt.Sprintf("pay-%d", i),
-			Lines:          []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}},
+			Lines:          []domain.LineRequest{{ProductID: p.ID, Quantity: 1}},
 			IdempotencyKey: fmt.Sprintf("line-%d", i), RequestHash: []byte{byte(i)},
 		}
 		if i%10 == 9 {

@@ -74,13 +74,13 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*OrderVi
 			return row.Scan(scanOrderInto(&seen)...)
 		})
 		err := tx.SendBatch(ctx, b).Close()
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && cmd.access.Actor != domain.ActorSystem && !cmd.access.MaySeeOrder(seen.CustomerID, uuid.MustParse(seen.MerchantID))) {
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && cmd.access.Actor != domain.ActorSystem && !cmd.access.MaySeeOrder(seen.CustomerID, seen.MerchantID)) {
 			return errOrderNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("find order: %w", err)
 		}
-		merchantID := uuid.MustParse(seen.MerchantID)
+		merchantID := seen.MerchantID
 		// The answer, the order's view, is read with the command's last
 		// writes.
 		var answer writeSet
@@ -505,7 +505,7 @@ func (h *queueHead) covering(n int, changed []change) ([]domain.Order, bool) {
 	if h == nil {
 		return nil, false
 	}
-	left := map[string]bool{}
+	left := map[uuid.UUID]bool{}
 	for _, c := range changed {
 		left[c.after.ID] = true
 	}

@@ -227,10 +227,10 @@ func TestFailedRequestWritesNothing(t *testing.T) {
 		lines []domain.LineRequest
 		code  domain.Code
 	}{
-		{"too much", []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 2}}, domain.CodeSoldOut},
-		{"foreign product", []domain.LineRequest{{ProductID: foreign.ID.String(), Quantity: 1}}, domain.CodeValidation},
-		{"unknown product", []domain.LineRequest{{ProductID: uuid.NewString(), Quantity: 1}}, domain.CodeNotFound},
-		{"zero quantity", []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 0}}, domain.CodeValidation},
+		{"too much", []domain.LineRequest{{ProductID: p.ID, Quantity: 2}}, domain.CodeSoldOut},
+		{"foreign product", []domain.LineRequest{{ProductID: foreign.ID, Quantity: 1}}, domain.CodeValidation},
+		{"unknown product", []domain.LineRequest{{ProductID: uuid.New(), Quantity: 1}}, domain.CodeNotFound},
+		{"zero quantity", []domain.LineRequest{{ProductID: p.ID, Quantity: 0}}, domain.CodeValidation},
 		{"no lines", nil, domain.CodeValidation},
 	}
 	for _, tc := range cases {
@@ -240,7 +240,7 @@ func TestFailedRequestWritesNothing(t *testing.T) {
 		require.Equal(t, tc.code, domain.ErrorCode(err), tc.name)
 	}
 	_, err := st.PlaceOrder(ctx, store.PlaceRequest{
-		MerchantID: uuid.New(), CustomerID: "alice", Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}},
+		MerchantID: uuid.New(), CustomerID: "alice", Lines: []domain.LineRequest{{ProductID: p.ID, Quantity: 1}},
 		IdempotencyKey: "k-unknown-merchant", RequestHash: []byte("x"),
 	})
 	require.ErrorIs(t, err, domain.ErrNotFound)

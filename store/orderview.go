@@ -47,7 +47,7 @@ type OrderView struct {
 	queueSeq int64 // keys a page of a queue list (lineKey)
 }
 
-const orderColumns = `o.id::text, o.merchant_id::text, o.customer_id, o.items, o.total_cents, o.status, o.version, o.placed_at,
+const orderColumns = `o.id, o.merchant_id, o.customer_id, o.items, o.total_cents, o.status, o.version, o.placed_at,
 	o.payment_deadline, o.payment_ref, o.paid_at, o.accepted_at, o.completed_at, o.ended_at, o.status_reason,
 	o.queue_seq, o.queued_at, o.queue_expires_at, o.load, o.lane, o.pickup_code, o.pickup_at, o.release_at, o.picked_up_at`
 
@@ -178,7 +178,7 @@ func scanOrderViews(rows pgx.Rows, rankByRow bool) ([]OrderView, error) {
 
 func toView(o domain.Order, pos *int, unitsAhead int, basis etaBasis) OrderView {
 	v := OrderView{
-		ID: uuid.MustParse(o.ID), MerchantID: uuid.MustParse(o.MerchantID), CustomerID: o.CustomerID,
+		ID: o.ID, MerchantID: o.MerchantID, CustomerID: o.CustomerID,
 		Items: o.Items, TotalCents: o.TotalCents, Status: o.Status, Version: o.Version,
 		PlacedAt: o.PlacedAt, PaymentDeadline: o.PaymentDeadline, PaidAt: o.PaidAt, AcceptedAt: o.AcceptedAt,
 		CompletedAt: o.CompletedAt, EndedAt: o.EndedAt, StatusReason: nullable(o.StatusReason),

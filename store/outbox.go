@@ -31,7 +31,7 @@ func isWebhookEvent(events []domain.Event) bool {
 
 // WebhookPayload is the body POSTed to a merchant.
 type WebhookPayload struct {
-	ID         string    `json:"id"`
+	ID         uuid.UUID `json:"id"`
 	Type       string    `json:"type"`
 	OccurredAt time.Time `json:"occurred_at"`
 	Order      OrderView `json:"order"`
@@ -43,11 +43,8 @@ func outboxFor(m *merchantRow, c change, now time.Time) ([]outboxMessage, error)
 	if m == nil || m.WebhookURL == nil || !isWebhookEvent(c.events) {
 		return nil, nil
 	}
-	order, err := orderID(c.after)
-	if err != nil {
-		return nil, err
-	}
 	var out []outboxMessage
+	var err error
 	state := c.before
 	for i, e := range c.events {
 		if state, err = state.Evolve(e); err != nil {
@@ -58,13 +55,13 @@ func outboxFor(m *merchantRow, c change, now time.Time) ([]outboxMessage, error)
 		}
 		id := newID()
 		payload, err := json.Marshal(WebhookPayload{
-			ID: id.String(), Type: e.Type, OccurredAt: now,
+			ID: id, Type: e.Type, OccurredAt: now,
 			Order: toView(state, nil, 0, m.eta()),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("encode webhook: %w", err)
 		}
-		out = append(out, outboxMessage{id: id, merchant: m.ID, order: order, version: c.before.Version + i + 1, eventType: e.Type, payload: payload})
+		out = append(out, outboxMessage{id: id, merchant: m.ID, order: c.after.ID, version: c.before.Version + i + 1, eventType: e.Type, payload: payload})
 	}
 	return out, nil
 }

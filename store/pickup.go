@@ -158,7 +158,7 @@ func (s *Store) mayNumberFirst(ctx context.Context, batch []*placement) bool {
 
 // noteStockProducts remembers which of the products read take stock, for
 // mayNumberFirst.
-func (s *Store) noteStockProducts(products map[string]productInfo) {
+func (s *Store) noteStockProducts(products map[uuid.UUID]productInfo) {
 	for id, p := range products {
 		// Loads first: the products of nearly every batch are known
 		// already, and a read of a sync.Map takes no lock.
@@ -174,7 +174,7 @@ func (s *Store) noteStockProducts(products map[string]productInfo) {
 
 // takesStock reports whether placing pl takes stock, a per-customer claim or
 // a drop's entry: a lock another transaction may hold.
-func takesStock(pl *placement, products map[string]productInfo) bool {
+func takesStock(pl *placement, products map[uuid.UUID]productInfo) bool {
 	for _, l := range pl.p.Lines {
 		if products[l.ProductID].takesStock() {
 			return true

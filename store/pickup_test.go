@@ -124,7 +124,7 @@ func (p pickupPlan) work(ctx context.Context, st *store.Store, next *atomic.Int6
 		customerID := fmt.Sprintf("c-%d-%s", i, uuid.NewString())
 		params := store.PlaceRequest{
 			MerchantID: p.merchant, CustomerID: customerID, PaymentRef: "paid",
-			Lines:          []domain.LineRequest{{ProductID: p.product.String(), Quantity: 1}},
+			Lines:          []domain.LineRequest{{ProductID: p.product, Quantity: 1}},
 			IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
 		}
 		if i%3 == 0 {
@@ -322,7 +322,7 @@ func TestEveryPlacementIsNumberedAtPlacement(t *testing.T) {
 	placeIn := func(customerID string, product uuid.UUID, quantity int, paymentRef string, lane domain.Lane) (*store.OrderView, error) {
 		res, err := st.PlaceOrder(ctx, store.PlaceRequest{
 			MerchantID: m.ID, CustomerID: customerID, PaymentRef: paymentRef, Lane: lane,
-			Lines:          []domain.LineRequest{{ProductID: product.String(), Quantity: quantity}},
+			Lines:          []domain.LineRequest{{ProductID: product, Quantity: quantity}},
 			IdempotencyKey: uuid.NewString(), RequestHash: []byte("h"),
 		})
 		if err != nil {

@@ -516,7 +516,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 // commit (addTaken), which the table's CHECK backs. Requests of merchants
 // the batch does not hold are left to the step that parks them.
 func takeSlots(ctx context.Context, tx pgx.Tx, live []*placement, merchants map[uuid.UUID]*merchantRow,
-	products map[string]productInfo, now time.Time,
+	products map[uuid.UUID]productInfo, now time.Time,
 ) ([]*placement, *slotTakes, error) {
 	takes := &slotTakes{took: map[*placement]slotTake{}}
 	kept := live[:0:0]
@@ -577,8 +577,8 @@ func takeSlots(ctx context.Context, tx pgx.Tx, live []*placement, merchants map[
 // requestLoad is the load the order of lines will have at m, options
 // included (domain.RequestLoad, as domain.Place fixes it); an unknown
 // product weighs the default, and its request is refused later.
-func requestLoad(m *merchantRow, lines []domain.LineRequest, products map[string]productInfo) int {
-	refs := make(map[string]domain.ProductRef, len(lines))
+func requestLoad(m *merchantRow, lines []domain.LineRequest, products map[uuid.UUID]productInfo) int {
+	refs := make(map[uuid.UUID]domain.ProductRef, len(lines))
 	for _, l := range lines {
 		if p, ok := products[l.ProductID]; ok {
 			refs[l.ProductID] = p.ProductRef
@@ -623,9 +623,9 @@ func claimForCommit(batch []*placement) error {
 	return nil
 }
 
-func batchProductIDs(batch []*placement) []string {
-	seen := map[string]bool{}
-	var ids []string
+func batchProductIDs(batch []*placement) []uuid.UUID {
+	seen := map[uuid.UUID]bool{}
+	var ids []uuid.UUID
 	for _, pl := range batch {
 		for _, l := range pl.p.Lines {
 			if !seen[l.ProductID] {
@@ -867,7 +867,7 @@ func stampPickupCodes(placed []*placement, merchants map[uuid.UUID]*merchantRow,
 // per invitation, before the window ends (domain.ClaimInvitation). It
 // returns the entries' changes and their purchase windows' ends, which
 // bound the order's payment deadline (domain.PaymentDeadline).
-func claimInvitations(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, products map[string]productInfo,
+func claimInvitations(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, products map[uuid.UUID]productInfo,
 	lines []domain.LineRequest, customerID string, orderID uuid.UUID, now time.Time,
 ) ([]entryChange, []time.Time, error) {
 	var changes []entryChange
@@ -898,14 +898,14 @@ func claimInvitations(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, prod
 
 // placeOne decides one request and reserves its stock; a refused request
 // leaves nothing behind in the shared transaction.
-func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merchantRow, products map[string]productInfo, memo *stockMemo, now time.Time) error {
+func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merchantRow, products map[uuid.UUID]productInfo, memo *stockMemo, now time.Time) error {
 	if m == nil {
 		return domain.Errorf(domain.CodeNotFound, "merchant not found")
 	}
 	if m.pause.Refuses() {
 		return domain.MerchantPausedError(m.pause, now)
 	}
-	refs := make(map[string]domain.ProductRef, len(pl.p.Lines))
+	refs := make(map[uuid.UUID]domain.ProductRef, len(pl.p.Lines))
 	guarded := false
 	for _, l := range pl.p.Lines {
 		if pi, ok := products[l.ProductID]; ok {
@@ -919,7 +919,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 	}
 	deadline := domain.PaymentDeadline(now, m.PaymentTimeoutSeconds, windowEnds...)
 	events, err := domain.Place(domain.PlaceParams{
-		OrderID: pl.orderID.String(), MerchantID: pl.p.MerchantID.String(), CustomerID: pl.p.CustomerID,
+		OrderID: pl.orderID, MerchantID: pl.p.MerchantID, CustomerID: pl.p.CustomerID,
 		Lines: pl.p.Lines, Products: refs, PaymentDeadline: deadline,
 		Unit: m.CapacityUnit, Lane: pl.p.Lane, PickupAt: pl.p.PickupAt, PrepSeconds: m.PrepSeconds,
 	}, now)
@@ -1016,7 +1016,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 // It never fails the transaction: a refusal, or stock the transaction may
 // not wait for, puts back what the order had taken. What domain.RefuseStock
 // refuses on stockLines is refused before.
-func takeStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[string]productInfo, memo *stockMemo) (err error) {
+func takeStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[uuid.UUID]productInfo, memo *stockMemo) (err error) {
 	t := &stockTake{tx: tx, order: o, memo: memo}
 	defer func() {
 		var de *domain.Error

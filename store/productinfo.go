@@ -27,7 +27,7 @@ func (p productInfo) takesStock() bool {
 	return p.limited || p.perUserLimit != nil || p.dropID != uuid.Nil
 }
 
-func loadProducts(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, ids []string) (map[string]productInfo, error) {
+func loadProducts(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, ids []uuid.UUID) (map[uuid.UUID]productInfo, error) {
 	b := &pgx.Batch{}
 	out := addProducts(b, [][16]byte{merchantID}, ids)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -40,7 +40,7 @@ func loadProducts(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, ids []st
 // has not ended (at most one: drops_active_product_idx). A join, not a
 // correlated subquery, which kept Citus from pruning the read to the
 // merchants' shards: it read every shard.
-const productsSelect = `SELECT p.id::text, p.merchant_id::text, p.name, p.price_cents, p.stock_total IS NOT NULL, p.per_user_limit, p.load_units, d.id,
+const productsSelect = `SELECT p.id, p.merchant_id, p.name, p.price_cents, p.stock_total IS NOT NULL, p.per_user_limit, p.load_units, d.id,
 		p.option_groups, NOT p.available, p.hidden
 	FROM products p LEFT JOIN drops d ON d.merchant_id = p.merchant_id AND d.product_id = p.id AND d.state IN ('scheduled', 'open', 'selling')`
 
@@ -48,8 +48,8 @@ const productsSelect = `SELECT p.id::text, p.merchant_id::text, p.name, p.price_
 // filled when the batch's results are read. The merchants keep the read on
 // their shards on Citus (by id alone it reads every shard); a product of
 // another merchant is left to readMissingProducts.
-func addProducts(b *pgx.Batch, merchants [][16]byte, ids []string) map[string]productInfo {
-	out := make(map[string]productInfo, len(ids))
+func addProducts(b *pgx.Batch, merchants [][16]byte, ids []uuid.UUID) map[uuid.UUID]productInfo {
+	out := make(map[uuid.UUID]productInfo, len(ids))
 	b.Queue(productsSelect+` WHERE p.id = ANY($1::uuid[]) AND p.merchant_id = ANY($2)`, ids, merchants).
 		Query(func(rows pgx.Rows) error { return scanProducts(rows, out) })
 	return out
@@ -59,8 +59,8 @@ func addProducts(b *pgx.Batch, merchants [][16]byte, ids []string) map[string]pr
 // their merchant, so that a line naming another merchant's product is
 // refused as such rather than as unknown. It costs a round trip only when
 // a product is missing.
-func readMissingProducts(ctx context.Context, tx pgx.Tx, ids []string, products map[string]productInfo) error {
-	var missing []string
+func readMissingProducts(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, products map[uuid.UUID]productInfo) error {
+	var missing []uuid.UUID
 	for _, id := range ids {
 		if _, ok := products[id]; !ok {
 			missing = append(missing, id)
@@ -77,7 +77,7 @@ func readMissingProducts(ctx context.Context, tx pgx.Tx, ids []string, products 
 	return scanProducts(rows, products)
 }
 
-func scanProducts(rows pgx.Rows, out map[string]productInfo) error {
+func scanProducts(rows pgx.Rows, out map[uuid.UUID]productInfo) error {
 	for rows.Next() {
 		var p productInfo
 		var dropID pgtype.UUID

@@ -53,7 +53,7 @@ func (s *Store) CreateProduct(ctx context.Context, p CreateProductParams) (*Prod
 	id := newID()
 	now := s.now()
 	events, err := domain.CreateProduct(domain.ProductCreated{
-		ProductID: id.String(), MerchantID: p.MerchantID.String(), Name: p.Name, PriceCents: p.PriceCents,
+		ProductID: id, MerchantID: p.MerchantID, Name: p.Name, PriceCents: p.PriceCents,
 		Stock: p.Stock, PerUserLimit: p.PerUserLimit, LoadUnits: p.LoadUnits, CreatedAt: now,
 		OptionGroups: optionGroupsWithIDs(p.OptionGroups),
 	})

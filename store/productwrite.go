@@ -38,20 +38,12 @@ func writeProduct(ctx context.Context, tx pgx.Tx, c productChange, now time.Time
 	if len(c.events) == 0 {
 		return nil
 	}
-	id, err := parseID(c.after.ProductID)
-	if err != nil {
-		return err
-	}
-	merchant, err := parseID(c.after.MerchantID)
-	if err != nil {
-		return err
-	}
 	var rows productColumnsOf
 	if err := rows.add(c.after); err != nil {
 		return err
 	}
 	return writeStream(ctx, tx, AppendParams{
-		StreamID: id, StreamType: StreamProduct, MerchantID: merchant, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
+		StreamID: c.after.ProductID, StreamType: StreamProduct, MerchantID: c.after.MerchantID, ExpectedVersion: c.before.Version, Events: c.events, Meta: c.meta, RecordedAt: now,
 	}, &rows, "products", c.before.Version == 0)
 }
 
@@ -71,15 +63,7 @@ type productColumnsOf struct {
 }
 
 func (c *productColumnsOf) add(p domain.Product) error {
-	id, err := parseID(p.ProductID)
-	if err != nil {
-		return err
-	}
-	merchant, err := parseID(p.MerchantID)
-	if err != nil {
-		return err
-	}
-	c.id, c.merchant, c.name, c.price = append(c.id, id), append(c.merchant, merchant), append(c.name, p.Name), append(c.price, p.PriceCents)
+	c.id, c.merchant, c.name, c.price = append(c.id, p.ProductID), append(c.merchant, p.MerchantID), append(c.name, p.Name), append(c.price, p.PriceCents)
 	c.total, c.limit = append(c.total, int4(p.StockTotal)), append(c.limit, int4(p.PerUserLimit))
 	c.createdAt, c.version = append(c.createdAt, p.CreatedAt), append(c.version, int32(p.Version))
 	c.loadUnits = append(c.loadUnits, int32(max(p.LoadUnits, domain.DefaultLoadUnits)))
@@ -149,12 +133,11 @@ func productMerchant(ctx context.Context, tx pgx.Tx, id uuid.UUID) (uuid.UUID, e
 // in the row; StockTotal is.
 func lockProduct(ctx context.Context, tx pgx.Tx, merchantID, id uuid.UUID) (domain.Product, error) {
 	var p domain.Product
-	var pid, merchant uuid.UUID
 	var available bool
 	err := tx.QueryRow(ctx, `SELECT id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units,
 			option_groups, available, hidden
 		FROM products WHERE merchant_id = $1 AND id = $2 FOR NO KEY UPDATE`, merchantID, id).
-		Scan(&pid, &merchant, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version, &p.LoadUnits,
+		Scan(&p.ProductID, &p.MerchantID, &p.Name, &p.PriceCents, &p.StockTotal, &p.PerUserLimit, &p.CreatedAt, &p.Version, &p.LoadUnits,
 			&p.OptionGroups, &available, &p.Hidden)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, domain.Errorf(domain.CodeNotFound, "product not found")
@@ -162,7 +145,7 @@ func lockProduct(ctx context.Context, tx pgx.Tx, merchantID, id uuid.UUID) (doma
 	if err != nil {
 		return p, fmt.Errorf("lock product: %w", err)
 	}
-	p.ProductID, p.MerchantID, p.Unavailable = pid.String(), merchant.String(), !available
+	p.Unavailable = !available
 	if len(p.OptionGroups) == 0 {
 		// The fold of a product created without groups has none (nil).
 		p.OptionGroups = nil

@@ -3,20 +3,22 @@ package store
 import (
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
 )
 
 func TestQueueHeadCovers(t *testing.T) {
+	named := func(name string) uuid.UUID { return uuid.NewSHA1(uuid.NameSpaceURL, []byte(name)) }
 	queued := func(ids ...string) []domain.Order {
 		var os []domain.Order
 		for _, id := range ids {
-			os = append(os, domain.Order{ID: id, Status: domain.StatusQueued})
+			os = append(os, domain.Order{ID: named(id), Status: domain.StatusQueued})
 		}
 		return os
 	}
-	left := func(id string) []change { return []change{{after: domain.Order{ID: id}}} }
+	left := func(id string) []change { return []change{{after: domain.Order{ID: named(id)}}} }
 	for _, tc := range []struct {
 		name    string
 		head    *queueHead
@@ -40,11 +42,14 @@ func TestQueueHeadCovers(t *testing.T) {
 			if !ok {
 				return
 			}
-			var ids []string
+			var want, ids []uuid.UUID
+			for _, name := range tc.want {
+				want = append(want, named(name))
+			}
 			for _, o := range got {
 				ids = append(ids, o.ID)
 			}
-			require.Equal(t, tc.want, ids)
+			require.Equal(t, want, ids)
 		})
 	}
 }

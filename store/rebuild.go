@@ -426,11 +426,7 @@ func writeOrderStates(ctx context.Context, tx pgx.Tx, table string, insert bool,
 	return writeInChunks(ctx, tx, "orders into "+table, orders, func(b *pgx.Batch, chunk []domain.Order) error {
 		var cols orderColumnsOf
 		for _, o := range chunk {
-			id, err := orderID(o)
-			if err != nil {
-				return err
-			}
-			if err := cols.add(id, o); err != nil {
+			if err := cols.add(o); err != nil {
 				return err
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
@@ -14,9 +13,8 @@ import (
 )
 
 func expiryJob(o domain.Order) river.InsertManyParams {
-	id := uuid.MustParse(o.ID)
 	return river.InsertManyParams{
-		Args:       ExpireQueuedArgs{OrderID: id, QueuedAt: *o.QueuedAt},
+		Args:       ExpireQueuedArgs{OrderID: o.ID, QueuedAt: *o.QueuedAt},
 		InsertOpts: &river.InsertOpts{ScheduledAt: *o.QueueExpiresAt},
 	}
 }

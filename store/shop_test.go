@@ -31,7 +31,7 @@ func TestRebuildReplaysAShopsDay(t *testing.T) {
 	cake := createProduct(t, st, m.ID, nil)
 
 	placed, err := st.PlaceOrder(ctx, store.PlaceRequest{MerchantID: m.ID, CustomerID: "alice", PaymentRef: "card",
-		Lines: []domain.LineRequest{{ProductID: tea.ID.String(), Quantity: 1, Options: []string{large}}}, IdempotencyKey: "k1", RequestHash: []byte("h")})
+		Lines: []domain.LineRequest{{ProductID: tea.ID, Quantity: 1, Options: []string{large}}}, IdempotencyKey: "k1", RequestHash: []byte("h")})
 	require.NoError(t, err)
 	o := placed.Order
 	require.Equal(t, 2, o.Load)

@@ -215,7 +215,7 @@ func resizeSlots(ctx context.Context, tx pgx.Tx, m *merchantRow, before domain.M
 
 func releaseJob(o domain.Order) river.InsertManyParams {
 	return river.InsertManyParams{
-		Args:       ReleaseScheduledArgs{MerchantID: uuid.MustParse(o.MerchantID), ReleaseAt: *o.ReleaseAt},
+		Args:       ReleaseScheduledArgs{MerchantID: o.MerchantID, ReleaseAt: *o.ReleaseAt},
 		InsertOpts: &river.InsertOpts{ScheduledAt: *o.ReleaseAt},
 	}
 }

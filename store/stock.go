@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -65,19 +66,19 @@ type stockMemo struct {
 	// left is how many units of a product are left once the transaction
 	// holds every one of its buckets, or saw it sold out: the rest of a
 	// batch is answered without a query.
-	left map[string]int
+	left map[uuid.UUID]int
 	// highestHeld is the greatest product id of which the transaction holds
 	// a bucket: it may wait only for buckets of greater products.
-	highestHeld string
+	highestHeld uuid.UUID
 }
 
 func newStockMemo() *stockMemo {
-	return &stockMemo{left: map[string]int{}}
+	return &stockMemo{left: map[uuid.UUID]int{}}
 }
 
 // stockLines are the order's lines, in the lock order, as the stock rules
 // see them before any unit is taken (domain.RefuseStock).
-func stockLines(o domain.Order, products map[string]productInfo, memo *stockMemo) []domain.StockLine {
+func stockLines(o domain.Order, products map[uuid.UUID]productInfo, memo *stockMemo) []domain.StockLine {
 	items := sortedItems(o.Items)
 	lines := make([]domain.StockLine, len(items))
 	for i, it := range items {
@@ -114,7 +115,7 @@ type wantedUnits struct {
 // no lock (SKIP LOCKED), so sending it before the claims' answers changes
 // no lock order, and a refused claim puts the units back. It returns the
 // limited lines whose units are still to take, in the lock order.
-func (t *stockTake) claim(ctx context.Context, products map[string]productInfo) ([]wantedUnits, error) {
+func (t *stockTake) claim(ctx context.Context, products map[uuid.UUID]productInfo) ([]wantedUnits, error) {
 	o := t.order
 	items := sortedItems(o.Items)
 	b := &pgx.Batch{}
@@ -171,7 +172,7 @@ func (t *stockTake) claim(ctx context.Context, products map[string]productInfo) 
 
 // takenUnits records where an order's units came from, to put them back.
 type takenUnits struct {
-	merchantID, productID string
+	merchantID, productID uuid.UUID
 	buckets               []int32
 	counts                []int32
 }
@@ -242,7 +243,7 @@ func (t *stockTake) addTakeFree(b *pgx.Batch, it domain.Item, took func()) {
 
 // available is how many units of the product its buckets hold, read
 // without waiting for their locks.
-func (t *stockTake) available(ctx context.Context, productID string) (int, error) {
+func (t *stockTake) available(ctx context.Context, productID uuid.UUID) (int, error) {
 	var available int
 	if err := t.tx.QueryRow(ctx, `SELECT coalesce(sum(remaining), 0) FROM stock_buckets WHERE merchant_id = $2 AND product_id = $1`,
 		productID, t.order.MerchantID).Scan(&available); err != nil {
@@ -253,7 +254,7 @@ func (t *stockTake) available(ctx context.Context, productID string) (int, error
 
 // lockBuckets waits for every bucket of the product, in bucket order, and
 // returns what each holds.
-func (t *stockTake) lockBuckets(ctx context.Context, productID string) ([]domain.BucketTake, error) {
+func (t *stockTake) lockBuckets(ctx context.Context, productID uuid.UUID) ([]domain.BucketTake, error) {
 	rows, err := t.tx.Query(ctx, `SELECT bucket, remaining FROM stock_buckets WHERE merchant_id = $2 AND product_id = $1 ORDER BY bucket FOR UPDATE`,
 		productID, t.order.MerchantID)
 	if err != nil {
@@ -298,7 +299,7 @@ func (t *stockTake) take(ctx context.Context, it domain.Item, takes []domain.Buc
 	return nil
 }
 
-func (m *stockMemo) known(product string) (int, bool) {
+func (m *stockMemo) known(product uuid.UUID) (int, bool) {
 	if m == nil {
 		return 0, false
 	}
@@ -306,13 +307,13 @@ func (m *stockMemo) known(product string) (int, bool) {
 	return left, ok
 }
 
-func (m *stockMemo) set(product string, left int) {
+func (m *stockMemo) set(product uuid.UUID, left int) {
 	if m != nil {
 		m.left[product] = left
 	}
 }
 
-func (m *stockMemo) add(product string, n int) {
+func (m *stockMemo) add(product uuid.UUID, n int) {
 	if m == nil {
 		return
 	}
@@ -321,16 +322,16 @@ func (m *stockMemo) add(product string, n int) {
 	}
 }
 
-func (m *stockMemo) hold(product string) {
-	if m != nil && product > m.highestHeld {
+func (m *stockMemo) hold(product uuid.UUID) {
+	if m != nil && bytes.Compare(product[:], m.highestHeld[:]) > 0 {
 		m.highestHeld = product
 	}
 }
 
 // mayWaitFor reports whether waiting for the product's buckets keeps the
 // global lock order.
-func (m *stockMemo) mayWaitFor(product string) bool {
-	return m == nil || m.highestHeld < product
+func (m *stockMemo) mayWaitFor(product uuid.UUID) bool {
+	return m == nil || bytes.Compare(m.highestHeld[:], product[:]) < 0
 }
 
 // releaseStock returns an ended order's units and frees the customer's claims.
@@ -342,8 +343,9 @@ func releaseStock(ctx context.Context, tx pgx.Tx, o domain.Order) error {
 
 // releasedUnits are the units of ended orders, line by line.
 type releasedUnits struct {
-	merchants, customers, products []string
-	quantities                     []int32
+	merchants, products []uuid.UUID
+	customers           []string
+	quantities          []int32
 }
 
 func (u *releasedUnits) add(o domain.Order) {
@@ -383,6 +385,6 @@ func releaseUnits(ctx context.Context, tx pgx.Tx, u releasedUnits) error {
 
 func sortedItems(items []domain.Item) []domain.Item {
 	out := append([]domain.Item(nil), items...)
-	sort.Slice(out, func(i, j int) bool { return out[i].ProductID < out[j].ProductID })
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ProductID[:], out[j].ProductID[:]) < 0 })
 	return out
 }

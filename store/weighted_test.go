@@ -51,7 +51,7 @@ func TestWeightedAdmissionUnderConcurrency(t *testing.T) {
 				}
 				customer := fmt.Sprintf("c%d", i)
 				params := store.PlaceRequest{MerchantID: m.ID, CustomerID: customer, Lane: lane,
-					Lines:          []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1 + rand.IntN(6)}},
+					Lines:          []domain.LineRequest{{ProductID: p.ID, Quantity: 1 + rand.IntN(6)}},
 					IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")}
 				if i%4 != 0 {
 					params.PaymentRef = "r"

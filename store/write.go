@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -55,27 +54,20 @@ func addChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessag
 		if err != nil {
 			return fmt.Errorf("encode metadata: %w", err)
 		}
-		id, err := orderID(c.after)
-		if err != nil {
-			return err
-		}
-		merchant, err := parseID(c.after.MerchantID)
-		if err != nil {
-			return err
-		}
+		id, merchant := c.after.ID, c.after.MerchantID
 		for i, e := range c.events {
 			if err := ev.add(id, merchant, c.before.Version+i+1, e, string(meta)); err != nil {
 				return err
 			}
 		}
 		if c.before.Version == 0 {
-			if err := ins.add(id, c.after); err != nil {
+			if err := ins.add(c.after); err != nil {
 				return err
 			}
 			noteTransition(tx, "new", domain.StatusAwaitingPayment)
 			noteTransition(tx, domain.StatusAwaitingPayment, c.after.Status)
 		} else {
-			if err := upd.add(id, c.after); err != nil {
+			if err := upd.add(c.after); err != nil {
 				return err
 			}
 			noteTransition(tx, c.before.Status, c.after.Status)
@@ -237,16 +229,12 @@ func (c *orderColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert boo
 		WHERE o.id = r.id AND o.merchant_id = r.merchant_id AND o.merchant_id = ANY($2::uuid[])`, args...)
 }
 
-func (c *orderColumnsOf) add(id [16]byte, o domain.Order) error {
+func (c *orderColumnsOf) add(o domain.Order) error {
 	items, err := json.Marshal(o.Items)
 	if err != nil {
 		return fmt.Errorf("encode items: %w", err)
 	}
-	merchant, err := parseID(o.MerchantID)
-	if err != nil {
-		return err
-	}
-	c.id, c.merchant = append(c.id, id), append(c.merchant, merchant)
+	c.id, c.merchant = append(c.id, o.ID), append(c.merchant, o.MerchantID)
 	c.customer, c.items, c.status = append(c.customer, o.CustomerID), append(c.items, string(items)), append(c.status, string(o.Status))
 	c.total, c.version = append(c.total, o.TotalCents), append(c.version, int32(o.Version))
 	c.placedAt, c.deadline = append(c.placedAt, o.PlacedAt), append(c.deadline, o.PaymentDeadline)
@@ -274,16 +262,6 @@ func timestamptz(t *time.Time) pgtype.Timestamptz {
 	}
 	return pgtype.Timestamptz{Time: *t, Valid: true}
 }
-
-func parseID(s string) ([16]byte, error) {
-	id, err := uuid.Parse(s)
-	if err != nil {
-		return id, fmt.Errorf("id %q: %w", s, err)
-	}
-	return id, nil
-}
-
-func orderID(o domain.Order) ([16]byte, error) { return parseID(o.ID) }
 
 // foldedRows queues the statement that writes an aggregate's folded rows
 // into table (its own, or rebuild's copy of it).

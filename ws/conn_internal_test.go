@@ -88,7 +88,7 @@ func TestOrderMessageCarriesItsPlace(t *testing.T) {
 	reason := `a "quoted" reason with "queue_position":null,"eta_seconds":null inside`
 	pos, eta := 12, 345
 	o := store.OrderView{ID: uuid.New(), Version: 7, Status: domain.StatusQueued, StatusReason: &reason,
-		Items: []domain.Item{{ProductID: uuid.NewString(), Quantity: 2}}, QueuePosition: &pos, EtaSeconds: &eta}
+		Items: []domain.Item{{ProductID: uuid.New(), Quantity: 2}}, QueuePosition: &pos, EtaSeconds: &eta}
 	offer, err := offerOf(o)
 	require.NoError(t, err)
 	want, err := json.Marshal(orderMessage{Type: "order", Order: o})

@@ -87,7 +87,7 @@ func TestDropAndEntrySubscriptions(t *testing.T) {
 	}
 	// c2 buys the only unit: c3 ends sold_out.
 	_, err = b.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: s.merchant, CustomerID: "c2", PaymentRef: "p",
-		Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}}, IdempotencyKey: "k", RequestHash: []byte("h")})
+		Lines: []domain.LineRequest{{ProductID: p.ID, Quantity: 1}}, IdempotencyKey: "k", RequestHash: []byte("h")})
 	require.NoError(t, err)
 	settle()
 

@@ -163,7 +163,7 @@ func newShop(t *testing.T, st *store.Store, capacity int) shop {
 
 func (s shop) place(t *testing.T, st *store.Store, customer string) *store.OrderView {
 	res, err := st.PlaceOrder(context.Background(), store.PlaceRequest{MerchantID: s.merchant, CustomerID: customer, PaymentRef: "p",
-		Lines: []domain.LineRequest{{ProductID: s.product.String(), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
+		Lines: []domain.LineRequest{{ProductID: s.product, Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 	require.NoError(t, err)
 	return res.Order
 }
@@ -410,7 +410,7 @@ func TestOrderingUnderConcurrentChanges(t *testing.T) {
 				}
 				if w == 3 {
 					_, err := b.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: s.merchant, CustomerID: "late", PaymentRef: "p",
-						Lines: []domain.LineRequest{{ProductID: s.product.String(), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
+						Lines: []domain.LineRequest{{ProductID: s.product, Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 					if err != nil {
 						errs <- err
 						return
@@ -822,7 +822,7 @@ func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
 		defer close(placing)
 		for i := 0; ctx.Err() == nil; i++ {
 			_, _ = b.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: s.merchant, CustomerID: fmt.Sprintf("behind%d", i), PaymentRef: "p",
-				Lines: []domain.LineRequest{{ProductID: s.product.String(), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
+				Lines: []domain.LineRequest{{ProductID: s.product, Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()

@@ -58,7 +58,7 @@ func newHistory(t *testing.T) *history {
 			ref = ""
 		}
 		res, err := st.PlaceOrder(ctx, store.PlaceRequest{MerchantID: m.ID, CustomerID: fmt.Sprintf("c%d", i),
-			Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}}, PaymentRef: ref,
+			Lines: []domain.LineRequest{{ProductID: p.ID, Quantity: 1}}, PaymentRef: ref,
 			IdempotencyKey: uuid.NewString(), RequestHash: []byte{byte(i)}})
 		require.NoError(t, err)
 		if i == 0 {

@@ -96,7 +96,7 @@ func TestOperatorListener(t *testing.T) {
 		}
 		for j := range n {
 			_, err := st.PlaceOrder(ctx, store.PlaceRequest{MerchantID: m.ID, CustomerID: fmt.Sprintf("c%d", j), PaymentRef: "p",
-				Lines: []domain.LineRequest{{ProductID: p.ID.String(), Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
+				Lines: []domain.LineRequest{{ProductID: p.ID, Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
 			require.NoError(t, err)
 		}
 	}
