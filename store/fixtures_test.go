@@ -223,11 +223,9 @@ func intp(v int) *int { return &v }
 func storeMeta() store.Meta { return store.Meta{Actor: domain.ActorAdmin, Subject: "admin"} }
 
 type orderRef struct {
-	id       string
+	id       uuid.UUID
 	customer string
 }
-
-func (o *orderRef) uuid() uuid.UUID { return uuid.MustParse(o.id) }
 
 // scheduledDrop creates a FIFO drop of 5 units of a new limited product of
 // the merchant, opening a minute from the clock's now and starting an hour

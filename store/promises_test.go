@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"testing"
@@ -65,7 +66,7 @@ func TestPaidOrdersDecidedInArrivalOrder(t *testing.T) {
 	m := createMerchant(t, st, &merchantOpts{Capacity: 2})
 	p1, p2 := createProduct(t, st, m.ID, nil), createProduct(t, st, m.ID, nil)
 	low, high := p1, p2
-	if high.ID.String() < low.ID.String() {
+	if bytes.Compare(high.ID[:], low.ID[:]) < 0 {
 		low, high = high, low
 	}
 	release := holdLock(t, b.pool, `SELECT 1 FROM merchants WHERE id = $1 FOR NO KEY UPDATE`, m.ID)

@@ -181,11 +181,11 @@ func TestPayRacesClose(t *testing.T) {
 	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(1000)})
 
 	const n = 120
-	var ids []string
+	var ids []uuid.UUID
 	var deadline time.Time
 	for i := range n {
 		o := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i)})
-		ids = append(ids, o.ID.String())
+		ids = append(ids, o.ID)
 		deadline = o.PaymentDeadline
 	}
 	orders := make([]*orderRef, n)
@@ -219,7 +219,7 @@ func TestPayRacesClose(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer paying.Done()
-			if _, err := st.PayOrder(ctx, o.uuid(), "r", customer(o.customer), ""); err == nil {
+			if _, err := st.PayOrder(ctx, o.id, "r", customer(o.customer), ""); err == nil {
 				paid.Add(1)
 			} else if domain.ErrorCode(err) != domain.CodeInvalidTransition {
 				t.Error(err)
@@ -228,7 +228,7 @@ func TestPayRacesClose(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				ok, err := st.CloseUnpaid(ctx, m.ID, o.uuid())
+				ok, err := st.CloseUnpaid(ctx, m.ID, o.id)
 				if err != nil {
 					t.Error(err)
 					return
@@ -237,7 +237,7 @@ func TestPayRacesClose(t *testing.T) {
 					closed.Add(1)
 					return
 				}
-				got, err := st.GetOrder(ctx, o.uuid(), admin)
+				got, err := st.GetOrder(ctx, o.id, admin)
 				if err != nil {
 					t.Error(err)
 					return
