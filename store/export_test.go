@@ -200,6 +200,33 @@ func PromoteTimersBlocks(ctx context.Context, conn *pgx.Conn, queue string, ahea
 	return root[0].Plan.scanBlocks(), string(plan), nil
 }
 
+// FireDueTimersBlocks runs the read of the orders past their deadline that
+// FireDueTimers's next look would make (from the store's fireFrom, or from
+// the start) under EXPLAIN ANALYZE, in a transaction it rolls back, and
+// returns the pages it touched.
+func FireDueTimersBlocks(ctx context.Context, s *Store, conn *pgx.Conn, limit int, fromStart bool) (int, error) {
+	from := s.fireFrom.at()
+	if fromStart {
+		from = time.Time{}
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a rollback is the point
+	var plan []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+overdueUnpaidSQL, from, s.now(), limit, []uuid.UUID{}).Scan(&plan); err != nil {
+		return 0, err
+	}
+	var root []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(plan, &root); err != nil {
+		return 0, err
+	}
+	return root[0].Plan.scanBlocks(), nil
+}
+
 // scanBlocks sums the shared pages of the plan's scans (its leaves; a
 // node's own count includes its children's).
 func (n planNode) scanBlocks() int {

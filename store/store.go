@@ -70,6 +70,7 @@ type Store struct {
 	closer *pgkit.Batcher[*closeRequest, uuid.UUID]
 	// failedCloses are overdue orders whose close failed (timers.go).
 	failedCloses failedCloses
+	fireFrom     fireFrom
 	// full and fullChecker refuse requests for full slots without their
 	// merchant's batch (fullslots.go).
 	full        fullSlots

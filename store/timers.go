@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,23 +43,22 @@ func (s *Store) CloseUnpaidOverdue(ctx context.Context, cutoff time.Time, limit 
 		}
 		return len(unpaid), s.closeOverdueBatch(ctx, unpaid)
 	}
-	found, err := s.closeOverdueUnpaid(ctx, cutoff, limit)
+	found, err := s.closeOverdueUnpaid(ctx, time.Time{}, cutoff, limit)
 	return len(found), err
 }
 
 // closeOverdueUnpaid closes, on one PostgreSQL, up to limit unpaid orders
-// whose payment deadline is before cutoff, found and locked in the close's
-// transaction (CloseUnpaidOverdue), and returns those it closed. A batch
+// whose payment deadline is from from and before cutoff, found and locked
+// in the close's transaction (CloseUnpaidOverdue), and returns those it
+// closed. A batch
 // that fails is closed order by order, so that an order whose close fails
 // holds up no other; such an order is left out of the batches for
 // closeRetryAfter (failedCloses), and its error is returned with the
 // orders closed.
-func (s *Store) closeOverdueUnpaid(ctx context.Context, cutoff time.Time, limit int) ([]overdueOrder, error) {
+func (s *Store) closeOverdueUnpaid(ctx context.Context, from, cutoff time.Time, limit int) ([]overdueOrder, error) {
 	var found []overdueOrder
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, merchant_id, payment_deadline FROM orders
-			WHERE status = 'awaiting_payment' AND payment_deadline < $1 AND id <> ALL($3)
-			ORDER BY payment_deadline LIMIT $2 FOR UPDATE SKIP LOCKED`, cutoff, limit, s.failedCloses.held(time.Now()))
+		rows, err := tx.Query(ctx, overdueUnpaidSQL, from, cutoff, limit, s.failedCloses.held(time.Now()))
 		if err != nil {
 			return fmt.Errorf("overdue unpaid: %w", err)
 		}
@@ -98,6 +98,12 @@ func (s *Store) closeOverdueUnpaid(ctx context.Context, cutoff time.Time, limit 
 	}
 	return closed, errors.Join(errs...)
 }
+
+// overdueUnpaidSQL locks the unpaid orders whose deadline is in [$1, $2),
+// up to $3 of them, but those of $4.
+const overdueUnpaidSQL = `SELECT id, merchant_id, payment_deadline FROM orders
+	WHERE status = 'awaiting_payment' AND payment_deadline >= $1 AND payment_deadline < $2 AND id <> ALL($4)
+	ORDER BY payment_deadline LIMIT $3 FOR UPDATE SKIP LOCKED`
 
 // closeRetryAfter is how long an order whose close failed is left out of
 // the batches that close the overdue orders.
@@ -229,7 +235,14 @@ func (s *Store) FireDueTimers(ctx context.Context, queue string, limit int) ([]F
 	var fired []FiredTimer
 	var errs []error
 	if queue == QueueTimers {
-		closed, err := s.closeOverdueUnpaid(ctx, s.now(), limit)
+		from, cutoff := s.fireFrom.at(), s.now()
+		closed, err := s.closeOverdueUnpaid(ctx, from, cutoff, limit)
+		if err == nil {
+			if len(closed) >= limit {
+				cutoff = closed[len(closed)-1].Deadline
+			}
+			s.fireFrom.set(cutoff.Add(-fireLookBack))
+		}
 		for _, o := range closed {
 			fired = append(fired, FiredTimer{Kind: CloseUnpaidArgs{}.Kind(), ScheduledAt: o.Deadline})
 		}
@@ -238,6 +251,31 @@ func (s *Store) FireDueTimers(ctx context.Context, queue string, limit int) ([]F
 	jobs, err := s.fireDueJobs(ctx, queue, limit)
 	return append(fired, jobs...), errors.Join(append(errs, err)...)
 }
+
+// fireLookBack is how far before the last look's cutoff (or, its batch full,
+// its last deadline) a process's next look at the orders past their
+// deadline starts (fireFrom). Each close leaves its order's entry in
+// orders_unpaid_deadline_idx dead, and while any snapshot from before the
+// close stays open (the periodic audit's, for seconds) PostgreSQL cannot
+// mark it so: a read from the index's start visited the heap for every
+// order closed meanwhile, ten times a second in every process. An order
+// the look passed over (held by another look or a payment that let it go,
+// or committed that late) is the backstop's, which reads from the start a
+// grace period after each deadline.
+const fireLookBack = 2 * time.Second
+
+// fireFrom is the deadline a process's next look at the orders past their
+// deadline starts from (FireDueTimers): zero, the first, from the start.
+type fireFrom struct{ ns atomic.Int64 }
+
+func (f *fireFrom) at() time.Time {
+	if ns := f.ns.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+func (f *fireFrom) set(t time.Time) { f.ns.Store(t.UnixNano()) }
 
 // fireDueJobs is FireDueTimers's second transaction: the due jobs of queue
 // that wait pending.
