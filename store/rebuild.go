@@ -27,8 +27,8 @@ type RebuildReport struct {
 
 // Difference is one projection row that the events disagree with.
 type Difference struct {
-	Table string `json:"table"`
-	ID    string `json:"id"`
+	Table string    `json:"table"`
+	ID    uuid.UUID `json:"id"`
 	// Column is empty when the row exists on one side only; Live and
 	// Replay then hold the whole row, or nothing.
 	Column string `json:"column"`
@@ -295,17 +295,17 @@ func valuesOf[T any](m map[uuid.UUID]T) []T {
 // log and are left out.
 var comparisons = []struct{ table, live, replay string }{
 	{"orders",
-		`SELECT id::text, to_jsonb(o) - 'id' FROM orders o`,
-		`SELECT id::text, to_jsonb(o) - 'id' FROM rebuild_orders o`},
+		`SELECT id, to_jsonb(o) - 'id' FROM orders o`,
+		`SELECT id, to_jsonb(o) - 'id' FROM rebuild_orders o`},
 	{"merchants",
-		`SELECT id::text, jsonb_build_object('name', name, 'capacity', capacity, 'prep_seconds', prep_seconds,
+		`SELECT id, jsonb_build_object('name', name, 'capacity', capacity, 'prep_seconds', prep_seconds,
 			'max_queue_wait_seconds', max_queue_wait_seconds, 'payment_timeout_seconds', payment_timeout_seconds,
 			'webhook_url', webhook_url, 'created_at', created_at, 'version', version,
 			'capacity_unit', capacity_unit, 'timezone', timezone, 'pickup_prefix', pickup_prefix,
 			'pause_mode', pause_mode, 'paused_until', paused_until, 'guest_checkout', guest_checkout,
 			'active', active, 'queued', queued, 'next_seq', next_seq, 'active_orders', active_orders,
 			'queued_priority', queued_priority, 'queued_units', queued_units) FROM merchants`,
-		`SELECT m.id::text, jsonb_build_object('name', m.name, 'capacity', m.capacity, 'prep_seconds', m.prep_seconds,
+		`SELECT m.id, jsonb_build_object('name', m.name, 'capacity', m.capacity, 'prep_seconds', m.prep_seconds,
 			'max_queue_wait_seconds', m.max_queue_wait_seconds, 'payment_timeout_seconds', m.payment_timeout_seconds,
 			'webhook_url', m.webhook_url, 'created_at', m.created_at, 'version', m.version,
 			'capacity_unit', m.capacity_unit, 'timezone', m.timezone, 'pickup_prefix', m.pickup_prefix,
@@ -316,21 +316,21 @@ var comparisons = []struct{ table, live, replay string }{
 		FROM rebuild_merchants m
 		LEFT JOIN (` + loadOfOrders("rebuild_orders") + `) l ON l.merchant_id = m.id`},
 	{"products",
-		`SELECT p.id::text, jsonb_build_object('merchant_id', p.merchant_id, 'name', p.name, 'price_cents', p.price_cents,
+		`SELECT p.id, jsonb_build_object('merchant_id', p.merchant_id, 'name', p.name, 'price_cents', p.price_cents,
 			'stock_total', p.stock_total, 'per_user_limit', p.per_user_limit, 'created_at', p.created_at, 'version', p.version,
 			'load_units', p.load_units, 'option_groups', p.option_groups, 'available', p.available, 'hidden', p.hidden, 'remaining', b.remaining)
 		FROM products p LEFT JOIN (SELECT product_id, sum(remaining) AS remaining FROM stock_buckets GROUP BY 1) b ON b.product_id = p.id`,
-		`SELECT p.id::text, jsonb_build_object('merchant_id', p.merchant_id, 'name', p.name, 'price_cents', p.price_cents,
+		`SELECT p.id, jsonb_build_object('merchant_id', p.merchant_id, 'name', p.name, 'price_cents', p.price_cents,
 			'stock_total', p.stock_total, 'per_user_limit', p.per_user_limit, 'created_at', p.created_at, 'version', p.version,
 			'load_units', p.load_units, 'option_groups', p.option_groups, 'available', p.available, 'hidden', p.hidden,
 			'remaining', p.stock_total - coalesce(h.held, 0))
 		FROM rebuild_products p LEFT JOIN (` + heldByLiveOrders("rebuild_orders") + `) h ON h.product_id = p.id`},
 	{"drops",
-		`SELECT id::text, to_jsonb(d) - 'id' FROM drops d`,
-		`SELECT id::text, to_jsonb(d) - 'id' FROM rebuild_drops d`},
+		`SELECT id, to_jsonb(d) - 'id' FROM drops d`,
+		`SELECT id, to_jsonb(d) - 'id' FROM rebuild_drops d`},
 	{"drop_entries",
-		`SELECT id::text, to_jsonb(e) - 'id' FROM drop_entries e`,
-		`SELECT id::text, to_jsonb(e) - 'id' FROM rebuild_drop_entries e`},
+		`SELECT id, to_jsonb(e) - 'id' FROM drop_entries e`,
+		`SELECT id, to_jsonb(e) - 'id' FROM rebuild_drop_entries e`},
 }
 
 // loadOfOrders is, per merchant, the load its orders in table hold: units

@@ -146,7 +146,7 @@ func TestRebuildRepairsMerchantsDropsAndEntries(t *testing.T) {
 	require.NoError(t, err)
 	got := map[string]string{}
 	for _, d := range report.Differences {
-		got[d.Table+"."+d.Column+"."+d.ID] = d.Live + " → " + d.Replay
+		got[d.Table+"."+d.Column+"."+d.ID.String()] = d.Live + " → " + d.Replay
 	}
 	m := f.merchant.ID.String()
 	require.Equal(t, "7 → 100", got["merchants.capacity."+m])
