@@ -418,12 +418,12 @@ func CompareOrderKeys(a, b []byte) int {
 // (RFC 9562) of the first bytes of SHA-256("orderd drop entry" ‖ the drop
 // id's 16 bytes ‖ the customer id). Nobody learns a rank from it: the rank
 // is drawn from the seed, published only at the start.
-func EntryID(dropID [16]byte, customerID string) [16]byte {
+func EntryID(dropID uuid.UUID, customerID string) uuid.UUID {
 	h := sha256.New()
 	h.Write([]byte("orderd drop entry"))
 	h.Write(dropID[:])
 	h.Write([]byte(customerID))
-	var id [16]byte
+	var id uuid.UUID
 	copy(id[:], h.Sum(nil))
 	id[6] = id[6]&0x0f | 0x80
 	id[8] = id[8]&0x3f | 0x80

@@ -264,7 +264,7 @@ func entryView(e domain.Entry, rank, pos *int, d domain.DropState) EntryView {
 // MyEntry returns the customer's entry in a drop.
 func (s *Store) MyEntry(ctx context.Context, dropID uuid.UUID, customerID string) (*EntryView, error) {
 	return s.readEntry(ctx, s.pool, `e.id = $1 AND e.drop_id = $2 AND e.customer_id = $3`,
-		uuid.UUID(domain.EntryID(dropID, customerID)), dropID, customerID)
+		domain.EntryID(dropID, customerID), dropID, customerID)
 }
 
 // GetEntry returns an entry the caller may see.

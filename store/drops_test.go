@@ -172,7 +172,7 @@ func TestLateEntryCannotJoinTheDraw(t *testing.T) {
 	var seed, digest []byte
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seed, entries_digest FROM drops WHERE id = $1`, f.drop.ID).Scan(&seed, &digest))
 	joined := f.drop.StartsAt.Add(-time.Second)
-	id := uuid.UUID(domain.EntryID(f.drop.ID, "planted"))
+	id := domain.EntryID(f.drop.ID, "planted")
 	key := domain.OrderKey(domain.DropLottery, f.drop.StartsAt, seed, digest, id, joined)
 	_, err = b.pool.Exec(ctx, `INSERT INTO drop_entries (merchant_id, drop_id, id, customer_id, joined_at, status, order_key, version)
 		VALUES ($1, $2, $3, 'planted', $4, 'waiting', $5, 1)`, f.merchant.ID, f.drop.ID, id, joined, key)

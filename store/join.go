@@ -73,7 +73,7 @@ func (s *Store) JoinDrop(ctx context.Context, dropID uuid.UUID, customerID, requ
 		return &JoinResult{Entry: req.fresh, Created: true}, nil
 	}
 	e, err := s.readEntry(ctx, s.pool, `e.merchant_id = $1 AND e.id = $2 AND e.drop_id = $3 AND e.customer_id = $4`,
-		merchantID, uuid.UUID(domain.EntryID(dropID, customerID)), dropID, customerID)
+		merchantID, domain.EntryID(dropID, customerID), dropID, customerID)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 			seenMerchant[req.merchantID] = true
 			merchantIDs = append(merchantIDs, req.merchantID)
 		}
-		ids = append(ids, uuid.UUID(domain.EntryID(req.dropID, req.customerID)))
+		ids = append(ids, domain.EntryID(req.dropID, req.customerID))
 	}
 	sort.Slice(dropIDs, func(i, j int) bool { return bytes.Compare(dropIDs[i][:], dropIDs[j][:]) < 0 })
 
@@ -225,7 +225,7 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 			req.err = errDropNotFound
 			continue
 		}
-		id := uuid.UUID(domain.EntryID(req.dropID, req.customerID))
+		id := domain.EntryID(req.dropID, req.customerID)
 		if existing[id] {
 			continue // answered with the entry it has
 		}
