@@ -782,30 +782,41 @@ func TestAnUnsubscribedOrderIsNoLongerSent(t *testing.T) {
 	require.Equal(t, domain.StatusCompleted, m.Order.Status)
 }
 
-// TestAClientBehindInReadingIsNotClosed: watchers far back in a line that
-// moves, half of which read nothing for three times PongWait, while one
-// goroutine completes orders and another places more. A ping waits in a
-// client's socket behind the messages it has not read, so a client that is
-// only behind cannot answer in time; its host still acknowledges what it
-// is sent, and it must not be closed as gone. Every watcher hears its
-// order admitted, and no client is closed for its pongs. Before, the slow
-// half was closed ("pings were not answered") and never heard it.
+// TestAClientBehindInReadingIsNotClosed: watchers in a line that keeps
+// moving, half of which read nothing for three times PongWait, while one
+// goroutine moves the line and another places more orders behind it. A
+// ping waits in a client's socket behind the messages it has not read, so
+// a client that is only behind cannot answer in time; its host still
+// acknowledges what it is sent, and it must not be closed as gone. Every
+// watcher hears its order admitted, and no client is closed for its pongs.
+// Before, the slow half was closed ("pings were not answered") and never
+// heard it.
+//
+// The hub counts a client as only behind while it is still written to
+// within PongWait, so the test keeps every watcher written to: they stand
+// among the first places, where every move is sent (a place further back
+// is sent only once it changed by a fraction of itself), and the line
+// moves both ways, a new order prioritized ahead of them, then the order
+// being prepared completed, so that it never reaches them before the slow
+// half woke. When the line only shortened, a loaded machine left more
+// than PongWait between two messages to a watcher far back, and the hub
+// rightly closed a client it was no longer writing to.
 func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	pongWait := time.Second
+	pongWait := 2 * time.Second
 	h, url := serveHub(t, b, ws.Options{Poll: 20 * time.Millisecond, PingEvery: pongWait / 4, PongWait: pongWait})
 	s := newShop(t, b.store, 1)
-	var line []*store.OrderView
-	for i := range 20 {
-		line = append(line, s.place(t, b.store, fmt.Sprintf("ahead%d", i)))
+	active := s.place(t, b.store, "first")
+	var ahead []*store.OrderView
+	for i := range 4 {
+		ahead = append(ahead, s.place(t, b.store, fmt.Sprintf("ahead%d", i)))
 	}
 	const watchers = 8
 	mine := make([]*store.OrderView, watchers)
 	for i := range mine {
 		mine[i] = s.place(t, b.store, fmt.Sprintf("w%d", i))
 	}
-	line = append(line, mine...)
 	conns := make([]*websocket.Conn, watchers)
 	for i, o := range mine {
 		conns[i] = dial(t, url, auth.Principal{Subject: fmt.Sprintf("w%d", i), Role: auth.RoleCustomer})
@@ -826,33 +837,76 @@ func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	completing := make(chan error, 1)
+	var woke sync.WaitGroup
+	woke.Add(watchers / 2)
+	awake := make(chan struct{})
+	go func() { woke.Wait(); close(awake) }()
+	moving := make(chan error, 1)
 	go func() {
-		for _, o := range line {
+		complete := func(o *store.OrderView) error {
 			time.Sleep(150 * time.Millisecond)
-			if _, err := b.store.CompleteOrder(ctx, o.ID, admin, ""); err != nil {
-				completing <- err
+			_, err := b.store.CompleteOrder(ctx, o.ID, admin, "")
+			return err
+		}
+		// Until the slow half woke, each round moves every watcher back
+		// one place and forward one: the order jumping the line is the next
+		// one admitted.
+		for i := 0; ; i++ {
+			select {
+			case <-awake:
+				for _, o := range append(append([]*store.OrderView{active}, ahead...), mine...) {
+					if err := complete(o); err != nil {
+						moving <- err
+						return
+					}
+				}
+				moving <- nil
+				return
+			default:
+			}
+			placed, err := b.store.PlaceOrder(ctx, store.PlaceRequest{MerchantID: s.merchant, CustomerID: fmt.Sprintf("jumper%d", i), PaymentRef: "p",
+				Lines: []domain.LineRequest{{ProductID: s.product, Quantity: 1}}, IdempotencyKey: uuid.NewString(), RequestHash: []byte("h")})
+			if err != nil {
+				moving <- err
 				return
 			}
+			jumper := placed.Order
+			time.Sleep(150 * time.Millisecond)
+			if _, err := b.store.PrioritizeOrder(ctx, jumper.ID, "", admin, ""); err != nil {
+				moving <- err
+				return
+			}
+			if err := complete(active); err != nil {
+				moving <- err
+				return
+			}
+			active = jumper
 		}
-		completing <- nil
 	}()
 	heard := make(chan error, watchers)
 	for i, c := range conns {
 		go func() {
-			if i%2 == 0 {
+			slow := i%2 == 0
+			if slow {
 				time.Sleep(3 * pongWait)
 			}
-			_ = c.SetReadDeadline(time.Now().Add(3 * deliver))
+			_ = c.SetReadDeadline(time.Now().Add(3*pongWait + 3*deliver))
 			for {
 				var m message
 				if err := c.ReadJSON(&m); err != nil {
 					heard <- fmt.Errorf("watcher %d: %w", i, err)
+					if slow {
+						woke.Done()
+					}
 					return
 				}
+				if slow {
+					slow = false
+					woke.Done()
+				}
 				if m.Order != nil && m.Order.Status != domain.StatusQueued {
-					// A client that stops reading without leaving
-					// would be closed for its pongs in turn.
+					// Admitted: nothing more is sent to it, and a client not
+					// reading would be closed for its pongs in turn.
 					heard <- c.Close()
 					return
 				}
@@ -862,7 +916,7 @@ func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
 	for range watchers {
 		require.NoError(t, <-heard)
 	}
-	require.NoError(t, <-completing)
+	require.NoError(t, <-moving)
 	stop()
 	<-placing
 	require.Zero(t, h.Stats.Unanswered.Load())
