@@ -369,12 +369,18 @@ func benchTarget(ctx context.Context, w benchWhere, cfg app.Config) (*bench.Targ
 		if err != nil {
 			return nil, bench.Settings{}, nil, err
 		}
+		// Each run's database is dropped when the run is done with it: a
+		// run leaves gigabytes, and the autovacuum of those left behind
+		// would run during later runs.
+		name := fmt.Sprintf("orderd_bench_%d", time.Now().Unix())
 		stopPG = func() {
+			if err := pglocal.DropDatabase(context.Background(), inst.URL, name); err != nil {
+				fmt.Fprintln(os.Stderr, "drop the run's database:", err)
+			}
 			if err := inst.Stop(context.Background()); err != nil {
 				fmt.Fprintln(os.Stderr, "stop PostgreSQL:", err)
 			}
 		}
-		name := fmt.Sprintf("orderd_bench_%d", time.Now().Unix())
 		if err := pglocal.EnsureDatabase(ctx, inst.URL, name); err != nil {
 			stopPG()
 			return nil, bench.Settings{}, nil, err

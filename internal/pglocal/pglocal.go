@@ -414,3 +414,17 @@ func EnsureDatabase(ctx context.Context, adminURL, name string) error {
 	}
 	return nil
 }
+
+// DropDatabase drops the database name on the server at adminURL, if it
+// exists, ending its sessions.
+func DropDatabase(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}

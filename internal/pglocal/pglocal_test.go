@@ -63,6 +63,19 @@ func TestPrivateCluster(t *testing.T) {
 	conn, err = pgx.Connect(ctx, restarted.DatabaseURL("orderd_pglocal"))
 	require.NoError(t, err, "the data directory survived the restart")
 	require.NoError(t, conn.Close(ctx))
+
+	// A connection left open does not keep the database from its drop.
+	left, err := pgx.Connect(ctx, restarted.DatabaseURL("orderd_pglocal"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = left.Close(context.Background()) })
+	require.NoError(t, pglocal.DropDatabase(ctx, restarted.URL, "orderd_pglocal"))
+	require.NoError(t, pglocal.DropDatabase(ctx, restarted.URL, "orderd_pglocal"), "a database already gone is fine")
+	conn, err = pgx.Connect(ctx, restarted.URL)
+	require.NoError(t, err)
+	var exists bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'orderd_pglocal')`).Scan(&exists))
+	require.NoError(t, conn.Close(ctx))
+	require.False(t, exists, "dropped")
 	require.NoError(t, restarted.Stop(ctx))
 }
 
