@@ -55,10 +55,10 @@ func (c *dropColumnsOf) add(d domain.Drop) {
 	c.version, c.seed, c.digest = append(c.version, int32(d.Version)), append(c.seed, d.Seed), append(c.digest, d.EntriesDigest)
 }
 
-// queue adds to b the statement that writes the rows into table (drops, or
+// addTo adds to b the statement that writes the rows into table (drops, or
 // a table like it): inserted when new, else every column the fold knows
 // updated.
-func (c *dropColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
+func (c *dropColumnsOf) addTo(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
 	if len(c.id) == 0 {
 		return
 	}
@@ -71,7 +71,7 @@ func (c *dropColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool
 		insertRows{
 			Into:    `INSERT INTO ` + t + ` (` + dropFoldColumns + `)`,
 			Columns: columns,
-		}.queue(tx, b, nil)
+		}.addTo(tx, b, nil)
 		return
 	}
 	rows, args := unnestOf(0, columns)
@@ -170,7 +170,7 @@ func addEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time, i
 		// same (domain.EntryID) and whose first event is in the log.
 		inserts := ins.insert("drop_entries")
 		inserts.Tail = `ON CONFLICT ON CONSTRAINT drop_entries_one_per_customer DO NOTHING RETURNING id`
-		inserts.queue(tx, b, func(rows pgx.Rows) error {
+		inserts.addTo(tx, b, func(rows pgx.Rows) error {
 			for rows.Next() {
 				var id uuid.UUID
 				if err := rows.Scan(&id); err != nil {
@@ -184,12 +184,12 @@ func addEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time, i
 		})
 		firsts := first.insert(StreamDropEntry, now)
 		firsts.Tail = `ON CONFLICT (stream_id, version, merchant_id) DO NOTHING`
-		firsts.queue(tx, b, nil)
+		firsts.addTo(tx, b, nil)
 	}
 	if len(ev.stream) > 0 {
-		ev.insert(StreamDropEntry, now).queue(tx, b, nil)
+		ev.insert(StreamDropEntry, now).addTo(tx, b, nil)
 	}
-	upd.queue(tx, b, "drop_entries", false)
+	upd.addTo(tx, b, "drop_entries", false)
 	return nil
 }
 
@@ -245,15 +245,15 @@ func (c *entryColumnsOf) args() []any {
 	return []any{c.merchant, c.drop, c.id, c.customer, c.joinedAt, c.status, c.key, c.invitedAt, c.deadline, c.order, c.version, c.rank}
 }
 
-// queue adds to b the statement that writes the rows into table
+// addTo adds to b the statement that writes the rows into table
 // (drop_entries, or a table like it): inserted when new, else every column
 // the fold knows updated, and the order key and rank where they are known.
-func (c *entryColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
+func (c *entryColumnsOf) addTo(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
 	if len(c.id) == 0 {
 		return
 	}
 	if insert {
-		c.insert(table).queue(tx, b, nil)
+		c.insert(table).addTo(tx, b, nil)
 		return
 	}
 	b.Queue(`UPDATE `+pgx.Identifier{table}.Sanitize()+` e SET customer_id = r.customer_id, joined_at = r.joined_at,

@@ -166,7 +166,7 @@ func (s *Store) lockMerchant(ctx context.Context, tx pgx.Tx, l merchantLock) (*m
 	if l.skipLocked {
 		sql += ` SKIP LOCKED`
 	}
-	locks.queue(b, sql, l.id)
+	locks.addTo(b, sql, l.id)
 	if l.order != nil {
 		addOrderLock(b, l.id, l.orderID, l.order)
 	}
@@ -193,9 +193,9 @@ type merchantLocks struct {
 	rows map[uuid.UUID]*merchantRow
 }
 
-// queue adds to b the statement sql, which selects merchantColumns from
+// addTo adds to b the statement sql, which selects merchantColumns from
 // merchants under a lock.
-func (l *merchantLocks) queue(b *pgx.Batch, sql string, args ...any) {
+func (l *merchantLocks) addTo(b *pgx.Batch, sql string, args ...any) {
 	if l.rows == nil {
 		l.rows = map[uuid.UUID]*merchantRow{}
 	}

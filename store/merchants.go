@@ -108,7 +108,7 @@ func (s *Store) CreateMerchant(ctx context.Context, settings domain.MerchantSett
 			return err
 		}
 		b := &pgx.Batch{}
-		cols.queue(tx, b, "merchants", true)
+		cols.addTo(tx, b, "merchants", true)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("insert merchant: %w", err)
 		}

@@ -109,11 +109,11 @@ func scheduleJSON(s domain.MerchantSettings) (slots, hours pgtype.Text, err erro
 	return slots, hours, nil
 }
 
-// queue adds to b the statement that writes the rows into table (merchants,
+// addTo adds to b the statement that writes the rows into table (merchants,
 // or a table like it): inserted with their secrets when new, else every
 // column the fold knows updated, and decided_at where a decision time is
 // given (a replay has none, and leaves it alone).
-func (c *merchantColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
+func (c *merchantColumnsOf) addTo(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
 	if len(c.id) == 0 {
 		return
 	}
@@ -127,7 +127,7 @@ func (c *merchantColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert 
 		insertRows{
 			Into:    `INSERT INTO ` + t + ` (` + merchantFoldColumns + `, webhook_secret, decided_at)`,
 			Columns: append(columns, col("text", c.secret), col("timestamptz", c.decidedAt)),
-		}.queue(tx, b, nil)
+		}.addTo(tx, b, nil)
 		return
 	}
 	rows, args := unnestOf(0, append(columns, col("timestamptz", c.decidedAt)))

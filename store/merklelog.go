@@ -203,7 +203,7 @@ func (s *Store) checkpointIfDue(ctx context.Context, tx pgx.Tx, p ExtendLogParam
 		return nil, fmt.Errorf("store checkpoint: %w", err)
 	}
 	if p.Witness {
-		if err := queueForWitness(ctx, tx, &c); err != nil {
+		if err := writeWitnessMessage(ctx, tx, &c); err != nil {
 			return nil, err
 		}
 	}

@@ -289,7 +289,7 @@ func advancePickupCounters(ctx context.Context, tx pgx.Tx, ids [][16]byte, days 
 		Columns: []column{col("uuid", ids), col("text", days), col("int", counts)},
 		Ordered: true,
 		Tail:    pickupCountersTail,
-	}.queue(tx, b, counters.scan)
+	}.addTo(tx, b, counters.scan)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return counters, fmt.Errorf("advance pickup counters: %w", err)
 	}

@@ -693,7 +693,7 @@ func addIdempotencyKeys(tx pgx.Tx, b *pgx.Batch, batch []*placement) *keyClaim {
 		Columns: []column{col("uuid", merchants), col("text", customers), col("text", keys), col("bytea", hashes), col("uuid", ids)},
 		Ordered: true,
 		Tail:    `ON CONFLICT DO NOTHING RETURNING merchant_id, customer_id, key`,
-	}.queue(tx, b, func(rows pgx.Rows) error {
+	}.addTo(tx, b, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var k customerKey
 			if err := rows.Scan(&k.merchant, &k.customer, &k.key); err != nil {
@@ -834,7 +834,7 @@ func addBatchMerchants(tx pgx.Tx, b *pgx.Batch, batch []*placement, wait bool) *
 			continue
 		}
 		for _, ids := range lockGroups(tx, q.ids) {
-			locks.queue(b, q.sql, ids)
+			locks.addTo(b, q.sql, ids)
 		}
 	}
 	return &locks

@@ -79,10 +79,10 @@ func (c *productColumnsOf) add(p domain.Product) error {
 	return nil
 }
 
-// queue adds to b the statement that writes the rows into table (products,
+// addTo adds to b the statement that writes the rows into table (products,
 // or a table like it): inserted when new, else every column the fold knows
 // updated.
-func (c *productColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
+func (c *productColumnsOf) addTo(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
 	if len(c.id) == 0 {
 		return
 	}
@@ -95,7 +95,7 @@ func (c *productColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert b
 			Into: `INSERT INTO ` + t + ` (id, merchant_id, name, price_cents, stock_total, per_user_limit, created_at, version, load_units,
 				option_groups, available, hidden)`,
 			Columns: columns,
-		}.queue(tx, b, nil)
+		}.addTo(tx, b, nil)
 		return
 	}
 	rows, args := unnestOf(0, columns)

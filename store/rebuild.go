@@ -405,12 +405,12 @@ func numberNotBelow(a, b string) bool {
 // rebuildChunk is how many rows one statement of a rebuild writes.
 const rebuildChunk = 5000
 
-// writeInChunks writes states a chunk per statement, queue adding a
+// writeInChunks writes states a chunk per statement, add adding a
 // chunk's statement to the batch.
-func writeInChunks[T any](ctx context.Context, tx pgx.Tx, what string, states []T, queue func(*pgx.Batch, []T) error) error {
+func writeInChunks[T any](ctx context.Context, tx pgx.Tx, what string, states []T, add func(*pgx.Batch, []T) error) error {
 	for start := 0; start < len(states); start += rebuildChunk {
 		b := &pgx.Batch{}
-		if err := queue(b, states[start:min(start+rebuildChunk, len(states))]); err != nil {
+		if err := add(b, states[start:min(start+rebuildChunk, len(states))]); err != nil {
 			return err
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -430,7 +430,7 @@ func writeOrderStates(ctx context.Context, tx pgx.Tx, table string, insert bool,
 				return err
 			}
 		}
-		cols.queue(tx, b, table, insert)
+		cols.addTo(tx, b, table, insert)
 		return nil
 	})
 }
@@ -445,7 +445,7 @@ func writeMerchantStates(ctx context.Context, tx pgx.Tx, table string, insert bo
 				return err
 			}
 		}
-		cols.queue(tx, b, table, insert)
+		cols.addTo(tx, b, table, insert)
 		return nil
 	})
 }
@@ -459,7 +459,7 @@ func writeProductStates(ctx context.Context, tx pgx.Tx, table string, insert boo
 				return err
 			}
 		}
-		cols.queue(tx, b, table, insert)
+		cols.addTo(tx, b, table, insert)
 		return nil
 	})
 }
@@ -471,7 +471,7 @@ func writeDropStates(ctx context.Context, tx pgx.Tx, table string, insert bool, 
 		for _, d := range chunk {
 			cols.add(d)
 		}
-		cols.queue(tx, b, table, insert)
+		cols.addTo(tx, b, table, insert)
 		return nil
 	})
 }
@@ -513,7 +513,7 @@ func writeEntryStates(ctx context.Context, tx pgx.Tx, table string, insert bool,
 			}
 			cols.add(e, drops[e.DropID].OrderKey(e.ID, e.JoinedAt), rank, true)
 		}
-		cols.queue(tx, b, table, insert)
+		cols.addTo(tx, b, table, insert)
 		return nil
 	})
 }

@@ -201,9 +201,9 @@ func (r insertRows) exec(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-// queue adds the insert to b for the deployment tx runs on; read, when not
+// addTo adds the insert to b for the deployment tx runs on; read, when not
 // nil, reads the rows each of its statements returns.
-func (r insertRows) queue(tx pgx.Tx, b *pgx.Batch, read func(pgx.Rows) error) {
+func (r insertRows) addTo(tx pgx.Tx, b *pgx.Batch, read func(pgx.Rows) error) {
 	for _, st := range r.statements(onCitusTx(tx)) {
 		q := b.Queue(st.sql, st.args...)
 		if read != nil {

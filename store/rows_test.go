@@ -43,7 +43,7 @@ func TestInsertRowsWriteTheSameRowsInBothForms(t *testing.T) {
 			Columns: []column{col("int", keys), col("text", docs), col("int", ns)},
 			Ordered: true,
 			Tail:    `ON CONFLICT (k) DO NOTHING RETURNING k`,
-		}.queue(&txn{Tx: tx, citus: citus}, b, func(rows pgx.Rows) error {
+		}.addTo(&txn{Tx: tx, citus: citus}, b, func(rows pgx.Rows) error {
 			for rows.Next() {
 				var k int32
 				if err := rows.Scan(&k); err != nil {

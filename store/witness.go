@@ -30,9 +30,9 @@ func WitnessStream(log string) uuid.UUID {
 	return uuid.NewSHA1(witnessNamespace, []byte(log))
 }
 
-// queueForWitness writes the checkpoint's message to the witness in the
+// writeWitnessMessage writes the checkpoint's message to the witness in the
 // transaction that stores the checkpoint: both are committed or neither.
-func queueForWitness(ctx context.Context, tx pgx.Tx, c *verify.Checkpoint) error {
+func writeWitnessMessage(ctx context.Context, tx pgx.Tx, c *verify.Checkpoint) error {
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("encode checkpoint for the witness: %w", err)

@@ -77,9 +77,9 @@ func addChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessag
 		return nil
 	}
 	noteEvents(tx)
-	ev.insert(StreamOrder, now).queue(tx, b, nil)
-	ins.queue(tx, b, "orders", true)
-	upd.queue(tx, b, "orders", false)
+	ev.insert(StreamOrder, now).addTo(tx, b, nil)
+	ins.addTo(tx, b, "orders", true)
+	upd.addTo(tx, b, "orders", false)
 	if len(outbox) > 0 {
 		var ids, merchants, orders [][16]byte
 		var versions []int32
@@ -94,7 +94,7 @@ func addChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessag
 			Args: []any{now},
 			Columns: []column{col("uuid", ids), col("uuid", merchants), col("uuid", orders), col("int", versions),
 				col("text", types), col("text", payloads)},
-		}.queue(tx, b, nil)
+		}.addTo(tx, b, nil)
 	}
 	return nil
 }
@@ -193,10 +193,10 @@ type orderColumnsOf struct {
 	pickedUpAt                      []pgtype.Timestamptz
 }
 
-// queue adds to b the statement that writes the rows into table (orders,
+// addTo adds to b the statement that writes the rows into table (orders,
 // or a table like it) in tx: inserted when new, else every column the fold
 // knows updated.
-func (c *orderColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
+func (c *orderColumnsOf) addTo(tx pgx.Tx, b *pgx.Batch, table string, insert bool) {
 	if len(c.id) == 0 {
 		return
 	}
@@ -213,7 +213,7 @@ func (c *orderColumnsOf) queue(tx pgx.Tx, b *pgx.Batch, table string, insert boo
 				status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
 				queue_seq, queued_at, queue_expires_at, load, lane, pickup_code, pickup_at, release_at, picked_up_at)`,
 			Columns: columns,
-		}.queue(tx, b, nil)
+		}.addTo(tx, b, nil)
 		return
 	}
 	rows, args := unnestOf(0, columns)
@@ -263,10 +263,10 @@ func timestamptz(t *time.Time) pgtype.Timestamptz {
 	return pgtype.Timestamptz{Time: *t, Valid: true}
 }
 
-// foldedRows queues the statement that writes an aggregate's folded rows
+// foldedRows adds to a batch the statement that writes an aggregate's folded rows
 // into table (its own, or rebuild's copy of it).
 type foldedRows interface {
-	queue(tx pgx.Tx, b *pgx.Batch, table string, insert bool)
+	addTo(tx pgx.Tx, b *pgx.Batch, table string, insert bool)
 }
 
 // writeStream is the one write of a merchant, product or drop: its events,
@@ -277,7 +277,7 @@ func writeStream(ctx context.Context, tx pgx.Tx, events AppendParams, rows folde
 		return err
 	}
 	b := &pgx.Batch{}
-	rows.queue(tx, b, table, insert)
+	rows.addTo(tx, b, table, insert)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write %s %s: %w", table, events.StreamID, err)
 	}
