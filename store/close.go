@@ -130,8 +130,8 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		}
 		changes = append(changes, change{before: o, after: after, events: events, meta: Meta{Actor: domain.ActorSystem}})
 		released.add(o)
-		if at, load, ok := domain.SlotReturn(o, after); ok {
-			slots = append(slots, slotTake{slotKey{o.MerchantID, at.UTC()}, load})
+		if r, ok := slotReturn(o, after); ok {
+			slots = append(slots, r)
 		}
 		closed[o.ID] = true
 	}

@@ -263,8 +263,8 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 			if err := releaseStock(ctx, tx, c.after); err != nil {
 				return w, err
 			}
-			if at, load, ok := domain.SlotReturn(c.before, c.after); ok {
-				w.slotReturns = append(w.slotReturns, slotTake{slotKey{m.ID, at.UTC()}, load})
+			if r, ok := slotReturn(c.before, c.after); ok {
+				w.slotReturns = append(w.slotReturns, r)
 			}
 			// A freed unit, or a queued order leaving (the head, say, whose
 			// load did not fit), may let the head in.
@@ -372,8 +372,8 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 			if err := releaseStock(ctx, tx, c.after); err != nil {
 				return w, err
 			}
-			if at, load, ok := domain.SlotReturn(c.before, c.after); ok {
-				w.slotReturns = append(w.slotReturns, slotTake{slotKey{m.ID, at.UTC()}, load})
+			if r, ok := slotReturn(c.before, c.after); ok {
+				w.slotReturns = append(w.slotReturns, r)
 			}
 			waited := now.Sub(*c.before.QueuedAt).Round(time.Second)
 			_, err := tx.Exec(ctx, `

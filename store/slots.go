@@ -99,6 +99,13 @@ type slotTake struct {
 	load int
 }
 
+// slotReturn is the room an order's change from before to after gives back
+// to its pickup slot, when domain.SlotReturn says it gives any.
+func slotReturn(before, after domain.Order) (slotTake, bool) {
+	at, load, ok := domain.SlotReturn(before, after)
+	return slotTake{slotKey{after.MerchantID, at.UTC()}, load}, ok
+}
+
 // slotTakes is the room in their slots decided for a batch's requests,
 // taken in the commit's writes by those the batch places.
 type slotTakes struct {
