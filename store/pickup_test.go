@@ -23,8 +23,8 @@ import (
 )
 
 // The pickup test runs this test binary again as a second and third OS
-// process placing orders (and the skew test as processes of its own,
-// skewHelperDB); these variables tell such a process what to do.
+// process placing orders (and the skew, slot and timers tests as processes
+// of their own); these variables tell such a process what to do.
 const (
 	pickupHelperDB       = "ORDERD_PICKUP_HELPER_DB"
 	pickupHelperMerchant = "ORDERD_PICKUP_HELPER_MERCHANT"
@@ -35,7 +35,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	for env, helper := range map[string]func() error{pickupHelperDB: pickupHelper, skewHelperDB: skewHelper, slotHelperDB: slotHelper, slotFreeHelperDB: slotFreeHelper} {
+	for env, helper := range map[string]func() error{pickupHelperDB: pickupHelper, skewHelperDB: skewHelper, slotHelperDB: slotHelper, slotFreeHelperDB: slotFreeHelper, timersHelperDB: timersHelper} {
 		if os.Getenv(env) == "" {
 			continue
 		}

@@ -2,7 +2,12 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	osexec "os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/store/storetest"
 )
 
 // TestResumeBackstopSweepsOnlyWhatIsOverdue: the pause backstop leaves a
@@ -288,32 +295,99 @@ func TestDueTimersFireInTheirCloseTransaction(t *testing.T) {
 	require.Equal(t, domain.StatusAwaitingPayment, status(ahead))
 }
 
-// TestProcessesFireEachTimerOnce: processes firing the same due timers at
-// once (two stores, each with goroutines of its own, in small batches)
-// close every order exactly once.
+// TestProcessesFireEachTimerOnce: three OS processes (this one and two runs
+// of the test binary), each firing due payment timers from four goroutines
+// at once over the same overdue orders, close every order exactly once
+// between them: the firing skips the rows another process holds, and an
+// order closed by one is not closed again by another.
 func TestProcessesFireEachTimerOnce(t *testing.T) {
 	t.Parallel()
-	st, b := setup(t)
-	other := newStore(store.Config{Pool: b.pool, Jobs: st.Config().Jobs})
 	ctx := context.Background()
-	clock := newFakeClock(st, other)
+	url := storetest.URL(t)
+	pool, err := smallPool(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ins, err := jobs.NewInserter(pool)
+	require.NoError(t, err)
+	st := newStore(store.Config{Pool: pool, Jobs: ins})
+	clock := newFakeClock(st)
 	m := createMerchant(t, st, &merchantOpts{Capacity: 1000, PaymentTimeout: 600})
 	p := createProduct(t, st, m.ID, nil)
-	const orders = 200
+	const orders, helpers = 600, 2
 	for i := range orders {
 		mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i)})
 	}
 	clock.Advance(11 * time.Minute)
 
+	// The processes start firing at one moment, after their start-up.
+	start := time.Now().Add(time.Second)
+	plan := timerFiring{now: clock.Now(), start: start}
+	var wg sync.WaitGroup
+	outs := make([][]byte, helpers)
+	errs := make([]error, helpers)
+	for i := range helpers {
+		cmd := osexec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), timersHelperDB+"="+url,
+			timersHelperNow+"="+strconv.FormatInt(plan.now.UnixNano(), 10),
+			timersHelperStart+"="+strconv.FormatInt(start.UnixNano(), 10))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = cmd.Output()
+		}()
+	}
+	here, err := plan.run(ctx, st)
+	require.NoError(t, err)
+	wg.Wait()
+	total := here
+	for i, err := range errs {
+		var exitErr *osexec.ExitError
+		if errors.As(err, &exitErr) {
+			require.NoError(t, err, "helper process %d: %s", i, exitErr.Stderr)
+		}
+		require.NoError(t, err, "helper process %d", i)
+		n, err := strconv.Atoi(strings.TrimSpace(string(outs[i])))
+		require.NoError(t, err, "helper process %d printed %q", i, outs[i])
+		require.Positive(t, n, "helper process %d fired no timer: the processes did not contend", i)
+		total += n
+	}
+	require.Positive(t, here, "this process fired no timer: the processes did not contend")
+	require.Equal(t, orders, total, "each timer fired once")
+	var closed, closedEvents int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'closed'),
+		(SELECT count(*) FROM events WHERE merchant_id = $1 AND type = 'order.closed')
+		FROM orders WHERE merchant_id = $1`, m.ID).Scan(&closed, &closedEvents))
+	require.Equal(t, orders, closed)
+	require.Equal(t, orders, closedEvents, "no order closed twice")
+}
+
+// The timers test runs this test binary again as OS processes firing timers;
+// these variables tell such a process the database, the time its clock
+// reads and the moment to start firing.
+const (
+	timersHelperDB    = "ORDERD_TIMERS_HELPER_DB"
+	timersHelperNow   = "ORDERD_TIMERS_HELPER_NOW_NS"
+	timersHelperStart = "ORDERD_TIMERS_HELPER_START_NS"
+)
+
+// timerFiring is one process's part: from start, four goroutines fire the
+// timers due at now, seven at a time, until none is left.
+type timerFiring struct {
+	now, start time.Time
+}
+
+func (f timerFiring) run(ctx context.Context, st *store.Store) (int, error) {
+	setClock(st, func() time.Time { return f.now })
+	time.Sleep(time.Until(f.start))
 	var total atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for _, s := range []*store.Store{st, other, st, other, st, other, st, other} {
+	errs := make(chan error, 4)
+	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				fired, err := s.FireDueTimers(ctx, store.QueueTimers, 7)
+				fired, err := st.FireDueTimers(ctx, store.QueueTimers, 7)
 				if err != nil {
 					errs <- err
 					return
@@ -327,16 +401,30 @@ func TestProcessesFireEachTimerOnce(t *testing.T) {
 	}
 	wg.Wait()
 	close(errs)
+	var all []error
 	for err := range errs {
-		require.NoError(t, err)
+		all = append(all, err)
 	}
-	require.EqualValues(t, orders, total.Load(), "each timer fired once")
-	var closed, closedEvents int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'closed'),
-		(SELECT count(*) FROM events WHERE merchant_id = $1 AND type = 'order.closed')
-		FROM orders WHERE merchant_id = $1`, m.ID).Scan(&closed, &closedEvents))
-	require.Equal(t, orders, closed)
-	require.Equal(t, orders, closedEvents, "no order closed twice")
+	return int(total.Load()), errors.Join(all...)
+}
+
+// timersHelper is a helper process's part: it prints how many timers it
+// fired.
+func timersHelper() error {
+	ctx := context.Background()
+	var f timerFiring
+	for v, at := range map[string]*time.Time{timersHelperNow: &f.now, timersHelperStart: &f.start} {
+		ns, err := strconv.ParseInt(os.Getenv(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v, err)
+		}
+		*at = time.Unix(0, ns)
+	}
+	return runInHelperProcess(ctx, os.Getenv(timersHelperDB), 4, func(ctx context.Context, st *store.Store, _ *pgxpool.Pool) error {
+		n, err := f.run(ctx, st)
+		fmt.Println(n)
+		return err
+	})
 }
 
 // TestAnOrderWhoseCloseFailsHoldsUpNoOther: the first order past its
