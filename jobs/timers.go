@@ -19,7 +19,7 @@ import (
 // is its durable record, and it fires exactly once in effect because its
 // worker acts only on what is still pending. A payment deadline on one
 // PostgreSQL is the exception: the order's own row is its record, and
-// store.FireDueTimers reads the orders past it (placement sets no job).
+// store.CloseDueUnpaid reads the orders past it (placement sets no job).
 //
 // River inserts a job with a future ScheduledAt as `scheduled`, and only the
 // elected leader promotes scheduled jobs, every five seconds: a short timer
@@ -29,8 +29,8 @@ import (
 // River's fetch takes only once its scheduled_at has passed, in whichever
 // process polls first, leader or not. The others wait `pending`. On one
 // PostgreSQL every process fires them itself as they fall due (Backstop,
-// store.FireDueTimers): a payment deadline is closed and its job deleted in
-// one transaction, any other kind is made available for River's workers.
+// store.FireDueTimers), making them available for River's workers, and
+// closes the orders past their payment deadline (store.CloseDueUnpaid).
 // On Citus, where the jobs and the orders live on different nodes, every
 // process promotes them instead as they come within timerLookAhead of
 // their deadline (store.PromoteTimers), for River's fetch to fire. Timers
@@ -159,8 +159,11 @@ type Backstop struct {
 	lastFull  time.Time
 	overdue   func(ctx context.Context, queue string, cutoff time.Time) ([]string, error)
 	promote   func(ctx context.Context, queue string, ahead time.Duration, limit int) (int, error)
-	// fire fires the due timers itself (store.FireDueTimers) every
-	// fireEvery, where direct says it can: on one PostgreSQL.
+	// closeDue and fire fire the due timers themselves (the payment
+	// deadlines, then River's jobs: store.CloseDueUnpaid,
+	// store.FireDueTimers) every fireEvery, where direct says they can: on
+	// one PostgreSQL.
+	closeDue  func(ctx context.Context, limit int) ([]store.FiredTimer, error)
 	fire      func(ctx context.Context, queue string, limit int) ([]store.FiredTimer, error)
 	fireEvery time.Duration
 	direct    func(ctx context.Context) bool
@@ -179,7 +182,7 @@ func NewBackstop(st *store.Store, cfg Config) *Backstop {
 	return &Backstop{
 		kinds: timerKinds(st), interval: cfg.TimerBackstopInterval, grace: cfg.TimerGrace, limit: 500,
 		now: st.Config().Now, log: log, fullEvery: cfg.TimerBackstopFullEvery, overdue: st.OverdueTimerKinds,
-		promote: st.PromoteTimers, fire: st.FireDueTimers, fireEvery: cfg.TimerPollInterval,
+		promote: st.PromoteTimers, closeDue: st.CloseDueUnpaid, fire: st.FireDueTimers, fireEvery: cfg.TimerPollInterval,
 		direct:  func(ctx context.Context) bool { return !st.Distributed(ctx) },
 		metrics: cfg.Metrics,
 	}
@@ -195,11 +198,12 @@ func (b *Backstop) Run(ctx context.Context) {
 		defer close(promoted)
 		if b.direct(ctx) {
 			every(ctx, b.fireEvery, func() (bool, error) {
-				fired, err := b.fire(ctx, store.QueueTimers, timerFireLimit)
-				for _, f := range fired {
+				closed, cerr := b.closeDue(ctx, timerFireLimit)
+				fired, ferr := b.fire(ctx, store.QueueTimers, timerFireLimit)
+				for _, f := range append(closed, fired...) {
 					b.metrics.timerFired(store.QueueTimers, f.Kind, time.Since(f.ScheduledAt))
 				}
-				return len(fired) >= timerFireLimit, err
+				return len(closed) >= timerFireLimit || len(fired) >= timerFireLimit, errors.Join(cerr, ferr)
 			}, func(err error) { b.log.Warn("timers", "err", err) })
 			return
 		}

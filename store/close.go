@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -116,9 +120,8 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		now = domain.DecisionTime(now, o.LastDecidedAt())
 	}
 	closed := map[uuid.UUID]bool{}
-	var changes []change
 	var released releasedUnits
-	var slots []slotTake
+	var w writeSet
 	for _, o := range orders {
 		events := domain.Close(o, now)
 		if len(events) == 0 {
@@ -128,15 +131,15 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		if err != nil {
 			return err
 		}
-		changes = append(changes, change{before: o, after: after, events: events, meta: Meta{Actor: domain.ActorSystem}})
+		w.changes = append(w.changes, change{before: o, after: after, events: events, meta: Meta{Actor: domain.ActorSystem}})
 		released.add(o)
-		if r, ok := slotReturn(o, after); ok {
-			slots = append(slots, r)
+		if at, load, ok := domain.SlotReturn(o, after); ok {
+			w.returnSlot(o.MerchantID, at, load)
 		}
 		closed[o.ID] = true
 	}
-	if len(changes) > 0 {
-		if err := s.commit(ctx, tx, writeSet{changes: changes, slotReturns: slots}, now); err != nil {
+	if len(w.changes) > 0 {
+		if err := s.commit(ctx, tx, w, now); err != nil {
 			return fmt.Errorf("close orders: %w", err)
 		}
 		if err := releaseUnits(ctx, tx, released); err != nil {
@@ -215,4 +218,186 @@ func closeRequests(orders []orderRef) []*closeRequest {
 // orderRef names an order with its merchant.
 type orderRef struct {
 	ID, MerchantID uuid.UUID
+}
+
+// CloseDueUnpaid closes, on one PostgreSQL, up to limit unpaid orders past
+// their payment deadline, read and locked in their close's transaction, and
+// reports them as fired timers: an unpaid order is its own payment timer,
+// its deadline in orders_unpaid_deadline_idx (placement sets no River job
+// for it), which every process reads every TimerPollInterval. A River job
+// per deadline cost each placement a row and seven index entries in River's
+// table that nothing read but the firing, and each close its delete. A
+// process that dies before committing leaves the orders unpaid, and the
+// next look of any process closes them.
+func (s *Store) CloseDueUnpaid(ctx context.Context, limit int) ([]FiredTimer, error) {
+	from, cutoff := s.fireFrom.at(), s.now()
+	closed, err := s.closeOverdueUnpaid(ctx, from, cutoff, limit)
+	if err == nil {
+		if len(closed) >= limit {
+			cutoff = closed[len(closed)-1].Deadline
+		}
+		s.fireFrom.set(cutoff.Add(-fireLookBack))
+	}
+	fired := make([]FiredTimer, len(closed))
+	for i, o := range closed {
+		fired[i] = FiredTimer{Kind: CloseUnpaidArgs{}.Kind(), ScheduledAt: o.Deadline}
+	}
+	return fired, err
+}
+
+// fireLookBack is how far before the last look's cutoff (or, its batch full,
+// its last deadline) a process's next look at the orders past their
+// deadline starts (fireFrom). Each close leaves its order's entry in
+// orders_unpaid_deadline_idx dead, and while any snapshot from before the
+// close stays open (the periodic audit's, for seconds) PostgreSQL cannot
+// mark it so: a read from the index's start visited the heap for every
+// order closed meanwhile, ten times a second in every process. An order
+// the look passed over (held by another look or a payment that let it go,
+// or committed that late) is the backstop's, which reads from the start a
+// grace period after each deadline.
+const fireLookBack = 2 * time.Second
+
+// fireFrom is the deadline a process's next look at the orders past their
+// deadline starts from (CloseDueUnpaid): zero, the first, from the start.
+type fireFrom struct{ ns atomic.Int64 }
+
+func (f *fireFrom) at() time.Time {
+	if ns := f.ns.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+func (f *fireFrom) set(t time.Time) { f.ns.Store(t.UnixNano()) }
+
+// CloseUnpaidOverdue closes up to limit unpaid orders whose payment deadline
+// is before cutoff, in one batch, and reports how many it found: the
+// backstop behind the payment timers, which should have closed them already.
+// On one PostgreSQL it finds and locks them in its close's transaction,
+// passing over those another transaction holds (a River job's close batch,
+// another process's backstop, a payment): read apart from the locks, every
+// process's round found the same first orders, closed none of those another
+// held, and, its batch full, looked again at once, again and again, while the
+// overdue orders behind them waited.
+func (s *Store) CloseUnpaidOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	const overdue = `SELECT id, merchant_id FROM orders WHERE status = 'awaiting_payment' AND payment_deadline < $1
+		ORDER BY payment_deadline LIMIT $2`
+	if s.splitOnCitus() {
+		// Citus locks rows only in a statement of one shard: the orders
+		// are read first and locked merchant by merchant.
+		rows, err := s.pool.Query(ctx, overdue, cutoff, limit)
+		if err != nil {
+			return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
+		}
+		unpaid, err := pgx.CollectRows(rows, pgx.RowToStructByPos[orderRef])
+		if err != nil {
+			return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
+		}
+		if len(unpaid) == 0 {
+			return 0, nil
+		}
+		return len(unpaid), s.closeOverdueBatch(ctx, unpaid)
+	}
+	found, err := s.closeOverdueUnpaid(ctx, time.Time{}, cutoff, limit)
+	return len(found), err
+}
+
+// closeOverdueUnpaid closes, on one PostgreSQL, up to limit unpaid orders
+// whose payment deadline is from from and before cutoff, found and locked
+// in the close's transaction (CloseUnpaidOverdue), and returns those it
+// closed. A batch
+// that fails is closed order by order, so that an order whose close fails
+// holds up no other; such an order is left out of the batches for
+// closeRetryAfter (failedCloses), and its error is returned with the
+// orders closed.
+func (s *Store) closeOverdueUnpaid(ctx context.Context, from, cutoff time.Time, limit int) ([]overdueOrder, error) {
+	var found []overdueOrder
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, overdueUnpaidSQL, from, cutoff, limit, s.failedCloses.held(time.Now()))
+		if err != nil {
+			return fmt.Errorf("overdue unpaid: %w", err)
+		}
+		found, err = pgx.CollectRows(rows, pgx.RowToStructByPos[overdueOrder])
+		if err != nil {
+			return fmt.Errorf("overdue unpaid: %w", err)
+		}
+		if len(found) == 0 {
+			return nil
+		}
+		reqs := make([]*closeRequest, len(found))
+		for i, o := range found {
+			reqs[i] = &closeRequest{merchantID: o.MerchantID, orderID: o.ID}
+		}
+		return s.closeInTx(ctx, tx, reqs)
+	})
+	if err = mapErr(err); err == nil {
+		return found, nil
+	}
+	if len(found) == 0 || domain.ErrorCode(err) == domain.CodeUnavailable || ctx.Err() != nil {
+		return nil, err
+	}
+	var closed []overdueOrder
+	var errs []error
+	for _, o := range found {
+		err := s.inTx(ctx, func(tx pgx.Tx) error {
+			return s.closeInTx(ctx, tx, []*closeRequest{{merchantID: o.MerchantID, orderID: o.ID}})
+		})
+		if err = mapErr(err); err != nil {
+			if domain.ErrorCode(err) != domain.CodeUnavailable && ctx.Err() == nil {
+				s.failedCloses.hold(o.ID, time.Now())
+			}
+			errs = append(errs, fmt.Errorf("close order %s: %w", o.ID, err))
+			continue
+		}
+		closed = append(closed, o)
+	}
+	return closed, errors.Join(errs...)
+}
+
+// overdueUnpaidSQL locks the unpaid orders whose deadline is in [$1, $2),
+// up to $3 of them, but those of $4.
+const overdueUnpaidSQL = `SELECT id, merchant_id, payment_deadline FROM orders
+	WHERE status = 'awaiting_payment' AND payment_deadline >= $1 AND payment_deadline < $2 AND id <> ALL($4)
+	ORDER BY payment_deadline LIMIT $3 FOR UPDATE SKIP LOCKED`
+
+// closeRetryAfter is how long an order whose close failed is left out of
+// the batches that close the overdue orders.
+const closeRetryAfter = time.Minute
+
+// failedCloses are the orders whose close failed on its own, each until it
+// may be tried again: left in, one would fail every batch it came first in.
+type failedCloses struct {
+	mu    sync.Mutex
+	until map[uuid.UUID]time.Time
+}
+
+// held lists the orders to leave out at now, forgetting those whose wait
+// is over.
+func (f *failedCloses) held(now time.Time) []uuid.UUID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ids := []uuid.UUID{}
+	for id, until := range f.until {
+		if now.After(until) {
+			delete(f.until, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (f *failedCloses) hold(id uuid.UUID, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.until == nil {
+		f.until = map[uuid.UUID]time.Time{}
+	}
+	f.until[id] = now.Add(closeRetryAfter)
+}
+
+// overdueOrder is an unpaid order past its payment deadline.
+type overdueOrder struct {
+	ID, MerchantID uuid.UUID
+	Deadline       time.Time
 }

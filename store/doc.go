@@ -16,8 +16,11 @@
 //     (placeParked) and decided by that merchant's own waiter, and a request
 //     whose stock another transaction holds goes first in a batch of its own
 //     right after (stockHeldElsewhere).
-//   - Payment deadlines (CloseUnpaid, close.go) are closed by the closer's
-//     batches, drop joins (JoinDrop, join.go) by the joiner's lanes.
+//   - Payment deadlines are closed by the closer's batches (CloseUnpaid,
+//     close.go) where a River job fires them, on Citus; on one PostgreSQL
+//     each process's look (CloseDueUnpaid) closes the orders it finds past
+//     their deadline in one transaction. Drop joins (JoinDrop, join.go) go
+//     by the joiner's lanes.
 //   - A command on one order (orderCommand, ordercommands.go) runs in a pipelined
 //     transaction of its own; this process's commands on one order take
 //     turns (orderTurns), other processes' wait for the rows' locks.
@@ -81,18 +84,25 @@
 //     timer: api/merchants.go or jobs/jobs.go, merchants.go, domain/pause.go
 //     (PauseMerchant, ResumeDue). Priority: POST /v1/orders/{id}/prioritize:
 //     api/orders.go, ordercommands.go, domain/commands.go (Prioritize).
-//   - Queue expiry and retry: the expiry timer: jobs/jobs.go,
-//     ordercommands.go, domain/commands.go (Expire); POST
+//   - Queue expiry and retry: the expiry timer: jobs/jobs.go (or its
+//     backstop, jobs/timers.go: ExpireQueuedOverdue), ordercommands.go,
+//     domain/commands.go (Expire); POST
 //     /v1/admin/dead-letters/{id}/retry: api/admin.go, deadletters.go,
 //     domain/commands.go (Requeue).
 //   - The ETA: GET /v1/orders/{id}: api/orders.go, orderview.go,
 //     domain/merchant.go (WaitBasis.Wait). Who may see an order: the same
 //     route and store file, domain/access.go (Party.MaySeeOrder).
 //   - Pickup codes: POST /v1/orders: api/orders.go, place.go
-//     (stampPickupCodes), domain/capacity.go (PickupCode).
+//     (stampPickupCodes), domain/capacity.go (PickupCode); an order placed
+//     before codes were numbered at placement gets its code at POST
+//     /v1/orders/{id}/pay: api/orders.go, ordercommands.go (PayOrder, which
+//     takes the number from pickup.go), domain/capacity.go.
 //   - Payment against close at the deadline: POST /v1/orders/{id}/pay:
 //     api/orders.go, ordercommands.go, domain/commands.go (Pay); the
-//     deadline's timer: jobs/jobs.go, close.go, domain/commands.go (Close).
+//     deadline: jobs/timers.go (each process's look, CloseDueUnpaid, on one
+//     PostgreSQL; the backstop, CloseUnpaidOverdue) or jobs/jobs.go (its
+//     River job on Citus, CloseUnpaid), close.go, domain/commands.go
+//     (Close).
 //   - Stock (never oversold, the per-customer limit, sold_out only when the
 //     units are not there): POST /v1/orders: api/orders.go, place.go
 //     (placeOne, takeStock), domain/stock.go (RefuseStock, SoldOut,
@@ -122,10 +132,10 @@
 //     (PublishedSlots). A scheduled order's release: jobs/jobs.go, slots.go,
 //     domain/slots.go (Release). A cancelled or closed order gives its
 //     slot's room back: POST /v1/orders/{id}/cancel: api/orders.go,
-//     ordercommands.go (CancelOrder), domain/slots.go (SlotReturn); the
-//     deadline's timer: jobs/jobs.go, close.go, domain/slots.go
-//     (SlotReturn); the write path only runs the statement
-//     (writeSet.slotReturns).
+//     ordercommands.go (CancelOrder, and ExpireQueued for the expiry),
+//     domain/slots.go (SlotReturn); the deadline: jobs/timers.go or
+//     jobs/jobs.go, close.go, domain/slots.go (SlotReturn); the write path
+//     only runs the statement (writeSet.returnSlot, slotReturns).
 //   - Decision times (read once the locks are held; skewed clocks never
 //     make an order's times or a merchant's admissions run backwards):
 //     every route that locks a merchant asks domain/order.go

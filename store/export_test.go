@@ -200,11 +200,11 @@ func PromoteTimersBlocks(ctx context.Context, conn *pgx.Conn, queue string, ahea
 	return root[0].Plan.scanBlocks(), string(plan), nil
 }
 
-// FireDueTimersBlocks runs the read of the orders past their deadline that
-// FireDueTimers's next look would make (from the store's fireFrom, or from
+// CloseDueUnpaidBlocks runs the read of the orders past their deadline that
+// CloseDueUnpaid's next look would make (from the store's fireFrom, or from
 // the start) under EXPLAIN ANALYZE, in a transaction it rolls back, and
 // returns the pages it touched.
-func FireDueTimersBlocks(ctx context.Context, s *Store, conn *pgx.Conn, limit int, fromStart bool) (int, error) {
+func CloseDueUnpaidBlocks(ctx context.Context, s *Store, conn *pgx.Conn, limit int, fromStart bool) (int, error) {
 	from := s.fireFrom.at()
 	if fromStart {
 		from = time.Time{}

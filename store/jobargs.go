@@ -17,7 +17,7 @@ const (
 
 // CloseUnpaidArgs closes an order still unpaid at its payment deadline: a
 // placement's timer on Citus (on one PostgreSQL the order is its own timer,
-// FireDueTimers).
+// CloseDueUnpaid).
 // MerchantID lets the close lock the order by its key without first asking
 // which merchant it is (jobs inserted before it was carried have none).
 type CloseUnpaidArgs struct {

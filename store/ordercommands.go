@@ -227,8 +227,12 @@ func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef stri
 			if err != nil || len(events) == 0 {
 				return nil, nil, err
 			}
-			if events, err = numberAtPayment(ctx, tx, o, m, events); err != nil {
-				return nil, nil, err
+			if o.NeedsPickupCodeAtPayment() {
+				issued, err := numberAtPayment(ctx, tx, o, m)
+				if err != nil {
+					return nil, nil, err
+				}
+				events = domain.StampPickupCode(events, domain.PickupCode(m.PickupPrefix, issued))
 			}
 			m.setLoad(load)
 			after, err := o.Apply(events...)
@@ -263,8 +267,8 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 			if err := releaseStock(ctx, tx, c.after); err != nil {
 				return w, err
 			}
-			if r, ok := slotReturn(c.before, c.after); ok {
-				w.slotReturns = append(w.slotReturns, r)
+			if at, load, ok := domain.SlotReturn(c.before, c.after); ok {
+				w.returnSlot(c.after.MerchantID, at, load)
 			}
 			// A freed unit, or a queued order leaving (the head, say, whose
 			// load did not fit), may let the head in.
@@ -372,8 +376,8 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 			if err := releaseStock(ctx, tx, c.after); err != nil {
 				return w, err
 			}
-			if r, ok := slotReturn(c.before, c.after); ok {
-				w.slotReturns = append(w.slotReturns, r)
+			if at, load, ok := domain.SlotReturn(c.before, c.after); ok {
+				w.returnSlot(c.after.MerchantID, at, load)
 			}
 			waited := now.Sub(*c.before.QueuedAt).Round(time.Second)
 			_, err := tx.Exec(ctx, `
@@ -392,6 +396,21 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 		return false, nil
 	}
 	return expired, err
+}
+
+// ExpireQueuedOverdue expires up to limit queued orders whose wait limit is
+// before cutoff and reports how many it found: the backstop behind the
+// queue expiry timers.
+func (s *Store) ExpireQueuedOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	type stay struct {
+		ID       uuid.UUID
+		QueuedAt time.Time
+	}
+	return sweepOverdue(ctx, s, "overdue queued", `SELECT id, queued_at FROM orders WHERE status = 'queued' AND queue_expires_at < $1
+		ORDER BY queue_expires_at LIMIT $2`, cutoff, limit, func(q stay) error {
+		_, err := s.ExpireQueued(ctx, q.ID, q.QueuedAt)
+		return err
+	})
 }
 
 var errNotYourOrders = domain.Errorf(domain.CodeForbidden, "only the order's merchant or an admin may do this")

@@ -296,25 +296,18 @@ func advancePickupCounters(ctx context.Context, tx pgx.Tx, ids [][16]byte, days 
 	return counters, nil
 }
 
-// numberAtPayment gives an order paid without a pickup code (placed before
-// codes were numbered at placement) the next number of its merchant's local
-// day of placement, the day the audit checks its code against, in the
-// order.paid event.
-func numberAtPayment(ctx context.Context, tx pgx.Tx, o domain.Order, m *merchantRow, events []domain.Event) ([]domain.Event, error) {
-	if !o.NeedsPickupCodeAtPayment() {
-		return events, nil
-	}
+// numberAtPayment takes, for an order paid without a pickup code (placed
+// before codes were numbered at placement), the next number of its
+// merchant's local day of placement, the day the audit checks its code
+// against; the payment stamps the code (domain.PickupCode).
+func numberAtPayment(ctx context.Context, tx pgx.Tx, o domain.Order, m *merchantRow) (int, error) {
 	loc, err := m.location()
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	counters, err := advancePickupCounters(ctx, tx, [][16]byte{m.ID}, []string{domain.LocalDay(o.PlacedAt, loc)}, []int32{1})
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	issued, err := counters.lastOf(m.ID)
-	if err != nil {
-		return nil, err
-	}
-	return domain.StampPickupCode(events, domain.PickupCode(m.PickupPrefix, issued)), nil
+	return counters.lastOf(m.ID)
 }

@@ -960,7 +960,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		}
 	} else if s.splitOnCitus() {
 		// On one PostgreSQL the order's deadline in orders_unpaid_deadline_idx
-		// is its timer (FireDueTimers); on Citus the orders' shards are
+		// is its timer (CloseDueUnpaid); on Citus the orders' shards are
 		// not read for it, and a River job is.
 		pl.jobs = append(pl.jobs, river.InsertManyParams{
 			Args:       CloseUnpaidArgs{OrderID: pl.orderID, MerchantID: pl.p.MerchantID},

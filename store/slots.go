@@ -99,11 +99,10 @@ type slotTake struct {
 	load int
 }
 
-// slotReturn is the room an order's change from before to after gives back
-// to its pickup slot, when domain.SlotReturn says it gives any.
-func slotReturn(before, after domain.Order) (slotTake, bool) {
-	at, load, ok := domain.SlotReturn(before, after)
-	return slotTake{slotKey{after.MerchantID, at.UTC()}, load}, ok
+// returnSlot gives load back to the merchant's slot at at in the write, as
+// domain.SlotReturn decides for the command that ends an order.
+func (w *writeSet) returnSlot(merchant uuid.UUID, at time.Time, load int) {
+	w.slotReturns = append(w.slotReturns, slotTake{slotKey{merchant, at.UTC()}, load})
 }
 
 // slotTakes is the room in their slots decided for a batch's requests,

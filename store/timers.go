@@ -2,150 +2,11 @@ package store
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/orderd/orderd/domain"
 )
-
-// CloseUnpaidOverdue closes up to limit unpaid orders whose payment deadline
-// is before cutoff, in one batch, and reports how many it found: the
-// backstop behind the payment timers, which should have closed them already.
-// On one PostgreSQL it finds and locks them in its close's transaction,
-// passing over those another transaction holds (a River job's close batch,
-// another process's backstop, a payment): read apart from the locks, every
-// process's round found the same first orders, closed none of those another
-// held, and, its batch full, looked again at once, again and again, while the
-// overdue orders behind them waited.
-func (s *Store) CloseUnpaidOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	const overdue = `SELECT id, merchant_id FROM orders WHERE status = 'awaiting_payment' AND payment_deadline < $1
-		ORDER BY payment_deadline LIMIT $2`
-	if s.splitOnCitus() {
-		// Citus locks rows only in a statement of one shard: the orders
-		// are read first and locked merchant by merchant.
-		rows, err := s.pool.Query(ctx, overdue, cutoff, limit)
-		if err != nil {
-			return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
-		}
-		unpaid, err := pgx.CollectRows(rows, pgx.RowToStructByPos[orderRef])
-		if err != nil {
-			return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
-		}
-		if len(unpaid) == 0 {
-			return 0, nil
-		}
-		return len(unpaid), s.closeOverdueBatch(ctx, unpaid)
-	}
-	found, err := s.closeOverdueUnpaid(ctx, time.Time{}, cutoff, limit)
-	return len(found), err
-}
-
-// closeOverdueUnpaid closes, on one PostgreSQL, up to limit unpaid orders
-// whose payment deadline is from from and before cutoff, found and locked
-// in the close's transaction (CloseUnpaidOverdue), and returns those it
-// closed. A batch
-// that fails is closed order by order, so that an order whose close fails
-// holds up no other; such an order is left out of the batches for
-// closeRetryAfter (failedCloses), and its error is returned with the
-// orders closed.
-func (s *Store) closeOverdueUnpaid(ctx context.Context, from, cutoff time.Time, limit int) ([]overdueOrder, error) {
-	var found []overdueOrder
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, overdueUnpaidSQL, from, cutoff, limit, s.failedCloses.held(time.Now()))
-		if err != nil {
-			return fmt.Errorf("overdue unpaid: %w", err)
-		}
-		found, err = pgx.CollectRows(rows, pgx.RowToStructByPos[overdueOrder])
-		if err != nil {
-			return fmt.Errorf("overdue unpaid: %w", err)
-		}
-		if len(found) == 0 {
-			return nil
-		}
-		reqs := make([]*closeRequest, len(found))
-		for i, o := range found {
-			reqs[i] = &closeRequest{merchantID: o.MerchantID, orderID: o.ID}
-		}
-		return s.closeInTx(ctx, tx, reqs)
-	})
-	if err = mapErr(err); err == nil {
-		return found, nil
-	}
-	if len(found) == 0 || domain.ErrorCode(err) == domain.CodeUnavailable || ctx.Err() != nil {
-		return nil, err
-	}
-	var closed []overdueOrder
-	var errs []error
-	for _, o := range found {
-		err := s.inTx(ctx, func(tx pgx.Tx) error {
-			return s.closeInTx(ctx, tx, []*closeRequest{{merchantID: o.MerchantID, orderID: o.ID}})
-		})
-		if err = mapErr(err); err != nil {
-			if domain.ErrorCode(err) != domain.CodeUnavailable && ctx.Err() == nil {
-				s.failedCloses.hold(o.ID, time.Now())
-			}
-			errs = append(errs, fmt.Errorf("close order %s: %w", o.ID, err))
-			continue
-		}
-		closed = append(closed, o)
-	}
-	return closed, errors.Join(errs...)
-}
-
-// overdueUnpaidSQL locks the unpaid orders whose deadline is in [$1, $2),
-// up to $3 of them, but those of $4.
-const overdueUnpaidSQL = `SELECT id, merchant_id, payment_deadline FROM orders
-	WHERE status = 'awaiting_payment' AND payment_deadline >= $1 AND payment_deadline < $2 AND id <> ALL($4)
-	ORDER BY payment_deadline LIMIT $3 FOR UPDATE SKIP LOCKED`
-
-// closeRetryAfter is how long an order whose close failed is left out of
-// the batches that close the overdue orders.
-const closeRetryAfter = time.Minute
-
-// failedCloses are the orders whose close failed on its own, each until it
-// may be tried again: left in, one would fail every batch it came first in.
-type failedCloses struct {
-	mu    sync.Mutex
-	until map[uuid.UUID]time.Time
-}
-
-// held lists the orders to leave out at now, forgetting those whose wait
-// is over.
-func (f *failedCloses) held(now time.Time) []uuid.UUID {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ids := []uuid.UUID{}
-	for id, until := range f.until {
-		if now.After(until) {
-			delete(f.until, id)
-			continue
-		}
-		ids = append(ids, id)
-	}
-	return ids
-}
-
-func (f *failedCloses) hold(id uuid.UUID, now time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.until == nil {
-		f.until = map[uuid.UUID]time.Time{}
-	}
-	f.until[id] = now.Add(closeRetryAfter)
-}
-
-// overdueOrder is an unpaid order past its payment deadline.
-type overdueOrder struct {
-	ID, MerchantID uuid.UUID
-	Deadline       time.Time
-}
 
 // OverdueTimerKinds lists the kinds of timer that have a job in River's
 // queue still pending at cutoff (pending, scheduled, available, running or
@@ -209,156 +70,32 @@ const promoteTimersSQL = `UPDATE river_job SET state = 'available'
 			ORDER BY scheduled_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) due
 		LIMIT $3))`
 
-// FiredTimer is a timer FireDueTimers fired: its kind and its deadline.
+// FiredTimer is a timer fired on one PostgreSQL (FireDueTimers,
+// CloseDueUnpaid): its kind and its deadline.
 type FiredTimer struct {
 	Kind        string
 	ScheduledAt time.Time
 }
 
-// FireDueTimers fires the timers of queue that are due, and reports them.
-// A payment deadline is its order's own row in orders_unpaid_deadline_idx
-// (placement sets no River job for it on one PostgreSQL): the orders past
-// it are closed, up to limit, read and locked in their close's
-// transaction. The jobs that wait pending and are due by the database's
-// clock, up to limit of each priority, are fired in a second transaction:
-// one of a payment deadline (set before its order was its own timer) is
-// closed there, its job deleted in the close's transaction, and any other
-// kind is made available for River's workers. A River job per payment
-// deadline cost each placement a row and seven index entries in River's
-// table that nothing read but this, and each close its delete, while the
-// order already held the deadline in an index of its own. A process that
-// dies before committing leaves the orders unpaid and the jobs pending,
-// which the next look of any process fires. Rows another process is firing
-// are skipped, not waited for. One PostgreSQL only: on Citus the jobs and
-// the orders live on different nodes.
+// FireDueTimers fires, on one PostgreSQL, the River jobs of queue that wait
+// pending and are due by the database's clock, up to limit: it makes them
+// available for River's workers, as PromoteTimers does on Citus ahead of
+// their deadline, and reports them. A process that dies before committing
+// leaves them pending, and the next look of any process fires them. A
+// payment deadline has no job here (its order is its own timer,
+// CloseDueUnpaid); one set before it was is fired like any other, and its
+// worker, like that, closes the order only if still unpaid past its
+// deadline.
 func (s *Store) FireDueTimers(ctx context.Context, queue string, limit int) ([]FiredTimer, error) {
-	var fired []FiredTimer
-	var errs []error
-	if queue == QueueTimers {
-		from, cutoff := s.fireFrom.at(), s.now()
-		closed, err := s.closeOverdueUnpaid(ctx, from, cutoff, limit)
-		if err == nil {
-			if len(closed) >= limit {
-				cutoff = closed[len(closed)-1].Deadline
-			}
-			s.fireFrom.set(cutoff.Add(-fireLookBack))
-		}
-		for _, o := range closed {
-			fired = append(fired, FiredTimer{Kind: CloseUnpaidArgs{}.Kind(), ScheduledAt: o.Deadline})
-		}
-		errs = append(errs, err)
+	rows, err := s.pool.Query(ctx, promoteTimersSQL+` RETURNING kind, scheduled_at`, queue, time.Duration(0), limit)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("fire due timers: %w", err))
 	}
-	jobs, err := s.fireDueJobs(ctx, queue, limit)
-	return append(fired, jobs...), errors.Join(append(errs, err)...)
-}
-
-// fireLookBack is how far before the last look's cutoff (or, its batch full,
-// its last deadline) a process's next look at the orders past their
-// deadline starts (fireFrom). Each close leaves its order's entry in
-// orders_unpaid_deadline_idx dead, and while any snapshot from before the
-// close stays open (the periodic audit's, for seconds) PostgreSQL cannot
-// mark it so: a read from the index's start visited the heap for every
-// order closed meanwhile, ten times a second in every process. An order
-// the look passed over (held by another look or a payment that let it go,
-// or committed that late) is the backstop's, which reads from the start a
-// grace period after each deadline.
-const fireLookBack = 2 * time.Second
-
-// fireFrom is the deadline a process's next look at the orders past their
-// deadline starts from (FireDueTimers): zero, the first, from the start.
-type fireFrom struct{ ns atomic.Int64 }
-
-func (f *fireFrom) at() time.Time {
-	if ns := f.ns.Load(); ns != 0 {
-		return time.Unix(0, ns)
-	}
-	return time.Time{}
-}
-
-func (f *fireFrom) set(t time.Time) { f.ns.Store(t.UnixNano()) }
-
-// fireDueJobs is FireDueTimers's second transaction: the due jobs of queue
-// that wait pending.
-func (s *Store) fireDueJobs(ctx context.Context, queue string, limit int) ([]FiredTimer, error) {
-	var fired []FiredTimer
-	var closeIDs []int64
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		fired, closeIDs = nil, nil
-		rows, err := tx.Query(ctx, dueTimersSQL, queue, limit)
-		if err != nil {
-			return fmt.Errorf("due timers: %w", err)
-		}
-		type due struct {
-			ID          int64
-			Kind        string
-			Args        []byte
-			ScheduledAt time.Time
-		}
-		jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[due])
-		if err != nil {
-			return fmt.Errorf("due timers: %w", err)
-		}
-		var closes []*closeRequest
-		var others []int64
-		for _, j := range jobs {
-			fired = append(fired, FiredTimer{Kind: j.Kind, ScheduledAt: j.ScheduledAt})
-			var args CloseUnpaidArgs
-			if j.Kind != args.Kind() || json.Unmarshal(j.Args, &args) != nil {
-				others = append(others, j.ID)
-				continue
-			}
-			closes = append(closes, &closeRequest{merchantID: args.MerchantID, orderID: args.OrderID})
-			closeIDs = append(closeIDs, j.ID)
-		}
-		if len(others) > 0 {
-			if _, err := tx.Exec(ctx, `UPDATE river_job SET state = 'available' WHERE id = ANY($1)`, others); err != nil {
-				return fmt.Errorf("make due timers available: %w", err)
-			}
-		}
-		if len(closes) == 0 {
-			return nil
-		}
-		if err := s.closeInTx(ctx, tx, closes); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM river_job WHERE id = ANY($1)`, closeIDs); err != nil {
-			return fmt.Errorf("delete fired timers: %w", err)
-		}
-		return nil
-	})
-	if err != nil && len(closeIDs) > 0 {
-		// River's workers close them one by one, with River's retries,
-		// so that an order whose close fails holds up no other.
-		if _, aerr := s.pool.Exec(ctx, `UPDATE river_job SET state = 'available' WHERE id = ANY($1) AND state = 'pending'`, closeIDs); aerr != nil {
-			return nil, mapErr(fmt.Errorf("fire due timers: %w (handing them to River: %w)", err, aerr))
-		}
-	}
+	fired, err := pgx.CollectRows(rows, pgx.RowToStructByPos[FiredTimer])
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("fire due timers: %w", err))
 	}
 	return fired, nil
-}
-
-// dueTimersSQL locks the timers due by the database's clock, each
-// priority's range of River's fetch index up to now (riverPriorities).
-const dueTimersSQL = `SELECT due.id, due.kind, due.args, due.scheduled_at FROM ` + riverPriorities + ` p, LATERAL (
-		SELECT id, kind, args, scheduled_at FROM river_job
-		WHERE state = 'pending' AND queue = $1 AND priority = p AND scheduled_at <= now()
-		ORDER BY scheduled_at, id LIMIT $2 FOR UPDATE SKIP LOCKED) due`
-
-// ExpireQueuedOverdue expires up to limit queued orders whose wait limit is
-// before cutoff and reports how many it found: the backstop behind the
-// queue expiry timers.
-func (s *Store) ExpireQueuedOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	type stay struct {
-		ID       uuid.UUID
-		QueuedAt time.Time
-	}
-	return sweepOverdue(ctx, s, "overdue queued", `SELECT id, queued_at FROM orders WHERE status = 'queued' AND queue_expires_at < $1
-		ORDER BY queue_expires_at LIMIT $2`, cutoff, limit, func(q stay) error {
-		_, err := s.ExpireQueued(ctx, q.ID, q.QueuedAt)
-		return err
-	})
 }
 
 // sweepOverdue is a backstop's round: it reads up to limit rows that query

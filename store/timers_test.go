@@ -205,12 +205,12 @@ func TestBackstopPassesOverOrdersHeldElsewhere(t *testing.T) {
 // TestDueTimersFireInTheirCloseTransaction: on one PostgreSQL an unpaid
 // order's payment deadline is its own row's, with no River job beside it
 // (the job cost every placement a row and seven index entries that only
-// the firing read). Once the deadline passes, one call closes the order,
-// passes over one a second connection holds (as another process's firing
-// or a payment does), leaves the orders not yet due, makes a due timer of
-// another kind available for River's workers, and deletes a payment job set
-// before in the transaction that closes its order if due (by the order's
-// own deadline: the job, fired early, closes nothing).
+// the firing read). Once the deadline passes, a look (CloseDueUnpaid, then
+// FireDueTimers) closes the order, passes over one a second connection
+// holds (as another process's firing or a payment does), leaves the orders
+// not yet due, and makes a due timer of another kind available for River's
+// workers, as it does a payment job set before (whose order the look closes
+// by the order's own deadline: the job, due early, closes nothing).
 // Once the holder is gone without committing, as a killed process is, the
 // backstop's round closes what it held.
 func TestDueTimersFireInTheirCloseTransaction(t *testing.T) {
@@ -244,8 +244,14 @@ func TestDueTimersFireInTheirCloseTransaction(t *testing.T) {
 		VALUES (jsonb_build_object('order_id', $1::uuid, 'merchant_id', $2::uuid), $3, 25, 1, $4, 'pending', now() - interval '1 second')`,
 		legacy.ID, m.ID, closeKind, store.QueueTimers)
 	require.NoError(t, err)
-	fired, err := st.FireDueTimers(ctx, store.QueueTimers, 100)
-	require.NoError(t, err)
+	look := func() []store.FiredTimer {
+		closed, err := st.CloseDueUnpaid(ctx, 100)
+		require.NoError(t, err)
+		fired, err := st.FireDueTimers(ctx, store.QueueTimers, 100)
+		require.NoError(t, err)
+		return append(closed, fired...)
+	}
+	fired := look()
 	require.Len(t, fired, 1, "only the job set before")
 	require.Equal(t, closeKind, fired[0].Kind)
 	status := func(o *store.OrderView) domain.OrderStatus {
@@ -253,8 +259,8 @@ func TestDueTimersFireInTheirCloseTransaction(t *testing.T) {
 		require.NoError(t, err)
 		return got.Status
 	}
-	_, found := jobState(closeKind, legacy.ID.String())
-	require.False(t, found, "the fired timer's job is gone")
+	state, _ := jobState(closeKind, legacy.ID.String())
+	require.Equal(t, "available", state, "left to River's worker")
 	require.Equal(t, domain.StatusAwaitingPayment, status(legacy), "the close decides by the order's own deadline")
 	require.Equal(t, domain.StatusAwaitingPayment, status(due), "not due for ten minutes")
 
@@ -268,8 +274,7 @@ func TestDueTimersFireInTheirCloseTransaction(t *testing.T) {
 	_, err = holder.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, held.ID)
 	require.NoError(t, err)
 
-	fired, err = st.FireDueTimers(ctx, store.QueueTimers, 100)
-	require.NoError(t, err)
+	fired = look()
 	kinds := []string{}
 	for _, f := range fired {
 		kinds = append(kinds, f.Kind)
@@ -282,7 +287,7 @@ func TestDueTimersFireInTheirCloseTransaction(t *testing.T) {
 	}
 	require.Equal(t, domain.StatusClosed, status(due))
 	require.Equal(t, domain.StatusClosed, status(legacy))
-	state, _ := jobState(resumeKind, "")
+	state, _ = jobState(resumeKind, "")
 	require.Equal(t, "available", state, "left to River's worker")
 	require.Equal(t, domain.StatusAwaitingPayment, status(held), "its timer is another's to fire")
 	require.Equal(t, domain.StatusAwaitingPayment, status(ahead), "not due")
@@ -387,7 +392,7 @@ func (f timerFiring) run(ctx context.Context, st *store.Store) (int, error) {
 		go func() {
 			defer wg.Done()
 			for {
-				fired, err := st.FireDueTimers(ctx, store.QueueTimers, 7)
+				fired, err := st.CloseDueUnpaid(ctx, 7)
 				if err != nil {
 					errs <- err
 					return
@@ -458,7 +463,7 @@ func TestAnOrderWhoseCloseFailsHoldsUpNoOther(t *testing.T) {
 	}
 
 	clock.Advance(59500 * time.Millisecond)
-	fired, err := st.FireDueTimers(ctx, store.QueueTimers, 100)
+	fired, err := st.CloseDueUnpaid(ctx, 100)
 	require.ErrorContains(t, err, "refused")
 	require.Len(t, fired, 1)
 	require.Equal(t, domain.StatusAwaitingPayment, status(poison))
@@ -466,7 +471,7 @@ func TestAnOrderWhoseCloseFailsHoldsUpNoOther(t *testing.T) {
 	require.Equal(t, domain.StatusAwaitingPayment, status(later), "not due yet")
 
 	clock.Advance(time.Second)
-	fired, err = st.FireDueTimers(ctx, store.QueueTimers, 100)
+	fired, err = st.CloseDueUnpaid(ctx, 100)
 	require.NoError(t, err, "the order that failed is left out")
 	require.Len(t, fired, 1)
 	require.Equal(t, domain.StatusClosed, status(later))
@@ -477,7 +482,7 @@ func TestAnOrderWhoseCloseFailsHoldsUpNoOther(t *testing.T) {
 // closes stays open (a second connection's, as the periodic audit's), the
 // entries the closed orders leave in orders_unpaid_deadline_idx cannot be
 // marked dead, and a look from the index's start visits the heap for each;
-// FireDueTimers's next look starts a moment before its last cutoff and
+// CloseDueUnpaid's next look starts a moment before its last cutoff and
 // reads a few pages.
 func TestFiringReadsOnlyTheRecentDeadlines(t *testing.T) {
 	t.Parallel()
@@ -498,15 +503,15 @@ func TestFiringReadsOnlyTheRecentDeadlines(t *testing.T) {
 	require.NoError(t, err)
 
 	clock.Advance(2 * time.Minute)
-	fired, err := st.FireDueTimers(ctx, store.QueueTimers, 500)
+	fired, err := st.CloseDueUnpaid(ctx, 500)
 	require.NoError(t, err)
 	require.Len(t, fired, orders)
 	conn, err := b.pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	fromStart, err := store.FireDueTimersBlocks(ctx, st, conn.Conn(), 500, true)
+	fromStart, err := store.CloseDueUnpaidBlocks(ctx, st, conn.Conn(), 500, true)
 	require.NoError(t, err)
-	next, err := store.FireDueTimersBlocks(ctx, st, conn.Conn(), 500, false)
+	next, err := store.CloseDueUnpaidBlocks(ctx, st, conn.Conn(), 500, false)
 	require.NoError(t, err)
 	require.Greater(t, fromStart, 8, "the closed orders' entries, not yet dead to every snapshot")
 	require.Less(t, next, 3)
