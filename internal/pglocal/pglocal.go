@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -128,14 +127,23 @@ func (i *Instance) Kill() error {
 		return fmt.Errorf("postmaster.pid: %w", err)
 	}
 	children := childrenOf(pid)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := kill(pid); err != nil {
 		return fmt.Errorf("kill postmaster %d: %w", pid, err)
 	}
 	for _, c := range children {
-		_ = syscall.Kill(c, syscall.SIGKILL) // one may have exited already
+		_ = kill(c) // one may have exited already
 	}
 	i.Started = false
 	return nil
+}
+
+// kill ends process pid at once (SIGKILL where there are signals).
+func kill(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	return p.Kill()
 }
 
 // childrenOf lists the processes whose parent is pid, from /proc.
