@@ -7,7 +7,7 @@
 -- re-keyed under its orders, is refused outright instead.
 
 -- +goose Up
--- +orderd include functions/merchants_reject_removal.00023.sql
+-- +orderd include functions/merchants_reject_removal.sql
 
 CREATE TRIGGER merchants_kept
     BEFORE DELETE OR UPDATE OF id ON merchants

@@ -3,22 +3,7 @@
 -- order without its merchant. Merchants are kept from it too.
 
 -- +goose Up
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION merchants_reject_removal() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        RAISE EXCEPTION 'merchants are kept: TRUNCATE is not allowed'
-            USING ERRCODE = 'restrict_violation';
-    END IF;
-    IF TG_OP = 'DELETE' OR NEW.id IS DISTINCT FROM OLD.id THEN
-        RAISE EXCEPTION 'merchants are kept: % of merchant % is not allowed', TG_OP, OLD.id
-            USING ERRCODE = 'restrict_violation';
-    END IF;
-    RETURN NEW;
-END;
-$$;
--- +goose StatementEnd
+-- +orderd include functions/merchants_reject_removal.sql
 
 CREATE TRIGGER merchants_kept_whole
     BEFORE TRUNCATE ON merchants
@@ -26,4 +11,3 @@ CREATE TRIGGER merchants_kept_whole
 
 -- +goose Down
 DROP TRIGGER merchants_kept_whole ON merchants;
--- +orderd include functions/merchants_reject_removal.00023.sql

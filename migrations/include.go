@@ -11,7 +11,9 @@ import (
 // includePrefix begins a migration's line that stands for a file's text. A
 // trigger function that a later migration replaces is written once, in
 // functions/, named for the migration that made it: that migration
-// includes it, and the later one's down includes it to put it back.
+// includes it, and the later one's down includes it to put it back. A body
+// that serves several migrations unchanged in what they can reach is named
+// for the function alone, and each of them includes it.
 const includePrefix = "-- +orderd include "
 
 // expanded is the migrations as goose reads them: each include line of a

@@ -112,36 +112,27 @@ CREATE VIEW audit.fifo_violations AS
            FROM line l
           WINDOW m AS (PARTITION BY l.merchant_id ORDER BY l.pos, l.delta ROWS UNBOUNDED PRECEDING)
         ), pairs AS (
-         SELECT a.merchant_id,
-            a.order_id,
-            a.seq,
-            a.lane,
-            a.requeued,
-            a.entered,
-            a.left_at,
-            a.admitted,
-            w.order_id AS waiting_order_id,
-            w.seq AS waiting_seq,
-            w.entered AS waiting_entered,
-            w.left_at AS waiting_left_at
-           FROM stays a
-             JOIN stays w ON w.merchant_id = a.merchant_id AND w.lane = a.lane AND w.requeued
-        UNION ALL
-         SELECT a.merchant_id,
-            a.order_id,
-            a.seq,
-            a.lane,
-            a.requeued,
-            a.entered,
-            a.left_at,
-            a.admitted,
-            w.order_id,
-            w.seq,
-            w.entered,
-            w.left_at
-           FROM stays a
-             JOIN stays w ON w.merchant_id = a.merchant_id AND w.lane = a.lane AND NOT w.requeued
-          WHERE a.requeued
+         -- Each requeued stay r against every stay o of its lane, both ways
+         -- round: o as the admitted one (a) and r as the waiting one (w),
+         -- and r as a and o as w, where o is not requeued itself (else
+         -- that pair comes with o as r).
+         SELECT r.merchant_id,
+            r.lane,
+            p.order_id,
+            p.seq,
+            p.left_at,
+            p.admitted,
+            p.waiting_order_id,
+            p.waiting_seq,
+            p.waiting_entered,
+            p.waiting_left_at
+           FROM stays r
+             JOIN stays o ON o.merchant_id = r.merchant_id AND o.lane = r.lane
+             CROSS JOIN LATERAL ( VALUES
+                    (false, o.order_id, o.seq, o.left_at, o.admitted, r.order_id, r.seq, r.entered, r.left_at),
+                    (true, r.order_id, r.seq, r.left_at, r.admitted, o.order_id, o.seq, o.entered, o.left_at))
+                  p(r_admitted, order_id, seq, left_at, admitted, waiting_order_id, waiting_seq, waiting_entered, waiting_left_at)
+          WHERE r.requeued AND NOT (p.r_admitted AND o.requeued)
         )
  SELECT first_stays.merchant_id,
     first_stays.order_id,
