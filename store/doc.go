@@ -111,15 +111,19 @@
 //     /v1/products/{id}/restock: api/merchants.go, products.go,
 //     domain/product.go (Product.Restock).
 //   - Idempotency keys: POST /v1/orders: api/orders.go, place.go
-//     (resolveReplay), domain/commands.go (CheckReplay).
+//     (resolveReplay), domain/commands.go (CheckReplay); backed by
+//     idempotency_keys' primary key (merchant, customer, key).
 //   - Drops: POST /v1/products/{id}/drops, POST /v1/drops/{id}/entries:
 //     api/drops.go, drops.go or join.go, domain/drop.go (CreateDrop; Join,
 //     and Drop.OrderKey, an entry's key in the draw); the drop's timers:
 //     jobs/drops.go, dropsettle.go, domain/drop.go (AdvanceDrop, Invite,
 //     LapseAtDeadline, SellOut, and Drop.OrderKey for the early entries
 //     drawn at the start). GET /v1/drops/{id}/draw (drops.go's GetDraw)
-//     decides nothing: it reads the ranks those wrote. Only invited customers buy, one unit each,
-//     within their window, which bounds the payment deadline: POST
+//     decides nothing: it reads the ranks those wrote. One entry a
+//     customer and one drop of a product at a time are backed by
+//     drop_entries_one_per_customer and drops_active_product_idx. Only
+//     invited customers buy, one unit each, within their window, which
+//     bounds the payment deadline: POST
 //     /v1/orders: api/orders.go, place.go (claimInvitations),
 //     domain/drop.go (ClaimInvitation) and domain/access.go
 //     (PaymentDeadline).
