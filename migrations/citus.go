@@ -36,7 +36,7 @@ var (
 	// too, one per worker, each reading its worker's events against that
 	// worker's snapshots (store.Logs).
 	coordinatorOnly = []string{"goose_db_version", "river_job", "river_leader", "river_migration", "river_notification", "river_queue",
-		"log_heads", "log_leaves", "log_hashes", "checkpoints"}
+		"log_heads", "log_leaves", "log_hash_tiles", "checkpoints"}
 )
 
 // databaseSettings are set on the database (ALTER DATABASE … SET) for every

@@ -22,7 +22,7 @@ import (
 // distributed by merchant. Every other table is per merchant. The
 // tamper-evident log is one tree over every merchant's events.
 var globalTables = map[string]bool{"goose_db_version": true, "sign_in_codes": true, "ws_tickets": true,
-	"log_heads": true, "log_leaves": true, "log_hashes": true, "checkpoints": true}
+	"log_heads": true, "log_leaves": true, "log_hash_tiles": true, "checkpoints": true}
 
 // merchantColumn is the column that names a table's merchant.
 func merchantColumn(table string) string {

@@ -42,7 +42,7 @@ func BenchmarkLedgerMillion(b *testing.B) {
 	b.Logf("the log built over them in %s", time.Since(start).Round(time.Millisecond))
 	// As autovacuum would have by then: without statistics the planner
 	// scans the whole log for a stream's leaves.
-	_, err = pool.Exec(ctx, `ANALYZE events, log_leaves, log_hashes`)
+	_, err = pool.Exec(ctx, `ANALYZE events, log_leaves, log_hash_tiles`)
 	require.NoError(b, err)
 	var order uuid.UUID
 	require.NoError(b, pool.QueryRow(ctx, `SELECT stream_id FROM events WHERE version = 4 LIMIT 1`).Scan(&order))

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -75,7 +74,8 @@ func (s *Store) ExtendLog(ctx context.Context, p ExtendLogParams) (ExtendLogResu
 			return err
 		}
 		hashes := newHashOverlay(ctx, tx, p.Log)
-		var leafRows, hashRows [][]any
+		var leafRows [][]any
+		var fresh []tlog.Hash
 		for i, l := range leaves {
 			n := res.Size + int64(i)
 			stored, err := tlog.StoredHashes(n, l.hash, hashes)
@@ -85,16 +85,16 @@ func (s *Store) ExtendLog(ctx context.Context, p ExtendLogParams) (ExtendLogResu
 			first := tlog.StoredHashIndex(0, n)
 			for j, h := range stored {
 				hashes.added[first+int64(j)] = h
-				hashRows = append(hashRows, []any{p.Log, first + int64(j), h[:]})
 			}
+			fresh = append(fresh, stored...)
 			leafRows = append(leafRows, []any{p.Log, n, l.merchant, l.stream, l.version, l.hash})
 		}
 		if len(leaves) > 0 {
 			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"log_leaves"}, []string{"log", "leaf_index", "merchant_id", "stream_id", "version", "hash"}, pgx.CopyFromRows(leafRows)); err != nil {
 				return fmt.Errorf("write log leaves: %w", err)
 			}
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"log_hashes"}, []string{"log", "idx", "hash"}, pgx.CopyFromRows(hashRows)); err != nil {
-				return fmt.Errorf("write log hashes: %w", err)
+			if err := writeHashTiles(ctx, tx, p.Log, tlog.StoredHashCount(res.Size), fresh); err != nil {
+				return err
 			}
 		}
 		res.Added = len(leaves)
@@ -140,11 +140,7 @@ func (s *Store) eventsToLog(ctx context.Context, tx pgx.Tx, log, since string) (
 	if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&now); err != nil {
 		return nil, "", fmt.Errorf("log snapshot: %w", err)
 	}
-	// Every transaction still to be logged is at or past the last
-	// snapshot's xmin: that bound lets the planner read the tail of
-	// events_tx_position_idx, where the condition alone, an OR, reads
-	// the whole table once its few transaction ids each hold many rows.
-	rows, err := tx.Query(ctx, `SELECT merchant_id, stream_id, version, hash FROM events WHERE `+loggedSince("$2::pg_snapshot")+`
+	rows, err := tx.Query(ctx, `SELECT merchant_id, stream_id, version, hash FROM (`+loggedSince("events", "$2::pg_snapshot")+`) e
 		ORDER BY tx_id, global_position`, since, now)
 	if err != nil {
 		return nil, "", fmt.Errorf("read events to log: %w", err)
@@ -153,12 +149,21 @@ func (s *Store) eventsToLog(ctx context.Context, tx pgx.Tx, log, since string) (
 	return leaves, now, err
 }
 
-// loggedSince holds the events whose transactions ended between the
-// snapshot $1 and now, an SQL expression of a snapshot.
-func loggedSince(now string) string {
-	return `tx_id >= pg_snapshot_xmin($1::pg_snapshot)
-		AND (tx_id >= pg_snapshot_xmax($1::pg_snapshot) OR tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot))))
-		AND pg_visible_in_snapshot(tx_id, ` + now + `)`
+// loggedSince reads from table (events or a shard of it) the rows to log
+// of the transactions that ended between the snapshot $1 and now, an SQL
+// expression of a snapshot, with their tx_id and global_position, the
+// log's order. Those are the transactions past $1's xmax and those $1 saw
+// in progress: two bounded ranges of the tx_id index, where one condition
+// with an OR read every row from $1's xmin on, logged or not (a
+// transaction held open for seconds holds that xmin back).
+func loggedSince(table, now string) string {
+	return `SELECT merchant_id, stream_id, version, hash, tx_id, global_position FROM ` + table + `
+		WHERE tx_id >= pg_snapshot_xmax($1::pg_snapshot) AND tx_id < pg_snapshot_xmax(` + now + `)
+		  AND pg_visible_in_snapshot(tx_id, ` + now + `)
+		UNION ALL
+		SELECT merchant_id, stream_id, version, hash, tx_id, global_position FROM ` + table + `
+		WHERE tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))
+		  AND pg_visible_in_snapshot(tx_id, ` + now + `)`
 }
 
 func collectLeaves(rows pgx.Rows) ([]logLeaf, error) {
@@ -208,81 +213,6 @@ func (s *Store) checkpointIfDue(ctx context.Context, tx pgx.Tx, p ExtendLogParam
 		}
 	}
 	return &c, nil
-}
-
-// hashOverlay reads a log's stored hashes, those of the extension under way
-// first.
-type hashOverlay struct {
-	ctx   context.Context
-	q     querier
-	log   string
-	added map[int64]tlog.Hash
-}
-
-func newHashOverlay(ctx context.Context, q querier, log string) *hashOverlay {
-	return &hashOverlay{ctx: ctx, q: q, log: log, added: map[int64]tlog.Hash{}}
-}
-
-// ReadHashes implements tlog.HashReader.
-func (o *hashOverlay) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
-	out := make([]tlog.Hash, len(indexes))
-	var missing []int64
-	for i, idx := range indexes {
-		if h, ok := o.added[idx]; ok {
-			out[i] = h
-		} else {
-			missing = append(missing, idx)
-		}
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	rows, err := o.q.Query(o.ctx, `SELECT idx, hash FROM log_hashes WHERE log = $1 AND idx = ANY($2)`, o.log, missing)
-	if err != nil {
-		return nil, fmt.Errorf("read log hashes: %w", err)
-	}
-	found := map[int64]tlog.Hash{}
-	var idx int64
-	var hash []byte
-	if _, err := pgx.ForEachRow(rows, []any{&idx, &hash}, func() error {
-		found[idx] = tlog.Hash(hash)
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("read log hashes: %w", err)
-	}
-	for i, idx := range indexes {
-		if _, ok := o.added[idx]; ok {
-			continue
-		}
-		h, ok := found[idx]
-		if !ok {
-			return nil, fmt.Errorf("log %s has no stored hash %d", o.log, idx)
-		}
-		out[i] = h
-	}
-	// Stored hashes never change: the next leaf or proof that needs one
-	// of the same subtrees finds it here instead of asking again.
-	maps.Copy(o.added, found)
-	return out, nil
-}
-
-// prefetch reads, in one query, every hash the proofs will read: a proof's
-// indexes depend on the tree's size and the leaf only, so a first pass with
-// placeholder hashes learns them.
-func (o *hashOverlay) prefetch(prove func(tlog.HashReader) error) error {
-	var want []int64
-	record := tlog.HashReaderFunc(func(indexes []int64) ([]tlog.Hash, error) {
-		want = append(want, indexes...)
-		return make([]tlog.Hash, len(indexes)), nil
-	})
-	if err := prove(record); err != nil {
-		return err
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	_, err := o.ReadHashes(want)
-	return err
 }
 
 // ErrNoCheckpoint is answered for a checkpoint that was never made.

@@ -89,8 +89,7 @@ func (s *Store) nodeEventsToLog(ctx context.Context, tx pgx.Tx, node, since stri
 	var leaves []logLeaf
 	parts := make([]string, len(shards))
 	for i, id := range shards {
-		parts[i] = `SELECT merchant_id, stream_id, version, hash, tx_id, global_position FROM ` +
-			pgx.Identifier{"events_" + strconv.FormatInt(id, 10)}.Sanitize() + ` WHERE ` + loggedSince("pg_current_snapshot()")
+		parts[i] = loggedSince(pgx.Identifier{"events_" + strconv.FormatInt(id, 10)}.Sanitize(), "pg_current_snapshot()")
 	}
 	b.Queue(`SELECT merchant_id, stream_id, version, hash FROM (`+strings.Join(parts, "\nUNION ALL\n")+`) e
 		ORDER BY tx_id, global_position`, since).Query(func(rows pgx.Rows) error {

@@ -127,7 +127,7 @@ func ledger(ctx context.Context, t *Target, o Options) (*Result, error) {
 		orders = append(orders, id)
 	}
 	// As autovacuum would have by then.
-	if _, err := t.Pool.Exec(ctx, `ANALYZE events, log_leaves, log_hashes`); err != nil {
+	if _, err := t.Pool.Exec(ctx, `ANALYZE events, log_leaves, log_hash_tiles`); err != nil {
 		return nil, err
 	}
 
