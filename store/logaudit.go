@@ -179,34 +179,43 @@ func (s *Store) recomputeLog(ctx context.Context, log string, checkpoints []veri
 	slices.Sort(sizes)
 	roots := map[uint64][]byte{}
 	var f frontier
-	rows, err := s.pool.Query(ctx, `
-		SELECT l.leaf_index, l.stream_id, l.version, l.hash, e.hash FROM log_leaves l
-		LEFT JOIN events e ON e.stream_id = l.stream_id AND e.version = l.version AND e.merchant_id = l.merchant_id
-		WHERE l.log = $1 ORDER BY l.leaf_index`, log)
-	if err != nil {
-		return nil, 0, mapErr(fmt.Errorf("read log %s: %w", log, err))
-	}
-	var index int64
-	var stream uuid.UUID
-	var version int
-	var logged, now []byte
-	_, err = pgx.ForEachRow(rows, []any{&index, &stream, &version, &logged, &now}, func() error {
-		if index != int64(f.size) {
-			return fmt.Errorf("%w: log %s has no leaf %d", errLogGap, log, f.size)
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		// The leaves are sorted into the log's order here (their key is
+		// their event): in memory, as the chains' parts are.
+		if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', '0', true), set_config('jit', 'off', true),
+			set_config('work_mem', '256MB', true)`); err != nil {
+			return err
 		}
-		switch {
-		case now == nil:
-			name(stream, fmt.Sprintf("its event %d, logged, is gone", version))
-			now = verify.ZeroHash
-		case !bytes.Equal(now, logged):
-			name(stream, fmt.Sprintf("its event %d differs from the one logged", version))
+		rows, err := tx.Query(ctx, `
+			SELECT l.leaf_index, l.stream_id, l.version, l.hash, e.hash FROM log_leaves l
+			LEFT JOIN events e ON e.stream_id = l.stream_id AND e.version = l.version AND e.merchant_id = l.merchant_id
+			WHERE l.log = $1 ORDER BY l.leaf_index`, log)
+		if err != nil {
+			return err
 		}
-		f.push(verify.LeafHash(now))
-		for len(sizes) > 0 && sizes[0] == f.size {
-			roots[sizes[0]] = f.root()
-			sizes = sizes[1:]
-		}
-		return nil
+		var index int64
+		var stream uuid.UUID
+		var version int
+		var logged, now []byte
+		_, err = pgx.ForEachRow(rows, []any{&index, &stream, &version, &logged, &now}, func() error {
+			if index != int64(f.size) {
+				return fmt.Errorf("%w: log %s has no leaf %d", errLogGap, log, f.size)
+			}
+			switch {
+			case now == nil:
+				name(stream, fmt.Sprintf("its event %d, logged, is gone", version))
+				now = verify.ZeroHash
+			case !bytes.Equal(now, logged):
+				name(stream, fmt.Sprintf("its event %d differs from the one logged", version))
+			}
+			f.push(verify.LeafHash(now))
+			for len(sizes) > 0 && sizes[0] == f.size {
+				roots[sizes[0]] = f.root()
+				sizes = sizes[1:]
+			}
+			return nil
+		})
+		return err
 	})
 	if errors.Is(err, errLogGap) {
 		// A removed leaf shifts every later one: the roots past it cannot
