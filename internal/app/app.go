@@ -39,6 +39,7 @@ import (
 	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/migrations"
 	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/store/pgkit"
 	"github.com/orderd/orderd/web"
 	"github.com/orderd/orderd/webhook"
 	"github.com/orderd/orderd/ws"
@@ -466,8 +467,9 @@ func (a *App) buildOps(ctx context.Context, log *slog.Logger) error {
 }
 
 // NewPool opens a pool whose connections carry a statement timeout, fail
-// fast when the database is unreachable, so requests answer 503 in time, and
-// follow the primary among the URL's hosts (configureFailover).
+// fast when the database is unreachable, so requests answer 503 in time,
+// follow the primary among the URL's hosts (configureFailover) and send and
+// read UUIDs as bytes (pgkit.RegisterUUID).
 func NewPool(ctx context.Context, url string, maxConns int, statementTimeout time.Duration) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -477,6 +479,7 @@ func NewPool(ctx context.Context, url string, maxConns int, statementTimeout tim
 		pcfg.MaxConns = int32(maxConns)
 	}
 	configureFailover(pcfg)
+	pcfg.AfterConnect = pgkit.RegisterUUID
 	if statementTimeout > 0 {
 		pcfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(statementTimeout.Milliseconds())
 		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint((2 * statementTimeout).Milliseconds())

@@ -22,6 +22,7 @@ import (
 
 	"github.com/orderd/orderd/internal/pglocal"
 	"github.com/orderd/orderd/migrations"
+	"github.com/orderd/orderd/store/pgkit"
 )
 
 var (
@@ -172,6 +173,7 @@ func Pool(t testing.TB) *pgxpool.Pool {
 		t.Fatalf("test database: %v", err)
 	}
 	cfg.MaxConns = 20
+	cfg.AfterConnect = pgkit.RegisterUUID
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("test database: %v", err)
