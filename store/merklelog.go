@@ -66,8 +66,8 @@ func (s *Store) ExtendLog(ctx context.Context, p ExtendLogParams) (ExtendLogResu
 		// events reads and hashes all of them at once: it may take minutes,
 		// past the statement timeout meant for requests. It holds nothing
 		// anyone waits for: other writers skip the head.
-		if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
-			return fmt.Errorf("lift the statement timeout: %w", err)
+		if _, err := tx.Exec(ctx, logReadSettings); err != nil {
+			return fmt.Errorf("set the log read's settings: %w", err)
 		}
 		leaves, now, err := s.eventsToLog(ctx, tx, p.Log, since)
 		if err != nil {
@@ -140,8 +140,8 @@ func (s *Store) eventsToLog(ctx context.Context, tx pgx.Tx, log, since string) (
 	if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&now); err != nil {
 		return nil, "", fmt.Errorf("log snapshot: %w", err)
 	}
-	rows, err := tx.Query(ctx, `SELECT merchant_id, stream_id, version, hash FROM (`+loggedSince("events", "$2::pg_snapshot")+`) e
-		ORDER BY tx_id, global_position`, since, now)
+	rows, err := tx.Query(ctx, `SELECT merchant_id, stream_id, version, hash FROM (`+loggedSince("events", "$2::pg_snapshot", "$3")+`) e
+		ORDER BY tx_id, global_position`, since, now, inProgress(since))
 	if err != nil {
 		return nil, "", fmt.Errorf("read events to log: %w", err)
 	}
@@ -152,18 +152,38 @@ func (s *Store) eventsToLog(ctx context.Context, tx pgx.Tx, log, since string) (
 // loggedSince reads from table (events or a shard of it) the rows to log
 // of the transactions that ended between the snapshot $1 and now, an SQL
 // expression of a snapshot, with their tx_id and global_position, the
-// log's order. Those are the transactions past $1's xmax and those $1 saw
-// in progress: two bounded ranges of the tx_id index, where one condition
-// with an OR read every row from $1's xmin on, logged or not (a
-// transaction held open for seconds holds that xmin back).
-func loggedSince(table, now string) string {
+// log's order; xip is the parameter holding inProgress($1). Those are the
+// transactions past $1's xmax and those $1 saw in progress: two bounded
+// ranges of the tx_id index, where one condition with an OR read every row
+// from $1's xmin on, logged or not (a transaction held open for seconds
+// holds that xmin back). The transactions in progress come as values, not
+// as pg_snapshot_xip($1), so that the plan (custom: logReadSettings) sees
+// them: few transactions may each hold many rows.
+func loggedSince(table, now, xip string) string {
 	return `SELECT merchant_id, stream_id, version, hash, tx_id, global_position FROM ` + table + `
 		WHERE tx_id >= pg_snapshot_xmax($1::pg_snapshot) AND tx_id < pg_snapshot_xmax(` + now + `)
 		  AND pg_visible_in_snapshot(tx_id, ` + now + `)
 		UNION ALL
 		SELECT merchant_id, stream_id, version, hash, tx_id, global_position FROM ` + table + `
-		WHERE tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))
+		WHERE tx_id = ANY (` + xip + `::text[]::xid8[])
 		  AND pg_visible_in_snapshot(tx_id, ` + now + `)`
+}
+
+// logReadSettings are the settings of a transaction that reads events to
+// log: no statement timeout (the first extension over a full database reads
+// every event), and a plan for each read's own snapshot: a generic plan,
+// which PostgreSQL settles on after five runs, estimates the ranges blind
+// and may read every event.
+const logReadSettings = `SELECT set_config('statement_timeout', '0', true), set_config('plan_cache_mode', 'force_custom_plan', true)`
+
+// inProgress lists the transactions a snapshot ("xmin:xmax:xip,...") saw
+// in progress.
+func inProgress(snapshot string) []string {
+	parts := strings.Split(snapshot, ":")
+	if len(parts) != 3 || parts[2] == "" {
+		return []string{}
+	}
+	return strings.Split(parts[2], ",")
 }
 
 func collectLeaves(rows pgx.Rows) ([]logLeaf, error) {
