@@ -155,6 +155,19 @@ func (p pickupPlan) work(ctx context.Context, st *store.Store, next *atomic.Int6
 	}
 }
 
+// sharedDatabaseStore is a store on a test database of its own that other
+// processes can open too: its url, a small pool and the store.
+func sharedDatabaseStore(ctx context.Context, t *testing.T) (string, *pgxpool.Pool, *store.Store) {
+	t.Helper()
+	url := storetest.URL(t)
+	pool, err := smallPool(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ins, err := jobs.NewInserter(pool)
+	require.NoError(t, err)
+	return url, pool, newStore(store.Config{Pool: pool, Jobs: ins})
+}
+
 func smallPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return poolOf(ctx, url, 4)
 }
@@ -233,13 +246,7 @@ func pickupHelper() error {
 func TestPickupCodesUniqueAcrossMidnight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := storetest.URL(t)
-	pool, err := smallPool(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	ins, err := jobs.NewInserter(pool)
-	require.NoError(t, err)
-	st := newStore(store.Config{Pool: pool, Jobs: ins})
+	url, pool, st := sharedDatabaseStore(ctx, t)
 	const zone = "Asia/Kathmandu" // UTC+05:45: a midnight that is no UTC hour
 	m, err := st.CreateMerchant(ctx, domain.MerchantSettings{Name: "Momo", Capacity: 100_000, PrepSeconds: 60,
 		MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900, Timezone: zone, PickupPrefix: "K"}, store.Meta{Actor: domain.ActorAdmin})

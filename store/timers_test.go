@@ -18,9 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
-	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
-	"github.com/orderd/orderd/store/storetest"
 )
 
 // TestResumeBackstopSweepsOnlyWhatIsOverdue: the pause backstop leaves a
@@ -308,13 +306,7 @@ func TestDueTimersFireInTheirCloseTransaction(t *testing.T) {
 func TestProcessesFireEachTimerOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := storetest.URL(t)
-	pool, err := smallPool(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	ins, err := jobs.NewInserter(pool)
-	require.NoError(t, err)
-	st := newStore(store.Config{Pool: pool, Jobs: ins})
+	url, pool, st := sharedDatabaseStore(ctx, t)
 	clock := newFakeClock(st)
 	m := createMerchant(t, st, &merchantOpts{Capacity: 1000, PaymentTimeout: 600})
 	p := createProduct(t, st, m.ID, nil)
