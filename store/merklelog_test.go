@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -18,6 +19,7 @@ import (
 	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/ledger/verify"
 	"github.com/orderd/orderd/store"
+	"github.com/orderd/orderd/store/storetest"
 )
 
 var testKey = ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
@@ -276,4 +278,59 @@ func TestTheLogTakesEventsInCommitOrder(t *testing.T) {
 	require.Len(t, slowLeaves, 1, "logged once")
 	require.NotEmpty(t, quickLeaves)
 	require.Greater(t, slowLeaves[0], quickLeaves[len(quickLeaves)-1], "after the transaction that ended first")
+}
+
+// Each extension of the log reads the events of the transactions that
+// ended since the last one, not every event, however often it runs on one
+// connection (its read is a prepared statement, which PostgreSQL may move
+// to a generic plan after five runs). Over events written by few
+// transactions of many rows each (an import, the ledger benchmark), a read
+// that took the transactions in progress from pg_snapshot_xip inside the
+// statement was planned blind and read every event at each extension.
+func TestEachExtensionReadsOnlyTheEventsItLogs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(storetest.URL(t))
+	require.NoError(t, err)
+	// One connection: every extension runs the same prepared statement, and
+	// the counters read below are this connection's, flushed on demand.
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st := newStore(store.Config{Pool: pool})
+	merchant := uuid.New()
+	const events = 20000
+	for range 4 {
+		_, err := pool.Exec(ctx, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data)
+			SELECT gen_random_uuid(), $1, 'test', 1, 'test.imported', '{}' FROM generate_series(1, $2::int / 4)`, merchant, events)
+		require.NoError(t, err)
+	}
+	res, err := st.ExtendLog(ctx, store.ExtendLogParams{Log: store.LogMain})
+	require.NoError(t, err)
+	require.EqualValues(t, events, res.Size)
+	_, err = pool.Exec(ctx, `ANALYZE events`)
+	require.NoError(t, err)
+
+	eventsRead := func() int64 {
+		// pg_stat_force_next_flush publishes this connection's counters as
+		// it goes idle, before the next statement reads them.
+		_, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
+		require.NoError(t, err)
+		var n int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
+			FROM pg_stat_user_tables WHERE relname = 'events'`).Scan(&n))
+		return n
+	}
+	const extensions = 10
+	before := eventsRead()
+	for i := range extensions {
+		_, err := pool.Exec(ctx, `INSERT INTO events (stream_id, merchant_id, stream_type, version, type, data)
+			VALUES (gen_random_uuid(), $1, 'test', 1, 'test.new', '{}')`, merchant)
+		require.NoError(t, err)
+		res, err := st.ExtendLog(ctx, store.ExtendLogParams{Log: store.LogMain})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Added, "extension %d", i)
+	}
+	require.Less(t, eventsRead()-before, int64(events), "events read by %d extensions of one event each", extensions)
 }
