@@ -38,7 +38,8 @@ CREATE TABLE pickup_slots (
     CONSTRAINT pickup_slots_within_capacity CHECK (taken >= 0 AND taken <= capacity)
 );
 
--- Admission runs at the capacity in force.
+-- Admission runs at the capacity in force. The function's end, which records
+-- when the line began to starve, is functions/merchants_track_starved.since.sql.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION merchants_track_starved() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -54,14 +55,7 @@ BEGIN
         END IF;
     END IF;
     IF NOT coalesce(starved, false) THEN
-        NEW.starved_since := NULL;
-    ELSIF NEW.starved_since IS NULL THEN
-        NEW.starved_since := now();
-    END IF;
-    RETURN NEW;
-END
-$$;
--- +goose StatementEnd
+-- +orderd include functions/merchants_track_starved.since.sql
 DROP TRIGGER merchants_track_starved ON merchants;
 CREATE TRIGGER merchants_track_starved BEFORE INSERT OR UPDATE OF active, queued, capacity, period_capacity, pause_mode, starved_since ON merchants
 FOR EACH ROW EXECUTE FUNCTION merchants_track_starved();

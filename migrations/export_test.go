@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"context"
+	"io/fs"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pressly/goose/v3"
@@ -26,3 +27,6 @@ func DownTo(ctx context.Context, url string, version int64) error {
 		return err
 	})
 }
+
+// Expanded is fsys as goose would read it, includes expanded.
+func Expanded(fsys fs.FS) fs.FS { return expanded{fsys} }

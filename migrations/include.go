@@ -13,8 +13,14 @@ import (
 // functions/, named for the migration that made it: that migration
 // includes it, and the later one's down includes it to put it back. A body
 // that serves several migrations unchanged in what they can reach is named
-// for the function alone, and each of them includes it.
+// for the function alone, and each of them includes it. A part that
+// several versions of a function share word for word is a file of its own
+// (named for the function and the part), which each version includes.
 const includePrefix = "-- +orderd include "
+
+// maxIncludeDepth bounds includes within included files, so that a file
+// that includes itself is an error instead of a migration without end.
+const maxIncludeDepth = 4
 
 // expanded is the migrations as goose reads them: each include line of a
 // migration replaced by the file it names.
@@ -34,15 +40,16 @@ func (e expanded) Open(name string) (fs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	text, err := expandIncludes(e.fsys, raw)
+	text, err := expandIncludes(e.fsys, raw, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &expandedFile{Reader: bytes.NewReader(text), info: expandedInfo{FileInfo: info, size: int64(len(text))}}, nil
 }
 
-// expandIncludes replaces each include line of raw with the named file.
-func expandIncludes(fsys fs.FS, raw []byte) ([]byte, error) {
+// expandIncludes replaces each include line of raw with the named file,
+// its own includes expanded; depth is how many includes raw is within.
+func expandIncludes(fsys fs.FS, raw []byte, depth int) ([]byte, error) {
 	var out bytes.Buffer
 	for line := range bytes.Lines(raw) {
 		name, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte(includePrefix))
@@ -50,9 +57,15 @@ func expandIncludes(fsys fs.FS, raw []byte) ([]byte, error) {
 			out.Write(line)
 			continue
 		}
+		if depth == maxIncludeDepth {
+			return nil, fmt.Errorf("include %s: more than %d includes deep", name, maxIncludeDepth)
+		}
 		text, err := fs.ReadFile(fsys, string(name))
 		if err != nil {
 			return nil, fmt.Errorf("include: %w", err)
+		}
+		if text, err = expandIncludes(fsys, text, depth+1); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		out.Write(text)
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -61,4 +62,22 @@ func functionsAndTriggers(ctx context.Context, t *testing.T, url string) string 
 			FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = 'public' AND NOT g.tgisinternal), '')`).Scan(&defs))
 	return defs
+}
+
+// TestIncludesWithinIncludes: an included file's own includes are expanded,
+// and a file that includes itself is refused instead of expanded for ever.
+func TestIncludesWithinIncludes(t *testing.T) {
+	t.Parallel()
+	fsys := migrations.Expanded(fstest.MapFS{
+		"00001_a.sql":        {Data: []byte("up\n-- +orderd include functions/f.sql\ndown\n")},
+		"functions/f.sql":    {Data: []byte("begin\n-- +orderd include functions/end.sql\n")},
+		"functions/end.sql":  {Data: []byte("end\n")},
+		"00002_b.sql":        {Data: []byte("-- +orderd include functions/self.sql\n")},
+		"functions/self.sql": {Data: []byte("-- +orderd include functions/self.sql\n")},
+	})
+	text, err := fs.ReadFile(fsys, "00001_a.sql")
+	require.NoError(t, err)
+	require.Equal(t, "up\nbegin\nend\ndown\n", string(text))
+	_, err = fs.ReadFile(fsys, "00002_b.sql")
+	require.ErrorContains(t, err, "includes deep")
 }

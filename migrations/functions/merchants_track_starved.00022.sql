@@ -1,4 +1,7 @@
 -- merchants_track_starved as migration 22 made it; migration 26's down puts it back.
+-- Its end, which records when the line began to starve, is written once for
+-- the versions of migrations 2, 22 and 26 (merchants_track_starved.since.sql;
+-- it has no comment, as it stands inside the function's body).
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION merchants_track_starved() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -14,11 +17,4 @@ BEGIN
         END IF;
     END IF;
     IF NOT coalesce(starved, false) THEN
-        NEW.starved_since := NULL;
-    ELSIF NEW.starved_since IS NULL THEN
-        NEW.starved_since := now();
-    END IF;
-    RETURN NEW;
-END
-$$;
--- +goose StatementEnd
+-- +orderd include functions/merchants_track_starved.since.sql
