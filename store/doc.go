@@ -24,8 +24,8 @@
 //   - A command on one order (orderCommand, ordercommands.go) runs in a pipelined
 //     transaction of its own; this process's commands on one order take
 //     turns (orderTurns), other processes' wait for the rows' locks.
-//     The admissions a command makes room for (drain, admitHead) are
-//     decided in the same transaction, in the same file.
+//     The admissions a command makes room for (drain, admitHead, line.go)
+//     are decided in the same transaction.
 //
 // On Citus a batch is split before it is decided (splitOnCitus): placements
 // by the worker holding their merchants (nodeMap, shards.go), each part
@@ -73,8 +73,8 @@
 //     place.go, domain/commands.go (PayAtPlacement, which asks
 //     Load.CanAdmitNew); a
 //     cancellation or completion admitting the head: api/orders.go,
-//     ordercommands.go (drain), domain/commands.go (AdmitQueued,
-//     Load.CanDrain); the drain job: jobs/jobs.go, ordercommands.go,
+//     ordercommands.go and line.go (drain), domain/commands.go (AdmitQueued,
+//     Load.CanDrain); the drain job: jobs/jobs.go, line.go,
 //     domain/commands.go.
 //   - Capacity changes (a raise admits the line, a fall evicts nobody):
 //     PATCH /v1/merchants/{id}: api/merchants.go, merchants.go,
