@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -28,6 +29,28 @@ import (
 // extension and the workers, and nothing of orderd's yet; it is dropped when
 // the test ends.
 func Bare(t testing.TB) string {
+	t.Helper()
+	return bare(t, false)
+}
+
+// Growing returns a new database laid out like URL's on every worker of
+// the cluster but the last, and that worker ("host:port"), which has the
+// database and the extension but is not one of its nodes: the test grows
+// the cluster by adding it (citus_add_node), as an operator adds a new
+// machine. The cluster needs two workers at least.
+func Growing(t testing.TB) (string, string) {
+	t.Helper()
+	dbURL := distribute(t, bare(t, true))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _, workers := cluster(ctx, t)
+	spare := workers[len(workers)-1]
+	return dbURL, net.JoinHostPort(spare.host, strconv.Itoa(spare.port))
+}
+
+// bare is Bare, with the last worker left out of the database's nodes when
+// spare is set.
+func bare(t testing.TB, spare bool) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -62,7 +85,14 @@ func Bare(t testing.TB) string {
 	db.Database = name
 	exec(ctx, t, db, `CREATE EXTENSION IF NOT EXISTS citus`)
 	stmts := []string{fmt.Sprintf(`SELECT citus_set_coordinator_host('%s', %d)`, cfg.Host, cfg.Port)}
-	for _, w := range workers {
+	members := workers
+	if spare {
+		if len(workers) < 2 {
+			t.Fatalf("growing the cluster needs two workers at least, and the coordinator has %d", len(workers))
+		}
+		members = workers[:len(workers)-1]
+	}
+	for _, w := range members {
 		stmts = append(stmts, fmt.Sprintf(`SELECT citus_add_node('%s', %d)`, w.host, w.port))
 	}
 	exec(ctx, t, db, stmts...)
@@ -72,7 +102,13 @@ func Bare(t testing.TB) string {
 // URL returns a new database on the cluster, migrated and distributed.
 func URL(t testing.TB) string {
 	t.Helper()
-	dbURL := Bare(t)
+	return distribute(t, Bare(t))
+}
+
+// distribute lays orderd's schema out on the database dbURL names
+// (`orderd migrate citus`) and returns dbURL.
+func distribute(t testing.TB, dbURL string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if _, err := migrations.Distribute(ctx, dbURL); err != nil {

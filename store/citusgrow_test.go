@@ -1,0 +1,175 @@
+//go:build citus
+
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/internal/citustest"
+	"github.com/orderd/orderd/jobs"
+	"github.com/orderd/orderd/store"
+)
+
+// TestCitusGrowsWhilePlacing adds a worker to the cluster and moves shards
+// onto it (citus_add_node, citus_rebalance_start, which moves them by
+// logical replication) while 4 goroutines place orders of 16 merchants
+// through two stores, as two orderd processes would. A placement either
+// returns its order or fails with CodeUnavailable, which the API answers
+// 503 with Retry-After; the client then sends it again with the same key
+// until it is placed, and sends some placed ones again, which must answer
+// the same order. After: every key has its one order and there is no
+// other; both stores send every merchant's placements to the worker Citus's
+// catalog now places it on; the audit is clean.
+func TestCitusGrowsWhilePlacing(t *testing.T) {
+	ctx := context.Background()
+	url, spare := citustest.Growing(t)
+	var stores []*store.Store
+	var pool *pgxpool.Pool
+	for range 2 {
+		p, err := pgxpool.New(ctx, url)
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		ins, err := jobs.NewInserter(p)
+		require.NoError(t, err)
+		st := store.New(store.Config{Pool: p, Jobs: ins})
+		t.Cleanup(st.Close)
+		stores = append(stores, st)
+		pool = p
+	}
+	type shop struct{ merchant, product uuid.UUID }
+	shops := make([]shop, 16)
+	for i := range shops {
+		m := createMerchant(t, stores[0], &merchantOpts{Capacity: 100000})
+		shops[i] = shop{m.ID, createProduct(t, stores[0], m.ID, nil).ID}
+	}
+
+	var (
+		mu          sync.Mutex
+		placed      = map[string]uuid.UUID{} // idempotency key → order
+		unavailable atomic.Int64
+		replays     atomic.Int64
+		stop        atomic.Bool
+	)
+	// decide sends one placement until it is placed: an unavailable answer is
+	// retried with the same key, anything else fails the test.
+	decide := func(st *store.Store, sh shop, o placeOpts) (uuid.UUID, bool) {
+		for range 600 {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			res, err := place(ctx, st, sh.merchant, sh.product, o)
+			cancel()
+			if err == nil {
+				return res.Order.ID, true
+			}
+			if domain.ErrorCode(err) != domain.CodeUnavailable {
+				t.Errorf("placement %s answered %v (code %q), not unavailable", o.Key, err, domain.ErrorCode(err))
+				return uuid.Nil, false
+			}
+			unavailable.Add(1)
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("placement %s still unavailable after a minute", o.Key)
+		return uuid.Nil, false
+	}
+	const writers = 4
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				sh := shops[(w*5+i)%len(shops)]
+				o := placeOpts{Customer: fmt.Sprintf("c%d", w), PaymentRef: "r", Key: fmt.Sprintf("w%d-%d", w, i)}
+				if i%5 == 4 {
+					o.PaymentRef = ""
+				}
+				id, ok := decide(stores[(w+i)%2], sh, o)
+				if !ok {
+					return
+				}
+				mu.Lock()
+				placed[o.Key] = id
+				mu.Unlock()
+				if i%10 == 9 {
+					again, ok := decide(stores[(w+i+1)%2], sh, o)
+					if !ok {
+						return
+					}
+					replays.Add(1)
+					if again != id {
+						t.Errorf("key %s placed %s and, sent again, %s", o.Key, id, again)
+						return
+					}
+				}
+			}
+		}()
+	}
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
+
+	time.Sleep(2 * time.Second)
+	host, port, err := net.SplitHostPort(spare)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT citus_add_node($1, $2::int)`, host, port)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `SELECT citus_rebalance_start()`)
+	require.NoError(t, err)
+	eventually(t, 5*time.Minute, func() bool {
+		var state string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM citus_rebalance_status()`).Scan(&state))
+		require.NotContains(t, []string{"failed", "cancelled", "failing", "cancelling"}, state, "the rebalance")
+		return state == "finished"
+	}, "the rebalance finishes")
+	var moved int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM citus_shards WHERE table_name = 'merchants'::regclass AND nodename || ':' || nodeport = $1`, spare).Scan(&moved))
+	require.Positive(t, moved, "shards of merchants moved to the new worker")
+
+	// Both stores find the moved merchants where they are now, while the
+	// placements go on.
+	for _, st := range stores {
+		for _, sh := range shops {
+			want, _ := catalogNode(t, pool, sh.merchant)
+			eventually(t, 30*time.Second, func() bool {
+				got, err := st.MerchantNode(ctx, sh.merchant)
+				return err == nil && got == want
+			}, "the store routes a merchant where its shard is")
+		}
+	}
+	time.Sleep(time.Second)
+	stop.Store(true)
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	rows, err := pool.Query(ctx, `SELECT id FROM orders`)
+	require.NoError(t, err)
+	orders := map[uuid.UUID]int{}
+	for rows.Next() {
+		var id uuid.UUID
+		require.NoError(t, rows.Scan(&id))
+		orders[id]++
+	}
+	require.NoError(t, rows.Err())
+	acknowledged := map[uuid.UUID]bool{}
+	for key, id := range placed {
+		require.Equal(t, 1, orders[id], "the order of key %s", key)
+		acknowledged[id] = true
+	}
+	require.Len(t, orders, len(acknowledged), "no order beyond the acknowledged ones")
+	t.Logf("%d placements, %d answered unavailable and sent again, %d sent again once placed; %d shards of merchants moved to %s",
+		len(placed), unavailable.Load(), replays.Load(), moved, spare)
+	require.Empty(t, violations(t, stores[0]))
+}
