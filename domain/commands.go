@@ -339,6 +339,49 @@ func laneField(l Lane) Lane {
 	return l
 }
 
+// LineHeadToRead is how many of the line's first orders a drain of at most
+// limit admissions needs to see: no more than it may admit (MaxAdmissible).
+func (l Load) LineHeadToRead(limit int) int { return max(min(l.MaxAdmissible(), limit), 0) }
+
+// Admission is a queued order let in from the line by a drain: the order
+// as it waited, and its EventOrderAccepted.
+type Admission struct {
+	Order Order
+	Event Event
+}
+
+// Drain is what a drain of the line decided.
+type Drain struct {
+	// Admissions are in the line's order.
+	Admissions []Admission
+	// Load is the merchant's load after them.
+	Load Load
+	// More says the limit stopped the drain while the load still has room:
+	// the rest is a drain job's.
+	More bool
+}
+
+// DrainLine admits the line's head while it fits, in order, at most limit
+// orders: head is the line's first orders, the priority lane's first (at
+// least LineHeadToRead of them, or the whole line). Nothing behind a head
+// that does not fit overtakes it.
+func DrainLine(head []Order, load Load, limit int, now time.Time) (Drain, error) {
+	d := Drain{Load: load}
+	for _, o := range head {
+		if len(d.Admissions) >= limit || !d.Load.CanDrain(o.load()) {
+			break
+		}
+		e, after, err := AdmitQueued(o, d.Load, now)
+		if err != nil {
+			return Drain{Load: load}, err
+		}
+		d.Admissions = append(d.Admissions, Admission{Order: o, Event: e})
+		d.Load = after
+	}
+	d.More = len(d.Admissions) >= limit && d.Load.MaxAdmissible() > 0
+	return d, nil
+}
+
 // AdmitQueued admits the head of the queue; the caller guarantees o is the
 // head (of the priority lane while it has orders, else of the normal lane).
 func AdmitQueued(o Order, load Load, now time.Time) (Event, Load, error) {

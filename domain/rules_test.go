@@ -713,3 +713,74 @@ func TestCheckReplay(t *testing.T) {
 		})
 	}
 }
+
+func TestDrainLine(t *testing.T) {
+	t.Parallel()
+	queued := func(id string, load int, lane domain.Lane) domain.Order {
+		return domain.Order{ID: uuid.NewSHA1(uuid.Nil, []byte(id)), Status: domain.StatusQueued, Load: load, Lane: lane}
+	}
+	a, b, c := queued("a", 1, domain.LaneNormal), queued("b", 1, domain.LaneNormal), queued("c", 1, domain.LaneNormal)
+	big := queued("big", 3, domain.LaneNormal)
+	vip := queued("vip", 1, domain.LanePriority)
+	cases := []struct {
+		name     string
+		head     []domain.Order
+		load     domain.Load
+		limit    int
+		admitted []domain.Order
+		more     bool
+		code     domain.Code
+	}{
+		{name: "room for two of three", head: []domain.Order{a, b}, load: v1(domain.Load{Capacity: 3, Active: 1, Queued: 3}), limit: 100, admitted: []domain.Order{a, b}},
+		{name: "no room", head: nil, load: v1(domain.Load{Capacity: 1, Active: 1, Queued: 3}), limit: 100},
+		{name: "a head that does not fit holds back the line", head: []domain.Order{big, a}, load: domain.Load{Capacity: 3, Active: 1, ActiveOrders: 1, Queued: 2, QueuedUnits: 4}, limit: 100},
+		{name: "an empty kitchen takes an oversized head alone", head: []domain.Order{big, a}, load: domain.Load{Capacity: 2, Queued: 2, QueuedUnits: 4}, limit: 100, admitted: []domain.Order{big}},
+		{name: "the limit leaves the rest to a drain job", head: []domain.Order{a, b}, load: v1(domain.Load{Capacity: 3, Queued: 5}), limit: 2, admitted: []domain.Order{a, b}, more: true},
+		{name: "a limit met as the room ends leaves nothing", head: []domain.Order{a, b}, load: v1(domain.Load{Capacity: 2, Queued: 5}), limit: 2, admitted: []domain.Order{a, b}},
+		{name: "no inline admissions: all is the job's", head: nil, load: v1(domain.Load{Capacity: 2, Queued: 1}), limit: 0, more: true},
+		{name: "the priority lane first", head: []domain.Order{vip, a}, load: domain.Load{Capacity: 2, Queued: 2, QueuedUnits: 2, QueuedPriority: 1}, limit: 100, admitted: []domain.Order{vip, a}},
+		{name: "paused", head: nil, load: v1(domain.Load{Capacity: 2, Queued: 1, Paused: true}), limit: 100},
+		{name: "a normal order read ahead of the priority lane's", head: []domain.Order{c, vip}, load: domain.Load{Capacity: 2, Queued: 2, QueuedUnits: 2, QueuedPriority: 1}, limit: 100, code: domain.CodeConflict},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d, err := domain.DrainLine(tc.head, tc.load, tc.limit, t0)
+			if tc.code != "" {
+				require.Equal(t, tc.code, domain.ErrorCode(err))
+				require.Equal(t, domain.Drain{Load: tc.load}, d, "a refused drain admits nobody")
+				return
+			}
+			require.NoError(t, err)
+			var admitted []domain.Order
+			load := tc.load
+			for _, ad := range d.Admissions {
+				admitted = append(admitted, ad.Order)
+				e, after, err := domain.AdmitQueued(ad.Order, load, t0)
+				require.NoError(t, err)
+				require.Equal(t, e, ad.Event)
+				load = after
+			}
+			require.Equal(t, tc.admitted, admitted)
+			require.Equal(t, load, d.Load)
+			require.Equal(t, tc.more, d.More)
+		})
+	}
+}
+
+func TestLineHeadToRead(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		load  domain.Load
+		limit int
+		want  int
+	}{
+		{v1(domain.Load{Capacity: 5, Active: 1, Queued: 10}), 100, 4},
+		{v1(domain.Load{Capacity: 5, Active: 1, Queued: 2}), 100, 2},
+		{v1(domain.Load{Capacity: 5, Active: 1, Queued: 10}), 3, 3},
+		{v1(domain.Load{Capacity: 5, Active: 5, Queued: 10}), 100, 0},
+		{v1(domain.Load{Capacity: 5, Active: 1, Queued: 10}), -1, 0},
+	} {
+		require.Equal(t, tc.want, tc.load.LineHeadToRead(tc.limit), "%+v limit %d", tc.load, tc.limit)
+	}
+}

@@ -205,7 +205,11 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 			if err := closeDeadLetter(ctx, tx, m.ID, deadLetterID, "retried", ""); err != nil {
 				return w, err
 			}
-			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
+			head, err := s.readLineHead(ctx, tx, m, s.cfg.InlineDrainLimit, w, now)
+			if err != nil {
+				return w, err
+			}
+			return head.admit(domain.DrainLine(head.orders, m.load(), head.limit, now))
 		},
 	})
 }

@@ -24,8 +24,9 @@
 //   - A command on one order (orderCommand, ordercommands.go) runs in a pipelined
 //     transaction of its own; this process's commands on one order take
 //     turns (orderTurns), other processes' wait for the rows' locks.
-//     The admissions a command makes room for (drain, admitHead, line.go)
-//     are decided in the same transaction.
+//     The admissions a command makes room for are decided in the same
+//     transaction (drainAfter; the line's head is read with the locks,
+//     queueHead).
 //
 // On Citus a batch is split before it is decided (splitOnCitus): placements
 // by the worker holding their merchants (nodeMap, shards.go), each part
@@ -71,11 +72,16 @@
 //   - Admission (active <= capacity, queue order, weighted loads, the
 //     priority lane): POST /v1/orders with a payment: api/orders.go,
 //     place.go, domain/commands.go (PayAtPlacement, which asks
-//     Load.CanAdmitNew); a
-//     cancellation or completion admitting the head: api/orders.go,
-//     ordercommands.go and line.go (drain), domain/commands.go (AdmitQueued,
-//     Load.CanDrain); the drain job: jobs/jobs.go, line.go,
-//     domain/commands.go.
+//     Load.CanAdmitNew). Every route that lets the line in asks
+//     domain/commands.go (DrainLine, which asks AdmitQueued and
+//     Load.CanDrain) from the store file it enters, on the line's head as
+//     line.go reads it (readLineHead), and line.go writes the answer
+//     (lineHead.admit): a cancellation, completion, prioritization or
+//     queue expiry admitting the head: api/orders.go or jobs/jobs.go,
+//     ordercommands.go (drainAfter), domain/commands.go; the drain job:
+//     jobs/jobs.go, line.go (DrainMerchant), domain/commands.go; the
+//     routes below that admit the line (a capacity raise, a resumption, a
+//     period's edge, a release, a retry) from their own store files.
 //   - Capacity changes (a raise admits the line, a fall evicts nobody):
 //     PATCH /v1/merchants/{id}: api/merchants.go, merchants.go,
 //     domain/merchant.go (ChangeSettings); at a period's edge: jobs/jobs.go,

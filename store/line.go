@@ -16,68 +16,85 @@ import (
 // The line: the head of a merchant's queue, read under the merchant's lock,
 // and the drains that admit from it when units free up.
 
-// drainLocked admits the head of the queue while it fits (the priority
-// lane's head first), up to limit orders, with the merchant's lock held; it
-// always saves the load. When more could be admitted than limit allows, it
-// leaves a drain job.
-func (s *Store) drainLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.Time, limit int) error {
-	w, err := s.drain(ctx, tx, m, now, limit, writeSet{loads: []*merchantRow{m}})
+// A route that may let the line in (a completion, a cancellation, a
+// capacity raise, a resumption, a release, a retry, the drain job) reads the
+// line's head (readLineHead), asks domain.DrainLine itself, and hands its
+// answer to the head read (lineHead.admit, or commit), under the merchant's
+// lock.
+
+// lineHead is the line's first orders as a drain of at most limit
+// admissions reads them, locked, with what is left to send of the writes
+// the route came with (w) and what the admissions need to join them.
+type lineHead struct {
+	s      *Store
+	ctx    context.Context
+	tx     pgx.Tx
+	m      *merchantRow
+	limit  int
+	w      writeSet
+	now    time.Time
+	orders []domain.Order
+}
+
+// readLineHead reads the line's first orders that a drain of at most limit
+// admissions needs (domain.Load.LineHeadToRead): those of the head that the
+// merchant's lock read with w's command (w.head) when they are all there,
+// else in the round trip that sends w, which then leaves m's load alone to
+// send (the load is saved once, with the admissions).
+func (s *Store) readLineHead(ctx context.Context, tx pgx.Tx, m *merchantRow, limit int, w writeSet, now time.Time) (*lineHead, error) {
+	h := &lineHead{s: s, ctx: ctx, tx: tx, m: m, limit: limit, w: w, now: now}
+	n := m.load().LineHeadToRead(limit)
+	if n == 0 {
+		return h, nil
+	}
+	if orders, ok := w.head.covering(n, w.changes); ok {
+		h.orders = orders
+		return h, nil
+	}
+	w.loads = nil
+	w.readBack = func(b *pgx.Batch) {
+		addLineHeadRead(b, m.ID, n, &h.orders)
+	}
+	if err := s.commit(ctx, tx, w, now); err != nil {
+		return nil, err
+	}
+	h.w = writeSet{loads: []*merchantRow{m}}
+	return h, nil
+}
+
+// admit returns the writes left to send with the admissions a drain of the
+// head decided (domain.DrainLine's answer, d and err) and the merchant's
+// load after them. When the drain's limit left room (d.More), it leaves a
+// drain job for the rest.
+func (h *lineHead) admit(d domain.Drain, err error) (writeSet, error) {
+	w := h.w
+	if err != nil {
+		return w, err
+	}
+	for _, a := range d.Admissions {
+		after, err := a.Order.Apply(a.Event)
+		if err != nil {
+			return w, err
+		}
+		if err := w.add(h.m, change{before: a.Order, after: after, events: []domain.Event{a.Event}, meta: Meta{Actor: domain.ActorSystem}}, h.now); err != nil {
+			return w, err
+		}
+	}
+	h.m.setLoad(d.Load)
+	if d.More {
+		return w, h.s.insertJobs(h.ctx, h.tx, []river.InsertManyParams{{Args: DrainMerchantArgs{MerchantID: h.m.ID}}})
+	}
+	return w, nil
+}
+
+// commit is admit for a route with nothing else to send: it sends the
+// admissions and the merchant's load.
+func (h *lineHead) commit(d domain.Drain, err error) error {
+	w, err := h.admit(d, err)
 	if err != nil {
 		return err
 	}
-	return s.commit(ctx, tx, w, now)
-}
-
-// drain is drainLocked for a caller with writes of its own, w (changes that
-// may move the queue, and m's load): when the merchant has room it admits
-// from the head w brought (queueHead) if that covers it, else sends w with
-// its read of the queue's head; it returns the admissions and m's load, for
-// the caller to send with its answer (else w).
-func (s *Store) drain(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.Time, limit int, w writeSet) (writeSet, error) {
-	n := min(m.load().MaxAdmissible(), limit)
-	if n == 0 {
-		return w, nil
-	}
-	if head, ok := w.head.covering(n, w.changes); ok {
-		return s.admitHead(ctx, tx, m, now, limit, w, head)
-	}
-	var head []domain.Order
-	// The load is saved once, with the admissions.
-	w.loads = nil
-	w.readBack = func(b *pgx.Batch) {
-		addLineHeadRead(b, m.ID, n, &head)
-	}
-	if err := s.commit(ctx, tx, w, now); err != nil {
-		return w, err
-	}
-	return s.admitHead(ctx, tx, m, now, limit, writeSet{loads: []*merchantRow{m}}, head)
-}
-
-// admitHead adds to w the admission of head's orders, in order, while they
-// fit, and returns it.
-func (s *Store) admitHead(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.Time, limit int, w writeSet, head []domain.Order) (writeSet, error) {
-	for _, o := range head {
-		// Nothing behind a head that does not fit overtakes it.
-		if !m.load().CanDrain(o.Load) {
-			break
-		}
-		e, load, err := domain.AdmitQueued(o, m.load(), now)
-		if err != nil {
-			return w, err
-		}
-		after, err := o.Apply(e)
-		if err != nil {
-			return w, err
-		}
-		m.setLoad(load)
-		if err := w.add(m, change{before: o, after: after, events: []domain.Event{e}, meta: Meta{Actor: domain.ActorSystem}}, now); err != nil {
-			return w, err
-		}
-	}
-	if limit < m.load().MaxAdmissible() {
-		return w, s.insertJobs(ctx, tx, []river.InsertManyParams{{Args: DrainMerchantArgs{MerchantID: m.ID}}})
-	}
-	return w, nil
+	return h.s.commit(h.ctx, h.tx, w, h.now)
 }
 
 // addLineHeadRead adds to b the read of the first n queued orders of the
@@ -163,7 +180,11 @@ func (s *Store) DrainMerchant(ctx context.Context, merchantID uuid.UUID) (int, e
 			if m.load().MaxAdmissible() == 0 {
 				return nil
 			}
-			if err := s.drainLocked(ctx, tx, m, now, batch); err != nil {
+			head, err := s.readLineHead(ctx, tx, m, batch, writeSet{loads: []*merchantRow{m}}, now)
+			if err != nil {
+				return err
+			}
+			if err := head.commit(domain.DrainLine(head.orders, m.load(), batch, now)); err != nil {
 				return err
 			}
 			admitted = before - m.Load.Queued

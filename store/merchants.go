@@ -227,7 +227,7 @@ func (s *Store) UpdateMerchant(ctx context.Context, id uuid.UUID, p MerchantPatc
 			return err
 		}
 		if change.AdmitsLine {
-			return s.drainLocked(ctx, tx, m, now, s.cfg.InlineDrainLimit)
+			return s.admitLine(ctx, tx, m, now)
 		}
 		return nil
 	})
@@ -291,7 +291,17 @@ func (s *Store) resumeLocked(ctx context.Context, tx pgx.Tx, m *merchantRow, eve
 	if err := writeMerchant(ctx, tx, m, events, meta, now); err != nil {
 		return err
 	}
-	return s.drainLocked(ctx, tx, m, now, s.cfg.InlineDrainLimit)
+	return s.admitLine(ctx, tx, m, now)
+}
+
+// admitLine lets the line in as far as a merchant's change made room for
+// (domain.DrainLine), in its transaction.
+func (s *Store) admitLine(ctx context.Context, tx pgx.Tx, m *merchantRow, now time.Time) error {
+	head, err := s.readLineHead(ctx, tx, m, s.cfg.InlineDrainLimit, writeSet{loads: []*merchantRow{m}}, now)
+	if err != nil {
+		return err
+	}
+	return head.commit(domain.DrainLine(head.orders, m.load(), head.limit, now))
 }
 
 // ResumeDue resumes a merchant whose pause ending at until has ended: the

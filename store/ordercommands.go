@@ -273,7 +273,7 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 			// A freed unit, or a queued order leaving (the head, say, whose
 			// load did not fit), may let the head in.
 			if c.before.Status == domain.StatusAccepted || c.before.Status == domain.StatusQueued {
-				return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
+				return s.drainAfter(ctx, tx, m, w, now)
 			}
 			return w, nil
 		},
@@ -295,7 +295,7 @@ func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access dom
 			return events, nil, nil
 		},
 		after: func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error) {
-			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
+			return s.drainAfter(ctx, tx, m, w, now)
 		},
 	})
 }
@@ -351,7 +351,7 @@ func (s *Store) PrioritizeOrder(ctx context.Context, orderID uuid.UUID, reason s
 			return events, nil, nil
 		},
 		after: func(tx pgx.Tx, w writeSet, _ change, m *merchantRow, now time.Time) (writeSet, error) {
-			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
+			return s.drainAfter(ctx, tx, m, w, now)
 		},
 	})
 }
@@ -389,7 +389,7 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 				return w, fmt.Errorf("file dead letter: %w", err)
 			}
 			// The head leaving may let the next one in.
-			return s.drain(ctx, tx, m, now, s.cfg.InlineDrainLimit, w)
+			return s.drainAfter(ctx, tx, m, w, now)
 		},
 	})
 	if errors.Is(err, domain.ErrNotFound) {
@@ -411,6 +411,17 @@ func (s *Store) ExpireQueuedOverdue(ctx context.Context, cutoff time.Time, limit
 		_, err := s.ExpireQueued(ctx, q.ID, q.QueuedAt)
 		return err
 	})
+}
+
+// drainAfter lets in from the line what a command's change made room for,
+// as domain.DrainLine decides on the line's head, and returns w with the
+// admissions.
+func (s *Store) drainAfter(ctx context.Context, tx pgx.Tx, m *merchantRow, w writeSet, now time.Time) (writeSet, error) {
+	head, err := s.readLineHead(ctx, tx, m, s.cfg.InlineDrainLimit, w, now)
+	if err != nil {
+		return w, err
+	}
+	return head.admit(domain.DrainLine(head.orders, m.load(), head.limit, now))
 }
 
 var errNotYourOrders = domain.Errorf(domain.CodeForbidden, "only the order's merchant or an admin may do this")

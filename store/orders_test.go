@@ -342,6 +342,41 @@ func TestAdmissionQueueFIFO(t *testing.T) {
 	require.Empty(t, violations(t, st))
 }
 
+// TestInlineDrainLeavesTheRestToAJob: a drain that its limit stops while
+// units are free leaves a drain job for the rest, also when the limit
+// admits none inline. Before, the job was left only while more units were
+// free than the limit (none after two of three, none at all at a limit of
+// 0), and the line waited for the sweep.
+func TestInlineDrainLeavesTheRestToAJob(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	drainJobs := func(merchantID uuid.UUID) int {
+		var n int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'drain_merchant' AND args->>'merchant_id' = $1`,
+			merchantID.String()).Scan(&n))
+		return n
+	}
+	for _, tc := range []struct {
+		limit, queued, capacity, active int
+	}{
+		{limit: 2, queued: 5, capacity: 3, active: 2},
+		{limit: -1, queued: 1, capacity: 1, active: 0},
+	} {
+		m := createMerchant(t, st, &merchantOpts{Capacity: 0})
+		p := createProduct(t, st, m.ID, nil)
+		for i := range tc.queued {
+			require.Equal(t, domain.StatusQueued, mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i), PaymentRef: "r"}).Status)
+		}
+		cfg := st.Config()
+		cfg.InlineDrainLimit = tc.limit
+		got, err := store.New(cfg).UpdateMerchant(ctx, m.ID, store.MerchantPatch{Capacity: &tc.capacity}, store.Meta{Actor: domain.ActorAdmin})
+		require.NoError(t, err)
+		require.Equal(t, tc.active, got.Load.Active, "limit %d", tc.limit)
+		require.Equal(t, 1, drainJobs(m.ID), "limit %d: units free, orders in line, and no drain job", tc.limit)
+	}
+}
+
 func TestCapacityChanges(t *testing.T) {
 	t.Parallel()
 	st, _ := setup(t)

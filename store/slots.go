@@ -293,10 +293,13 @@ func (s *Store) ReleaseDue(ctx context.Context, merchantID uuid.UUID) (int, erro
 		if err := s.insertJobs(ctx, tx, jobs); err != nil {
 			return err
 		}
-		if err := s.commit(ctx, tx, w, now); err != nil {
+		// The released orders may go straight in: the line's head is read
+		// with their writes.
+		head, err := s.readLineHead(ctx, tx, m, s.cfg.InlineDrainLimit, w, now)
+		if err != nil {
 			return err
 		}
-		return s.drainLocked(ctx, tx, m, now, s.cfg.InlineDrainLimit)
+		return head.commit(domain.DrainLine(head.orders, m.load(), head.limit, now))
 	})
 	if err != nil {
 		return 0, mapErr(err)
@@ -347,10 +350,14 @@ func (s *Store) ApplyPeriodEdge(ctx context.Context, merchantID uuid.UUID) (bool
 		if err := s.afterPeriodChange(ctx, tx, m, events); err != nil {
 			return err
 		}
-		if domain.AdmitsLine(before, m.folded()) {
-			return s.drainLocked(ctx, tx, m, now, s.cfg.InlineDrainLimit)
+		if !domain.AdmitsLine(before, m.folded()) {
+			return nil
 		}
-		return nil
+		head, err := s.readLineHead(ctx, tx, m, s.cfg.InlineDrainLimit, writeSet{loads: []*merchantRow{m}}, now)
+		if err != nil {
+			return err
+		}
+		return head.commit(domain.DrainLine(head.orders, m.load(), head.limit, now))
 	})
 	return changed, mapErr(err)
 }
