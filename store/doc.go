@@ -8,10 +8,10 @@
 // commit, one merchant lock and a handful of statements serve a whole batch,
 // and a batch forms from what arrived while the one before it ran.
 //
-//   - Placements (PlaceOrder, place.go) go to placementLanes lanes, each
-//     deciding one batch at a time. A merchant's paid orders always take the
-//     same lane (laneOf), so that they are decided in arrival order; unpaid
-//     ones spread over every lane. A batch never waits for a merchant's row:
+//   - Placements (PlaceOrder, place.go) go to placementLanes lanes
+//     (placebatch.go), each deciding one batch at a time. A merchant's paid
+//     orders always take the same lane (laneOf), so that they are decided
+//     in arrival order; unpaid ones spread over every lane. A batch never waits for a merchant's row:
 //     requests of a merchant another transaction holds are parked
 //     (placeParked) and decided by that merchant's own waiter, and a request
 //     whose stock another transaction holds goes first in a batch of its own
