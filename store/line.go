@@ -14,13 +14,12 @@ import (
 )
 
 // The line: the head of a merchant's queue, read under the merchant's lock,
-// and the drains that admit from it when units free up.
-
-// A route that may let the line in (a completion, a cancellation, a
-// capacity raise, a resumption, a release, a retry, the drain job) reads the
-// line's head (readLineHead), asks domain.DrainLine itself, and hands its
-// answer to the head read (lineHead.admit, or commit), under the merchant's
-// lock.
+// and the drains that admit from it when units free up. A route that may
+// let the line in (a completion, a cancellation, a capacity raise, a
+// resumption, a release, a retry, the drain job) reads the line's head
+// (readLineHead), asks domain.DrainLine itself, so that the rule is one
+// call from the store file the route enters, and hands the answer back to
+// the head read (lineHead.admit, or commit).
 
 // lineHead is the line's first orders as a drain of at most limit
 // admissions reads them, locked, with what is left to send of the writes
