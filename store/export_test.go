@@ -3,7 +3,11 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"math"
+	"net"
+	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/google/uuid"
@@ -98,8 +102,22 @@ func (n planNode) queueEntries() int {
 	return total
 }
 
-// ClaimByMerchant makes s claim webhooks the way it does on Citus.
-func ClaimByMerchant(s *Store) { s.citus.Store(2) }
+// ClaimByMerchant makes s claim webhooks the way it does on Citus, on one
+// PostgreSQL: the outbox stands as the one shard (a view, outbox_0, made
+// here) of one worker, the database s's pool reaches, whose map is never
+// read again.
+func ClaimByMerchant(t testing.TB, s *Store) {
+	t.Helper()
+	if _, err := s.pool.Exec(context.Background(), `CREATE VIEW outbox_0 AS SELECT * FROM outbox`); err != nil {
+		t.Fatalf("the outbox as a shard: %v", err)
+	}
+	s.citus.Store(2)
+	cfg := s.pool.Config().ConnConfig
+	all := []shardRange{{min: math.MinInt32, max: math.MaxInt32, node: net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))}}
+	s.nodes.mu.Lock()
+	defer s.nodes.mu.Unlock()
+	s.nodes.shards, s.nodes.outbox, s.nodes.read = all, all, time.Now().Add(time.Hour)
+}
 
 // SettleDropOnce runs one transaction of SettleDrop, as a process stopped
 // right after it commits would, and reports whether it left work behind.

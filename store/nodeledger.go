@@ -26,16 +26,7 @@ import (
 
 // eventShards are the shards of events each worker holds, by node.
 func (s *Store) eventShards(ctx context.Context) (map[string][]int64, error) {
-	if _, err := s.shardMap(ctx); err != nil {
-		return nil, err
-	}
-	s.nodes.mu.Lock()
-	defer s.nodes.mu.Unlock()
-	byNode := map[string][]int64{}
-	for _, sh := range s.nodes.events {
-		byNode[sh.node] = append(byNode[sh.node], sh.id)
-	}
-	return byNode, nil
+	return s.nodeShards(ctx, func(m *nodeMap) []shardRange { return m.events })
 }
 
 // eventNodes are the workers holding shards of events, in order.

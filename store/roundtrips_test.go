@@ -197,7 +197,7 @@ func TestRecordWebhookAttemptsWriteMerchantByMerchant(t *testing.T) {
 			t.Parallel()
 			st, rt := tracedStore(t)
 			if citus {
-				store.ClaimByMerchant(st)
+				store.ClaimByMerchant(t, st)
 			}
 			ctx := context.Background()
 			b := &testBundle{pool: st.Pool(), store: st}

@@ -40,8 +40,10 @@ import (
 type nodeMap struct {
 	mu     sync.Mutex
 	shards []shardRange
-	// events are the shards of the log, with their nodes (per-node reads).
+	// events are the shards of the log and outbox the webhook relay's,
+	// with their nodes, for the reads done worker by worker.
 	events  []shardRange
+	outbox  []shardRange
 	pools   map[string]*pgxpool.Pool
 	read    time.Time
 	reading bool
@@ -119,21 +121,21 @@ func (s *Store) nodeFailed() {
 	s.nodes.mu.Unlock()
 }
 
-// readNodeMap reads the shards of merchants and of events, and where each
-// is placed, from the coordinator's catalog.
+// readNodeMap reads the shards of merchants, events and outbox, and where
+// each is placed, from the coordinator's catalog.
 func (s *Store) readNodeMap(ctx context.Context) error {
 	defer func() {
 		s.nodes.mu.Lock()
 		s.nodes.reading = false
 		s.nodes.mu.Unlock()
 	}()
-	var merchants, events []shardRange
+	var merchants, events, outbox []shardRange
 	rows, err := s.pool.Query(ctx, `
 		SELECT s.logicalrelid::regclass::text, s.shardid, s.shardminvalue::int, s.shardmaxvalue::int, n.nodename, n.nodeport
 		FROM pg_dist_shard s
 		JOIN pg_dist_placement p USING (shardid)
 		JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary'
-		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass)
+		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass)
 		ORDER BY 1, 4`)
 	if err != nil {
 		return mapErr(fmt.Errorf("read the shard map: %w", err))
@@ -147,9 +149,12 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 			return mapErr(fmt.Errorf("read the shard map: %w", err))
 		}
 		r.node = net.JoinHostPort(host, strconv.Itoa(port))
-		if table == "events" {
+		switch table {
+		case "events":
 			events = append(events, r)
-		} else {
+		case "outbox":
+			outbox = append(outbox, r)
+		default:
 			merchants = append(merchants, r)
 		}
 	}
@@ -162,7 +167,7 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 	m := &s.nodes
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.shards, m.events, m.read, m.stale = merchants, events, time.Now(), false
+	m.shards, m.events, m.outbox, m.read, m.stale = merchants, events, outbox, time.Now(), false
 	return nil
 }
 

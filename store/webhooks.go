@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/store/pgkit"
@@ -367,18 +368,12 @@ func (s *Store) ListWebhookAttempts(ctx context.Context, outboxID, merchantID uu
 // claimWebhooksByMerchant is the claim on Citus, where a row lock is only
 // taken by a statement that stays on one shard and a recursive query only
 // with the merchant fixed: one read, without locks, of which merchants have
-// due messages, the oldest waiting first, then a claim of each merchant's
-// share on its own shard, each its own transaction. Every merchant gets an
-// equal share of the claim, not more than PerMerchant (one while probing).
+// due messages, the oldest waiting first (each worker's shards on that
+// worker: webhookMerchantsDue), then a claim of each merchant's share on its
+// own shard, each its own transaction. Every merchant gets an equal share of
+// the claim, not more than PerMerchant (one while probing).
 func (s *Store) claimWebhooksByMerchant(ctx context.Context, p ClaimParams) ([]Delivery, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT merchant_id FROM outbox
-		WHERE status = 'pending' AND next_attempt_at <= now() AND merchant_id <> ALL($1::uuid[])
-		GROUP BY merchant_id ORDER BY min(next_attempt_at) LIMIT $2`, uuidStrings(p.SkipMerchants), p.Limit)
-	if err != nil {
-		return nil, mapErr(fmt.Errorf("claim webhooks: merchants due: %w", err))
-	}
-	due, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	due, err := s.webhookMerchantsDue(ctx, p.SkipMerchants, p.Limit)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("claim webhooks: merchants due: %w", err))
 	}
@@ -430,6 +425,46 @@ func (s *Store) claimWebhooksByMerchant(ctx context.Context, p ClaimParams) ([]D
 			return out, mapErr(fmt.Errorf("claim webhooks of merchant %s: %w", m, err))
 		}
 		out = append(out, claimed...)
+	}
+	return out, nil
+}
+
+// webhookMerchantsDue are up to limit merchants, skip's left out, with
+// messages due, the one whose oldest due message waits longest first: read
+// on each worker from its own shards of outbox, then merged.
+func (s *Store) webhookMerchantsDue(ctx context.Context, skip []uuid.UUID, limit int) ([]uuid.UUID, error) {
+	shards, err := s.nodeShards(ctx, func(m *nodeMap) []shardRange { return m.outbox })
+	if err != nil {
+		return nil, err
+	}
+	type due struct {
+		merchant uuid.UUID
+		since    time.Time
+	}
+	var all []due
+	skipped := uuidStrings(skip)
+	err = s.onEachNode(ctx, shards, func(pool *pgxpool.Pool, ids []int64) error {
+		rows, err := pool.Query(ctx, `SELECT merchant_id, min(next_attempt_at) FROM (`+shardsUnion("outbox", `
+			SELECT merchant_id, next_attempt_at FROM %s
+			WHERE status = 'pending' AND next_attempt_at <= now() AND merchant_id <> ALL($1::uuid[])`, ids)+`) d
+			GROUP BY merchant_id ORDER BY 2 LIMIT $2`, skipped, limit)
+		if err != nil {
+			return err
+		}
+		found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (due, error) {
+			var d due
+			return d, row.Scan(&d.merchant, &d.since)
+		})
+		all = append(all, found...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(all, func(a, b due) int { return a.since.Compare(b.since) })
+	out := make([]uuid.UUID, 0, min(len(all), limit))
+	for _, d := range all[:min(len(all), limit)] {
+		out = append(out, d.merchant)
 	}
 	return out, nil
 }

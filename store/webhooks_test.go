@@ -51,7 +51,7 @@ func forEachClaim(t *testing.T, test func(t *testing.T, st *store.Store, b *test
 			t.Parallel()
 			st, b := setup(t)
 			if byMerchant {
-				store.ClaimByMerchant(st)
+				store.ClaimByMerchant(t, st)
 			}
 			test(t, st, b)
 		})
