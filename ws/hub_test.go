@@ -925,7 +925,10 @@ func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
 // TestAClientThatAnswersNothingIsClosed: a client that reads nothing, and
 // to which nothing more is sent, is gone once PongWait passed without a
 // pong; it is closed and counted apart from the clients dropped for
-// reading too slowly.
+// reading too slowly. Its subscribe is not waited for: on a loaded machine
+// PongWait may pass between the dial and the subscribe, and the server has
+// then rightly closed the connection already (the send fails with a broken
+// pipe, and no order follows).
 func TestAClientThatAnswersNothingIsClosed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -933,16 +936,19 @@ func TestAClientThatAnswersNothingIsClosed(t *testing.T) {
 	s := newShop(t, b.store, 1)
 	o := s.place(t, b.store, "alice")
 	c := dial(t, url, auth.Principal{Subject: "alice", Role: auth.RoleCustomer})
-	send(t, c, map[string]string{"op": "subscribe", "order_id": o.ID.String()})
+	_ = c.WriteJSON(map[string]string{"op": "subscribe", "order_id": o.ID.String()})
 	// The close comes before its count: wait for both.
 	require.Eventually(t, func() bool { return h.Connections() == 0 && h.Stats.Unanswered.Load() == 1 }, deliver, 10*time.Millisecond,
 		"a client that answers nothing is closed and counted")
 	require.Zero(t, h.Stats.Dropped.Load())
-	require.Equal(t, "order", read(t, c, deliver).Type)
 	require.NoError(t, c.SetReadDeadline(time.Now().Add(deliver)))
 	for {
-		if _, _, err := c.ReadMessage(); err != nil {
+		_, data, err := c.ReadMessage()
+		if err != nil {
 			break // the pings, then the end
 		}
+		var m message
+		require.NoError(t, json.Unmarshal(data, &m))
+		require.Equal(t, "order", m.Type, "the subscription's order, if the subscribe came in time")
 	}
 }
