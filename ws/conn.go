@@ -80,9 +80,10 @@ type statusSlot struct {
 // offerOrder leaves o for the writer if it is newer than what the client has
 // or is about to get. A move in the line that is not worth a message yet is
 // held back, unless the line settled: offerOrder then reports true, and the
-// hub offers the order again once the line settles. The caller holds
-// hub.mu.
-func (c *conn) offerOrder(o orderOffer, settled bool) (held bool) {
+// hub offers the order again once the line settles. A new estimate alone
+// takes one of estimates (nil: no bound) and is held back like a move when
+// none is left. The caller holds hub.mu.
+func (c *conn) offerOrder(o orderOffer, settled bool, estimates *int) (held bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	slot, ok := c.orders[o.view.id]
@@ -97,8 +98,16 @@ func (c *conn) offerOrder(o orderOffer, settled bool) (held bool) {
 	if !newer(against, next) {
 		return false
 	}
-	if !slot.hasPending && slot.last.version == next.version && !worthSending(slot.last, next, settled) {
-		return true
+	if !slot.hasPending && slot.last.version == next.version {
+		if !worthSending(slot.last, next, settled) {
+			return true
+		}
+		if estimates != nil && estimateAlone(slot.last, next, settled) {
+			if *estimates <= 0 {
+				return true
+			}
+			*estimates--
+		}
 	}
 	slot.pending, slot.hasPending = o, true
 	c.signal()

@@ -47,35 +47,35 @@ func TestMovesAreSentWhenAPersonWouldNotice(t *testing.T) {
 		return out
 	}
 
-	require.False(t, c.offerOrder(queuedAt(t, id, 3, 1000), false))
+	require.False(t, c.offerOrder(queuedAt(t, id, 3, 1000), false, nil))
 	require.Len(t, sent(), 1, "the snapshot goes out at once")
-	require.True(t, c.offerOrder(queuedAt(t, id, 3, 950), false), "50 places of 1000 are held back")
+	require.True(t, c.offerOrder(queuedAt(t, id, 3, 950), false, nil), "50 places of 1000 are held back")
 	require.Empty(t, sent())
-	require.False(t, c.offerOrder(queuedAt(t, id, 3, 937), false), "63 places of 1000 are a sixteenth")
+	require.False(t, c.offerOrder(queuedAt(t, id, 3, 937), false, nil), "63 places of 1000 are a sixteenth")
 	msgs := sent()
 	require.Len(t, msgs, 1)
 	require.Contains(t, msgs[0], `"queue_position":937,"eta_seconds":28110`)
 
-	require.True(t, c.offerOrder(queuedAt(t, id, 3, 936), false), "one place of 937 while the line moves")
+	require.True(t, c.offerOrder(queuedAt(t, id, 3, 936), false, nil), "one place of 937 while the line moves")
 	quicker := queuedAt(t, id, 3, 937)
 	quicker.eta = 28110 * 8 / 10
-	require.True(t, c.offerOrder(quicker, false), "a fifth off the estimate alone")
+	require.True(t, c.offerOrder(quicker, false, nil), "a fifth off the estimate alone")
 	quicker.eta = 28110 * 7 / 10
-	require.False(t, c.offerOrder(quicker, false), "nearly a third off the estimate alone")
+	require.False(t, c.offerOrder(quicker, false, nil), "nearly a third off the estimate alone")
 	require.Len(t, sent(), 1)
-	require.False(t, c.offerOrder(queuedAt(t, id, 3, 936), true), "any change once the line settled")
+	require.False(t, c.offerOrder(queuedAt(t, id, 3, 936), true, nil), "any change once the line settled")
 	require.Len(t, sent(), 1)
 
 	for pos := 16; pos >= 14; pos-- {
-		require.False(t, c.offerOrder(queuedAt(t, id, 3, pos), false), "the first sixteen places count down one by one")
+		require.False(t, c.offerOrder(queuedAt(t, id, 3, pos), false, nil), "the first sixteen places count down one by one")
 		require.Contains(t, sent()[0], fmt.Sprintf(`"queue_position":%d,`, pos))
 	}
-	require.False(t, c.offerOrder(queuedAt(t, id, 3, 20), true), "an earlier read of the line is no news")
+	require.False(t, c.offerOrder(queuedAt(t, id, 3, 20), true, nil), "an earlier read of the line is no news")
 	require.Empty(t, sent())
 
 	accepted, err := offerOf(store.OrderView{ID: id, Version: 4, Status: domain.StatusAccepted})
 	require.NoError(t, err)
-	require.False(t, c.offerOrder(accepted, false))
+	require.False(t, c.offerOrder(accepted, false, nil))
 	msgs = sent()
 	require.Len(t, msgs, 1, "a new status is not held back")
 	require.Contains(t, msgs[0], `"status":"accepted"`)
@@ -175,4 +175,87 @@ func TestAClientCutOffForNotReadingIsCounted(t *testing.T) {
 	}, 30*time.Second, time.Millisecond, "the client that never reads was not cut off")
 	h.wg.Wait()
 	require.Equal(t, int64(1), h.Stats.Dropped.Load())
+}
+
+// When the kitchen's pace changes, every estimate in a line changes at once:
+// a ranking sends the new estimate alone to at most estimatesPerRanking of
+// a line's watchers, nearest their turn first, and the next ranking to the
+// rest; a move worth a message is never held back for it.
+func TestANewPaceReachesALongLineOverRankings(t *testing.T) {
+	merchant := uuid.New()
+	h := &Hub{orders: map[uuid.UUID]*watchedOrder{}, lines: map[uuid.UUID]*line{merchant: {orders: map[uuid.UUID]*watchedOrder{}}},
+		refreshOrders: map[uuid.UUID]struct{}{}}
+	const watchers = estimatesPerRanking + 500
+	conns := make([]*conn, watchers)
+	ids := make([]uuid.UUID, watchers)
+	for i := range watchers {
+		ids[i] = uuid.New()
+		c := busyConn(ids[i])
+		// The client has its place, 100 + i, at the old pace (30 s an order).
+		require.False(t, c.offerOrder(queuedAt(t, ids[i], 3, 100+i), false, nil))
+		playWriter(c)
+		w := &watchedOrder{conns: map[*conn]struct{}{c: {}}, merchant: merchant, last: queuedAt(t, ids[i], 3, 100+i)}
+		h.orders[ids[i]], h.lines[merchant].orders[ids[i]] = w, w
+		conns[i] = c
+	}
+	// The pace halves: every estimate doubles, no place moves. The line is
+	// ranked back to front, as a database may return it.
+	ranking := func() []store.QueuePosition {
+		var out []store.QueuePosition
+		for i := watchers - 1; i >= 0; i-- {
+			out = append(out, store.QueuePosition{OrderID: ids[i], Version: 3, Position: 100 + i, EtaSeconds: (100 + i) * 60, LineSeq: 2})
+		}
+		return out
+	}
+	due := map[uuid.UUID]bool{merchant: true}
+	pending := func() (front, back int) {
+		for i, c := range conns {
+			if msgs := playWriter(c); len(msgs) > 0 {
+				require.Len(t, msgs, 1)
+				require.Contains(t, string(msgs[0]), fmt.Sprintf(`"eta_seconds":%d`, (100+i)*60))
+				if i < estimatesPerRanking {
+					front++
+				} else {
+					back++
+				}
+			}
+		}
+		return front, back
+	}
+
+	require.False(t, h.offerRanking(due, ranking()))
+	require.True(t, h.lines[merchant].held, "the rest wait for the next ranking, or the line to settle")
+	front, back := pending()
+	require.Equal(t, estimatesPerRanking, front, "the first ranking tells those nearest their turn")
+	require.Zero(t, back)
+
+	require.False(t, h.offerRanking(due, ranking()))
+	front, back = pending()
+	require.Zero(t, front, "who heard the new estimate is not sent it again")
+	require.Equal(t, watchers-estimatesPerRanking, back, "the next ranking tells the rest")
+	require.False(t, h.lines[merchant].held)
+
+	// A move worth a message goes out whatever the estimates sent: the
+	// whole line moves up by a sixteenth, at a pace halved again.
+	moved := ranking()
+	for i := range moved {
+		moved[i].Position -= (moved[i].Position + 15) / 16
+		moved[i].EtaSeconds *= 2
+	}
+	require.False(t, h.offerRanking(due, moved))
+	front = 0
+	for _, c := range conns {
+		if msgs := playWriter(c); len(msgs) > 0 {
+			front++
+		}
+	}
+	require.Equal(t, watchers, front, "every watcher hears of its move")
+}
+
+// playWriter takes what waits for c's writer, and leaves c busy, as its
+// writer would be until the messages were written.
+func playWriter(c *conn) [][]byte {
+	msgs, _ := c.take()
+	c.writing = true
+	return msgs
 }

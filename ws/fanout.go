@@ -118,7 +118,7 @@ func (h *Hub) push(ctx context.Context, b batch) error {
 			joined[w.merchant] = struct{}{}
 			continue
 		}
-		h.offerOrder(w, o)
+		h.offerOrder(w, o, nil)
 	}
 	h.mu.Unlock()
 
@@ -165,7 +165,7 @@ func (h *Hub) push(ctx context.Context, b batch) error {
 			continue
 		}
 		o.position, o.eta, o.lineSeq = p.Position, p.EtaSeconds, p.LineSeq
-		h.offerOrder(w, o)
+		h.offerOrder(w, o, nil)
 	}
 	// A queued order missing from its line's ranking left the line in
 	// between: read it again.
@@ -218,12 +218,12 @@ func (h *Hub) offerStatuses(statuses map[uuid.UUID]*encoded[merchantStatusMessag
 // offerOrder keeps o as the order's newest state when it is, and offers the
 // newest to the order's watchers: each takes it only when it is newer than
 // what it has. It reports whether any held a move back.
-func (h *Hub) offerOrder(w *watchedOrder, o orderOffer) (held bool) {
+func (h *Hub) offerOrder(w *watchedOrder, o orderOffer, estimates *int) (held bool) {
 	if w.last.view == nil || newer(w.last.state(), o.state()) {
 		w.last = o
 	}
 	for c := range w.conns {
-		if c.offerOrder(w.last, false) {
+		if c.offerOrder(w.last, false, estimates) {
 			held = true
 		}
 	}
@@ -238,7 +238,7 @@ func (h *Hub) offerSettled(l *line) {
 			continue
 		}
 		for c := range w.conns {
-			c.offerOrder(w.last, true)
+			c.offerOrder(w.last, true, nil)
 		}
 	}
 	if l.status != nil {

@@ -166,6 +166,21 @@ func worthSending(last, next state, settled bool) bool {
 	return settled || moved(last.position, next.position, exactPositions, moveFraction) || moved(last.eta, next.eta, 0, etaFraction)
 }
 
+// estimateAlone reports whether the message worth sending from last to next
+// is worth it for its estimate only.
+func estimateAlone(last, next state, settled bool) bool {
+	return !settled && !moved(last.position, next.position, exactPositions, moveFraction)
+}
+
+// estimatesPerRanking bounds the watchers of one line that one ranking sends
+// a new estimate alone, front of the line first. Every estimate of a line
+// follows the kitchen's measured pace, so when the pace changes by a quarter
+// every watcher's estimate does at once: unbounded, that is one message to
+// every watcher in the same instant, thousands of writers that held the CPU
+// while new statuses (an order accepted) waited behind them; bounded, the
+// new estimates reach a long line over a few rankings.
+const estimatesPerRanking = 1000
+
 // merchantLoadMessage holds values only, so that two can be compared with ==.
 type merchantLoadMessage struct {
 	Type           string              `json:"type"`

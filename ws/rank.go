@@ -1,11 +1,15 @@
 package ws
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/orderd/orderd/store"
 )
 
 // rankLines ranks the lines that changed, each at most every positionEvery,
@@ -127,8 +131,23 @@ func (h *Hub) rankLinesNow(ctx context.Context, due map[uuid.UUID]bool, rank []u
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	stale := h.offerRanking(due, positions)
+	h.offerStatuses(encoded)
+	if stale {
+		h.wakeUp()
+	}
+	return nil
+}
+
+// offerRanking offers the due lines' watchers their places, front of each
+// line first, so that the new estimates a ranking may send (a line's
+// estimatesPerRanking) go to those nearest their turn; it reports whether
+// the ranking saw orders the tailer has not offered yet. The caller holds
+// h.mu.
+func (h *Hub) offerRanking(due map[uuid.UUID]bool, positions []store.QueuePosition) (stale bool) {
+	slices.SortFunc(positions, func(a, b store.QueuePosition) int { return cmp.Compare(a.Position, b.Position) })
 	held := map[uuid.UUID]bool{}
-	stale := false
+	estimates := map[uuid.UUID]*int{}
 	for _, p := range positions {
 		w := h.orders[p.OrderID]
 		if w == nil || w.last.view == nil || !due[w.merchant] {
@@ -142,7 +161,13 @@ func (h *Hub) rankLinesNow(ctx context.Context, due map[uuid.UUID]bool, rank []u
 			}
 			continue
 		}
-		if h.offerOrder(w, orderOffer{view: w.last.view, position: p.Position, eta: p.EtaSeconds, lineSeq: p.LineSeq}) {
+		left := estimates[w.merchant]
+		if left == nil {
+			left = new(int)
+			*left = estimatesPerRanking
+			estimates[w.merchant] = left
+		}
+		if h.offerOrder(w, orderOffer{view: w.last.view, position: p.Position, eta: p.EtaSeconds, lineSeq: p.LineSeq}, left) {
 			held[w.merchant] = true
 		}
 	}
@@ -151,9 +176,5 @@ func (h *Hub) rankLinesNow(ctx context.Context, due map[uuid.UUID]bool, rank []u
 			l.held = held[m]
 		}
 	}
-	h.offerStatuses(encoded)
-	if stale {
-		h.wakeUp()
-	}
-	return nil
+	return stale
 }

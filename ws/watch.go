@@ -97,10 +97,10 @@ func (h *Hub) snapshotOrder(c *conn, o orderOffer) {
 	h.wakeUp()
 	switch {
 	case w.last.view != nil && w.last.view.version >= o.view.version:
-		c.offerOrder(w.last, false)
+		c.offerOrder(w.last, false, nil)
 	case !o.view.queued:
 		w.last = o
-		c.offerOrder(o, false)
+		c.offerOrder(o, false, nil)
 	}
 }
 
