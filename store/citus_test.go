@@ -133,19 +133,8 @@ func TestCitusBackstopQueriesRun(t *testing.T) {
 // line, and once the queues are drained by completions every audit view is
 // clean (fifo_violations: admission in queue order).
 func TestCitusPlacesManyMerchantsAtOnce(t *testing.T) {
-	url := citustest.URL(t)
 	ctx := context.Background()
-	var stores []*store.Store
-	var pool *pgxpool.Pool
-	for range 2 {
-		p, err := pgxpool.New(ctx, url)
-		require.NoError(t, err)
-		t.Cleanup(p.Close)
-		ins, err := jobs.NewInserter(p)
-		require.NoError(t, err)
-		stores = append(stores, store.New(store.Config{Pool: p, Jobs: ins}))
-		pool = p
-	}
+	stores, pool := processStores(t, citustest.URL(t), 2)
 	st := stores[0]
 	type shop struct{ merchant, product uuid.UUID }
 	shops := make([]shop, 8)
@@ -319,6 +308,26 @@ func citusStore(t *testing.T) (*store.Store, *pgxpool.Pool, *shardLog) {
 	ins, err := jobs.NewInserter(pool)
 	require.NoError(t, err)
 	return newStore(store.Config{Pool: pool, Jobs: ins}), pool, rc
+}
+
+// processStores is n stores on url, each with a pool and job inserter of
+// its own, as n orderd processes would have, and the last one's pool.
+func processStores(t *testing.T, url string, n int) ([]*store.Store, *pgxpool.Pool) {
+	t.Helper()
+	var stores []*store.Store
+	var pool *pgxpool.Pool
+	for range n {
+		p, err := pgxpool.New(context.Background(), url)
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		ins, err := jobs.NewInserter(p)
+		require.NoError(t, err)
+		st := store.New(store.Config{Pool: p, Jobs: ins})
+		t.Cleanup(st.Close)
+		stores = append(stores, st)
+		pool = p
+	}
+	return stores, pool
 }
 
 // merchantsOnEveryWorker creates merchants until there are at least n and

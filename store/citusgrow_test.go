@@ -12,12 +12,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/internal/citustest"
-	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
 )
 
@@ -34,19 +32,7 @@ import (
 func TestCitusGrowsWhilePlacing(t *testing.T) {
 	ctx := context.Background()
 	url, spare := citustest.Growing(t)
-	var stores []*store.Store
-	var pool *pgxpool.Pool
-	for range 2 {
-		p, err := pgxpool.New(ctx, url)
-		require.NoError(t, err)
-		t.Cleanup(p.Close)
-		ins, err := jobs.NewInserter(p)
-		require.NoError(t, err)
-		st := store.New(store.Config{Pool: p, Jobs: ins})
-		t.Cleanup(st.Close)
-		stores = append(stores, st)
-		pool = p
-	}
+	stores, pool := processStores(t, url, 2)
 	type shop struct{ merchant, product uuid.UUID }
 	shops := make([]shop, 16)
 	for i := range shops {
