@@ -196,7 +196,7 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 			if err := domain.RefuseStock(stockLines(after, products, nil)); err != nil {
 				return nil, nil, err
 			}
-			if err := takeStock(ctx, tx, after, products, nil); err != nil {
+			if err := retakeStock(ctx, tx, after, products); err != nil {
 				return nil, nil, err
 			}
 			return events, []river.InsertManyParams{expiryJob(after)}, nil
@@ -212,6 +212,53 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 			return head.admit(domain.DrainLine(head.orders, m.load(), head.limit, now))
 		},
 	})
+}
+
+// retakeStock takes again the units and claims that an expired order's
+// expiry gave back. Unlike a placement batch, the retry waits for every
+// bucket of its products: it is rare, holds no other bucket, and so is never
+// answered sold out while a bucket it did not wait for is being given
+// units. A refusal fails the retry's whole transaction, so nothing it took
+// needs putting back.
+func retakeStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[uuid.UUID]productInfo) error {
+	var limited []domain.Item
+	var limitedIDs []uuid.UUID
+	guarded := false
+	for _, it := range sortedItems(o.Items) {
+		p := products[it.ProductID]
+		guarded = guarded || p.limited || p.perUserLimit != nil
+		if p.limited {
+			limited, limitedIDs = append(limited, it), append(limitedIDs, it.ProductID)
+		}
+	}
+	if !guarded {
+		return nil
+	}
+	locks := &pgx.Batch{}
+	var refused error
+	addClaims(locks, o, products, &refused, func(domain.Item) {})
+	held := addLockBuckets(locks, o.MerchantID, limitedIDs)
+	if err := tx.SendBatch(ctx, locks).Close(); err != nil {
+		return fmt.Errorf("lock stock: %w", err)
+	}
+	if refused != nil {
+		return refused
+	}
+	takes := &pgx.Batch{}
+	for _, it := range limited {
+		fromBuckets, err := domain.TakeFromBuckets(it.ProductID, held[it.ProductID], it.Quantity)
+		if err != nil {
+			return err
+		}
+		addTake(takes, takenFrom(o.MerchantID, it.ProductID, fromBuckets))
+	}
+	if takes.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, takes).Close(); err != nil {
+		return fmt.Errorf("take stock: %w", err)
+	}
+	return nil
 }
 
 func itemIDs(items []domain.Item) []uuid.UUID {

@@ -50,8 +50,9 @@
 //     orderCommand);
 //  5. products in id order, and for each product the customer's purchase
 //     claim before its stock buckets, which are taken in (product id,
-//     bucket) order (takeStock); a transaction holding a later
-//     bucket never waits for an earlier one (errStockHeldElsewhere);
+//     bucket) order (takeStock; the dead-letter retry waits for all of
+//     its products' buckets at once, retakeStock); a transaction holding a
+//     later bucket never waits for an earlier one (errStockHeldElsewhere);
 //  6. pickup counters, advanced once, just before the commit (pickup.go).
 //
 // Every row a transaction locks names its merchant (merchant_id), so that a
@@ -94,7 +95,8 @@
 //     backstop, jobs/timers.go: ExpireQueuedOverdue), ordercommands.go,
 //     domain/commands.go (Expire); POST
 //     /v1/admin/dead-letters/{id}/retry: api/admin.go, deadletters.go,
-//     domain/commands.go (Requeue).
+//     domain/commands.go (Requeue), and for the stock it takes again
+//     domain/stock.go (RefuseStock, TakeFromBuckets: retakeStock).
 //   - The ETA: GET /v1/orders/{id}: api/orders.go, orderview.go,
 //     domain/merchant.go (WaitBasis.Wait). Who may see an order: the same
 //     route and store file, domain/access.go (Party.MaySeeOrder).

@@ -116,37 +116,11 @@ type wantedUnits struct {
 // no lock order, and a refused claim puts the units back. It returns the
 // limited lines whose units are still to take, in the lock order.
 func (t *stockTake) claim(ctx context.Context, products map[uuid.UUID]productInfo) ([]wantedUnits, error) {
-	o := t.order
-	items := sortedItems(o.Items)
 	b := &pgx.Batch{}
 	var refused error
-	for _, it := range items {
-		p := products[it.ProductID]
-		if p.perUserLimit == nil {
-			continue
-		}
-		// The upsert locks the customer's row; the WHERE refuses going over
-		// the limit (domain.PurchaseLimitReached) without an error, so a
-		// refusal does not abort a batch.
-		b.Queue(`
-			INSERT INTO purchase_claims (product_id, customer_id, merchant_id, quantity, limit_qty)
-			VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (merchant_id, product_id, customer_id) DO UPDATE
-			SET quantity = purchase_claims.quantity + excluded.quantity, limit_qty = excluded.limit_qty
-			WHERE purchase_claims.quantity + excluded.quantity <= excluded.limit_qty`,
-			it.ProductID, o.CustomerID, o.MerchantID, it.Quantity, *p.perUserLimit).Exec(func(tag pgconn.CommandTag) error {
-			if tag.RowsAffected() == 0 {
-				if refused == nil {
-					refused = domain.PurchaseLimitReached(it.ProductID, *p.perUserLimit)
-				}
-				return nil
-			}
-			t.claimed = append(t.claimed, it)
-			return nil
-		})
-	}
+	addClaims(b, t.order, products, &refused, func(it domain.Item) { t.claimed = append(t.claimed, it) })
 	var wanted []wantedUnits
-	for _, it := range items {
+	for _, it := range sortedItems(t.order.Items) {
 		if products[it.ProductID].limited {
 			wanted = append(wanted, wantedUnits{Item: it})
 		}
@@ -168,6 +142,36 @@ func (t *stockTake) claim(ctx context.Context, products map[uuid.UUID]productInf
 		wanted = wanted[1:]
 	}
 	return wanted, nil
+}
+
+// addClaims adds to b the customer's claims on the order's lines of
+// products with a per-customer limit, in the lock order. Each upsert locks
+// the customer's row; its WHERE refuses going over the limit
+// (domain.PurchaseLimitReached) without an error, so that a refusal does
+// not abort a batch. Once b's results are read, *refused holds the first
+// refusal, and claimed has been told of every line claimed.
+func addClaims(b *pgx.Batch, o domain.Order, products map[uuid.UUID]productInfo, refused *error, claimed func(domain.Item)) {
+	for _, it := range sortedItems(o.Items) {
+		limit := products[it.ProductID].perUserLimit
+		if limit == nil {
+			continue
+		}
+		b.Queue(`
+			INSERT INTO purchase_claims (product_id, customer_id, merchant_id, quantity, limit_qty)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (merchant_id, product_id, customer_id) DO UPDATE
+			SET quantity = purchase_claims.quantity + excluded.quantity, limit_qty = excluded.limit_qty
+			WHERE purchase_claims.quantity + excluded.quantity <= excluded.limit_qty`,
+			it.ProductID, o.CustomerID, o.MerchantID, it.Quantity, *limit).Exec(func(tag pgconn.CommandTag) error {
+			switch {
+			case tag.RowsAffected() > 0:
+				claimed(it)
+			case *refused == nil:
+				*refused = domain.PurchaseLimitReached(it.ProductID, *limit)
+			}
+			return nil
+		})
+	}
 }
 
 // takenUnits records where an order's units came from, to put them back.
@@ -255,24 +259,12 @@ func (t *stockTake) available(ctx context.Context, productID uuid.UUID) (int, er
 // lockBuckets waits for every bucket of the product, in bucket order, and
 // returns what each holds.
 func (t *stockTake) lockBuckets(ctx context.Context, productID uuid.UUID) ([]domain.BucketTake, error) {
-	rows, err := t.tx.Query(ctx, `SELECT bucket, remaining FROM stock_buckets WHERE merchant_id = $2 AND product_id = $1 ORDER BY bucket FOR UPDATE`,
-		productID, t.order.MerchantID)
-	if err != nil {
+	b := &pgx.Batch{}
+	held := addLockBuckets(b, t.order.MerchantID, []uuid.UUID{productID})
+	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("lock stock: %w", err)
 	}
-	var buckets []domain.BucketTake
-	for rows.Next() {
-		var b domain.BucketTake
-		if err := rows.Scan(&b.Bucket, &b.Units); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("scan stock: %w", err)
-		}
-		buckets = append(buckets, b)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock stock: %w", err)
-	}
+	buckets := held[productID]
 	total := 0
 	for _, b := range buckets {
 		total += b.Units
@@ -282,21 +274,58 @@ func (t *stockTake) lockBuckets(ctx context.Context, productID uuid.UUID) ([]dom
 	return buckets, nil
 }
 
+// addLockBuckets adds to b the wait for every bucket of the merchant's
+// products, in the lock order (product id, bucket); the map holds what
+// each product's buckets hold, in that order, once b's results are read.
+func addLockBuckets(b *pgx.Batch, merchantID uuid.UUID, productIDs []uuid.UUID) map[uuid.UUID][]domain.BucketTake {
+	held := make(map[uuid.UUID][]domain.BucketTake, len(productIDs))
+	b.Queue(`SELECT product_id, bucket, remaining FROM stock_buckets WHERE merchant_id = $2 AND product_id = ANY($1::uuid[])
+		ORDER BY product_id, bucket FOR UPDATE`, productIDs, merchantID).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var productID uuid.UUID
+			var bucket domain.BucketTake
+			if err := rows.Scan(&productID, &bucket.Bucket, &bucket.Units); err != nil {
+				return fmt.Errorf("scan stock: %w", err)
+			}
+			held[productID] = append(held[productID], bucket)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("lock stock: %w", err)
+		}
+		return nil
+	})
+	return held
+}
+
 // take takes the line's units from the buckets as takes says.
 func (t *stockTake) take(ctx context.Context, it domain.Item, takes []domain.BucketTake) error {
-	u := takenUnits{merchantID: t.order.MerchantID, productID: it.ProductID}
-	for _, take := range takes {
-		u.buckets, u.counts = append(u.buckets, int32(take.Bucket)), append(u.counts, int32(take.Units))
-	}
-	if _, err := t.tx.Exec(ctx, `
-		UPDATE stock_buckets s SET remaining = s.remaining - t.take
-		FROM unnest($2::int[], $3::int[]) AS t(bucket, take)
-		WHERE s.merchant_id = $4 AND s.product_id = $1 AND s.bucket = t.bucket`, u.productID, u.buckets, u.counts, u.merchantID); err != nil {
+	u := takenFrom(t.order.MerchantID, it.ProductID, takes)
+	b := &pgx.Batch{}
+	addTake(b, u)
+	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("take stock: %w", err)
 	}
 	t.taken = append(t.taken, u)
 	t.memo.add(it.ProductID, -it.Quantity)
 	return nil
+}
+
+// takenFrom is what takes, domain.TakeFromBuckets' answer, take from a
+// product's buckets.
+func takenFrom(merchantID, productID uuid.UUID, takes []domain.BucketTake) takenUnits {
+	u := takenUnits{merchantID: merchantID, productID: productID}
+	for _, take := range takes {
+		u.buckets, u.counts = append(u.buckets, int32(take.Bucket)), append(u.counts, int32(take.Units))
+	}
+	return u
+}
+
+// addTake adds to b the take of u's units from the buckets it names.
+func addTake(b *pgx.Batch, u takenUnits) {
+	b.Queue(`
+		UPDATE stock_buckets s SET remaining = s.remaining - t.take
+		FROM unnest($2::int[], $3::int[]) AS t(bucket, take)
+		WHERE s.merchant_id = $4 AND s.product_id = $1 AND s.bucket = t.bucket`, u.productID, u.buckets, u.counts, u.merchantID)
 }
 
 func (m *stockMemo) known(product uuid.UUID) (int, bool) {
