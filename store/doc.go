@@ -144,7 +144,7 @@
 //     (PublishedSlots). A scheduled order's release: jobs/jobs.go, slots.go,
 //     domain/slots.go (Release). A cancelled or closed order gives its
 //     slot's room back: POST /v1/orders/{id}/cancel: api/orders.go,
-//     ordercommands.go (CancelOrder, and ExpireQueued for the expiry),
+//     ordercommands.go (giveBack, for CancelOrder and ExpireQueued),
 //     domain/slots.go (SlotReturn); the deadline: jobs/timers.go or
 //     jobs/jobs.go, close.go, domain/slots.go (SlotReturn); the write path
 //     only runs the statement (writeSet.returnSlot, slotReturns).

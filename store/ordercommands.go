@@ -264,11 +264,8 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 			return events, nil, nil
 		},
 		after: func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error) {
-			if err := releaseStock(ctx, tx, c.after); err != nil {
+			if err := giveBack(ctx, tx, &w, c); err != nil {
 				return w, err
-			}
-			if at, load, ok := domain.SlotReturn(c.before, c.after); ok {
-				w.returnSlot(c.after.MerchantID, at, load)
 			}
 			// A freed unit, or a queued order leaving (the head, say, whose
 			// load did not fit), may let the head in.
@@ -373,11 +370,8 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 			return events, nil, nil
 		},
 		after: func(tx pgx.Tx, w writeSet, c change, m *merchantRow, now time.Time) (writeSet, error) {
-			if err := releaseStock(ctx, tx, c.after); err != nil {
+			if err := giveBack(ctx, tx, &w, c); err != nil {
 				return w, err
-			}
-			if at, load, ok := domain.SlotReturn(c.before, c.after); ok {
-				w.returnSlot(c.after.MerchantID, at, load)
 			}
 			waited := now.Sub(*c.before.QueuedAt).Round(time.Second)
 			_, err := tx.Exec(ctx, `
@@ -411,6 +405,19 @@ func (s *Store) ExpireQueuedOverdue(ctx context.Context, cutoff time.Time, limit
 		_, err := s.ExpireQueued(ctx, q.ID, q.QueuedAt)
 		return err
 	})
+}
+
+// giveBack returns what an order that a command ended held: its units and
+// the customer's claims, and its pickup slot's room as domain.SlotReturn
+// says, which w writes.
+func giveBack(ctx context.Context, tx pgx.Tx, w *writeSet, c change) error {
+	if err := releaseStock(ctx, tx, c.after); err != nil {
+		return err
+	}
+	if at, load, ok := domain.SlotReturn(c.before, c.after); ok {
+		w.returnSlot(c.after.MerchantID, at, load)
+	}
+	return nil
 }
 
 // drainAfter lets in from the line what a command's change made room for,
