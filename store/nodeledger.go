@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -78,11 +77,10 @@ func (s *Store) nodeEventsToLog(ctx context.Context, tx pgx.Tx, node, since stri
 	var now string
 	b.Queue(`SELECT pg_current_snapshot()::text`).QueryRow(func(row pgx.Row) error { return row.Scan(&now) })
 	var leaves []logLeaf
-	parts := make([]string, len(shards))
-	for i, id := range shards {
-		parts[i] = loggedSince(pgx.Identifier{"events_" + strconv.FormatInt(id, 10)}.Sanitize(), "pg_current_snapshot()", "$2")
-	}
-	b.Queue(`SELECT merchant_id, stream_id, version, hash FROM (`+strings.Join(parts, "\nUNION ALL\n")+`) e
+	events := shardsUnion("events", shards, func(shard string) string {
+		return loggedSince(shard, "pg_current_snapshot()", "$2")
+	})
+	b.Queue(`SELECT merchant_id, stream_id, version, hash FROM (`+events+`) e
 		ORDER BY tx_id, global_position`, since, inProgress(since)).Query(func(rows pgx.Rows) error {
 		leaves, err = collectLeaves(rows)
 		return err

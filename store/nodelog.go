@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // On Citus the log is read node by node. A placement commits on the worker
@@ -79,41 +79,34 @@ func (s *Store) changedStreamsByNode(ctx context.Context, since LogSnapshot, mer
 		shards = named
 	}
 	before := parseNodeSnapshots(since)
+	// A worker that fails keeps its place: next holds it until its read
+	// gives the new one.
 	next := nodeSnapshots{}
+	for node := range shards {
+		if prev, known := before[node]; known {
+			next[node] = prev
+		}
+	}
 	var out []StreamRef
-	var lastErr error
-	failed := 0
-	for node, ids := range shards {
+	err = s.onEachNode(ctx, shards, func(node string, pool *pgxpool.Pool, ids []int64) error {
 		prev, known := before[node]
-		read := since != "" && known && len(ids) > 0
-		streams, now, err := s.readNodeLog(ctx, node, prev, ids, merchants, read)
+		streams, now, err := readNodeLog(ctx, pool, prev, ids, merchants, since != "" && known && len(ids) > 0)
 		if err != nil {
-			failed++
-			lastErr = err
-			if known {
-				next[node] = prev
-			}
-			continue
+			return err
 		}
 		next[node] = now
 		out = append(out, streams...)
-	}
-	if failed > 0 {
-		s.nodeFailed()
-		if failed == len(shards) {
-			return nil, since, mapErr(fmt.Errorf("read log: %w", lastErr))
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, since, mapErr(fmt.Errorf("read log: %w", err))
 	}
 	return out, next.String(), nil
 }
 
-// readNodeLog takes node's snapshot and, if read, the streams of shards
-// (of events, by id) changed since prev, in one round trip.
-func (s *Store) readNodeLog(ctx context.Context, node, prev string, shards []int64, merchants []uuid.UUID, read bool) ([]StreamRef, string, error) {
-	pool, err := s.nodePool(node)
-	if err != nil {
-		return nil, "", err
-	}
+// readNodeLog takes the worker's snapshot and, if read, the streams of
+// shards (of events, by id) changed since prev, in one round trip.
+func readNodeLog(ctx context.Context, pool *pgxpool.Pool, prev string, shards []int64, merchants []uuid.UUID, read bool) ([]StreamRef, string, error) {
 	// One round trip, in a transaction whose statements share one snapshot:
 	// the one returned and the one the rows are read with.
 	b := &pgx.Batch{}
@@ -122,14 +115,15 @@ func (s *Store) readNodeLog(ctx context.Context, node, prev string, shards []int
 	b.Queue(`SELECT pg_current_snapshot()::text`).QueryRow(func(row pgx.Row) error { return row.Scan(&now) })
 	var out []StreamRef
 	if read {
-		parts := make([]string, len(shards))
-		for i, id := range shards {
-			parts[i] = `SELECT stream_id, stream_type, merchant_id FROM ` + pgx.Identifier{"events_" + strconv.FormatInt(id, 10)}.Sanitize() + `
+		// A stream's events share its merchant and so one shard: distinct
+		// in each shard is distinct in all.
+		changed := shardsUnion("events", shards, func(shard string) string {
+			return `SELECT DISTINCT stream_id, stream_type, merchant_id FROM ` + shard + `
 				WHERE (tx_id >= pg_snapshot_xmax($1::pg_snapshot) OR tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot))))
 				  AND pg_visible_in_snapshot(tx_id, pg_current_snapshot())
 				  AND ($2::uuid[] IS NULL OR merchant_id = ANY ($2))`
-		}
-		b.Queue(strings.Join(parts, "\nUNION\n"), prev, merchants).Query(func(rows pgx.Rows) error {
+		})
+		b.Queue(changed, prev, merchants).Query(func(rows pgx.Rows) error {
 			var err error
 			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (StreamRef, error) {
 				var r StreamRef
@@ -141,7 +135,7 @@ func (s *Store) readNodeLog(ctx context.Context, node, prev string, shards []int
 	}
 	b.Queue(`COMMIT`)
 	if err := pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, "", fmt.Errorf("read the log on %s: %w", node, err)
+		return nil, "", fmt.Errorf("read the log: %w", err)
 	}
 	return out, now, nil
 }

@@ -34,17 +34,17 @@ func (s *Store) nodeShards(ctx context.Context, of func(*nodeMap) []shardRange) 
 }
 
 // onEachNode runs read on every worker of shards, one after another, with
-// the worker's pool and the ids of its shards. A worker that fails is left
+// the worker's name, its pool and the ids of its shards. A worker that fails is left
 // out (what it holds waits for the next look) and the map is read again,
 // since its shards may have moved; the error is returned only when every
 // worker failed.
-func (s *Store) onEachNode(ctx context.Context, shards map[string][]int64, read func(pool *pgxpool.Pool, ids []int64) error) error {
+func (s *Store) onEachNode(ctx context.Context, shards map[string][]int64, read func(node string, pool *pgxpool.Pool, ids []int64) error) error {
 	var lastErr error
 	failed := 0
 	for node, ids := range shards {
 		pool, err := s.nodePool(node)
 		if err == nil {
-			err = read(pool, ids)
+			err = read(node, pool, ids)
 		}
 		if err != nil {
 			failed++
@@ -60,12 +60,12 @@ func (s *Store) onEachNode(ctx context.Context, shards map[string][]int64, read 
 	return nil
 }
 
-// shardsUnion is query over each of ids' shards of table, "%s" in query
-// standing for the shard, as one UNION ALL.
-func shardsUnion(table, query string, ids []int64) string {
+// shardsUnion is part, given the name of each of ids' shards of table, as
+// one UNION ALL.
+func shardsUnion(table string, ids []int64, part func(shard string) string) string {
 	parts := make([]string, len(ids))
 	for i, id := range ids {
-		parts[i] = fmt.Sprintf(query, pgx.Identifier{table + "_" + strconv.FormatInt(id, 10)}.Sanitize())
+		parts[i] = part(pgx.Identifier{table + "_" + strconv.FormatInt(id, 10)}.Sanitize())
 	}
 	return strings.Join(parts, "\nUNION ALL\n")
 }
