@@ -69,7 +69,9 @@
 //
 //   - Orders' state machine: POST /v1/orders/{id}/pay, cancel, complete,
 //     picked-up, reopen: api/orders.go, ordercommands.go, domain/commands.go
-//     (Pay, Cancel, Complete, PickUp, Reopen).
+//     (Pay, Cancel, Complete, PickUp, Reopen); who may complete, pick up,
+//     reopen or prioritize: the same files, domain/access.go
+//     (Party.MayServe, Party.MayPrioritize).
 //   - Admission (active <= capacity, queue order, weighted loads, the
 //     priority lane): POST /v1/orders with a payment: api/orders.go,
 //     place.go, domain/commands.go (PayAtPlacement, which asks
@@ -115,7 +117,11 @@
 //     units are not there): POST /v1/orders: api/orders.go, place.go
 //     (placeOne, takeStock), domain/stock.go (RefuseStock, SoldOut,
 //     TakeFromBuckets); backed by stock_buckets.remaining >= 0 and
-//     purchase_claims.quantity <= limit_qty. Restocks: POST
+//     purchase_claims.quantity <= limit_qty. A line over the limit is
+//     refused by domain.OverPurchaseLimit; the units a customer's earlier
+//     orders hold are counted by the claim's upsert itself, whose WHERE
+//     refuses going past limit_qty without failing the batch
+//     (domain.PurchaseLimitReached names the refusal: addClaims). Restocks: POST
 //     /v1/products/{id}/restock: api/merchants.go, products.go,
 //     domain/product.go (Product.Restock).
 //   - Idempotency keys: POST /v1/orders: api/orders.go, place.go

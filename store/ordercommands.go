@@ -278,11 +278,15 @@ func (s *Store) CancelOrder(ctx context.Context, orderID uuid.UUID, reason strin
 }
 
 // CompleteOrder finishes an accepted order; its unit goes to the head of the
-// queue in the same transaction.
+// queue in the same transaction. Only its merchant or an admin completes
+// it, not even its customer.
 func (s *Store) CompleteOrder(ctx context.Context, orderID uuid.UUID, access domain.Party, requestID string) (*OrderView, error) {
 	return s.runOrderCommand(ctx, orderCommand{
 		orderID: orderID, access: access, requestID: requestID, drains: true,
 		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			if !access.MayServe(m.ID) {
+				return nil, nil, errNotYourOrders
+			}
 			events, load, err := domain.Complete(o, m.load(), now)
 			if err != nil {
 				return nil, nil, err

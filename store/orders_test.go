@@ -563,3 +563,23 @@ func TestPaidPlacementAppendsItsEvents(t *testing.T) {
 		require.Equal(t, o.PaidAt.UTC(), got.PaidAt.UTC())
 	}
 }
+
+// TestOnlyItsMerchantCompletesAnOrder: the store itself refuses a
+// completion by the order's own customer or by another merchant, whatever
+// the caller checked before, and the order stays accepted.
+func TestOnlyItsMerchantCompletesAnOrder(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	m, _, o := acceptedOrder(t, st, 2, "a")
+	_, err := st.CompleteOrder(ctx, o.ID, customer("a"), "")
+	require.Equal(t, domain.CodeForbidden, domain.ErrorCode(err), "its customer: %v", err)
+	other := createMerchant(t, st, nil)
+	_, err = st.CompleteOrder(ctx, o.ID, domain.Party{Actor: domain.ActorMerchant, MerchantID: other.ID}, "")
+	require.Equal(t, domain.CodeNotFound, domain.ErrorCode(err), "another merchant: %v", err)
+	got, err := st.GetOrder(ctx, o.ID, admin)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusAccepted, got.Status)
+	_, err = st.CompleteOrder(ctx, o.ID, domain.Party{Actor: domain.ActorMerchant, MerchantID: m.ID}, "")
+	require.NoError(t, err)
+}

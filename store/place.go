@@ -86,7 +86,10 @@ type answerBasis struct {
 }
 
 // PlaceOrder reserves stock, records the order and, with a payment reference,
-// pays and admits or queues it, all in one transaction with its timers.
+// pays and admits or queues it, all in one transaction with its timers. Its
+// lane's batch (placebatch.go) decides it with the requests that arrived
+// meanwhile, here in this file: placeInTx for the batch, placeOne for each
+// request, which asks domain's rules.
 func (s *Store) PlaceOrder(ctx context.Context, p PlaceRequest) (*PlaceResult, error) {
 	if err := domain.ValidateLines(p.Lines); err != nil {
 		return nil, err
