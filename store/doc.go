@@ -81,10 +81,12 @@
 //     line.go reads it (readLineHead), and line.go writes the answer
 //     (lineHead.admit): a cancellation, completion, prioritization or
 //     queue expiry admitting the head: api/orders.go or jobs/jobs.go,
-//     ordercommands.go (drainAfter), domain/commands.go; the drain job:
-//     jobs/jobs.go, line.go (DrainMerchant), domain/commands.go; the
-//     routes below that admit the line (a capacity raise, a resumption, a
-//     period's edge, a release, a retry) from their own store files.
+//     ordercommands.go (drainAfter), domain/commands.go, and so does a
+//     dead letter's retry (POST /v1/admin/dead-letters/{id}/retry:
+//     api/admin.go, ordercommands.go); the drain job: jobs/jobs.go, line.go
+//     (DrainMerchant), domain/commands.go; the routes below that admit the
+//     line (a capacity raise, a resumption, a period's edge, a release)
+//     from their own store files.
 //   - Capacity changes (a raise admits the line, a fall evicts nobody):
 //     PATCH /v1/merchants/{id}: api/merchants.go, merchants.go,
 //     domain/merchant.go (ChangeSettings); at a period's edge: jobs/jobs.go,
@@ -96,7 +98,8 @@
 //   - Queue expiry and retry: the expiry timer: jobs/jobs.go (or its
 //     backstop, jobs/timers.go: ExpireQueuedOverdue), ordercommands.go,
 //     domain/commands.go (Expire); POST
-//     /v1/admin/dead-letters/{id}/retry: api/admin.go, deadletters.go,
+//     /v1/admin/dead-letters/{id}/retry: api/admin.go, ordercommands.go
+//     (RetryDeadLetter, which deadletters.go's dead letters name),
 //     domain/commands.go (Requeue), and for the stock it takes again
 //     domain/stock.go (RefuseStock, TakeFromBuckets: retakeStock).
 //   - The ETA: GET /v1/orders/{id}: api/orders.go, orderview.go,

@@ -411,6 +411,129 @@ func (s *Store) ExpireQueuedOverdue(ctx context.Context, cutoff time.Time, limit
 	})
 }
 
+// RetryDeadLetter sends an expired order back to its place in the queue (ahead
+// of every order queued after it, with a fresh expiry) or hands a webhook back
+// to the relay.
+func (s *Store) RetryDeadLetter(ctx context.Context, id uuid.UUID, access domain.Party, requestID string) (*DeadLetter, error) {
+	dl, err := s.GetDeadLetter(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if dl.ResolvedAt != nil {
+		return nil, domain.Errorf(domain.CodeInvalidTransition, "the dead letter is already resolved")
+	}
+	switch dl.Kind {
+	case DeadLetterOrder:
+		if _, err := s.requeueOrder(ctx, dl.RefID, id, access, requestID); err != nil {
+			return nil, err
+		}
+	case DeadLetterWebhook:
+		if err := s.RetryWebhook(ctx, dl.MerchantID, dl.RefID, id); err != nil {
+			return nil, err
+		}
+	}
+	return s.GetDeadLetter(ctx, id)
+}
+
+// requeueOrder puts an expired order back in its merchant's line at its
+// original place; used by the dead-letter retry.
+func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUID, access domain.Party, requestID string) (*OrderView, error) {
+	return s.runOrderCommand(ctx, orderCommand{
+		orderID: orderID, access: access, requestID: requestID,
+		decide: func(tx pgx.Tx, o domain.Order, m *merchantRow, now time.Time) ([]domain.Event, []river.InsertManyParams, error) {
+			var dropOrder bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM drop_entries WHERE merchant_id = $1 AND order_id = $2)`, m.ID, o.ID).
+				Scan(&dropOrder); err != nil {
+				return nil, nil, fmt.Errorf("find drop entry: %w", err)
+			}
+			if dropOrder {
+				return nil, nil, domain.ErrDropOrderNotRequeued
+			}
+			events, load, err := domain.Requeue(o, m.load(), m.maxQueueWait(), now)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.setLoad(load)
+			after, err := o.Apply(events...)
+			if err != nil {
+				return nil, nil, err
+			}
+			products, err := loadProducts(ctx, tx, m.ID, itemIDs(o.Items))
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := domain.RefuseStock(stockLines(after, products, nil)); err != nil {
+				return nil, nil, err
+			}
+			if err := retakeStock(ctx, tx, after, products); err != nil {
+				return nil, nil, err
+			}
+			return events, []river.InsertManyParams{expiryJob(after)}, nil
+		},
+		after: func(tx pgx.Tx, w writeSet, _ change, m *merchantRow, now time.Time) (writeSet, error) {
+			if err := closeDeadLetter(ctx, tx, m.ID, deadLetterID, "retried", ""); err != nil {
+				return w, err
+			}
+			return s.drainAfter(ctx, tx, m, w, now)
+		},
+	})
+}
+
+// retakeStock takes again the units and claims that an expired order's
+// expiry gave back. Unlike a placement batch, the retry waits for every
+// bucket of its products: it is rare, holds no other bucket, and so is never
+// answered sold out while a bucket it did not wait for is being given
+// units. A refusal fails the retry's whole transaction, so nothing it took
+// needs putting back.
+func retakeStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[uuid.UUID]productInfo) error {
+	var limited []domain.Item
+	var limitedIDs []uuid.UUID
+	guarded := false
+	for _, it := range sortedItems(o.Items) {
+		p := products[it.ProductID]
+		guarded = guarded || p.limited || p.perUserLimit != nil
+		if p.limited {
+			limited, limitedIDs = append(limited, it), append(limitedIDs, it.ProductID)
+		}
+	}
+	if !guarded {
+		return nil
+	}
+	locks := &pgx.Batch{}
+	var refused error
+	addClaims(locks, o, products, &refused, func(domain.Item) {})
+	held := addLockBuckets(locks, o.MerchantID, limitedIDs)
+	if err := tx.SendBatch(ctx, locks).Close(); err != nil {
+		return fmt.Errorf("lock stock: %w", err)
+	}
+	if refused != nil {
+		return refused
+	}
+	takes := &pgx.Batch{}
+	for _, it := range limited {
+		fromBuckets, err := domain.TakeFromBuckets(it.ProductID, held[it.ProductID], it.Quantity)
+		if err != nil {
+			return err
+		}
+		addTake(takes, takenFrom(o.MerchantID, it.ProductID, fromBuckets))
+	}
+	if takes.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, takes).Close(); err != nil {
+		return fmt.Errorf("take stock: %w", err)
+	}
+	return nil
+}
+
+func itemIDs(items []domain.Item) []uuid.UUID {
+	ids := make([]uuid.UUID, len(items))
+	for i, it := range items {
+		ids[i] = it.ProductID
+	}
+	return ids
+}
+
 // giveBack returns what an order that a command ended held: its units and
 // the customer's claims, and its pickup slot's room as domain.SlotReturn
 // says, which w writes.
