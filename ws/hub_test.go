@@ -783,7 +783,7 @@ func TestAnUnsubscribedOrderIsNoLongerSent(t *testing.T) {
 }
 
 // TestAClientBehindInReadingIsNotClosed: watchers in a line that keeps
-// moving, half of which read nothing for three times PongWait, while one
+// moving, half of which read nothing for one and a half PongWaits, while one
 // goroutine moves the line and another places more orders behind it. A
 // ping waits in a client's socket behind the messages it has not read, so
 // a client that is only behind cannot answer in time; its host still
@@ -804,7 +804,10 @@ func TestAnUnsubscribedOrderIsNoLongerSent(t *testing.T) {
 func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	pongWait := 2 * time.Second
+	// Long enough that a loaded machine writes to every watcher and reads
+	// the replies well within it; the slow half is quiet past it even so.
+	pongWait := 4 * time.Second
+	quiet := pongWait * 3 / 2
 	h, url := serveHub(t, b, ws.Options{Poll: 20 * time.Millisecond, PingEvery: pongWait / 4, PongWait: pongWait})
 	s := newShop(t, b.store, 1)
 	active := s.place(t, b.store, "first")
@@ -841,20 +844,39 @@ func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
 	woke.Add(watchers / 2)
 	awake := make(chan struct{})
 	go func() { woke.Wait(); close(awake) }()
+	// The places the first watcher that reads hears, as they come: a
+	// move is written to every watcher of the line in the same ranking.
+	places := make(chan int, 1024)
+	const watchedPlace = 6 // mine[1]'s, behind the four ahead and mine[0]
+	heardPlace := func(place int) error {
+		deadline := time.After(deliver)
+		for {
+			select {
+			case p := <-places:
+				if p == place {
+					return nil
+				}
+			case <-deadline:
+				return fmt.Errorf("no watcher heard place %d", place)
+			}
+		}
+	}
 	moving := make(chan error, 1)
 	go func() {
 		complete := func(o *store.OrderView) error {
-			time.Sleep(150 * time.Millisecond)
 			_, err := b.store.CompleteOrder(ctx, o.ID, admin, "")
 			return err
 		}
 		// Until the slow half woke, each round moves every watcher back
 		// one place and forward one: the order jumping the line is the next
-		// one admitted.
+		// one admitted. Each move is heard before the next is made: a line
+		// is read at most every so often, and a reading that saw both
+		// would find every watcher where it was and write to none.
 		for i := 0; ; i++ {
 			select {
 			case <-awake:
 				for _, o := range append(append([]*store.OrderView{active}, ahead...), mine...) {
+					time.Sleep(150 * time.Millisecond)
 					if err := complete(o); err != nil {
 						moving <- err
 						return
@@ -871,12 +893,19 @@ func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
 				return
 			}
 			jumper := placed.Order
-			time.Sleep(150 * time.Millisecond)
 			if _, err := b.store.PrioritizeOrder(ctx, jumper.ID, "", admin, ""); err != nil {
 				moving <- err
 				return
 			}
+			if err := heardPlace(watchedPlace + 1); err != nil {
+				moving <- err
+				return
+			}
 			if err := complete(active); err != nil {
+				moving <- err
+				return
+			}
+			if err := heardPlace(watchedPlace); err != nil {
 				moving <- err
 				return
 			}
@@ -888,9 +917,9 @@ func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
 		go func() {
 			slow := i%2 == 0
 			if slow {
-				time.Sleep(3 * pongWait)
+				time.Sleep(quiet)
 			}
-			_ = c.SetReadDeadline(time.Now().Add(3*pongWait + 3*deliver))
+			_ = c.SetReadDeadline(time.Now().Add(quiet + 3*deliver))
 			for {
 				var m message
 				if err := c.ReadJSON(&m); err != nil {
@@ -903,6 +932,12 @@ func TestAClientBehindInReadingIsNotClosed(t *testing.T) {
 				if slow {
 					slow = false
 					woke.Done()
+				}
+				if i == 1 && m.Order != nil && m.Order.QueuePosition != nil {
+					select {
+					case places <- *m.Order.QueuePosition:
+					default:
+					}
 				}
 				if m.Order != nil && m.Order.Status != domain.StatusQueued {
 					// Admitted: nothing more is sent to it, and a client not
