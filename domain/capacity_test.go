@@ -262,6 +262,7 @@ func TestPauseRequests(t *testing.T) {
 	}{
 		{"queue, open-ended", domain.PauseRequest{Mode: domain.PauseQueue}, "", nil},
 		{"refuse until", domain.PauseRequest{Mode: domain.PauseRefuse, Until: at(time.Hour)}, "", at(time.Hour)},
+		{"until, finer than a microsecond", domain.PauseRequest{Mode: domain.PauseRefuse, Until: at(time.Hour + 1500*time.Nanosecond)}, "", at(time.Hour + time.Microsecond)},
 		{"for seconds", domain.PauseRequest{Mode: domain.PauseQueue, ForSeconds: secs(90)}, "", at(90 * time.Second)},
 		{"unknown mode", domain.PauseRequest{Mode: "nap"}, domain.CodeValidation, nil},
 		{"no mode", domain.PauseRequest{}, domain.CodeValidation, nil},

@@ -87,7 +87,9 @@ func PauseMerchant(m Merchant, req PauseRequest, by Actor, now time.Time) ([]Eve
 		if req.Until.Sub(now) > MaxPauseSeconds*time.Second {
 			return nil, Errorf(CodeValidation, "until must be at most %d seconds ahead", MaxPauseSeconds)
 		}
-		u := req.Until.UTC()
+		// Stored to the microsecond: the pause's timer names its end, and
+		// an end finer than the stored one never matched it (ResumeDue).
+		u := req.Until.UTC().Truncate(time.Microsecond)
 		until = &u
 	case req.ForSeconds != nil:
 		if *req.ForSeconds < 1 || *req.ForSeconds > MaxPauseSeconds {
