@@ -119,8 +119,8 @@ func placeUnpaid(t *testing.T, st *store.Store, merchantID, productID uuid.UUID,
 }
 
 // queuedOrder places a paid order with a merchant of no capacity whose
-// line lets an order wait wait seconds: queued, its wait limit is a River
-// timer (a payment deadline, on one PostgreSQL, is its order's own).
+// line lets an order wait wait seconds: queued, its wait limit is its own
+// timer on one PostgreSQL, which the backstop's looks fire (no River job).
 func queuedOrder(t *testing.T, st *store.Store, wait int, customer string) *store.OrderView {
 	t.Helper()
 	m, err := st.CreateMerchant(context.Background(), domain.MerchantSettings{
@@ -132,6 +132,34 @@ func queuedOrder(t *testing.T, st *store.Store, wait int, customer string) *stor
 	o := placeUnpaid(t, st, m.ID, p.ID, customer, "paid")
 	require.Equal(t, domain.StatusQueued, o.Status)
 	return o
+}
+
+// pausedMerchant pauses a new merchant until for from now: its resume is a
+// River timer (resume_merchant). It returns the merchant and the pause's
+// end as stored.
+func pausedMerchant(t *testing.T, b *bundle, d time.Duration) (uuid.UUID, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	m, err := b.store.CreateMerchant(ctx, domain.MerchantSettings{
+		Name: "m", Capacity: 1, PrepSeconds: 60, MaxQueueWaitSeconds: 1800, PaymentTimeoutSeconds: 900,
+	}, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	until := time.Now().Add(d)
+	_, err = b.store.PauseMerchant(ctx, m.ID, domain.PauseRequest{Mode: domain.PauseQueue, Until: &until}, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT paused_until FROM merchants WHERE id = $1`, m.ID).Scan(&until))
+	return m.ID, until
+}
+
+// holdResumeJob leaves a merchant's resume job as a process that fetched it
+// and died leaves it: running, for a minute before River's rescuer would
+// look.
+func holdResumeJob(t *testing.T, b *bundle, merchant uuid.UUID) {
+	t.Helper()
+	tag, err := b.pool.Exec(context.Background(), `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
+		attempted_by = ARRAY['dead-process'] WHERE kind = $1 AND args->>'merchant_id' = $2`, store.ResumeMerchantArgs{}.Kind(), merchant.String())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
 }
 
 func waitStatus(t *testing.T, st *store.Store, id uuid.UUID, want domain.OrderStatus, within time.Duration) {
@@ -315,30 +343,27 @@ func TestShortWindowClosesOnTime(t *testing.T) {
 	}
 }
 
-// TestBackstopFiresTimerOfDeadProcess leaves a queued order's expiry job as
-// a process that fetched it and died leaves it (running, for a minute
-// before River's rescuer would look): the backstop expires the order
-// anyway, a grace period after its limit, with no River leader involved.
+// TestBackstopFiresTimerOfDeadProcess leaves a pause's resume job as a
+// process that fetched it and died leaves it: the backstop resumes the
+// merchant anyway, a grace period after the pause's end, with no River
+// leader involved.
 func TestBackstopFiresTimerOfDeadProcess(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	o := queuedOrder(t, b.store, 1, "alice")
-	tag, err := b.pool.Exec(context.Background(), `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
-		attempted_by = ARRAY['dead-process'] WHERE kind = $1 AND args->>'order_id' = $2`, store.ExpireQueuedArgs{}.Kind(), o.ID.String())
-	require.NoError(t, err)
-	require.EqualValues(t, 1, tag.RowsAffected())
+	m, _ := pausedMerchant(t, b, time.Second)
+	holdResumeJob(t, b, m)
 	startWorkers(t, b)
-	waitStatus(t, b.store, o.ID, domain.StatusExpired, 5*time.Second)
+	resumedAt(t, b, m.String(), 5*time.Second)
 	var state string
-	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state FROM river_job WHERE args->>'order_id' = $1`, o.ID.String()).Scan(&state))
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state FROM river_job WHERE args->>'merchant_id' = $1`, m.String()).Scan(&state))
 	require.Equal(t, "running", state, "River itself never ran the job")
 }
 
 // TestBackstopLooksWhereRiverHasOverdueJobs: a backstop that reads every
-// kind's deadlines only now and then (on Citus, every shard) still closes,
-// at once, a queued order whose expiry job a dead process holds (River's
-// table shows it overdue), and leaves one whose job is gone to its next
-// full round, which then expires it.
+// kind's deadlines only now and then (on Citus, every shard) still resumes,
+// at once, a merchant whose resume job a dead process holds (River's table
+// shows it overdue), and leaves one whose job is gone to its next full
+// round, which then resumes it.
 func TestBackstopLooksWhereRiverHasOverdueJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -354,30 +379,26 @@ func TestBackstopLooksWhereRiverHasOverdueJobs(t *testing.T) {
 	t.Run("a job held by a dead process", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		held := queuedOrder(t, b.store, 1, "alice")
-		_, err := b.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
-			attempted_by = ARRAY['dead-process'] WHERE kind = $1 AND args->>'order_id' = $2`, store.ExpireQueuedArgs{}.Kind(), held.ID.String())
-		require.NoError(t, err)
+		held, _ := pausedMerchant(t, b, time.Second)
+		holdResumeJob(t, b, held)
 		run(t, b, time.Hour)
-		waitStatus(t, b.store, held.ID, domain.StatusExpired, 5*time.Second)
+		resumedAt(t, b, held.String(), 5*time.Second)
 	})
 	t.Run("a job lost", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		lost := queuedOrder(t, b.store, 1, "bob")
-		_, err := b.pool.Exec(ctx, `DELETE FROM river_job WHERE args->>'order_id' = $1`, lost.ID.String())
+		lost, until := pausedMerchant(t, b, time.Second)
+		_, err := b.pool.Exec(ctx, `DELETE FROM river_job WHERE args->>'merchant_id' = $1`, lost.String())
 		require.NoError(t, err)
-		var limit time.Time
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT queue_expires_at FROM orders WHERE id = $1`, lost.ID).Scan(&limit))
 		start := time.Now()
 		run(t, b, 5*time.Second)
-		// Past its limit and the grace, before the next full round.
-		time.Sleep(time.Until(limit.Add(2 * time.Second)))
+		// Past its end and the grace, before the next full round.
+		time.Sleep(time.Until(until.Add(2 * time.Second)))
 		require.Less(t, time.Since(start), 5*time.Second, "the machine was too slow to look before the full round")
-		o, err := b.store.GetOrder(ctx, lost.ID, domain.Party{Actor: domain.ActorAdmin})
-		require.NoError(t, err)
-		require.Equal(t, domain.StatusQueued, o.Status, "no overdue job names it: left to the next full round")
-		waitStatus(t, b.store, lost.ID, domain.StatusExpired, 8*time.Second)
+		var paused bool
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT paused_until IS NOT NULL FROM merchants WHERE id = $1`, lost).Scan(&paused))
+		require.True(t, paused, "no overdue job names it: left to the next full round")
+		resumedAt(t, b, lost.String(), 8*time.Second)
 	})
 }
 
@@ -389,21 +410,21 @@ func TestTimerJobsWaitAvailable(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	startWorkers(t, b)
-	o := queuedOrder(t, b.store, 1, "alice")
+	m, until := pausedMerchant(t, b, time.Second)
 	var state string
-	var scheduledAt, limit time.Time
-	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state, scheduled_at, queue_expires_at FROM river_job, orders
-		WHERE args->>'order_id' = $1 AND orders.id = $1::uuid`, o.ID.String()).Scan(&state, &scheduledAt, &limit))
+	var scheduledAt time.Time
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state, scheduled_at FROM river_job
+		WHERE args->>'merchant_id' = $1`, m.String()).Scan(&state, &scheduledAt))
 	require.Equal(t, "available", state)
-	require.WithinDuration(t, limit, scheduledAt, time.Millisecond)
-	waitStatus(t, b.store, o.ID, domain.StatusExpired, 5*time.Second)
+	require.WithinDuration(t, until, scheduledAt, time.Millisecond)
+	resumedAt(t, b, m.String(), 5*time.Second)
 	// River stamps attempted_at, from the database's clock, when a fetch
 	// takes the job: that, not a look at its state half a second before the
 	// deadline (which a loaded machine may take past it), says when it ran.
 	var attemptedAt *time.Time
 	require.Eventually(t, func() bool {
-		err := b.pool.QueryRow(context.Background(), `SELECT attempted_at FROM river_job WHERE args->>'order_id' = $1`,
-			o.ID.String()).Scan(&attemptedAt)
+		err := b.pool.QueryRow(context.Background(), `SELECT attempted_at FROM river_job WHERE args->>'merchant_id' = $1`,
+			m.String()).Scan(&attemptedAt)
 		return err == nil && attemptedAt != nil
 	}, 5*time.Second, 20*time.Millisecond, "River ran the timer")
 	require.False(t, attemptedAt.Before(scheduledAt), "the timer started at %s, before its deadline %s", *attemptedAt, scheduledAt)
@@ -424,11 +445,11 @@ func TestFarTimersWaitOutsideTheFetch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	near := queuedOrder(t, b.store, 1, "alice")
-	far := queuedOrder(t, b.store, 600, "bob")
-	job := func(o *store.OrderView) (state string, scheduledAt time.Time) {
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state, scheduled_at FROM river_job WHERE args->>'order_id' = $1`,
-			o.ID.String()).Scan(&state, &scheduledAt))
+	near, _ := pausedMerchant(t, b, time.Second)
+	far, farUntil := pausedMerchant(t, b, 10*time.Minute)
+	job := func(m uuid.UUID) (state string, scheduledAt time.Time) {
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state, scheduled_at FROM river_job WHERE args->>'merchant_id' = $1`,
+			m.String()).Scan(&state, &scheduledAt))
 		return state, scheduledAt
 	}
 	state, _ := job(near)
@@ -454,9 +475,7 @@ func TestFarTimersWaitOutsideTheFetch(t *testing.T) {
 	require.Equal(t, 1, n)
 	state, scheduledAt := job(far)
 	require.Equal(t, "available", state)
-	var limit time.Time
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT queue_expires_at FROM orders WHERE id = $1`, far.ID).Scan(&limit))
-	require.WithinDuration(t, limit, scheduledAt, time.Millisecond, "promoted with its deadline kept")
+	require.WithinDuration(t, farUntil, scheduledAt, time.Millisecond, "promoted with its deadline kept")
 }
 
 // TestTimersDueTogetherFireWithoutALeader: 200 payment deadlines due within
@@ -511,13 +530,44 @@ func TestTimersDueTogetherFireWithoutALeader(t *testing.T) {
 	require.Equal(t, "another-process", leader)
 }
 
-// TestQueueExpiryOnTime: queue expiry is a timer of the same kind, so a
-// one-second wait limit expires queued orders placed at random moments, by
-// River alone, at their limit and not as late as River's scheduler would.
-func TestQueueExpiryOnTime(t *testing.T) {
+// TestPauseEndsOnTimeByRiverAlone: pauses ending one second after they were
+// set, at random moments, so that some fall just after a tick of
+// River's leader-only scheduler (every 5 s), end by River alone (no
+// backstop) at their end and not as late as that scheduler would.
+func TestPauseEndsOnTimeByRiverAlone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	startRiver(t, b, jobs.DefaultConfig())
+	type pause struct {
+		merchant uuid.UUID
+		until    time.Time
+	}
+	var pauses []pause
+	for range 8 {
+		time.Sleep(time.Duration(rand.Int64N(int64(700 * time.Millisecond))))
+		m, until := pausedMerchant(t, b, time.Second)
+		pauses = append(pauses, pause{m, until})
+	}
+	for _, p := range pauses {
+		late := resumedAt(t, b, p.merchant.String(), 10*time.Second).Sub(p.until)
+		require.GreaterOrEqual(t, late, time.Duration(0), "merchant %s resumed %s before its pause's end", p.merchant, -late)
+		require.LessOrEqual(t, late, timerLateness, "merchant %s resumed %s after its pause's end", p.merchant, late)
+	}
+}
+
+// TestQueueExpiryOnTime: on one PostgreSQL a queued order is its own expiry
+// timer, so the backstop's process alone, without River's workers, expires
+// queued orders placed at random moments with a one-second wait limit at
+// their limit, never before, and writes no River job for them.
+func TestQueueExpiryOnTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := jobs.DefaultConfig()
+	cfg.TimerGrace = time.Hour
+	backstopCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); jobs.NewBackstop(b.store, cfg).Run(backstopCtx) }()
+	t.Cleanup(func() { stop(); <-done })
 	ctx := context.Background()
 	m, err := b.store.CreateMerchant(ctx, domain.MerchantSettings{
 		Name: "m", Capacity: 0, PrepSeconds: 60, MaxQueueWaitSeconds: 1, PaymentTimeoutSeconds: 900,
@@ -539,4 +589,41 @@ func TestQueueExpiryOnTime(t *testing.T) {
 		require.GreaterOrEqual(t, late, time.Duration(0), "order %s expired %s before its limit", id, -late)
 		require.LessOrEqual(t, late, timerLateness, "order %s expired %s after its limit", id, late)
 	}
+	var jobs int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, store.ExpireQueuedArgs{}.Kind()).Scan(&jobs))
+	require.Zero(t, jobs, "no River job for a queue expiry")
+}
+
+// TestQueueExpiryWaitsForAHeldMerchantAlone: while a second connection holds
+// one merchant's row past its queued order's wait limit, another merchant's
+// order, due just after, expires on time (the held one's expiry waits for
+// its own merchant only); once the lock is let go the held one expires, once.
+func TestQueueExpiryWaitsForAHeldMerchantAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	held := queuedOrder(t, b.store, 1, "held")
+	free := queuedOrder(t, b.store, 1, "free")
+	holder, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, `SELECT 1 FROM merchants WHERE id = $1 FOR UPDATE`, held.MerchantID)
+	require.NoError(t, err)
+	startWorkers(t, b)
+
+	waitStatus(t, b.store, free.ID, domain.StatusExpired, 10*time.Second)
+	var late time.Duration
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT ended_at - queue_expires_at FROM orders WHERE id = $1`, free.ID).Scan(&late))
+	require.LessOrEqual(t, late, timerLateness, "the free merchant's order expired %s late", late)
+	time.Sleep(500 * time.Millisecond)
+	o, err := b.store.GetOrder(ctx, held.ID, domain.Party{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusQueued, o.Status, "expired while its merchant's row was held")
+
+	require.NoError(t, holder.Rollback(ctx))
+	waitStatus(t, b.store, held.ID, domain.StatusExpired, 5*time.Second)
+	time.Sleep(time.Second)
+	var expiries int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE stream_id = $1 AND type = 'order.expired'`, held.ID).Scan(&expiries))
+	require.Equal(t, 1, expiries)
 }

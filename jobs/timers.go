@@ -17,9 +17,10 @@ import (
 // A timer is a River job in the timers queue (store.QueueTimers) scheduled at
 // its deadline and inserted in the transaction that sets the deadline: River
 // is its durable record, and it fires exactly once in effect because its
-// worker acts only on what is still pending. A payment deadline on one
-// PostgreSQL is the exception: the order's own row is its record, and
-// store.CloseDueUnpaid reads the orders past it (placement sets no job).
+// worker acts only on what is still pending. A payment deadline and a queue
+// expiry on one PostgreSQL are the exceptions: the order's own row is its
+// record, and store.CloseDueUnpaid and store.QueuedDue read the orders past
+// it (nothing sets a job for them there).
 //
 // River inserts a job with a future ScheduledAt as `scheduled`, and only the
 // elected leader promotes scheduled jobs, every five seconds: a short timer
@@ -29,8 +30,9 @@ import (
 // River's fetch takes only once its scheduled_at has passed, in whichever
 // process polls first, leader or not. The others wait `pending`. On one
 // PostgreSQL every process fires them itself as they fall due (Backstop,
-// store.FireDueTimers), making them available for River's workers, and
-// closes the orders past their payment deadline (store.CloseDueUnpaid).
+// store.FireDueTimers), making them available for River's workers, closes
+// the orders past their payment deadline (store.CloseDueUnpaid) and expires
+// those queued past their wait limit (queueExpiries).
 // On Citus, where the jobs and the orders live on different nodes, every
 // process promotes them instead as they come within timerLookAhead of
 // their deadline (store.PromoteTimers), for River's fetch to fire. Timers
@@ -163,8 +165,11 @@ type Backstop struct {
 	// deadlines, then River's jobs: store.CloseDueUnpaid,
 	// store.FireDueTimers) every fireEvery, where direct says they can: on
 	// one PostgreSQL.
-	closeDue  func(ctx context.Context, limit int) ([]store.FiredTimer, error)
-	fire      func(ctx context.Context, queue string, limit int) ([]store.FiredTimer, error)
+	closeDue func(ctx context.Context, limit int) ([]store.FiredTimer, error)
+	fire     func(ctx context.Context, queue string, limit int) ([]store.FiredTimer, error)
+	// expiries fire the queue expiries as they fall due, beside them, on
+	// one PostgreSQL.
+	expiries  *queueExpiries
 	fireEvery time.Duration
 	direct    func(ctx context.Context) bool
 	metrics   *Metrics
@@ -179,13 +184,17 @@ func NewBackstop(st *store.Store, cfg Config) *Backstop {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Backstop{
+	b := &Backstop{
 		kinds: timerKinds(st), interval: cfg.TimerBackstopInterval, grace: cfg.TimerGrace, limit: 500,
 		now: st.Config().Now, log: log, fullEvery: cfg.TimerBackstopFullEvery, overdue: st.OverdueTimerKinds,
 		promote: st.PromoteTimers, closeDue: st.CloseDueUnpaid, fire: st.FireDueTimers, fireEvery: cfg.TimerPollInterval,
 		direct:  func(ctx context.Context) bool { return !st.Distributed(ctx) },
 		metrics: cfg.Metrics,
 	}
+	b.expiries = newQueueExpiries(st, func(q store.QueuedStay) {
+		b.metrics.timerFired(store.QueueTimers, store.ExpireQueuedArgs{}.Kind(), time.Since(q.ExpiresAt))
+	}, func(err error) { log.Warn("queue expiry", "err", err) })
+	return b
 }
 
 // Run fires the timers as they fall due (on one PostgreSQL) or promotes
@@ -197,6 +206,14 @@ func (b *Backstop) Run(ctx context.Context) {
 	go func() {
 		defer close(promoted)
 		if b.direct(ctx) {
+			expiring := make(chan struct{})
+			go func() {
+				defer close(expiring)
+				every(ctx, b.fireEvery, func() (bool, error) { return b.expiries.look(ctx) },
+					func(err error) { b.log.Warn("queue expiry", "err", err) })
+				b.expiries.wait()
+			}()
+			defer func() { <-expiring }()
 			every(ctx, b.fireEvery, func() (bool, error) {
 				closed, cerr := b.closeDue(ctx, timerFireLimit)
 				fired, ferr := b.fire(ctx, store.QueueTimers, timerFireLimit)

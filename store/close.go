@@ -245,6 +245,67 @@ func (s *Store) CloseDueUnpaid(ctx context.Context, limit int) ([]FiredTimer, er
 	return fired, err
 }
 
+// QueuedStay is an order's stay in its merchant's queue, which ends at its
+// wait limit (ExpiresAt) unless the order leaves the queue before.
+type QueuedStay struct {
+	ID, MerchantID      uuid.UUID
+	QueuedAt, ExpiresAt time.Time
+}
+
+// QueuedDue reads, on one PostgreSQL, up to limit queued orders past their
+// wait limit but those of the merchants in skip, without a lock: a queued
+// order is its own expiry timer, its limit in orders_queue_expiry_idx
+// (nothing sets a River job for it there), which every process reads every
+// TimerPollInterval. ExpireQueued expires each: it locks the merchant
+// before the order, as every command does (a lock taken here on the order
+// first would invert that order), and acts only on the stay the read saw,
+// so an order every process reads at once expires once, and one that left
+// the queue meanwhile, or came back to it, is left alone. A River job per
+// queued order cost each placement a row and seven index entries in River's
+// table that nothing read but the firing. Each look starts where the last
+// one got to (expireFrom, as CloseDueUnpaid's); an order it passed over,
+// because its merchant was in skip or its expiry failed, is its merchant's
+// next read (MerchantQueuedDue) or the backstop's, a grace period after its
+// limit.
+func (s *Store) QueuedDue(ctx context.Context, limit int, skip []uuid.UUID) ([]QueuedStay, error) {
+	from, cutoff := s.expireFrom.at(), s.now()
+	if skip == nil {
+		skip = []uuid.UUID{}
+	}
+	due, err := s.queuedStays(ctx, "queued orders due", `SELECT id, merchant_id, queued_at, queue_expires_at FROM orders
+		WHERE status = 'queued' AND queue_expires_at >= $1 AND queue_expires_at < $2 AND merchant_id <> ALL($4)
+		ORDER BY queue_expires_at LIMIT $3`, from, cutoff, limit, skip)
+	if err != nil {
+		return nil, err
+	}
+	if len(due) >= limit {
+		cutoff = due[len(due)-1].ExpiresAt
+	}
+	s.expireFrom.set(cutoff.Add(-fireLookBack))
+	return due, nil
+}
+
+// MerchantQueuedDue reads up to limit of a merchant's queued orders past
+// their wait limit, without a lock (QueuedDue).
+func (s *Store) MerchantQueuedDue(ctx context.Context, merchantID uuid.UUID, limit int) ([]QueuedStay, error) {
+	return s.queuedStays(ctx, "merchant's queued orders due", `SELECT id, merchant_id, queued_at, queue_expires_at FROM orders
+		WHERE status = 'queued' AND queue_expires_at < $2 AND merchant_id = $1
+		ORDER BY queue_expires_at LIMIT $3`, merchantID, s.now(), limit)
+}
+
+// queuedStays reads the stays that query selects, named what in its errors.
+func (s *Store) queuedStays(ctx context.Context, what, query string, args ...any) ([]QueuedStay, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("%s: %w", what, err))
+	}
+	due, err := pgx.CollectRows(rows, pgx.RowToStructByPos[QueuedStay])
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("%s: %w", what, err))
+	}
+	return due, nil
+}
+
 // fireLookBack is how far before the last look's cutoff (or, its batch full,
 // its last deadline) a process's next look at the orders past their
 // deadline starts (fireFrom). Each close leaves its order's entry in
@@ -258,7 +319,8 @@ func (s *Store) CloseDueUnpaid(ctx context.Context, limit int) ([]FiredTimer, er
 const fireLookBack = 2 * time.Second
 
 // fireFrom is the deadline a process's next look at the orders past their
-// deadline starts from (CloseDueUnpaid): zero, the first, from the start.
+// deadline or wait limit starts from (CloseDueUnpaid, QueuedDue): zero, the
+// first, from the start.
 type fireFrom struct{ ns atomic.Int64 }
 
 func (f *fireFrom) at() time.Time {

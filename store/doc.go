@@ -80,7 +80,7 @@
 //     Load.CanDrain) from the store file it enters, on the line's head as
 //     line.go reads it (readLineHead), and line.go writes the answer
 //     (lineHead.admit): a cancellation, completion, prioritization or
-//     queue expiry admitting the head: api/orders.go or jobs/jobs.go,
+//     queue expiry admitting the head: api/orders.go or jobs/queueexpiry.go,
 //     ordercommands.go (drainAfter), domain/commands.go, and so does a
 //     dead letter's retry (POST /v1/admin/dead-letters/{id}/retry:
 //     api/admin.go, ordercommands.go); the drain job: jobs/jobs.go, line.go
@@ -95,8 +95,10 @@
 //     timer: api/merchants.go or jobs/jobs.go, merchants.go, domain/pause.go
 //     (PauseMerchant, ResumeDue). Priority: POST /v1/orders/{id}/prioritize:
 //     api/orders.go, ordercommands.go, domain/commands.go (Prioritize).
-//   - Queue expiry and retry: the expiry timer: jobs/jobs.go (or its
-//     backstop, jobs/timers.go: ExpireQueuedOverdue), ordercommands.go,
+//   - Queue expiry and retry: the expiry timer: jobs/queueexpiry.go (each
+//     process's look, close.go's QueuedDue, on one PostgreSQL; on Citus the
+//     River job's worker, jobs/jobs.go; or the backstop, jobs/timers.go:
+//     ExpireQueuedOverdue), ordercommands.go (ExpireQueued),
 //     domain/commands.go (Expire); POST
 //     /v1/admin/dead-letters/{id}/retry: api/admin.go, ordercommands.go
 //     (RetryDeadLetter, which deadletters.go's dead letters name),

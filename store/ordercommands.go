@@ -241,7 +241,7 @@ func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef stri
 			}
 			switch after.Status {
 			case domain.StatusQueued:
-				return events, []river.InsertManyParams{expiryJob(after)}, nil
+				return events, s.expiryJobs(after), nil
 			case domain.StatusScheduled:
 				return events, []river.InsertManyParams{releaseJob(after)}, nil
 			}
@@ -400,12 +400,8 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 // before cutoff and reports how many it found: the backstop behind the
 // queue expiry timers.
 func (s *Store) ExpireQueuedOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	type stay struct {
-		ID       uuid.UUID
-		QueuedAt time.Time
-	}
-	return sweepOverdue(ctx, s, "overdue queued", `SELECT id, queued_at FROM orders WHERE status = 'queued' AND queue_expires_at < $1
-		ORDER BY queue_expires_at LIMIT $2`, cutoff, limit, func(q stay) error {
+	return sweepOverdue(ctx, s, "overdue queued", `SELECT id, merchant_id, queued_at, queue_expires_at FROM orders
+		WHERE status = 'queued' AND queue_expires_at < $1 ORDER BY queue_expires_at LIMIT $2`, cutoff, limit, func(q QueuedStay) error {
 		_, err := s.ExpireQueued(ctx, q.ID, q.QueuedAt)
 		return err
 	})
@@ -468,7 +464,7 @@ func (s *Store) requeueOrder(ctx context.Context, orderID, deadLetterID uuid.UUI
 			if err := retakeStock(ctx, tx, after, products); err != nil {
 				return nil, nil, err
 			}
-			return events, []river.InsertManyParams{expiryJob(after)}, nil
+			return events, s.expiryJobs(after), nil
 		},
 		after: func(tx pgx.Tx, w writeSet, _ change, m *merchantRow, now time.Time) (writeSet, error) {
 			if err := closeDeadLetter(ctx, tx, m.ID, deadLetterID, "retried", ""); err != nil {

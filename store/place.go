@@ -683,7 +683,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		m.dirty = true
 		switch o.Status {
 		case domain.StatusQueued:
-			pl.jobs = append(pl.jobs, expiryJob(o))
+			pl.jobs = append(pl.jobs, s.expiryJobs(o)...)
 		case domain.StatusScheduled:
 			pl.jobs = append(pl.jobs, releaseJob(o))
 		}

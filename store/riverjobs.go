@@ -12,11 +12,18 @@ import (
 	"github.com/orderd/orderd/store/pgkit"
 )
 
-func expiryJob(o domain.Order) river.InsertManyParams {
-	return river.InsertManyParams{
+// expiryJobs are the jobs that expire a queued order past its wait limit:
+// none on one PostgreSQL, where the order's limit in
+// orders_queue_expiry_idx is its timer (ExpireDueQueued); on Citus the
+// orders' shards are not read for it, and a River job is.
+func (s *Store) expiryJobs(o domain.Order) []river.InsertManyParams {
+	if !s.splitOnCitus() {
+		return nil
+	}
+	return []river.InsertManyParams{{
 		Args:       ExpireQueuedArgs{OrderID: o.ID, QueuedAt: *o.QueuedAt},
 		InsertOpts: &river.InsertOpts{ScheduledAt: *o.QueueExpiresAt},
-	}
+	}}
 }
 
 func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, jobs []river.InsertManyParams) error {

@@ -308,32 +308,29 @@ func TestCompletionHoldsItsMerchantTwoRoundTrips(t *testing.T) {
 	require.Empty(t, violations(t, st))
 }
 
-// TestQueuedPlacementInsertsItsTimerWithItsCommit: a paid placement that
-// queues holds its merchant's lock over two round trips, the locks and the
-// writes with the commit; the queue timer River inserts travels with the
-// commit instead of taking a round trip of its own.
-func TestQueuedPlacementInsertsItsTimerWithItsCommit(t *testing.T) {
+// TestQueuedPlacementWritesNoTimerJob: a paid placement that queues holds
+// its merchant's lock over two round trips, the locks and the writes with
+// the commit, and writes no River job: on one PostgreSQL the queued order's
+// wait limit in orders_queue_expiry_idx is its expiry timer (QueuedDue).
+func TestQueuedPlacementWritesNoTimerJob(t *testing.T) {
 	t.Parallel()
 	st, rt := tracedStore(t)
 	ctx := context.Background()
 	m := createMerchant(t, st, &merchantOpts{Capacity: 1})
 	p := createProduct(t, st, m.ID, nil)
 	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "a", PaymentRef: "r"})
-	// River learns the server's capabilities with its first insert.
-	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "b", PaymentRef: "r"})
 
 	rt.reset()
 	queued := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "c", PaymentRef: "r"})
 	require.Equal(t, domain.StatusQueued, queued.Status)
 	held := rt.tripsFrom("FOR NO KEY UPDATE")
 	require.Len(t, held, 2, "from the merchant's lock to the commit: %q", held)
-	last := strings.Join(held[1], "\n")
-	require.Contains(t, last, "river_job")
+	require.NotContains(t, strings.Join(held[1], "\n"), "river_job")
 	require.Equal(t, "commit", held[1][len(held[1])-1])
 
-	var kind string
-	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT kind FROM river_job WHERE args->>'order_id' = $1`, queued.ID.String()).Scan(&kind))
-	require.Equal(t, store.ExpireQueuedArgs{}.Kind(), kind)
+	var jobs int
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'order_id' = $1`, queued.ID.String()).Scan(&jobs))
+	require.Zero(t, jobs)
 }
 
 // TestRacingTapsOnOneOrderLockItsMerchantOnce: two taps on Complete for one

@@ -285,7 +285,7 @@ func (s *Store) ReleaseDue(ctx context.Context, merchantID uuid.UUID) (int, erro
 			if err := w.add(m, change{before: o, after: after, events: events, meta: Meta{Actor: domain.ActorSystem}}, now); err != nil {
 				return err
 			}
-			jobs = append(jobs, expiryJob(after))
+			jobs = append(jobs, s.expiryJobs(after)...)
 			released++
 		}
 		m.setLoad(load)

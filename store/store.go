@@ -71,6 +71,7 @@ type Store struct {
 	// failedCloses are overdue orders whose close failed (timers.go).
 	failedCloses failedCloses
 	fireFrom     fireFrom
+	expireFrom   fireFrom
 	// full and fullChecker refuse requests for full slots without their
 	// merchant's batch (fullslots.go).
 	full        fullSlots

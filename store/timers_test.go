@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -310,23 +311,71 @@ func TestProcessesFireEachTimerOnce(t *testing.T) {
 	clock := newFakeClock(st)
 	m := createMerchant(t, st, &merchantOpts{Capacity: 1000, PaymentTimeout: 600})
 	p := createProduct(t, st, m.ID, nil)
-	const orders, helpers = 600, 2
+	const orders = 600
 	for i := range orders {
 		mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: fmt.Sprintf("c%d", i)})
 	}
 	clock.Advance(11 * time.Minute)
+	require.Equal(t, orders, fireInProcesses(ctx, t, url, st, timerFiring{kind: closeFiring, now: clock.Now()}), "each timer fired once")
+	var closed, closedEvents int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'closed'),
+		(SELECT count(*) FROM events WHERE merchant_id = $1 AND type = 'order.closed')
+		FROM orders WHERE merchant_id = $1`, m.ID).Scan(&closed, &closedEvents))
+	require.Equal(t, orders, closed)
+	require.Equal(t, orders, closedEvents, "no order closed twice")
+}
 
-	// The processes start firing at one moment, after their start-up.
-	start := time.Now().Add(time.Second)
-	plan := timerFiring{now: clock.Now(), start: start}
+// TestProcessesExpireEachQueuedOrderOnce: the queue expiries, read without
+// a lock by three OS processes (four goroutines each) at once over the same
+// orders past their wait limit at three merchants, expire every order
+// exactly once between them: each expiry locks its merchant, and acts only
+// on an order still in the stay its read saw.
+func TestProcessesExpireEachQueuedOrderOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, pool, st := sharedDatabaseStore(ctx, t)
+	clock := newFakeClock(st)
+	const orders, merchants = 600, 3
+	ids := make([]uuid.UUID, merchants)
+	products := make([]uuid.UUID, merchants)
+	for i := range merchants {
+		m := createMerchant(t, st, &merchantOpts{Capacity: 0, MaxQueueWait: 60})
+		ids[i], products[i] = m.ID, createProduct(t, st, m.ID, nil).ID
+	}
+	for i := range orders {
+		o := mustPlace(t, st, ids[i%merchants], products[i%merchants], placeOpts{Customer: fmt.Sprintf("c%d", i), PaymentRef: "paid"})
+		require.Equal(t, domain.StatusQueued, o.Status)
+	}
+	var jobs int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM river_job`).Scan(&jobs))
+	require.Zero(t, jobs, "a queued order is its own timer: no River job")
+	clock.Advance(2 * time.Minute)
+	require.Equal(t, orders, fireInProcesses(ctx, t, url, st, timerFiring{kind: expiryFiring, now: clock.Now()}), "each timer fired once")
+	var expired, expiredEvents, letters int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'expired'),
+		(SELECT count(*) FROM events WHERE merchant_id = ANY($1) AND type = 'order.expired'),
+		(SELECT count(*) FROM dead_letters WHERE merchant_id = ANY($1))
+		FROM orders WHERE merchant_id = ANY($1)`, ids).Scan(&expired, &expiredEvents, &letters))
+	require.Equal(t, orders, expired)
+	require.Equal(t, orders, expiredEvents, "no order expired twice")
+	require.Equal(t, orders, letters)
+}
+
+// fireInProcesses runs plan in this process and in two runs of the test
+// binary, all starting at one moment after their start-up, requires that
+// each fired some timers, and returns how many they fired together.
+func fireInProcesses(ctx context.Context, t *testing.T, url string, st *store.Store, plan timerFiring) int {
+	t.Helper()
+	const helpers = 2
+	plan.start = time.Now().Add(time.Second)
 	var wg sync.WaitGroup
 	outs := make([][]byte, helpers)
 	errs := make([]error, helpers)
 	for i := range helpers {
 		cmd := osexec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), timersHelperDB+"="+url,
+		cmd.Env = append(os.Environ(), timersHelperDB+"="+url, timersHelperKind+"="+plan.kind,
 			timersHelperNow+"="+strconv.FormatInt(plan.now.UnixNano(), 10),
-			timersHelperStart+"="+strconv.FormatInt(start.UnixNano(), 10))
+			timersHelperStart+"="+strconv.FormatInt(plan.start.UnixNano(), 10))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -349,27 +398,29 @@ func TestProcessesFireEachTimerOnce(t *testing.T) {
 		total += n
 	}
 	require.Positive(t, here, "this process fired no timer: the processes did not contend")
-	require.Equal(t, orders, total, "each timer fired once")
-	var closed, closedEvents int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'closed'),
-		(SELECT count(*) FROM events WHERE merchant_id = $1 AND type = 'order.closed')
-		FROM orders WHERE merchant_id = $1`, m.ID).Scan(&closed, &closedEvents))
-	require.Equal(t, orders, closed)
-	require.Equal(t, orders, closedEvents, "no order closed twice")
+	return total
 }
 
-// The timers test runs this test binary again as OS processes firing timers;
-// these variables tell such a process the database, the time its clock
-// reads and the moment to start firing.
+// The timers tests run this test binary again as OS processes firing
+// timers; these variables tell such a process the database, the kind of
+// timer, the time its clock reads and the moment to start firing.
 const (
 	timersHelperDB    = "ORDERD_TIMERS_HELPER_DB"
+	timersHelperKind  = "ORDERD_TIMERS_HELPER_KIND"
 	timersHelperNow   = "ORDERD_TIMERS_HELPER_NOW_NS"
 	timersHelperStart = "ORDERD_TIMERS_HELPER_START_NS"
 )
 
+// The kinds of timer a timerFiring fires.
+const (
+	closeFiring  = "close"
+	expiryFiring = "expiry"
+)
+
 // timerFiring is one process's part: from start, four goroutines fire the
-// timers due at now, seven at a time, until none is left.
+// timers of its kind due at now, seven at a time, until none is left.
 type timerFiring struct {
+	kind       string
 	now, start time.Time
 }
 
@@ -384,15 +435,15 @@ func (f timerFiring) run(ctx context.Context, st *store.Store) (int, error) {
 		go func() {
 			defer wg.Done()
 			for {
-				fired, err := st.CloseDueUnpaid(ctx, 7)
+				found, fired, err := f.fire(ctx, st)
 				if err != nil {
 					errs <- err
 					return
 				}
-				if len(fired) == 0 {
+				if found == 0 {
 					return
 				}
-				total.Add(int64(len(fired)))
+				total.Add(int64(fired))
 			}
 		}()
 	}
@@ -405,11 +456,32 @@ func (f timerFiring) run(ctx context.Context, st *store.Store) (int, error) {
 	return int(total.Load()), errors.Join(all...)
 }
 
+// fire fires up to seven timers due and reports how many it found due and
+// how many of those it fired: an expiry's read takes no lock, so what it
+// finds another process may expire first.
+func (f timerFiring) fire(ctx context.Context, st *store.Store) (found, fired int, err error) {
+	if f.kind == closeFiring {
+		closed, err := st.CloseDueUnpaid(ctx, 7)
+		return len(closed), len(closed), err
+	}
+	due, err := st.QueuedDue(ctx, 7, nil)
+	for _, q := range due {
+		if err != nil {
+			break
+		}
+		var expired bool
+		if expired, err = st.ExpireQueued(ctx, q.ID, q.QueuedAt); expired {
+			fired++
+		}
+	}
+	return len(due), fired, err
+}
+
 // timersHelper is a helper process's part: it prints how many timers it
 // fired.
 func timersHelper() error {
 	ctx := context.Background()
-	var f timerFiring
+	f := timerFiring{kind: os.Getenv(timersHelperKind)}
 	for v, at := range map[string]*time.Time{timersHelperNow: &f.now, timersHelperStart: &f.start} {
 		ns, err := strconv.ParseInt(os.Getenv(v), 10, 64)
 		if err != nil {

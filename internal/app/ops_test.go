@@ -100,6 +100,10 @@ func TestOperatorListener(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
+	// A pause's end is a River timer.
+	pauseFor := 3600
+	_, err := st.PauseMerchant(ctx, uuid.MustParse(quiet[0]), domain.PauseRequest{Mode: domain.PauseQueue, ForSeconds: &pauseFor}, store.Meta{Actor: domain.ActorAdmin})
+	require.NoError(t, err)
 	status, _ := get(t, "http://"+a.Addr()+"/metrics")
 	require.Equal(t, http.StatusNotFound, status, "/metrics is not on the public listener")
 	get(t, "http://"+a.Addr()+"/healthz")
@@ -134,7 +138,7 @@ func TestOperatorListener(t *testing.T) {
 	require.Equal(t, 25.0, lines)
 
 	require.Regexp(t, `(?m)^orderd_river_jobs\{queue="timers",state="(available|scheduled|pending)"\} [1-9]`, scrape,
-		"the queued orders' wait limits are timer jobs waiting for their time (pending while beyond the promotion's look-ahead)")
+		"the pause's end is a timer job waiting for its time (pending while beyond the promotion's look-ahead)")
 	require.Contains(t, scrape, `orderd_river_job_wait_seconds_bucket{queue="default",le="+Inf"}`)
 	require.Contains(t, scrape, `orderd_river_job_run_seconds_count{queue="default"}`)
 
