@@ -250,6 +250,40 @@ func (l *ledger) record(f func()) {
 	f()
 }
 
+// requireKept checks the database against what the service acknowledged:
+// every acknowledged placement is there exactly once (one order and one
+// idempotency key each, and nothing else), with no acknowledged payment or
+// completion lost. It returns how many orders there are.
+func (l *ledger) requireKept(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	ctx := context.Background()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var orders, keys int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM idempotency_keys)`).Scan(&orders, &keys))
+	require.Equal(t, len(l.placed), orders, "every acknowledged placement exists exactly once, and nothing else")
+	require.Equal(t, len(l.placed), keys)
+	rows, err := pool.Query(ctx, `SELECT k.key, k.order_id::text, o.status, o.paid_at IS NOT NULL FROM idempotency_keys k JOIN orders o ON o.id = k.order_id`)
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for rows.Next() {
+		var key, id, status string
+		var paid bool
+		require.NoError(t, rows.Scan(&key, &id, &status, &paid))
+		require.Equal(t, l.placed[key], id, "key %s", key)
+		seen[key] = true
+		if l.paid[id] {
+			require.True(t, paid, "acknowledged payment of %s is lost", id)
+		}
+		if l.completed[id] {
+			require.Equal(t, "completed", status, "acknowledged completion of %s is lost", id)
+		}
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, seen, len(l.placed))
+	return orders
+}
+
 // retrying sends a request to the servers in turn until one answers other
 // than "unavailable", the way a client with an Idempotency-Key is meant to
 // retry: the same request, again.
@@ -445,30 +479,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE id = ANY($1::uuid[]) AND status = 'closed'`, stranded).Scan(&closed))
 	require.Len(t, stranded, closed, "every order left unpaid is closed")
 
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var orders, keys int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM idempotency_keys)`).Scan(&orders, &keys))
-	require.Equal(t, len(l.placed), orders, "every acknowledged placement exists exactly once, and nothing else")
-	require.Equal(t, len(l.placed), keys)
-	rows, err := pool.Query(ctx, `SELECT k.key, k.order_id::text, o.status, o.paid_at IS NOT NULL FROM idempotency_keys k JOIN orders o ON o.id = k.order_id`)
-	require.NoError(t, err)
-	seen := map[string]bool{}
-	for rows.Next() {
-		var key, id, status string
-		var paid bool
-		require.NoError(t, rows.Scan(&key, &id, &status, &paid))
-		require.Equal(t, l.placed[key], id, "key %s", key)
-		seen[key] = true
-		if l.paid[id] {
-			require.True(t, paid, "acknowledged payment of %s is lost", id)
-		}
-		if l.completed[id] {
-			require.Equal(t, "completed", status, "acknowledged completion of %s is lost", id)
-		}
-	}
-	require.NoError(t, rows.Err())
-	require.Len(t, seen, len(l.placed))
+	orders := l.requireKept(t, pool)
 	t.Logf("%d kills, %d orders, %d paid later, %d completed, %d closed by timers", kills, orders, len(l.paid), len(l.completed), closed)
 
 	requireQueueInvariants(t, pool, w.merchantID, l.capacity)
@@ -482,7 +493,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 		return err == nil && pending == 0
 	}, 60*time.Second, 200*time.Millisecond, "webhooks left undelivered")
 	t.Logf("webhooks delivered within %s of the restart", time.Since(restarted).Round(100*time.Millisecond))
-	rows, err = pool.Query(ctx, `SELECT id::text FROM outbox`)
+	rows, err := pool.Query(ctx, `SELECT id::text FROM outbox`)
 	require.NoError(t, err)
 	delivered := 0
 	for rows.Next() {

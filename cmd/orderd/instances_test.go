@@ -395,27 +395,7 @@ func TestThreeInstancesKeepEveryGuarantee(t *testing.T) {
 		return err == nil && queued == 0
 	}, 30*time.Second, 100*time.Millisecond, "orders still queued after capacity was raised to %d", final)
 
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var orders, keys int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM idempotency_keys)`).Scan(&orders, &keys))
-	require.Equal(t, len(l.placed), orders, "every acknowledged placement exists exactly once, and nothing else")
-	require.Equal(t, len(l.placed), keys)
-	rows, err := pool.Query(ctx, `SELECT k.key, k.order_id::text, o.status, o.paid_at IS NOT NULL FROM idempotency_keys k JOIN orders o ON o.id = k.order_id`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var key, id, status string
-		var paid bool
-		require.NoError(t, rows.Scan(&key, &id, &status, &paid))
-		require.Equal(t, l.placed[key], id, "key %s", key)
-		if l.paid[id] {
-			require.True(t, paid, "acknowledged payment of %s is lost", id)
-		}
-		if l.completed[id] {
-			require.Equal(t, "completed", status, "acknowledged completion of %s is lost", id)
-		}
-	}
-	require.NoError(t, rows.Err())
+	orders := l.requireKept(t, pool)
 	var over, fromQueue int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE (data->>'active_after')::int > (data->>'capacity')::int),
 			count(*) FILTER (WHERE stream_id IN (SELECT stream_id FROM events WHERE type = 'order.queued'))
@@ -431,7 +411,7 @@ func TestThreeInstancesKeepEveryGuarantee(t *testing.T) {
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE status NOT IN ('delivered', 'dead')`).Scan(&pending)
 		return err == nil && pending == 0
 	}, 60*time.Second, 200*time.Millisecond, "webhooks neither delivered nor dead-lettered")
-	rows, err = pool.Query(ctx, `SELECT id::text, status FROM outbox`)
+	rows, err := pool.Query(ctx, `SELECT id::text, status FROM outbox`)
 	require.NoError(t, err)
 	messages := 0
 	for rows.Next() {
