@@ -106,7 +106,11 @@
 //     domain/stock.go (RefuseStock, TakeFromBuckets: retakeStock).
 //   - The ETA: GET /v1/orders/{id}: api/orders.go, orderview.go,
 //     domain/merchant.go (WaitBasis.Wait). Who may see an order: the same
-//     route and store file, domain/access.go (Party.MaySeeOrder).
+//     route and store file, domain/access.go (Party.MaySeeOrder). A
+//     merchant's public status (open, busy, the wait of one unit paid now):
+//     GET /v1/merchants/{id} and the live status, merchants.go or live.go,
+//     then merchantrow.go, whose scanMerchant fills it (fillLoad: domain's
+//     Load.CanAdmitNew, UnitsToWaitFor, EstimateWait), four files.
 //   - Pickup codes: POST /v1/orders: api/orders.go, place.go
 //     (stampPickupCodes), domain/capacity.go (PickupCode); an order placed
 //     before codes were numbered at placement gets its code at POST
@@ -126,7 +130,12 @@
 //     refused by domain.OverPurchaseLimit; the units a customer's earlier
 //     orders hold are counted by the claim's upsert itself, whose WHERE
 //     refuses going past limit_qty without failing the batch
-//     (domain.PurchaseLimitReached names the refusal: addClaims). Restocks: POST
+//     (domain.PurchaseLimitReached names the refusal: addClaims). A
+//     line's units come first, in the round trip of the claims, from one
+//     bucket that has them all and no other transaction holds (stock.go's
+//     addTakeFree, whose WHERE remaining >= the quantity keeps the bucket
+//     from going below zero); only when none has them does place.go ask
+//     domain.SoldOut and TakeFromBuckets. Restocks: POST
 //     /v1/products/{id}/restock: api/merchants.go, products.go,
 //     domain/product.go (Product.Restock).
 //   - Idempotency keys: POST /v1/orders: api/orders.go, place.go
@@ -145,7 +154,11 @@
 //     bounds the payment deadline: POST
 //     /v1/orders: api/orders.go, place.go (claimInvitations),
 //     domain/drop.go (ClaimInvitation) and domain/access.go
-//     (PaymentDeadline).
+//     (PaymentDeadline). What a later payment or end of a drop's order
+//     does to its entry (purchased, lapsed) is decided in the write path
+//     for every route that changes orders: write.go's writeBatch asks
+//     droporders.go's dropEffects, which asks domain/drop.go
+//     (PurchaseEntry, LapseForOrder), five files from the route.
 //   - Pickup slots and opening hours (only published slots, closed shops,
 //     never oversold): POST /v1/orders: api/orders.go, place.go (takeSlots,
 //     and PlaceOrder for slots known full), domain/slots.go
