@@ -182,6 +182,22 @@ func TestCitusFollowsAMovedShard(t *testing.T) {
 	require.Equal(t, from, routed)
 	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "before", PaymentRef: "r"})
 
+	moved := moveShard(t, pool, m.ID, from, shard)
+
+	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "during", PaymentRef: "r"})
+	eventually(t, 30*time.Second, func() bool {
+		routed, err := st.MerchantNode(ctx, m.ID)
+		return err == nil && routed == moved
+	}, "the store routes the merchant to the worker its shard moved to")
+	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "after", PaymentRef: "r"})
+	require.Equal(t, 3, countRows(t, pool, "orders"))
+}
+
+// moveShard moves shard, merchantID's, from its worker to another, and
+// returns that one.
+func moveShard(t *testing.T, pool *pgxpool.Pool, merchantID uuid.UUID, from string, shard int64) string {
+	t.Helper()
+	ctx := context.Background()
 	rows, err := pool.Query(ctx, `SELECT node_name || ':' || node_port FROM citus_get_active_worker_nodes() WHERE node_name || ':' || node_port <> $1`, from)
 	require.NoError(t, err)
 	others, err := pgx.CollectRows(rows, pgx.RowTo[string])
@@ -192,16 +208,42 @@ func TestCitusFollowsAMovedShard(t *testing.T) {
 	_, err = pool.Exec(ctx, `SELECT citus_move_shard_placement($1, $2, $3::int, $4, $5::int, shard_transfer_mode => 'block_writes')`,
 		shard, fromHost, fromPort, toHost, toPort)
 	require.NoError(t, err)
-	moved, _ := catalogNode(t, pool, m.ID)
+	moved, _ := catalogNode(t, pool, merchantID)
 	require.Equal(t, others[0], moved)
+	return moved
+}
 
-	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "during", PaymentRef: "r"})
-	eventually(t, 30*time.Second, func() bool {
-		routed, err := st.MerchantNode(ctx, m.ID)
-		return err == nil && routed == moved
-	}, "the store routes the merchant to the worker its shard moved to")
-	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "after", PaymentRef: "r"})
-	require.Equal(t, 3, countRows(t, pool, "orders"))
+// TestCitusReadsNoMovedShard: a placement batch on a worker reads its
+// products from the worker's shards by their names. After a merchant's
+// shard moved away, the old worker keeps its copy until Citus cleans it up;
+// a batch sent there by a shard map behind the move must not read that copy
+// (which would place an order of a product made unavailable since the
+// move), but find the shard gone from the worker's catalog and be routed
+// again.
+func TestCitusReadsNoMovedShard(t *testing.T) {
+	ctx := context.Background()
+	st, pool, url := routedStore(t)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1000})
+	p := createProduct(t, st, m.ID, nil)
+	from, shard := catalogNode(t, pool, m.ID)
+	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "before", PaymentRef: "r"})
+	st.HoldShardMap()
+	moved := moveShard(t, pool, m.ID, from, shard)
+	off := false
+	_, err := st.UpdateProduct(ctx, store.UpdateProductParams{MerchantID: m.ID, ProductID: p.ID, Patch: domain.ProductPatch{Available: &off}, Meta: storeMeta()})
+	require.NoError(t, err)
+	routed, err := st.MerchantNode(ctx, m.ID)
+	require.NoError(t, err)
+	require.Equal(t, from, routed, "the store's map is behind the move")
+
+	_, err = place(ctx, st, m.ID, p.ID, placeOpts{Customer: "after", PaymentRef: "r"})
+	require.Equal(t, domain.CodeProductUnavailable, domain.ErrorCode(err), "%v", err)
+	routed, err = st.MerchantNode(ctx, m.ID)
+	require.NoError(t, err)
+	require.Equal(t, moved, routed, "the store routes the merchant where its shard moved")
+	var copied bool
+	require.NoError(t, workerPool(t, url, from).QueryRow(ctx, `SELECT to_regclass(format('products_%s', get_shard_id_for_distribution_column('products', $1::uuid))) IS NOT NULL`, m.ID).Scan(&copied))
+	require.True(t, copied, "the old worker still held its copy of the shard")
 }
 
 // TestCitusDownWorkerFailsOnlyItsMerchants: with one worker unreachable (the

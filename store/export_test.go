@@ -257,3 +257,12 @@ func (n planNode) scanBlocks() int {
 	}
 	return total
 }
+
+// HoldShardMap keeps the store's shard map from being read again but after
+// a failed transaction on a worker, as a test's stand-in for a map behind a
+// shard move.
+func (s *Store) HoldShardMap() {
+	s.nodes.mu.Lock()
+	defer s.nodes.mu.Unlock()
+	s.nodes.read = time.Now().Add(time.Hour)
+}

@@ -77,8 +77,8 @@ func (s *Store) nodeEventsToLog(ctx context.Context, tx pgx.Tx, node, since stri
 	var now string
 	b.Queue(`SELECT pg_current_snapshot()::text`).QueryRow(func(row pgx.Row) error { return row.Scan(&now) })
 	var leaves []logLeaf
-	events := shardsUnion("events", shards, func(shard string) string {
-		return loggedSince(shard, "pg_current_snapshot()", "$2")
+	events := shardsUnion(shards, func(id int64) string {
+		return loggedSince(shardName("events", id), "pg_current_snapshot()", "$2")
 	})
 	b.Queue(`SELECT merchant_id, stream_id, version, hash FROM (`+events+`) e
 		ORDER BY tx_id, global_position`, since, inProgress(since)).Query(func(rows pgx.Rows) error {

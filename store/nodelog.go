@@ -117,8 +117,8 @@ func readNodeLog(ctx context.Context, pool *pgxpool.Pool, prev string, shards []
 	if read {
 		// A stream's events share its merchant and so one shard: distinct
 		// in each shard is distinct in all.
-		changed := shardsUnion("events", shards, func(shard string) string {
-			return `SELECT DISTINCT stream_id, stream_type, merchant_id FROM ` + shard + `
+		changed := shardsUnion(shards, func(id int64) string {
+			return `SELECT DISTINCT stream_id, stream_type, merchant_id FROM ` + shardName("events", id) + `
 				WHERE (tx_id >= pg_snapshot_xmax($1::pg_snapshot) OR tx_id = ANY (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot))))
 				  AND pg_visible_in_snapshot(tx_id, pg_current_snapshot())
 				  AND ($2::uuid[] IS NULL OR merchant_id = ANY ($2))`

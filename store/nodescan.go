@@ -60,12 +60,17 @@ func (s *Store) onEachNode(ctx context.Context, shards map[string][]int64, read 
 	return nil
 }
 
-// shardsUnion is part, given the name of each of ids' shards of table, as
-// one UNION ALL.
-func shardsUnion(table string, ids []int64, part func(shard string) string) string {
+// shardsUnion is part, given each of ids (shards of one table, or of
+// tables co-located with it), as one UNION ALL.
+func shardsUnion(ids []int64, part func(id int64) string) string {
 	parts := make([]string, len(ids))
 	for i, id := range ids {
-		parts[i] = part(pgx.Identifier{table + "_" + strconv.FormatInt(id, 10)}.Sanitize())
+		parts[i] = part(id)
 	}
 	return strings.Join(parts, "\nUNION ALL\n")
+}
+
+// shardName is the name of table's shard id, as SQL.
+func shardName(table string, id int64) string {
+	return pgx.Identifier{table + "_" + strconv.FormatInt(id, 10)}.Sanitize()
 }

@@ -149,7 +149,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	b := &pgx.Batch{}
 	keys := addIdempotencyKeys(tx, b, batch)
 	locked := addBatchMerchants(tx, b, batch, mode.waitForMerchants)
-	products := addProducts(b, batchMerchantIDs(batch), batchProductIDs(batch))
+	products := s.addBatchProducts(tx, b, batchMerchantIDs(batch), batchProductIDs(batch))
 	var numbers *pickupReservation
 	if !mode.numberLast && s.mayNumberFirst(ctx, batch) {
 		numbers = reservePickupNumbers(tx, b, batch, s.now())

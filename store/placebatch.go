@@ -167,6 +167,9 @@ type batchMode struct {
 	// requests it places, after their stock (takePickupNumbers), instead of
 	// with its first read (reservePickupNumbers).
 	numberLast bool
+	// rerouted: the batch was routed again after its worker no longer
+	// held one of its merchants (errShardMoved); it is not routed twice.
+	rerouted bool
 }
 
 // decideBatch runs one batch.
@@ -214,6 +217,14 @@ func (s *Store) decideBatch(batch []*placement, mode batchMode) {
 			pl.state.CompareAndSwap(stateCommitting, statePending)
 		}
 	}
+	if err != nil && batchNode(batch) != "" && shardMoved(err) {
+		if !mode.rerouted {
+			mode.rerouted = true
+			s.rerouteBatch(batch, mode)
+			return
+		}
+		err = fmt.Errorf("%w: %w", errShardMoved, err)
+	}
 	if err != nil && len(batch) > 1 && domain.ErrorCode(err) != domain.CodeUnavailable {
 		// One request's unexpected failure must not fail the others: place
 		// each alone. An unavailable database fails them all at once.
@@ -250,6 +261,21 @@ func (s *Store) decideBatch(batch []*placement, mode batchMode) {
 		// later; numbered last, since they take stock.
 		mode.numberLast = true
 		s.decideBatch(deferred, mode)
+	}
+}
+
+// rerouteBatch decides a batch again, each request on the worker that the
+// shard map, read again, places its merchant on.
+func (s *Store) rerouteBatch(batch []*placement, mode batchMode) {
+	ctx, cancel := context.WithDeadline(context.Background(), batchDeadline(batch))
+	defer cancel()
+	for _, pl := range batch {
+		if node, err := s.merchantNode(ctx, pl.p.MerchantID); err == nil {
+			pl.node = node
+		}
+	}
+	for _, part := range pgkit.GroupBy(batch, func(pl *placement) string { return pl.node }) {
+		s.decideBatch(part, mode)
 	}
 }
 

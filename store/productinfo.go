@@ -40,9 +40,14 @@ func loadProducts(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, ids []uu
 // has not ended (at most one: drops_active_product_idx). A join, not a
 // correlated subquery, which kept Citus from pruning the read to the
 // merchants' shards: it read every shard.
-const productsSelect = `SELECT p.id, p.merchant_id, p.name, p.price_cents, p.stock_total IS NOT NULL, p.per_user_limit, p.load_units, d.id,
+var productsSelect = productsFrom("products", "drops")
+
+// productsFrom is productsSelect from the tables, or shards, named.
+func productsFrom(products, drops string) string {
+	return `SELECT p.id, p.merchant_id, p.name, p.price_cents, p.stock_total IS NOT NULL, p.per_user_limit, p.load_units, d.id,
 		p.option_groups, NOT p.available, p.hidden
-	FROM products p LEFT JOIN drops d ON d.merchant_id = p.merchant_id AND d.product_id = p.id AND d.state IN ('scheduled', 'open', 'selling')`
+	FROM ` + products + ` p LEFT JOIN ` + drops + ` d ON d.merchant_id = p.merchant_id AND d.product_id = p.id AND d.state IN ('scheduled', 'open', 'selling')`
+}
 
 // addProducts adds the read of merchants' products to b; the map is
 // filled when the batch's results are read. The merchants keep the read on

@@ -46,7 +46,7 @@ func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, jobs []river.InsertMa
 // A transaction on a Citus worker, where River's tables are not, leaves its
 // jobs to be inserted on the coordinator once it commits (insertJobsAfter).
 func (s *Store) insertJobsWithCommit(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx, jobs []river.InsertManyParams) error {
-	if t, ok := tx.(*txn); ok && t.onWorker {
+	if t, ok := tx.(*txn); ok && t.node != "" {
 		t.jobsAfter = append(t.jobsAfter, jobs...)
 		return nil
 	}

@@ -40,14 +40,20 @@ import (
 type nodeMap struct {
 	mu     sync.Mutex
 	shards []shardRange
-	// events are the shards of the log and outbox the webhook relay's,
-	// with their nodes, for the reads done worker by worker.
-	events  []shardRange
-	outbox  []shardRange
-	pools   map[string]*pgxpool.Pool
-	read    time.Time
-	reading bool
-	stale   bool
+	// events are the shards of the log, outbox the webhook relay's and
+	// products and drops a placement's, with their nodes, for the reads
+	// done worker by worker.
+	events   []shardRange
+	outbox   []shardRange
+	products []shardRange
+	drops    []shardRange
+	// productReads are the placements' reads of products on each node
+	// (nodeProductsRead), made once per map.
+	productReads map[string]string
+	pools        map[string]*pgxpool.Pool
+	read         time.Time
+	reading      bool
+	stale        bool
 }
 
 // shardRange is one shard: the merchants whose hash falls in [min, max].
@@ -121,21 +127,21 @@ func (s *Store) nodeFailed() {
 	s.nodes.mu.Unlock()
 }
 
-// readNodeMap reads the shards of merchants, events and outbox, and where
-// each is placed, from the coordinator's catalog.
+// readNodeMap reads the shards of merchants, events, outbox, products and
+// drops, and where each is placed, from the coordinator's catalog.
 func (s *Store) readNodeMap(ctx context.Context) error {
 	defer func() {
 		s.nodes.mu.Lock()
 		s.nodes.reading = false
 		s.nodes.mu.Unlock()
 	}()
-	var merchants, events, outbox []shardRange
+	var merchants, events, outbox, products, drops []shardRange
 	rows, err := s.pool.Query(ctx, `
 		SELECT s.logicalrelid::regclass::text, s.shardid, s.shardminvalue::int, s.shardmaxvalue::int, n.nodename, n.nodeport
 		FROM pg_dist_shard s
 		JOIN pg_dist_placement p USING (shardid)
 		JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary'
-		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass)
+		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass, 'products'::regclass, 'drops'::regclass)
 		ORDER BY 1, 4`)
 	if err != nil {
 		return mapErr(fmt.Errorf("read the shard map: %w", err))
@@ -154,6 +160,10 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 			events = append(events, r)
 		case "outbox":
 			outbox = append(outbox, r)
+		case "products":
+			products = append(products, r)
+		case "drops":
+			drops = append(drops, r)
 		default:
 			merchants = append(merchants, r)
 		}
@@ -167,7 +177,8 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 	m := &s.nodes
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.shards, m.events, m.outbox, m.read, m.stale = merchants, events, outbox, time.Now(), false
+	m.shards, m.events, m.outbox, m.products, m.drops, m.read, m.stale = merchants, events, outbox, products, drops, time.Now(), false
+	m.productReads = nil
 	return nil
 }
 

@@ -97,10 +97,11 @@ type txn struct {
 	// citus says the database is laid out on Citus, where some statements
 	// take another shape (insertRows).
 	citus bool
-	// onWorker says the transaction runs on a Citus worker, not the
-	// coordinator: River's tables are not there, and its jobs are inserted
-	// on the coordinator once it commits (insertJobsWithCommit).
-	onWorker  bool
+	// node is the Citus worker ("host:port") the transaction runs on, ""
+	// on the coordinator or one PostgreSQL. River's tables are not on a
+	// worker: its jobs are inserted on the coordinator once it commits
+	// (insertJobsWithCommit).
+	node      string
 	jobsAfter []river.InsertManyParams
 	// shards is the shard map on a worker, for statements that must name
 	// one shard's merchants (lockGroups).
@@ -295,7 +296,7 @@ func (s *Store) tryPipelinedTx(ctx context.Context, node string, fn func(tx *txn
 	defer conn.Release()
 	pt := pgkit.NewPipelinedTx(conn.Conn())
 	defer pt.Rollback(ctx) //nolint:errcheck // a no-op after commit
-	t := &txn{Tx: pt, citus: citus, onWorker: node != "", shards: shards}
+	t := &txn{Tx: pt, citus: citus, node: node, shards: shards}
 	if err := fn(t, pt); err != nil {
 		return err
 	}

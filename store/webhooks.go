@@ -444,8 +444,8 @@ func (s *Store) webhookMerchantsDue(ctx context.Context, skip []uuid.UUID, limit
 	var all []due
 	skipped := uuidStrings(skip)
 	err = s.onEachNode(ctx, shards, func(_ string, pool *pgxpool.Pool, ids []int64) error {
-		rows, err := pool.Query(ctx, `SELECT merchant_id, min(next_attempt_at) FROM (`+shardsUnion("outbox", ids, func(shard string) string {
-			return `SELECT merchant_id, next_attempt_at FROM ` + shard + `
+		rows, err := pool.Query(ctx, `SELECT merchant_id, min(next_attempt_at) FROM (`+shardsUnion(ids, func(id int64) string {
+			return `SELECT merchant_id, next_attempt_at FROM ` + shardName("outbox", id) + `
 			WHERE status = 'pending' AND next_attempt_at <= now() AND merchant_id <> ALL($1::uuid[])`
 		})+`) d
 			GROUP BY merchant_id ORDER BY 2 LIMIT $2`, skipped, limit)
