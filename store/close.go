@@ -342,16 +342,14 @@ func (f *fireFrom) set(t time.Time) { f.ns.Store(t.UnixNano()) }
 // held, and, its batch full, looked again at once, again and again, while the
 // overdue orders behind them waited.
 func (s *Store) CloseUnpaidOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	const overdue = `SELECT id, merchant_id FROM orders WHERE status = 'awaiting_payment' AND payment_deadline < $1
-		ORDER BY payment_deadline LIMIT $2`
 	if s.splitOnCitus() {
 		// Citus locks rows only in a statement of one shard: the orders
-		// are read first and locked merchant by merchant.
-		rows, err := s.pool.Query(ctx, overdue, cutoff, limit)
-		if err != nil {
-			return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
-		}
-		unpaid, err := pgx.CollectRows(rows, pgx.RowToStructByPos[orderRef])
+		// are read first (on each worker, its own shards) and locked
+		// merchant by merchant.
+		unpaid, err := readEachNode(ctx, s, "orders", func(from string) string {
+			return `SELECT id, merchant_id FROM ` + from + ` WHERE status = 'awaiting_payment' AND payment_deadline < $1
+			ORDER BY payment_deadline LIMIT $2`
+		}, limit, pgx.RowToStructByPos[orderRef], cutoff, limit)
 		if err != nil {
 			return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
 		}

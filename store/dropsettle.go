@@ -370,7 +370,10 @@ func sellOutWaiting(ctx context.Context, tx pgx.Tx, d domain.Drop, limit int, no
 // entries of drops long sold out are not counted at every round.
 func (s *Store) DropsToSettle(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	type key struct{ Merchant, Drop uuid.UUID }
-	return sweepOverdue(ctx, s, "drops to settle", `
+	// Read through the coordinator (no table): it joins drops to their
+	// entries and lines.
+	return sweepOverdue(ctx, s, "drops to settle", "", func(string) string {
+		return `
 		SELECT d.merchant_id, d.id FROM (SELECT * FROM drops WHERE state IN ('scheduled', 'open', 'selling', 'sold_out')) d
 		CROSS JOIN LATERAL (
 			SELECT count(*) FILTER (WHERE e.status = 'purchased') AS purchased,
@@ -391,7 +394,8 @@ func (s *Store) DropsToSettle(ctx context.Context, cutoff time.Time, limit int) 
 					AND greatest(d.starts_at, l.last_joined_at, c.last_deadline) + make_interval(secs => d.purchase_window_seconds) < $1)))
 		   OR (d.state = 'sold_out' AND EXISTS (SELECT 1 FROM drop_entries w
 				WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting'))
-		LIMIT $2`, cutoff, limit, func(k key) error {
+		LIMIT $2`
+	}, cutoff, limit, func(k key) error {
 		return s.SettleDrop(ctx, k.Merchant, k.Drop)
 	})
 }

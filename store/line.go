@@ -201,12 +201,13 @@ func (s *Store) DrainMerchant(ctx context.Context, merchantID uuid.UUID) (int, e
 
 // MerchantsToDrain lists merchants with queued orders and a free unit.
 func (s *Store) MerchantsToDrain(ctx context.Context, limit int) ([]uuid.UUID, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM merchants
+	ids, err := readEachNode(ctx, s, "merchants", func(from string) string {
+		return `SELECT id FROM ` + from + `
 		WHERE queued > 0 AND pause_mode IS NULL AND coalesce(period_capacity, capacity) > 0
-			AND (active < coalesce(period_capacity, capacity) OR active = 0) LIMIT $1`, limit)
+			AND (active < coalesce(period_capacity, capacity) OR active = 0) LIMIT $1`
+	}, limit, pgx.RowTo[uuid.UUID], limit)
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("merchants to drain: %w", err))
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	return ids, mapErr(err)
+	return ids, nil
 }

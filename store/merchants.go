@@ -333,11 +333,12 @@ func (s *Store) ResumeOverdue(ctx context.Context, cutoff time.Time, limit int) 
 		ID    uuid.UUID
 		Until time.Time
 	}
-	return sweepOverdue(ctx, s, "overdue pauses", `SELECT id, paused_until FROM merchants WHERE paused_until < $1 ORDER BY paused_until LIMIT $2`,
-		cutoff, limit, func(p pause) error {
-			_, err := s.ResumeDue(ctx, p.ID, p.Until)
-			return err
-		})
+	return sweepOverdue(ctx, s, "overdue pauses", "merchants", func(from string) string {
+		return `SELECT id, paused_until FROM ` + from + ` WHERE paused_until < $1 ORDER BY paused_until LIMIT $2`
+	}, cutoff, limit, func(p pause) error {
+		_, err := s.ResumeDue(ctx, p.ID, p.Until)
+		return err
+	})
 }
 
 // RotateWebhookSecret replaces the merchant's webhook secret and returns the

@@ -25,7 +25,7 @@ import (
 
 // eventShards are the shards of events each worker holds, by node.
 func (s *Store) eventShards(ctx context.Context) (map[string][]int64, error) {
-	return s.nodeShards(ctx, func(m *nodeMap) []shardRange { return m.events })
+	return s.nodeShards(ctx, "events")
 }
 
 // eventNodes are the workers holding shards of events, in order.

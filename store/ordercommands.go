@@ -400,8 +400,10 @@ func (s *Store) ExpireQueued(ctx context.Context, orderID uuid.UUID, queuedAt ti
 // before cutoff and reports how many it found: the backstop behind the
 // queue expiry timers.
 func (s *Store) ExpireQueuedOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	return sweepOverdue(ctx, s, "overdue queued", `SELECT id, merchant_id, queued_at, queue_expires_at FROM orders
-		WHERE status = 'queued' AND queue_expires_at < $1 ORDER BY queue_expires_at LIMIT $2`, cutoff, limit, func(q QueuedStay) error {
+	return sweepOverdue(ctx, s, "overdue queued", "orders", func(from string) string {
+		return `SELECT id, merchant_id, queued_at, queue_expires_at FROM ` + from + `
+		WHERE status = 'queued' AND queue_expires_at < $1 ORDER BY queue_expires_at LIMIT $2`
+	}, cutoff, limit, func(q QueuedStay) error {
 		_, err := s.ExpireQueued(ctx, q.ID, q.QueuedAt)
 		return err
 	})

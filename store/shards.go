@@ -40,13 +40,14 @@ import (
 type nodeMap struct {
 	mu     sync.Mutex
 	shards []shardRange
-	// events are the shards of the log, outbox the webhook relay's and
-	// products and drops a placement's, with their nodes, for the reads
-	// done worker by worker.
+	// events are the shards of the log, outbox the webhook relay's,
+	// products and drops a placement's and orders the backstop's, with
+	// their nodes, for the reads done worker by worker (of).
 	events   []shardRange
 	outbox   []shardRange
 	products []shardRange
 	drops    []shardRange
+	orders   []shardRange
 	// productReads are the placements' reads of products on each node
 	// (nodeProductsRead), made once per map.
 	productReads map[string]string
@@ -61,6 +62,25 @@ type shardRange struct {
 	min, max int32
 	id       int64
 	node     string
+}
+
+// of is the map's shards of table, one it holds.
+func (m *nodeMap) of(table string) []shardRange {
+	switch table {
+	case "merchants":
+		return m.shards
+	case "events":
+		return m.events
+	case "outbox":
+		return m.outbox
+	case "products":
+		return m.products
+	case "drops":
+		return m.drops
+	case "orders":
+		return m.orders
+	}
+	panic("store: the shard map holds no shards of " + table)
 }
 
 // nodeMapCheck is how old the map may grow before it is read again.
@@ -127,21 +147,22 @@ func (s *Store) nodeFailed() {
 	s.nodes.mu.Unlock()
 }
 
-// readNodeMap reads the shards of merchants, events, outbox, products and
-// drops, and where each is placed, from the coordinator's catalog.
+// readNodeMap reads the shards of merchants, events, outbox, products,
+// drops and orders, and where each is placed, from the coordinator's
+// catalog.
 func (s *Store) readNodeMap(ctx context.Context) error {
 	defer func() {
 		s.nodes.mu.Lock()
 		s.nodes.reading = false
 		s.nodes.mu.Unlock()
 	}()
-	var merchants, events, outbox, products, drops []shardRange
+	var merchants, events, outbox, products, drops, orders []shardRange
 	rows, err := s.pool.Query(ctx, `
 		SELECT s.logicalrelid::regclass::text, s.shardid, s.shardminvalue::int, s.shardmaxvalue::int, n.nodename, n.nodeport
 		FROM pg_dist_shard s
 		JOIN pg_dist_placement p USING (shardid)
 		JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary'
-		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass, 'products'::regclass, 'drops'::regclass)
+		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass, 'products'::regclass, 'drops'::regclass, 'orders'::regclass)
 		ORDER BY 1, 4`)
 	if err != nil {
 		return mapErr(fmt.Errorf("read the shard map: %w", err))
@@ -164,6 +185,8 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 			products = append(products, r)
 		case "drops":
 			drops = append(drops, r)
+		case "orders":
+			orders = append(orders, r)
 		default:
 			merchants = append(merchants, r)
 		}
@@ -177,7 +200,8 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 	m := &s.nodes
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.shards, m.events, m.outbox, m.products, m.drops, m.read, m.stale = merchants, events, outbox, products, drops, time.Now(), false
+	m.shards, m.events, m.outbox, m.products, m.drops, m.orders = merchants, events, outbox, products, drops, orders
+	m.read, m.stale = time.Now(), false
 	m.productReads = nil
 	return nil
 }

@@ -316,8 +316,10 @@ func (s *Store) ReleaseDue(ctx context.Context, merchantID uuid.UUID) (int, erro
 // found: the backstop behind the release timers.
 func (s *Store) ReleasesOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	type due struct{ MerchantID uuid.UUID }
-	return sweepOverdue(ctx, s, "overdue releases", `SELECT DISTINCT merchant_id FROM orders
-		WHERE status = 'scheduled' AND release_at < $1 LIMIT $2`, cutoff, limit, func(d due) error {
+	return sweepOverdue(ctx, s, "overdue releases", "orders", func(from string) string {
+		return `SELECT DISTINCT merchant_id FROM ` + from + `
+		WHERE status = 'scheduled' AND release_at < $1 LIMIT $2`
+	}, cutoff, limit, func(d due) error {
 		_, err := s.ReleaseDue(ctx, d.MerchantID)
 		return err
 	})
@@ -382,8 +384,10 @@ func (s *Store) PeriodEdgesOverdue(ctx context.Context, cutoff time.Time, limit 
 		ID uuid.UUID
 		At time.Time
 	}
-	return sweepOverdue(ctx, s, "overdue period edges", `SELECT id, next_period_at FROM merchants
-		WHERE next_period_at < $1 ORDER BY next_period_at LIMIT $2`, cutoff, limit, func(e edge) error {
+	return sweepOverdue(ctx, s, "overdue period edges", "merchants", func(from string) string {
+		return `SELECT id, next_period_at FROM ` + from + `
+		WHERE next_period_at < $1 ORDER BY next_period_at LIMIT $2`
+	}, cutoff, limit, func(e edge) error {
 		_, err := s.ApplyPeriodEdge(ctx, e.ID)
 		return err
 	})

@@ -99,15 +99,12 @@ func (s *Store) FireDueTimers(ctx context.Context, queue string, limit int) ([]F
 }
 
 // sweepOverdue is a backstop's round: it reads up to limit rows that query
-// finds overdue at cutoff, hands each to act in order and reports how many
-// it found. Each act commits on its own, so a round stopped by an error
-// keeps what it did.
-func sweepOverdue[T any](ctx context.Context, s *Store, what, query string, cutoff time.Time, limit int, act func(T) error) (int, error) {
-	rows, err := s.pool.Query(ctx, query, cutoff, limit)
-	if err != nil {
-		return 0, mapErr(fmt.Errorf("%s: %w", what, err))
-	}
-	due, err := pgx.CollectRows(rows, pgx.RowToStructByPos[T])
+// (given the name of table, or on Citus of each of a worker's shards of it:
+// readEachNode) finds overdue at cutoff, hands each to act in order and
+// reports how many it found. Each act commits on its own, so a round
+// stopped by an error keeps what it did.
+func sweepOverdue[T any](ctx context.Context, s *Store, what, table string, query func(from string) string, cutoff time.Time, limit int, act func(T) error) (int, error) {
+	due, err := readEachNode(ctx, s, table, query, limit, pgx.RowToStructByPos[T], cutoff, limit)
 	if err != nil {
 		return 0, mapErr(fmt.Errorf("%s: %w", what, err))
 	}

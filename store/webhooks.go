@@ -433,7 +433,7 @@ func (s *Store) claimWebhooksByMerchant(ctx context.Context, p ClaimParams) ([]D
 // messages due, the one whose oldest due message waits longest first: read
 // on each worker from its own shards of outbox, then merged.
 func (s *Store) webhookMerchantsDue(ctx context.Context, skip []uuid.UUID, limit int) ([]uuid.UUID, error) {
-	shards, err := s.nodeShards(ctx, func(m *nodeMap) []shardRange { return m.outbox })
+	shards, err := s.nodeShards(ctx, "outbox")
 	if err != nil {
 		return nil, err
 	}
