@@ -169,8 +169,9 @@ func TestCitusPlacesANodesMerchantsInOneTransaction(t *testing.T) {
 
 // TestCitusFollowsAMovedShard: once a merchant's shard moves to the other
 // worker, the store sends its placements there, and placements succeed
-// before, while the store still knows the old place (the old worker
-// forwards them), and after.
+// before, while the store still knows the old place (the old worker finds
+// the shard gone from its catalog and the batch is routed again), and
+// after.
 func TestCitusFollowsAMovedShard(t *testing.T) {
 	ctx := context.Background()
 	st, pool, _ := routedStore(t)
