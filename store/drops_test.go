@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
@@ -873,4 +874,37 @@ func TestDropSellOutInChunks(t *testing.T) {
 	report, err := st.Rebuild(ctx, false)
 	require.NoError(t, err)
 	require.Zero(t, report.DifferenceCount, "%+v", report.Differences)
+}
+
+// A drop's pre-queue fills faster than PostgreSQL analyzes drop_entries,
+// so the planner knows nothing of the drop while tens of thousands join.
+// A join batch's read of the entries it would make must probe each one,
+// not read the drop's line, which grows with every batch.
+func TestJoinReadsOnlyItsOwnEntriesAsTheLineGrows(t *testing.T) {
+	t.Parallel()
+	st, _ := setup(t)
+	ctx := context.Background()
+	f := newDropFixture(t, st, domain.DropLottery, 1, 1)
+	f.clock.Set(f.drop.OpensAt)
+	const line = 3000
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= line; i = next.Add(1) {
+				_, err := st.JoinDrop(ctx, f.drop.ID, fmt.Sprintf("c%d", i), "")
+				assert.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	var batch []string
+	for i := range 50 {
+		batch = append(batch, fmt.Sprintf("c%d", line-i), fmt.Sprintf("new%d", i))
+	}
+	read, err := st.JoinedEntriesRead(ctx, f.merchant.ID, f.drop.ID, batch)
+	require.NoError(t, err)
+	require.LessOrEqual(t, read, len(batch), "rows of drop_entries read for a batch of %d joins in a line of %d", len(batch), line)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/ledger/verify"
 )
 
@@ -81,7 +82,32 @@ func (s *Store) QueueEntriesRead(ctx context.Context, orderID uuid.UUID, list *O
 	return out[0].Plan.queueEntries(), nil
 }
 
+// JoinedEntriesOnOnePostgreSQL is a join batch's read of the entries it
+// would make, on one PostgreSQL, where it does not name the merchants.
+var JoinedEntriesOnOnePostgreSQL, _ = joinedEntriesSQL(false, nil, nil)
+
+// JoinedEntriesRead runs a join batch's read of the entries it would make
+// under EXPLAIN ANALYZE and returns how many rows of drop_entries it read,
+// those its filters then dropped included.
+func (s *Store) JoinedEntriesRead(ctx context.Context, merchantID, dropID uuid.UUID, customers []string) (int, error) {
+	var ids []uuid.UUID
+	for _, c := range customers {
+		ids = append(ids, domain.EntryID(dropID, c))
+	}
+	var out []struct{ Plan planNode }
+	var doc []byte
+	sql, args := joinedEntriesSQL(false, ids, []uuid.UUID{merchantID})
+	if err := s.pool.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+sql, args...).Scan(&doc); err != nil {
+		return 0, err
+	}
+	if err := json.Unmarshal(doc, &out); err != nil {
+		return 0, err
+	}
+	return out[0].Plan.rowsOf("drop_entries"), nil
+}
+
 type planNode struct {
+	RelationName  string     `json:"Relation Name"`
 	IndexName     string     `json:"Index Name"`
 	ActualRows    float64    `json:"Actual Rows"`
 	ActualLoops   float64    `json:"Actual Loops"`
@@ -89,6 +115,18 @@ type planNode struct {
 	SharedHit     int        `json:"Shared Hit Blocks"`
 	SharedRead    int        `json:"Shared Read Blocks"`
 	Plans         []planNode `json:"Plans"`
+}
+
+// rowsOf counts the rows the plan's scans of table read.
+func (n planNode) rowsOf(table string) int {
+	total := 0
+	if n.RelationName == table {
+		total += int((n.ActualRows + n.RemovedByFilt) * n.ActualLoops)
+	}
+	for _, c := range n.Plans {
+		total += c.rowsOf(table)
+	}
+	return total
 }
 
 func (n planNode) queueEntries() int {

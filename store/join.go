@@ -131,6 +131,22 @@ func (s *Store) joinBatch(batch []*joinRequest) {
 	}
 }
 
+// joinedEntriesSQL reads which of the entries (ids, one a customer, of
+// merchants) exist already. On one PostgreSQL it probes drop_entries_id_idx
+// once an entry (an entry's id is its drop's and customer's, so it names
+// both): a drop's pre-queue fills faster than the table is analyzed, and a
+// filter on the merchants, true of every entry of the drop, let the planner
+// read all of the drop's entries instead, a read that grew with every batch
+// of the line. The subquery's OFFSET keeps each probe a probe: a subquery
+// PostgreSQL cannot flatten runs once an entry. On Citus the filter on the
+// merchants routes it to their shard.
+func joinedEntriesSQL(citus bool, ids, merchants []uuid.UUID) (string, []any) {
+	if citus {
+		return `SELECT id FROM drop_entries WHERE merchant_id = ANY($2) AND id = ANY($1)`, []any{ids, merchants}
+	}
+	return `SELECT e.id FROM unnest($1::uuid[]) AS t(id), LATERAL (SELECT id FROM drop_entries e WHERE e.id = t.id OFFSET 0) e`, []any{ids}
+}
+
 // dropLine is a ranked drop's line when a batch holds its lock: the
 // entries ranked so far and the last one's joined_at, and the invitations.
 type dropLine struct {
@@ -166,8 +182,8 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 	// once drawn) also take its line's row, so that each batch numbers its
 	// entries after the one before, whose entries the read of the
 	// customers' entries then sees.
-	// That read is by entry id (domain.EntryID), one index whatever the
-	// planner knows of the table. Every statement names the batch's
+	// That read is by entry id (domain.EntryID), one probe an entry
+	// (joinedEntriesSQL). Every statement names the batch's
 	// merchants, so that on Citus, where a batch is one merchant's, each
 	// goes to that merchant's shard.
 	drops := map[uuid.UUID]domain.Drop{}
@@ -199,7 +215,8 @@ func (s *Store) joinInTx(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx, ba
 		}
 		return rows.Err()
 	})
-	b.Queue(`SELECT id FROM drop_entries WHERE merchant_id = ANY($2) AND id = ANY($1)`, ids, merchantIDs).Query(func(rows pgx.Rows) error {
+	joinedSQL, joinedArgs := joinedEntriesSQL(onCitusTx(tx), ids, merchantIDs)
+	b.Queue(joinedSQL, joinedArgs...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id uuid.UUID
 			if err := rows.Scan(&id); err != nil {

@@ -179,6 +179,9 @@ func TestDropJoinBatchNamesItsMerchants(t *testing.T) {
 			if !strings.HasPrefix(strings.TrimSpace(sql), "SELECT") && !strings.HasPrefix(strings.TrimSpace(sql), "UPDATE") {
 				continue // BEGIN, COMMIT, and inserts of rows that carry their merchant
 			}
+			if sql == store.JoinedEntriesOnOnePostgreSQL {
+				continue // on Citus this read takes a shape that names them
+			}
 			require.Contains(t, sql, "merchant_id = ANY(", "a statement of the join batch names its merchants:\n%s", sql)
 		}
 	}
