@@ -151,6 +151,9 @@ func TestFailoverLosesNothing(t *testing.T) {
 		"webhook_url": receiver.URL + "/hooks"})
 	clock := &outageClock{base: http.DefaultTransport}
 	hc := &http.Client{Timeout: 20 * time.Second, Transport: clock}
+	do := func(method, path, token, key string, body any) answer {
+		return retrying(t, hc, bases, method, path, token, key, body)
+	}
 
 	// The drop opens at once and starts just after the kill: its start, its
 	// invitations and its sell-out happen on the promoted standby.
@@ -229,15 +232,7 @@ func TestFailoverLosesNothing(t *testing.T) {
 				if !ok || n%4 == 1 {
 					continue
 				}
-				a := retrying(t, hc, bases, "POST", "/v1/orders/"+id+"/pay", customer, "", map[string]any{"payment_ref": "late-" + id})
-				switch {
-				case a.status == 200:
-					l.record(func() { l.paid[id] = true })
-				case a.status == 409 && a.code() == "invalid_transition":
-					// The deadline passed while no primary answered.
-				default:
-					t.Errorf("payment answered %d: %s", a.status, a.body)
-				}
+				l.payLate(t, do, customer, id)
 			}
 		}()
 	}
@@ -245,26 +240,8 @@ func TestFailoverLosesNothing(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for !stopped() {
-			var list struct {
-				Orders []orderView `json:"orders"`
-			}
-			a := retrying(t, hc, bases, "GET", "/v1/merchants/"+w.merchantID+"/orders?status=accepted&limit=10", w.merchant, "", nil)
-			if a.status != 200 {
-				t.Errorf("list answered %d: %s", a.status, a.body)
-				continue
-			}
-			if err := json.Unmarshal(a.body, &list); err != nil || len(list.Orders) == 0 {
+			if !l.completeOne(t, do, w) {
 				time.Sleep(20 * time.Millisecond)
-				continue
-			}
-			id := list.Orders[rand.IntN(len(list.Orders))].ID
-			a = retrying(t, hc, bases, "POST", "/v1/orders/"+id+"/complete", w.merchant, "", nil)
-			// A completion retried after the kill may find its first try
-			// committed: the order is completed either way.
-			if a.status == 200 || (a.status == 409 && a.code() == "invalid_transition") {
-				l.record(func() { l.completed[id] = a.status == 200 || l.completed[id] })
-			} else {
-				t.Errorf("completion answered %d: %s", a.status, a.body)
 			}
 		}
 	}()

@@ -250,6 +250,52 @@ func (l *ledger) record(f func()) {
 	f()
 }
 
+// sender sends one request the way a test's clients do, retrying as they
+// retry.
+type sender func(method, path, token, key string, body any) answer
+
+// payLate pays the unpaid order id as customer and records an acknowledged
+// payment. A payment may find the order closed: its deadline passed while
+// no server answered, or an attempt cut off by a kill had paid it already.
+func (l *ledger) payLate(t *testing.T, do sender, customer, id string) {
+	a := do("POST", "/v1/orders/"+id+"/pay", customer, "", map[string]any{"payment_ref": "late-" + id})
+	switch {
+	case a.status == 200:
+		l.record(func() { l.paid[id] = true })
+	case a.status == 409 && a.code() == "invalid_transition":
+	default:
+		t.Errorf("payment answered %d: %s", a.status, a.body)
+	}
+}
+
+// completeOne completes one of w's accepted orders, picked at random, and
+// records an acknowledged completion. A completion may find the order
+// completed already by an attempt cut off by a kill, which the database
+// check tells. It reports false when the merchant had none accepted.
+func (l *ledger) completeOne(t *testing.T, do sender, w *world) bool {
+	var list struct {
+		Orders []orderView `json:"orders"`
+	}
+	a := do("GET", "/v1/merchants/"+w.merchantID+"/orders?status=accepted&limit=10", w.merchant, "", nil)
+	if a.status != 200 || json.Unmarshal(a.body, &list) != nil {
+		t.Errorf("list answered %d: %s", a.status, a.body)
+		return false
+	}
+	if len(list.Orders) == 0 {
+		return false
+	}
+	id := list.Orders[rand.IntN(len(list.Orders))].ID
+	a = do("POST", "/v1/orders/"+id+"/complete", w.merchant, "", nil)
+	switch {
+	case a.status == 200:
+		l.record(func() { l.completed[id] = true })
+	case a.status == 409 && a.code() == "invalid_transition":
+	default:
+		t.Errorf("completion answered %d: %s", a.status, a.body)
+	}
+	return true
+}
+
 // requireKept checks the database against what the service acknowledged:
 // every acknowledged placement is there exactly once (one order and one
 // idempotency key each, and nothing else), with no acknowledged payment or
@@ -334,6 +380,9 @@ func TestCrashesLoseNothing(t *testing.T) {
 	w := newWorld(t, bases[0], map[string]any{"name": "crashy", "capacity": 3, "payment_timeout_seconds": 3, "prep_seconds": 30,
 		"webhook_url": receiver.URL + "/hooks"})
 	hc := &http.Client{Timeout: 20 * time.Second}
+	do := func(method, path, token, key string, body any) answer {
+		return retrying(t, hc, bases, method, path, token, key, body)
+	}
 	l := newLedger()
 	l.capacity = 3
 
@@ -383,15 +432,7 @@ func TestCrashesLoseNothing(t *testing.T) {
 					unpaid <- id
 					continue
 				}
-				a := retrying(t, hc, bases, "POST", "/v1/orders/"+id+"/pay", customer, "", map[string]any{"payment_ref": "late-" + id})
-				switch {
-				case a.status == 200:
-					l.record(func() { l.paid[id] = true })
-				case a.status == 409 && a.code() == "invalid_transition":
-					// The deadline passed while the servers were down.
-				default:
-					t.Errorf("payment answered %d: %s", a.status, a.body)
-				}
+				l.payLate(t, do, customer, id)
 			}
 		}()
 	}
@@ -399,26 +440,8 @@ func TestCrashesLoseNothing(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for !stopped() {
-			var list struct {
-				Orders []orderView `json:"orders"`
-			}
-			a := retrying(t, hc, bases, "GET", "/v1/merchants/"+w.merchantID+"/orders?status=accepted&limit=10", w.merchant, "", nil)
-			if a.status != 200 {
-				t.Errorf("list answered %d: %s", a.status, a.body)
-				continue
-			}
-			if err := json.Unmarshal(a.body, &list); err != nil || len(list.Orders) == 0 {
+			if !l.completeOne(t, do, w) {
 				time.Sleep(20 * time.Millisecond)
-				continue
-			}
-			id := list.Orders[rand.IntN(len(list.Orders))].ID
-			a = retrying(t, hc, bases, "POST", "/v1/orders/"+id+"/complete", w.merchant, "", nil)
-			// A retried completion that had committed before the crash finds
-			// the order completed already; the database check below tells.
-			if a.status == 200 || (a.status == 409 && a.code() == "invalid_transition") {
-				l.record(func() { l.completed[id] = a.status == 200 || l.completed[id] })
-			} else {
-				t.Errorf("completion answered %d: %s", a.status, a.body)
 			}
 		}
 	}()

@@ -257,16 +257,7 @@ func TestThreeInstancesKeepEveryGuarantee(t *testing.T) {
 					mu.Unlock()
 					continue
 				}
-				a := rr.do("POST", "/v1/orders/"+id+"/pay", customer, "", map[string]any{"payment_ref": "later-" + id})
-				switch {
-				case a.status == 200:
-					l.record(func() { l.paid[id] = true })
-				case a.status == 409 && a.code() == "invalid_transition":
-					// Sent again after the instance that took it died: it
-					// may have been paid already.
-				default:
-					t.Errorf("payment answered %d: %s", a.status, a.body)
-				}
+				l.payLate(t, rr.do, customer, id)
 			}
 		}()
 	}
@@ -275,27 +266,7 @@ func TestThreeInstancesKeepEveryGuarantee(t *testing.T) {
 		defer wg.Done()
 		for !stopped() {
 			pause(20, 60)
-			var list struct {
-				Orders []orderView `json:"orders"`
-			}
-			a := rr.do("GET", "/v1/merchants/"+w.merchantID+"/orders?status=accepted&limit=10", w.merchant, "", nil)
-			if a.status != 200 || json.Unmarshal(a.body, &list) != nil {
-				t.Errorf("list answered %d: %s", a.status, a.body)
-				continue
-			}
-			if len(list.Orders) == 0 {
-				continue
-			}
-			id := list.Orders[rand.IntN(len(list.Orders))].ID
-			a = rr.do("POST", "/v1/orders/"+id+"/complete", w.merchant, "", nil)
-			switch {
-			case a.status == 200:
-				l.record(func() { l.completed[id] = true })
-			case a.status == 409 && a.code() == "invalid_transition":
-				// Completed by an attempt cut off by the kill.
-			default:
-				t.Errorf("completion answered %d: %s", a.status, a.body)
-			}
+			l.completeOne(t, rr.do, w)
 		}
 	}()
 	go func() {
