@@ -620,6 +620,34 @@ func LapseForOrder(e Entry, o Order, now time.Time) []Event {
 	return []Event{{Type: EventEntryLapsed, Data: EntryLapsed{Reason: reason, LapsedAt: now}}}
 }
 
+// ChangesEntry reports whether an order's change from before to after can
+// change its drop entry, if it has one: a payment or an end that gives back
+// its stock. Only these orders' entries are read for EntryAfterOrder.
+func ChangesEntry(before, after Order) bool {
+	paid := before.Version > 0 && before.PaidAt == nil && after.PaidAt != nil
+	ended := before.Status.HoldsStock() && !after.Status.HoldsStock()
+	return paid || ended
+}
+
+// EntryAfterOrder decides what an order's change from before to after does
+// to its drop entry e: a payment purchases it (a lapsed entry refuses the
+// payment), an end without being served lapses it.
+func EntryAfterOrder(e Entry, before, after Order, now time.Time) ([]Event, error) {
+	var events []Event
+	if before.Version > 0 && before.PaidAt == nil && after.PaidAt != nil {
+		bought, err := PurchaseEntry(e, after.ID, now)
+		if err != nil {
+			return nil, err
+		}
+		events = bought
+	}
+	e, err := e.Apply(events...)
+	if err != nil {
+		return nil, err
+	}
+	return append(events, LapseForOrder(e, after, now)...), nil
+}
+
 // SellOutEntry turns a waiting entry sold_out when its drop sells out.
 func SellOutEntry(e Entry, now time.Time) []Event {
 	if e.Status != EntryStatusWaiting {

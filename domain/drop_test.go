@@ -445,3 +445,54 @@ func TestEveryEarlyEntryMovesEveryRank(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, fifo.EntriesDigest)
 }
+
+func TestEntryAfterOrder(t *testing.T) {
+	t.Parallel()
+	paidAt := dropNow.Add(-time.Minute)
+	unpaid := domain.Order{ID: testOrder1, Version: 1, Status: domain.StatusAwaitingPayment}
+	paid := domain.Order{ID: testOrder1, Version: 2, Status: domain.StatusAccepted, PaidAt: &paidAt}
+	with := func(o domain.Order, status domain.OrderStatus) domain.Order {
+		o.Version++
+		o.Status = status
+		return o
+	}
+	invited := domain.Entry{Status: domain.EntryStatusInvited, OrderID: testOrder1}
+	purchased := domain.Entry{Status: domain.EntryStatusPurchased, OrderID: testOrder1}
+	lapsed := domain.Entry{Status: domain.EntryStatusLapsed, OrderID: testOrder1}
+	for _, tc := range []struct {
+		name          string
+		entry         domain.Entry
+		before, after domain.Order
+		changes       bool
+		want          []string // the events' types
+		refused       bool
+	}{
+		{name: "a payment purchases the invitation", entry: invited, before: unpaid, after: paid, changes: true, want: []string{domain.EventEntryPurchased}},
+		{name: "a payment of a lapsed entry is refused", entry: lapsed, before: unpaid, after: paid, changes: true, refused: true},
+		{name: "a payment again of a purchased entry changes nothing", entry: purchased, before: unpaid, after: paid, changes: true},
+		{name: "a placement paid at once is not a payment of an order", entry: invited, before: domain.Order{}, after: paid, changes: false},
+		{name: "a close lapses the invitation", entry: invited, before: unpaid, after: with(unpaid, domain.StatusClosed), changes: true, want: []string{domain.EventEntryLapsed}},
+		{name: "a cancellation after payment lapses the purchase", entry: purchased, before: paid, after: with(paid, domain.StatusCancelled), changes: true, want: []string{domain.EventEntryLapsed}},
+		{name: "an expiry lapses the purchase", entry: purchased, before: paid, after: with(paid, domain.StatusExpired), changes: true, want: []string{domain.EventEntryLapsed}},
+		{name: "a completion keeps the purchase", entry: purchased, before: paid, after: with(paid, domain.StatusCompleted), changes: false},
+		{name: "an end of a lapsed entry's order changes nothing", entry: lapsed, before: unpaid, after: with(unpaid, domain.StatusClosed), changes: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.changes, domain.ChangesEntry(tc.before, tc.after))
+			if !tc.changes {
+				return
+			}
+			events, err := domain.EntryAfterOrder(tc.entry, tc.before, tc.after, dropNow)
+			if tc.refused {
+				require.Equal(t, domain.CodeInvalidTransition, domain.ErrorCode(err))
+				return
+			}
+			require.NoError(t, err)
+			var types []string
+			for _, e := range events {
+				types = append(types, e.Type)
+			}
+			require.Equal(t, tc.want, types)
+		})
+	}
+}

@@ -139,6 +139,15 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		closed[o.ID] = true
 	}
 	if len(w.changes) > 0 {
+		entries, err := lockOrderEntries(ctx, tx, w.changes)
+		if err != nil {
+			return err
+		}
+		for _, oe := range entries {
+			if err := w.addEntry(oe, domain.LapseForOrder(oe.entry, oe.order.after, now), now); err != nil {
+				return err
+			}
+		}
 		if err := s.commit(ctx, tx, w, now); err != nil {
 			return fmt.Errorf("close orders: %w", err)
 		}

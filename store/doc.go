@@ -45,7 +45,7 @@
 //     the merchant's load, FOR KEY SHARE for unpaid placements, which change
 //     none (addBatchMerchants); a batch skips a merchant held elsewhere;
 //  3. drops, in id order (joins), then their entries after the orders they
-//     lapse with (dropEffects, droporders.go);
+//     lapse with (lockOrderEntries, droporders.go);
 //  4. orders, in id order (closeInTx; one order after its merchant in
 //     orderCommand);
 //  5. products in id order, and for each product the customer's purchase
@@ -155,10 +155,13 @@
 //     /v1/orders: api/orders.go, place.go (claimInvitations),
 //     domain/drop.go (ClaimInvitation) and domain/access.go
 //     (PaymentDeadline). What a later payment or end of a drop's order
-//     does to its entry (purchased, lapsed) is decided in the write path
-//     for every route that changes orders: write.go's writeBatch asks
-//     droporders.go's dropEffects, which asks domain/drop.go
-//     (PurchaseEntry, LapseForOrder), five files from the route.
+//     does to its entry (purchased, lapsed) is decided by the store file
+//     that decides the order, which hands it to the write path
+//     (writeSet.addEntry): POST /v1/orders/{id}/pay, cancel and the queue
+//     expiry: api/orders.go or jobs/queueexpiry.go, ordercommands.go,
+//     domain/drop.go (EntryAfterOrder, for the orders ChangesEntry names);
+//     the payment deadline: jobs/timers.go or jobs/jobs.go, close.go,
+//     domain/drop.go (LapseForOrder).
 //   - Pickup slots and opening hours (only published slots, closed shops,
 //     never oversold): POST /v1/orders: api/orders.go, place.go (takeSlots,
 //     and PlaceOrder for slots known full), domain/slots.go

@@ -139,6 +139,19 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*OrderVi
 		if err := w.add(m, c, now); err != nil {
 			return err
 		}
+		entries, err := lockOrderEntries(ctx, tx, w.changes)
+		if err != nil {
+			return err
+		}
+		for _, oe := range entries {
+			events, err := domain.EntryAfterOrder(oe.entry, oe.order.before, oe.order.after, now)
+			if err != nil {
+				return err
+			}
+			if err := w.addEntry(oe, events, now); err != nil {
+				return err
+			}
+		}
 		if cmd.after != nil {
 			if w, err = cmd.after(tx, w, c, m, now); err != nil {
 				return err

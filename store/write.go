@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/riverqueue/river"
 
 	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/store/pgkit"
@@ -115,6 +116,11 @@ type writeSet struct {
 	// slotReturns is the room the changes give back to their pickup slots
 	// (domain.SlotReturn), asked by the command that ends an order.
 	slotReturns []slotTake
+	// entries are what the changes do to their orders' drop entries
+	// (domain.EntryAfterOrder), asked by the store file deciding the orders;
+	// settles nudge each drop touched, which invites the next or sells out.
+	entries []entryChange
+	settles []river.InsertManyParams
 }
 
 // add adds one order's change and the webhook messages m's endpoint is owed
@@ -128,8 +134,20 @@ func (w *writeSet) add(m *merchantRow, c change, now time.Time) error {
 	return nil
 }
 
-// commit writes w in the transaction tx, in one round trip, after what its
-// changes do to drop entries (dropEffects).
+// addEntry adds an order's drop entry's change: events, as
+// domain.EntryAfterOrder decided them for the order's change.
+func (w *writeSet) addEntry(oe orderEntry, events []domain.Event, now time.Time) error {
+	ec, ok, err := newEntryChange(oe.entry, events, oe.order.meta)
+	if err != nil || !ok {
+		return err
+	}
+	w.entries = append(w.entries, ec)
+	w.settles = append(w.settles, settleJob(oe.entry.MerchantID, oe.entry.DropID, now))
+	return nil
+}
+
+// commit writes w in the transaction tx in one round trip (and one more for
+// the drops' settlement jobs, when it has any).
 func (s *Store) commit(ctx context.Context, tx pgx.Tx, w writeSet, now time.Time) error {
 	b, err := s.writeBatch(ctx, tx, w, now)
 	if err != nil || b.Len() == 0 {
@@ -155,13 +173,16 @@ func (s *Store) commitAndEnd(ctx context.Context, tx *txn, pt *pgkit.PipelinedTx
 	return nil
 }
 
-// writeBatch returns the batch that writes w, once what its changes do to
-// drop entries is done (dropEffects).
+// writeBatch returns the batch that writes w, once the drops' settlement
+// jobs it nudges are inserted.
 func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, w writeSet, now time.Time) (*pgx.Batch, error) {
-	if err := s.dropEffects(ctx, tx, w.changes, now); err != nil {
+	if err := s.insertJobs(ctx, tx, w.settles); err != nil {
 		return nil, err
 	}
 	b := &pgx.Batch{}
+	if err := addEntries(tx, b, w.entries, now, nil); err != nil {
+		return nil, err
+	}
 	addSlotLoads(b, w.slotReturns, -1)
 	if err := addChanges(tx, b, w.changes, w.outbox, now); err != nil {
 		return nil, err
