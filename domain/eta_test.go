@@ -247,3 +247,31 @@ func replayGaps(orders []tracedOrder) []gap {
 	}
 	return out
 }
+
+func TestStatusOf(t *testing.T) {
+	t.Parallel()
+	measured := domain.CompletionStats{IntervalSeconds: 30, Samples: 100}
+	for _, tc := range []struct {
+		name  string
+		load  domain.Load
+		pause domain.Pause
+		stats domain.CompletionStats
+		want  domain.PublicStatus
+	}{
+		{name: "room: open, not busy, no wait", load: domain.Load{Capacity: 3, Active: 2}, want: domain.PublicStatus{Open: true}},
+		{name: "full: busy, one unit's wait by prep time", load: domain.Load{Capacity: 2, Active: 2},
+			want: domain.PublicStatus{Open: true, Busy: true, EstWaitSeconds: domain.EstimateWait(1, 2, 600, domain.CompletionStats{})}},
+		{name: "room but a line: busy behind the line", load: domain.Load{Capacity: 3, Active: 1, Queued: 2, QueuedUnits: 4},
+			want: domain.PublicStatus{Open: true, Busy: true, EstWaitSeconds: domain.EstimateWait(3, 3, 600, domain.CompletionStats{})}},
+		{name: "measured completions set the wait", load: domain.Load{Capacity: 2, Active: 2, Queued: 1, QueuedUnits: 1}, stats: measured,
+			want: domain.PublicStatus{Open: true, Busy: true, EstWaitSeconds: domain.EstimateWait(2, 2, 600, measured)}},
+		{name: "a queueing pause: open and busy", load: domain.Load{Capacity: 3, Paused: true}, pause: domain.Pause{Mode: domain.PauseQueue},
+			want: domain.PublicStatus{Open: true, Busy: true, EstWaitSeconds: domain.EstimateWait(1, 3, 600, domain.CompletionStats{})}},
+		{name: "a refusing pause: closed", load: domain.Load{Capacity: 3, Paused: true}, pause: domain.Pause{Mode: domain.PauseRefuse},
+			want: domain.PublicStatus{Busy: true, EstWaitSeconds: domain.EstimateWait(1, 3, 600, domain.CompletionStats{})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, domain.StatusOf(tc.load, tc.pause, 600, tc.stats))
+		})
+	}
+}

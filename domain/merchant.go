@@ -489,3 +489,23 @@ func (p Product) Evolve(e Event) (Product, error) {
 	p.Version++
 	return p, nil
 }
+
+// PublicStatus is what any customer may know of a merchant now, beside its
+// line's length: whether it takes new orders (Open), whether one placed and
+// paid now would wait in line (Busy), and how long that one would wait.
+type PublicStatus struct {
+	Open, Busy     bool
+	EstWaitSeconds int
+}
+
+// StatusOf is the public status of a merchant with load l (whose Paused is
+// the pause's), pause p, its preparation time and completion stats: busy when
+// an order of one unit paid now would not be admitted at once, and then its
+// wait for the units ahead of it.
+func StatusOf(l Load, p Pause, prepSeconds int, stats CompletionStats) PublicStatus {
+	s := PublicStatus{Open: !p.Refuses(), Busy: !l.CanAdmitNew(1, LaneNormal)}
+	if s.Busy {
+		s.EstWaitSeconds = EstimateWait(UnitsToWaitFor(l.Active, l.Capacity, l.QueuedUnits, 1), l.Capacity, prepSeconds, stats)
+	}
+	return s
+}

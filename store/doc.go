@@ -108,9 +108,9 @@
 //     domain/merchant.go (WaitBasis.Wait). Who may see an order: the same
 //     route and store file, domain/access.go (Party.MaySeeOrder). A
 //     merchant's public status (open, busy, the wait of one unit paid now):
-//     GET /v1/merchants/{id} and the live status, merchants.go or live.go,
-//     then merchantrow.go, whose scanMerchant fills it (fillLoad: domain's
-//     Load.CanAdmitNew, UnitsToWaitFor, EstimateWait), four files.
+//     GET /v1/merchants/{id} and the live status: api/merchants.go or
+//     ws/, merchants.go (GetMerchant) or live.go (MerchantLoads),
+//     domain/merchant.go (StatusOf).
 //   - Pickup codes: POST /v1/orders: api/orders.go, place.go
 //     (stampPickupCodes), domain/capacity.go (PickupCode); an order placed
 //     before codes were numbered at placement gets its code at POST

@@ -127,6 +127,7 @@ func (s *Store) MerchantLoads(ctx context.Context, ids []uuid.UUID) (map[uuid.UU
 		if err != nil {
 			return nil, mapErr(err)
 		}
+		m.Load.setStatus(domain.StatusOf(m.load(), m.pause, m.PrepSeconds, m.stats))
 		out[m.ID] = m.Load
 	}
 	return out, mapErr(rows.Err())

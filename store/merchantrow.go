@@ -91,8 +91,8 @@ func (m *merchantRow) maxQueueWait() time.Duration {
 	return time.Duration(m.MaxQueueWaitSeconds) * time.Second
 }
 
-// fillLoad sets the load's copies of the merchant's fields and the
-// estimated wait of an order of one unit paid now.
+// fillLoad sets the load's copies of the merchant's fields. Its public
+// status is the reader's to ask (LoadView.setStatus).
 func (m *merchantRow) fillLoad() {
 	m.Load.Capacity, m.Load.CapacityUnit = m.capacityInForce(), m.CapacityUnit
 	m.Load.Paused, m.Load.PauseMode, m.Load.PausedUntil = m.pause.Paused(), nil, m.pause.Until
@@ -100,15 +100,6 @@ func (m *merchantRow) fillLoad() {
 		mode := m.pause.Mode
 		m.Load.PauseMode = &mode
 	}
-	m.Load.Open = !m.pause.Refuses()
-	m.Load.Busy = !m.load().CanAdmitNew(1, domain.LaneNormal)
-	if !m.Load.Busy {
-		m.Load.EstWaitSeconds = 0
-		return
-	}
-	capacity := m.capacityInForce()
-	units := domain.UnitsToWaitFor(m.Load.Active, capacity, m.Load.QueuedUnits, 1)
-	m.Load.EstWaitSeconds = domain.EstimateWait(units, capacity, m.PrepSeconds, m.stats)
 }
 
 const merchantColumns = `id, name, capacity, prep_seconds, max_queue_wait_seconds, payment_timeout_seconds,

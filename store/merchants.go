@@ -35,6 +35,11 @@ type LoadView struct {
 	Busy bool `json:"-"`
 }
 
+// setStatus sets the load's public status: Open, Busy and EstWaitSeconds.
+func (v *LoadView) setStatus(s domain.PublicStatus) {
+	v.Open, v.Busy, v.EstWaitSeconds = s.Open, s.Busy, s.EstWaitSeconds
+}
+
 // MerchantView is the merchant read model in the API's shape.
 type MerchantView struct {
 	ID                    uuid.UUID            `json:"id"`
@@ -137,6 +142,7 @@ func (s *Store) GetMerchant(ctx context.Context, id uuid.UUID) (*MerchantView, e
 	if err != nil {
 		return nil, mapErr(err)
 	}
+	m.Load.setStatus(domain.StatusOf(m.load(), m.pause, m.PrepSeconds, m.stats))
 	return &m.MerchantView, nil
 }
 
@@ -398,5 +404,6 @@ func (s *Store) FindMerchantByName(ctx context.Context, name string) (*MerchantV
 	if err != nil {
 		return nil, mapErr(err)
 	}
+	m.Load.setStatus(domain.StatusOf(m.load(), m.pause, m.PrepSeconds, m.stats))
 	return &m.MerchantView, nil
 }
