@@ -173,7 +173,7 @@ func (p patchMerchantRequest) fields() []string {
 
 func (s *Server) patchMerchant(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r)
-	if !p.IsAdmin() && p.Role != auth.RoleMerchant {
+	if !p.Party().MayChangeSomeMerchantSettings() {
 		return errAdminOnly
 	}
 	id, err := pathUUID(r, "id")

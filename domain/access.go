@@ -65,6 +65,13 @@ func (p Party) MayActForMerchant(merchantID uuid.UUID) bool {
 	return p.Actor == ActorAdmin || (p.Actor == ActorMerchant && p.MerchantID != uuid.Nil && p.MerchantID == merchantID)
 }
 
+// MayChangeSomeMerchantSettings reports whether the party may change any
+// merchant's settings at all, before its request says which merchant and
+// which settings (MayChangeMerchantSettings): an admin, or a merchant.
+func (p Party) MayChangeSomeMerchantSettings() bool {
+	return p.Actor == ActorAdmin || p.Actor == ActorMerchant
+}
+
 // MayChangeMerchantSettings reports whether the party may change the named
 // settings of a merchant: an admin any, the merchant itself its capacity
 // only (a kitchen scaling up or down); everything else about a merchant is

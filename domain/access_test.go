@@ -61,19 +61,20 @@ func TestWhoMayAudit(t *testing.T) {
 func TestWhoMayBuyAndAdminister(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		actor             domain.Actor
-		buys, administers bool
+		actor                      domain.Actor
+		buys, administers, changes bool // changes: some merchant's settings
 	}{
-		{domain.ActorCustomer, true, false},
-		{domain.ActorMerchant, false, false},
-		{domain.ActorAdmin, false, true},
-		{domain.ActorAuditor, false, false},
-		{domain.ActorSystem, false, false},
-		{"root", false, false},
+		{domain.ActorCustomer, true, false, false},
+		{domain.ActorMerchant, false, false, true},
+		{domain.ActorAdmin, false, true, true},
+		{domain.ActorAuditor, false, false, false},
+		{domain.ActorSystem, false, false, false},
+		{"root", false, false, false},
 	} {
 		party := domain.Party{Actor: tc.actor, Subject: "s", MerchantID: uuid.New()}
 		require.Equal(t, tc.buys, party.MayBuy(), tc.actor)
 		require.Equal(t, tc.administers, party.MayAdminister(), tc.actor)
+		require.Equal(t, tc.changes, party.MayChangeSomeMerchantSettings(), tc.actor)
 	}
 }
 

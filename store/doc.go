@@ -89,7 +89,9 @@
 //     from their own store files.
 //   - Capacity changes (a raise admits the line, a fall evicts nobody):
 //     PATCH /v1/merchants/{id}: api/merchants.go, merchants.go,
-//     domain/merchant.go (ChangeSettings); at a period's edge: jobs/jobs.go,
+//     domain/merchant.go (ChangeSettings), and who may change which
+//     settings: api/merchants.go, domain/access.go
+//     (Party.MayChangeSomeMerchantSettings, MayChangeMerchantSettings); at a period's edge: jobs/jobs.go,
 //     slots.go, domain/slots.go (PeriodChange, AdmitsLine).
 //   - Pause and resume: POST /v1/merchants/{id}/pause and the pause's
 //     timer: api/merchants.go or jobs/jobs.go, merchants.go, domain/pause.go
@@ -140,7 +142,9 @@
 //     domain/product.go (Product.Restock).
 //   - Idempotency keys: POST /v1/orders: api/orders.go, place.go
 //     (resolveReplay), domain/commands.go (CheckReplay); backed by
-//     idempotency_keys' primary key (merchant, customer, key).
+//     idempotency_keys' primary key (merchant, customer, key). A replay
+//     answers the key's order as it is now, which place.go's PlaceOrder
+//     reads and lets its customer see (domain/access.go, Party.MaySeeOrder).
 //   - Drops: POST /v1/products/{id}/drops, POST /v1/drops/{id}/entries:
 //     api/drops.go, drops.go or join.go, domain/drop.go (CreateDrop; Join,
 //     and Drop.OrderKey, an entry's key in the draw); the drop's timers:

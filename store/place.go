@@ -122,9 +122,14 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceRequest) (*PlaceResult, e
 		return nil, pl.err
 	}
 	if pl.replayOf != uuid.Nil {
-		o, err := s.GetOrder(ctx, pl.replayOf, domain.Party{Actor: domain.ActorCustomer, Subject: p.CustomerID})
+		// domain.CheckReplay decided the replay (resolveReplay); the answer
+		// is the key's order as it is now, which its customer may see.
+		o, err := readOrder(ctx, s.pool, pl.replayOf)
 		if err != nil {
-			return nil, err
+			return nil, mapErr(err)
+		}
+		if !(domain.Party{Actor: domain.ActorCustomer, Subject: p.CustomerID}).MaySeeOrder(o.CustomerID, o.MerchantID) {
+			return nil, errOrderNotFound
 		}
 		return &PlaceResult{Order: o, Replayed: true}, nil
 	}
