@@ -63,6 +63,7 @@ func (s *Store) addBatchProducts(tx pgx.Tx, b *pgx.Batch, merchants [][16]byte, 
 			}
 			return nil
 		})
+	t.shardsHeld = true
 	out := make(map[uuid.UUID]productInfo, len(ids))
 	b.Queue(read, ids, merchants).Query(func(rows pgx.Rows) error { return scanProducts(rows, out) })
 	return out

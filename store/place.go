@@ -274,7 +274,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	if err := addEntries(tx, b, entries, now, nil); err != nil {
 		return nil, err
 	}
-	addLoads(b, merchants, now)
+	addLoads(tx, b, merchants, now)
 	return b, nil
 }
 
@@ -822,24 +822,31 @@ func addPlacements(tx pgx.Tx, b *pgx.Batch, placed []*placement, merchants map[u
 }
 
 // addLoads adds to b the write of the load of every merchant the batch
-// changed, in one statement, with the batch's decision time.
-func addLoads(b *pgx.Batch, merchants map[uuid.UUID]*merchantRow, now time.Time) {
-	var ids [][16]byte
-	var active, activeOrders, queued, queuedPriority, queuedUnits []int32
-	var next []int64
+// changed, in one statement (on a Citus worker, one per shard of them:
+// heldShardGroups), with the batch's decision time.
+func addLoads(tx pgx.Tx, b *pgx.Batch, merchants map[uuid.UUID]*merchantRow, now time.Time) {
+	var dirty []*merchantRow
 	for _, m := range merchants {
-		if !m.dirty {
-			continue
+		if m.dirty {
+			dirty = append(dirty, m)
 		}
-		ids, active, queued, next = append(ids, [16]byte(m.ID)), append(active, int32(m.Load.Active)), append(queued, int32(m.Load.Queued)), append(next, m.nextSeq)
-		activeOrders, queuedPriority, queuedUnits = append(activeOrders, int32(m.Load.ActiveOrders)), append(queuedPriority, int32(m.queuedPriority)), append(queuedUnits, int32(m.Load.QueuedUnits))
 	}
-	if len(ids) == 0 {
+	if len(dirty) == 0 {
 		return
 	}
-	b.Queue(`UPDATE merchants m SET active = t.a, queued = t.q, next_seq = t.n,
+	groups, tables := heldShardGroups(tx, dirty, func(m *merchantRow) uuid.UUID { return m.ID })
+	for i, rows := range groups {
+		var ids [][16]byte
+		var active, activeOrders, queued, queuedPriority, queuedUnits []int32
+		var next []int64
+		for _, m := range rows {
+			ids, active, queued, next = append(ids, [16]byte(m.ID)), append(active, int32(m.Load.Active)), append(queued, int32(m.Load.Queued)), append(next, m.nextSeq)
+			activeOrders, queuedPriority, queuedUnits = append(activeOrders, int32(m.Load.ActiveOrders)), append(queuedPriority, int32(m.queuedPriority)), append(queuedUnits, int32(m.Load.QueuedUnits))
+		}
+		b.Queue(`UPDATE `+tables[i]+` m SET active = t.a, queued = t.q, next_seq = t.n,
 			active_orders = t.ao, queued_priority = t.qp, queued_units = t.qu, decided_at = $8, updated_at = now()
 		FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[], $5::int[], $6::int[], $7::int[]) AS t(id, a, q, n, ao, qp, qu)
 		WHERE m.id = t.id AND m.id = ANY($1::uuid[])`,
-		ids, active, queued, next, activeOrders, queuedPriority, queuedUnits, now)
+			ids, active, queued, next, activeOrders, queuedPriority, queuedUnits, now)
+	}
 }

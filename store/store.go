@@ -106,6 +106,13 @@ type txn struct {
 	// shards is the shard map on a worker, for statements that must name
 	// one shard's merchants (lockGroups).
 	shards []shardRange
+	// shardsHeld says the transaction holds Citus's placement lock on the
+	// shards of its batch's merchants, checked to be on this worker
+	// (addBatchProducts), so that statements may name those shards.
+	shardsHeld bool
+	// tables are the shards of the tables co-located with merchants that
+	// the shard map holds, from the same reading of the map as shards.
+	tables map[string][]shardRange
 }
 
 // onCitusTx reports whether tx, one of the store's transactions, runs on
@@ -280,13 +287,18 @@ func (s *Store) tryPipelinedTx(ctx context.Context, node string, fn func(tx *txn
 	}
 	pool := s.pool
 	var shards []shardRange
+	var tables map[string][]shardRange
 	if node != "" {
 		if pool, err = s.nodePool(node); err != nil {
 			return err
 		}
-		if shards, err = s.shardMap(ctx); err != nil {
+		if _, err = s.shardMap(ctx); err != nil {
 			return err
 		}
+		s.nodes.mu.Lock()
+		shards = s.nodes.shards
+		tables = map[string][]shardRange{"events": s.nodes.events, "orders": s.nodes.orders, "outbox": s.nodes.outbox}
+		s.nodes.mu.Unlock()
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -296,7 +308,7 @@ func (s *Store) tryPipelinedTx(ctx context.Context, node string, fn func(tx *txn
 	defer conn.Release()
 	pt := pgkit.NewPipelinedTx(conn.Conn())
 	defer pt.Rollback(ctx) //nolint:errcheck // a no-op after commit
-	t := &txn{Tx: pt, citus: citus, node: node, shards: shards}
+	t := &txn{Tx: pt, citus: citus, node: node, shards: shards, tables: tables}
 	if err := fn(t, pt); err != nil {
 		return err
 	}

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"reflect"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orderd/orderd/store/pgkit"
+)
+
+// A placement batch on a Citus worker holds Citus's placement lock on its
+// merchants' shards, checked to be on that worker (addBatchProducts), and so
+// may name those shards and their co-located shards in its writes: a
+// statement on a shard by its name is plain PostgreSQL to the worker, which
+// plans its text once per connection, where through the distributed table
+// Citus plans the statement on every call and runs it as one statement per
+// shard by local execution, each deparsed, parsed and planned anew.
+
+// heldShardGroups splits rows (of merchants) into the groups that one
+// statement writing the table of merchants may name, each with that table:
+// on a worker holding the shards of its batch's merchants (shardsHeld), a
+// group per shard, named by the shard's name; elsewhere all of them, with
+// the distributed table's name.
+func heldShardGroups[T any](tx pgx.Tx, rows []T, merchantID func(T) uuid.UUID) (groups [][]T, tables []string) {
+	t, ok := tx.(*txn)
+	if !ok || !t.shardsHeld || len(t.shards) == 0 {
+		return [][]T{rows}, []string{"merchants"}
+	}
+	groups = pgkit.GroupBy(rows, func(r T) int64 { return shardOf(t.shards, merchantHash(merchantID(r))).id })
+	for _, g := range groups {
+		tables = append(tables, shardName("merchants", shardOf(t.shards, merchantHash(merchantID(g[0]))).id))
+	}
+	return groups, tables
+}
+
+// addToHeldShards is addTo for an insert into table (one the shard map
+// holds, co-located with merchants, named so in Into) whose rows' merchants
+// are the column merchant of Columns: on a worker holding the shards of its
+// batch's merchants, each shard's rows go into that shard by its name, in
+// PostgreSQL's form (unnest), one statement per shard.
+func (r insertRows) addToHeldShards(tx pgx.Tx, b *pgx.Batch, table string, merchant int) {
+	t, ok := tx.(*txn)
+	if !ok || !t.shardsHeld || len(t.tables[table]) == 0 {
+		r.addTo(tx, b, nil)
+		return
+	}
+	into, ok := strings.CutPrefix(r.Into, "INSERT INTO "+table+" ")
+	if !ok {
+		into, ok = strings.CutPrefix(r.Into, "INSERT INTO "+pgx.Identifier{table}.Sanitize()+" ")
+	}
+	if !ok {
+		panic("store: an insert into " + table + " names another table: " + r.Into)
+	}
+	merchants := r.Columns[merchant].values.([][16]byte)
+	rows := make([]int, len(merchants))
+	for i := range rows {
+		rows[i] = i
+	}
+	shards := t.tables[table]
+	for _, group := range pgkit.GroupBy(rows, func(i int) int64 { return shardOf(shards, merchantHash(merchants[i])).id }) {
+		part := r
+		part.Into = "INSERT INTO " + shardName(table, shardOf(shards, merchantHash(merchants[group[0]])).id) + " " + into
+		part.Columns = make([]column, len(r.Columns))
+		for c, col := range r.Columns {
+			all := reflect.ValueOf(col.values)
+			some := reflect.MakeSlice(all.Type(), 0, len(group))
+			for _, i := range group {
+				some = reflect.Append(some, all.Index(i))
+			}
+			part.Columns[c] = column{typ: col.typ, values: some.Interface()}
+		}
+		for _, st := range part.statements(false) {
+			b.Queue(st.sql, st.args...)
+		}
+	}
+}
