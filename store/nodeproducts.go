@@ -35,15 +35,29 @@ var errShardMoved = domain.Errorf(domain.CodeUnavailable, "a merchant's shard is
 const shareLock = 5
 
 // addBatchProducts is addProducts for a placement batch, read on its
-// worker's own shards when tx runs on one.
+// worker's own shards when tx runs on one and holds them (holdShards).
 func (s *Store) addBatchProducts(tx pgx.Tx, b *pgx.Batch, merchants [][16]byte, ids []uuid.UUID) map[uuid.UUID]productInfo {
 	t, ok := tx.(*txn)
-	if !ok || t.node == "" {
+	if !ok || !t.shardsHeld {
 		return addProducts(b, merchants, ids)
 	}
 	read := s.nodeProductsRead(t.node)
 	if read == "" {
 		return addProducts(b, merchants, ids)
+	}
+	out := make(map[uuid.UUID]productInfo, len(ids))
+	b.Queue(read, ids, merchants).Query(func(rows pgx.Rows) error { return scanProducts(rows, out) })
+	return out
+}
+
+// holdShards adds to b, on a Citus worker, Citus's lock on the placements
+// of merchants' shards in share mode and the check that the worker holds
+// them: from then on the transaction's statements may name those shards
+// and their co-located shards (shardsHeld). Elsewhere it adds nothing.
+func holdShards(tx pgx.Tx, b *pgx.Batch, merchants [][16]byte) {
+	t, ok := tx.(*txn)
+	if !ok || t.node == "" || len(t.shards) == 0 {
+		return
 	}
 	var shards []int64
 	for _, m := range merchants {
@@ -64,9 +78,6 @@ func (s *Store) addBatchProducts(tx pgx.Tx, b *pgx.Batch, merchants [][16]byte, 
 			return nil
 		})
 	t.shardsHeld = true
-	out := make(map[uuid.UUID]productInfo, len(ids))
-	b.Queue(read, ids, merchants).Query(func(rows pgx.Rows) error { return scanProducts(rows, out) })
-	return out
 }
 
 // nodeProductsRead is productsSelect over node's shards of products, each

@@ -152,6 +152,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	// Merchants and products are read for every request, even those the
 	// keys turn out to be replays of.
 	b := &pgx.Batch{}
+	holdShards(tx, b, batchMerchantIDs(batch))
 	keys := addIdempotencyKeys(tx, b, batch)
 	locked := addBatchMerchants(tx, b, batch, mode.waitForMerchants)
 	products := s.addBatchProducts(tx, b, batchMerchantIDs(batch), batchProductIDs(batch))
@@ -536,7 +537,8 @@ func forgetKeysSQL(citus bool) string {
 // never deleted (migration 23), so new orders need no foreign key to check
 // it again. Unless told to wait, a merchant whose row another transaction
 // holds is left out of the rows. On a Citus worker each shard's merchants
-// are locked by a statement of their own (lockGroups).
+// are locked by a statement of their own, on the shard by its name once
+// the batch holds it (lockShardGroups).
 func addBatchMerchants(tx pgx.Tx, b *pgx.Batch, batch []*placement, wait bool) *merchantLocks {
 	var lock, share [][16]byte
 	seen := map[uuid.UUID]bool{}
@@ -561,14 +563,15 @@ func addBatchMerchants(tx pgx.Tx, b *pgx.Batch, batch []*placement, wait bool) *
 		ids [][16]byte
 		sql string
 	}{
-		{lock, `SELECT ` + merchantColumns + ` FROM merchants WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE` + skip},
-		{share, `SELECT ` + merchantColumns + ` FROM merchants WHERE id = ANY($1) ORDER BY id FOR KEY SHARE` + skip},
+		{lock, ` WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE` + skip},
+		{share, ` WHERE id = ANY($1) ORDER BY id FOR KEY SHARE` + skip},
 	} {
 		if len(q.ids) == 0 {
 			continue
 		}
-		for _, ids := range lockGroups(tx, q.ids) {
-			locks.addTo(b, q.sql, ids)
+		groups, tables := lockShardGroups(tx, q.ids)
+		for i, ids := range groups {
+			locks.addTo(b, `SELECT `+merchantColumns+` FROM `+tables[i]+q.sql, ids)
 		}
 	}
 	return &locks

@@ -344,3 +344,19 @@ func lockGroups(tx pgx.Tx, ids [][16]byte) [][][16]byte {
 	}
 	return pgkit.GroupBy(ids, func(id [16]byte) int64 { return shardOf(t.shards, merchantHash(id)).id })
 }
+
+// lockShardGroups is lockGroups with the table each group's statement
+// reads: on a worker holding its batch's shards (shardsHeld), the group's
+// shard of merchants by its name; elsewhere merchants.
+func lockShardGroups(tx pgx.Tx, ids [][16]byte) (groups [][][16]byte, tables []string) {
+	groups = lockGroups(tx, ids)
+	t, ok := tx.(*txn)
+	for _, g := range groups {
+		if ok && t.shardsHeld {
+			tables = append(tables, shardName("merchants", shardOf(t.shards, merchantHash(g[0])).id))
+		} else {
+			tables = append(tables, "merchants")
+		}
+	}
+	return groups, tables
+}
