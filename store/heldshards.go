@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -30,9 +32,21 @@ func heldShardGroups[T any](tx pgx.Tx, rows []T, merchantID func(T) uuid.UUID) (
 	}
 	groups = pgkit.GroupBy(rows, func(r T) int64 { return shardOf(t.shards, merchantHash(merchantID(r))).id })
 	for _, g := range groups {
-		tables = append(tables, shardName("merchants", shardOf(t.shards, merchantHash(merchantID(g[0]))).id))
+		tables = append(tables, heldTable(tx, "merchants", merchantID(g[0])))
 	}
 	return groups, tables
+}
+
+// heldTable is table, as SQL, or on a worker holding the shards of its
+// batch's merchants (shardsHeld) the name of table's shard that holds
+// merchant's rows, for a table co-located with merchants that the shard
+// map holds.
+func heldTable(tx pgx.Tx, table string, merchant [16]byte) string {
+	t, ok := tx.(*txn)
+	if !ok || !t.shardsHeld || len(t.tables[table]) == 0 {
+		return table
+	}
+	return shardName(table, shardOf(t.tables[table], merchantHash(merchant)).id)
 }
 
 // addToHeldShards is addTo for an insert into table (one the shard map
@@ -40,10 +54,10 @@ func heldShardGroups[T any](tx pgx.Tx, rows []T, merchantID func(T) uuid.UUID) (
 // are the column merchant of Columns: on a worker holding the shards of its
 // batch's merchants, each shard's rows go into that shard by its name, in
 // PostgreSQL's form (unnest), one statement per shard.
-func (r insertRows) addToHeldShards(tx pgx.Tx, b *pgx.Batch, table string, merchant int) {
+func (r insertRows) addToHeldShards(tx pgx.Tx, b *pgx.Batch, table string, merchant int, read func(pgx.Rows) error) {
 	t, ok := tx.(*txn)
 	if !ok || !t.shardsHeld || len(t.tables[table]) == 0 {
-		r.addTo(tx, b, nil)
+		r.addTo(tx, b, read)
 		return
 	}
 	into, ok := strings.CutPrefix(r.Into, "INSERT INTO "+table+" ")
@@ -59,9 +73,15 @@ func (r insertRows) addToHeldShards(tx pgx.Tx, b *pgx.Batch, table string, merch
 		rows[i] = i
 	}
 	shards := t.tables[table]
-	for _, group := range pgkit.GroupBy(rows, func(i int) int64 { return shardOf(shards, merchantHash(merchants[i])).id }) {
+	groups := pgkit.GroupBy(rows, func(i int) int64 { return shardOf(shards, merchantHash(merchants[i])).id })
+	// In the shards' order, as Citus runs a statement's shards: keys that
+	// are locked in row order stay in one order across batches.
+	slices.SortFunc(groups, func(a, b []int) int {
+		return cmp.Compare(shardOf(shards, merchantHash(merchants[a[0]])).id, shardOf(shards, merchantHash(merchants[b[0]])).id)
+	})
+	for _, group := range groups {
 		part := r
-		part.Into = "INSERT INTO " + shardName(table, shardOf(shards, merchantHash(merchants[group[0]])).id) + " " + into
+		part.Into = "INSERT INTO " + heldTable(tx, table, merchants[group[0]]) + " " + into
 		part.Columns = make([]column, len(r.Columns))
 		for c, col := range r.Columns {
 			all := reflect.ValueOf(col.values)
@@ -72,7 +92,10 @@ func (r insertRows) addToHeldShards(tx pgx.Tx, b *pgx.Batch, table string, merch
 			part.Columns[c] = column{typ: col.typ, values: some.Interface()}
 		}
 		for _, st := range part.statements(false) {
-			b.Queue(st.sql, st.args...)
+			q := b.Queue(st.sql, st.args...)
+			if read != nil {
+				q.Query(read)
+			}
 		}
 	}
 }

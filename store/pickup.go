@@ -80,7 +80,8 @@ func takePickupNumbers(ctx context.Context, tx pgx.Tx, placed []*placement, merc
 // per merchant, the local day it counted and the last number taken (the
 // day as a date: Citus refuses the cast to text, which is not immutable, in
 // a RETURNING clause). Every
-// such statement is pickupCountersInto, its rows (merchant_id, day, issued)
+// such statement is pickupCountersInto (of the table, or on a worker of the
+// merchants' shard of it: heldTable), its rows (merchant_id, day, issued)
 // and pickupCountersTail, and is read by scan, so that a day's counter
 // advances one way whichever path numbers.
 type pickupCounters struct {
@@ -88,8 +89,11 @@ type pickupCounters struct {
 	last map[uuid.UUID]int
 }
 
+func pickupCountersInto(table string) string {
+	return `INSERT INTO ` + table + ` AS c (merchant_id, day, issued)`
+}
+
 const (
-	pickupCountersInto = `INSERT INTO pickup_counters AS c (merchant_id, day, issued)`
 	pickupCountersTail = `ON CONFLICT (merchant_id, day) DO UPDATE SET issued = c.issued + excluded.issued
 		RETURNING merchant_id, day, issued`
 )
@@ -216,14 +220,15 @@ func reservePickupNumbers(tx pgx.Tx, b *pgx.Batch, batch []*placement, clock tim
 	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
 	// One statement per shard on a Citus worker, which locks rows only in
 	// a statement of one shard (lockGroups).
-	for _, ids := range lockGroups(tx, ids) {
+	groups, merchants := lockShardGroups(tx, ids)
+	for g, ids := range groups {
 		counts := make([]int32, len(ids))
 		for i, id := range ids {
 			counts[i] = int32(r.reserved[id])
 		}
-		b.Queue(pickupCountersInto+`
+		b.Queue(pickupCountersInto(heldTable(tx, "pickup_counters", ids[0]))+`
 		SELECT m.id, ($2::timestamptz AT TIME ZONE m.timezone)::date, ($3::int[])[array_position($1::uuid[], m.id)]
-		FROM merchants m WHERE m.id = ANY($1::uuid[])
+		FROM `+merchants[g]+` m WHERE m.id = ANY($1::uuid[])
 		ORDER BY m.id
 		FOR KEY SHARE OF m SKIP LOCKED
 		`+pickupCountersTail, ids, clock, counts).Query(r.counters.scan)
@@ -284,12 +289,12 @@ func advancePickupCounters(ctx context.Context, tx pgx.Tx, ids [][16]byte, days 
 	counters := newPickupCounters()
 	b := &pgx.Batch{}
 	insertRows{
-		Into:    pickupCountersInto,
+		Into:    pickupCountersInto("pickup_counters"),
 		Row:     `$1, $2::date, $3`,
 		Columns: []column{col("uuid", ids), col("text", days), col("int", counts)},
 		Ordered: true,
 		Tail:    pickupCountersTail,
-	}.addTo(tx, b, counters.scan)
+	}.addToHeldShards(tx, b, "pickup_counters", 0, counters.scan)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return counters, fmt.Errorf("advance pickup counters: %w", err)
 	}

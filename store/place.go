@@ -428,7 +428,7 @@ func addIdempotencyKeys(tx pgx.Tx, b *pgx.Batch, batch []*placement) *keyClaim {
 		Columns: []column{col("uuid", merchants), col("text", customers), col("text", keys), col("bytea", hashes), col("uuid", ids)},
 		Ordered: true,
 		Tail:    `ON CONFLICT DO NOTHING RETURNING merchant_id, customer_id, key`,
-	}.addTo(tx, b, func(rows pgx.Rows) error {
+	}.addToHeldShards(tx, b, "idempotency_keys", 0, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var k customerKey
 			if err := rows.Scan(&k.merchant, &k.customer, &k.key); err != nil {

@@ -48,6 +48,9 @@ type nodeMap struct {
 	products []shardRange
 	drops    []shardRange
 	orders   []shardRange
+	// written are the shards of the other tables a placement batch on a
+	// worker writes by their names (idempotency keys, pickup counters).
+	written map[string][]shardRange
 	// productReads are the placements' reads of products on each node
 	// (nodeProductsRead), made once per map.
 	productReads map[string]string
@@ -148,7 +151,7 @@ func (s *Store) nodeFailed() {
 }
 
 // readNodeMap reads the shards of merchants, events, outbox, products,
-// drops and orders, and where each is placed, from the coordinator's
+// drops, orders, idempotency keys and pickup counters, and where each is placed, from the coordinator's
 // catalog.
 func (s *Store) readNodeMap(ctx context.Context) error {
 	defer func() {
@@ -157,12 +160,13 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 		s.nodes.mu.Unlock()
 	}()
 	var merchants, events, outbox, products, drops, orders []shardRange
+	written := map[string][]shardRange{}
 	rows, err := s.pool.Query(ctx, `
 		SELECT s.logicalrelid::regclass::text, s.shardid, s.shardminvalue::int, s.shardmaxvalue::int, n.nodename, n.nodeport
 		FROM pg_dist_shard s
 		JOIN pg_dist_placement p USING (shardid)
 		JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary'
-		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass, 'products'::regclass, 'drops'::regclass, 'orders'::regclass)
+		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass, 'products'::regclass, 'drops'::regclass, 'orders'::regclass, 'idempotency_keys'::regclass, 'pickup_counters'::regclass)
 		ORDER BY 1, 4`)
 	if err != nil {
 		return mapErr(fmt.Errorf("read the shard map: %w", err))
@@ -187,6 +191,8 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 			drops = append(drops, r)
 		case "orders":
 			orders = append(orders, r)
+		case "idempotency_keys", "pickup_counters":
+			written[table] = append(written[table], r)
 		default:
 			merchants = append(merchants, r)
 		}
@@ -201,6 +207,7 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.shards, m.events, m.outbox, m.products, m.drops, m.orders = merchants, events, outbox, products, drops, orders
+	m.written = written
 	m.read, m.stale = time.Now(), false
 	m.productReads = nil
 	return nil
@@ -350,13 +357,8 @@ func lockGroups(tx pgx.Tx, ids [][16]byte) [][][16]byte {
 // shard of merchants by its name; elsewhere merchants.
 func lockShardGroups(tx pgx.Tx, ids [][16]byte) (groups [][][16]byte, tables []string) {
 	groups = lockGroups(tx, ids)
-	t, ok := tx.(*txn)
 	for _, g := range groups {
-		if ok && t.shardsHeld {
-			tables = append(tables, shardName("merchants", shardOf(t.shards, merchantHash(g[0])).id))
-		} else {
-			tables = append(tables, "merchants")
-		}
+		tables = append(tables, heldTable(tx, "merchants", g[0]))
 	}
 	return groups, tables
 }

@@ -297,7 +297,8 @@ func (s *Store) tryPipelinedTx(ctx context.Context, node string, fn func(tx *txn
 		}
 		s.nodes.mu.Lock()
 		shards = s.nodes.shards
-		tables = map[string][]shardRange{"events": s.nodes.events, "orders": s.nodes.orders, "outbox": s.nodes.outbox}
+		tables = map[string][]shardRange{"merchants": shards, "events": s.nodes.events, "orders": s.nodes.orders, "outbox": s.nodes.outbox,
+			"idempotency_keys": s.nodes.written["idempotency_keys"], "pickup_counters": s.nodes.written["pickup_counters"]}
 		s.nodes.mu.Unlock()
 	}
 	conn, err := pool.Acquire(ctx)

@@ -78,7 +78,7 @@ func addChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessag
 		return nil
 	}
 	noteEvents(tx)
-	ev.insert(StreamOrder, now).addToHeldShards(tx, b, "events", 1)
+	ev.insert(StreamOrder, now).addToHeldShards(tx, b, "events", 1, nil)
 	ins.addTo(tx, b, "orders", true)
 	upd.addTo(tx, b, "orders", false)
 	if len(outbox) > 0 {
@@ -95,7 +95,7 @@ func addChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessag
 			Args: []any{now},
 			Columns: []column{col("uuid", ids), col("uuid", merchants), col("uuid", orders), col("int", versions),
 				col("text", types), col("text", payloads)},
-		}.addToHeldShards(tx, b, "outbox", 1)
+		}.addToHeldShards(tx, b, "outbox", 1, nil)
 	}
 	return nil
 }
@@ -234,7 +234,7 @@ func (c *orderColumnsOf) addTo(tx pgx.Tx, b *pgx.Batch, table string, insert boo
 				status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
 				queue_seq, queued_at, queue_expires_at, load, lane, pickup_code, pickup_at, release_at, picked_up_at)`,
 			Columns: columns,
-		}.addToHeldShards(tx, b, table, 1)
+		}.addToHeldShards(tx, b, table, 1, nil)
 		return
 	}
 	rows, args := unnestOf(0, columns)
