@@ -58,9 +58,47 @@ func PurchaseLimitReached(productID uuid.UUID, limit int) error {
 	return Errorf(CodePurchaseLimit, "the per-customer limit of %d for product %s is reached", limit, productID)
 }
 
+// Claim is a line's claim on a product with a per-customer limit: its
+// units are added to those the customer's orders hold (those that hold
+// stock) only while the customer holds at most MostHeld, the limit less the
+// line's units: the per-customer limit across orders. A claim past it is
+// refused (PurchaseLimitReached).
+type Claim struct {
+	ProductID                 uuid.UUID
+	Quantity, Limit, MostHeld int
+}
+
+// ClaimsOf are the claims of an order's lines, in their order: one for each
+// line of a product with a per-customer limit.
+func ClaimsOf(lines []StockLine) []Claim {
+	var claims []Claim
+	for _, l := range lines {
+		if l.Limit != nil {
+			claims = append(claims, Claim{ProductID: l.ProductID, Quantity: l.Quantity, Limit: *l.Limit, MostHeld: *l.Limit - l.Quantity})
+		}
+	}
+	return claims
+}
+
 // BucketTake is how many units a placement takes from one bucket.
 type BucketTake struct {
 	Bucket, Units int
+}
+
+// TakeFromHeld decides which of the buckets a transaction holds already
+// (held, in bucket order, with what each has left) gives a line's quantity
+// units: the first that has them all, so that a batch keeps to the buckets
+// it holds and leaves the others to concurrent batches. ok is false when
+// none has them: the units then come from one bucket that has them all and
+// no other transaction holds, the first in bucket order, or from several
+// (TakeFromBuckets).
+func TakeFromHeld(held []BucketTake, quantity int) (take BucketTake, ok bool) {
+	for _, b := range held {
+		if b.Units >= quantity {
+			return BucketTake{Bucket: b.Bucket, Units: quantity}, true
+		}
+	}
+	return BucketTake{}, false
 }
 
 // TakeFromBuckets decides which buckets give quantity units of a product:

@@ -57,6 +57,61 @@ func TestOverPurchaseLimit(t *testing.T) {
 	require.Equal(t, domain.CodePurchaseLimit, domain.ErrorCode(domain.PurchaseLimitReached(testID("p"), 2)))
 }
 
+func TestPurchaseLimitAcrossOrders(t *testing.T) {
+	t.Parallel()
+	one, three := 1, 3
+	limited, other, unlimited := testID("limited"), testID("other"), testID("unlimited")
+	claims := domain.ClaimsOf([]domain.StockLine{
+		{ProductID: limited, Quantity: 2, Limit: &three},
+		{ProductID: unlimited, Quantity: 5},
+		{ProductID: other, Quantity: 1, Limit: &one},
+	})
+	require.Equal(t, []domain.Claim{
+		{ProductID: limited, Quantity: 2, Limit: 3, MostHeld: 1},
+		{ProductID: other, Quantity: 1, Limit: 1, MostHeld: 0},
+	}, claims, "one claim a limited line, in the lines' order")
+	for _, tc := range []struct {
+		name                  string
+		held, quantity, limit int
+		claims                bool
+	}{
+		{"a first order", 0, 1, 1, true},
+		{"a second order of a limit of one", 1, 1, 1, false},
+		{"up to the limit", 1, 2, 3, true},
+		{"one past the limit", 2, 2, 3, false},
+		{"units given back by an ended order", 0, 3, 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := domain.ClaimsOf([]domain.StockLine{{ProductID: limited, Quantity: tc.quantity, Limit: &tc.limit}})
+			require.Equal(t, tc.claims, tc.held <= c[0].MostHeld)
+		})
+	}
+}
+
+func TestTakeFromHeld(t *testing.T) {
+	t.Parallel()
+	held := []domain.BucketTake{{Bucket: 2, Units: 1}, {Bucket: 5, Units: 0}, {Bucket: 7, Units: 4}}
+	for _, tc := range []struct {
+		name     string
+		held     []domain.BucketTake
+		quantity int
+		want     domain.BucketTake
+		ok       bool
+	}{
+		{"none held", nil, 1, domain.BucketTake{}, false},
+		{"the first held that has them", held, 1, domain.BucketTake{Bucket: 2, Units: 1}, true},
+		{"past those short of them", held, 3, domain.BucketTake{Bucket: 7, Units: 3}, true},
+		{"all of a bucket", held, 4, domain.BucketTake{Bucket: 7, Units: 4}, true},
+		{"none has them all, though together they do", held, 5, domain.BucketTake{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := domain.TakeFromHeld(tc.held, tc.quantity)
+			require.Equal(t, tc.ok, ok)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
 func TestTakeFromBuckets(t *testing.T) {
 	t.Parallel()
 	buckets := []domain.BucketTake{{Bucket: 0, Units: 1}, {Bucket: 1, Units: 0}, {Bucket: 2, Units: 3}, {Bucket: 3, Units: 5}}

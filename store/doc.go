@@ -105,7 +105,8 @@
 //     /v1/admin/dead-letters/{id}/retry: api/admin.go, ordercommands.go
 //     (RetryDeadLetter, which deadletters.go's dead letters name),
 //     domain/commands.go (Requeue), and for the stock it takes again
-//     domain/stock.go (RefuseStock, TakeFromBuckets: retakeStock).
+//     domain/stock.go (RefuseStock, ClaimsOf, TakeFromBuckets:
+//     retakeStock).
 //   - The ETA: GET /v1/orders/{id}: api/orders.go, orderview.go,
 //     domain/merchant.go (WaitBasis.Wait). Who may see an order: the same
 //     route and store file, domain/access.go (Party.MaySeeOrder). A
@@ -129,15 +130,19 @@
 //     (placeOne, takeStock), domain/stock.go (RefuseStock, SoldOut,
 //     TakeFromBuckets); backed by stock_buckets.remaining >= 0 and
 //     purchase_claims.quantity <= limit_qty. A line over the limit is
-//     refused by domain.OverPurchaseLimit; the units a customer's earlier
-//     orders hold are counted by the claim's upsert itself, whose WHERE
-//     refuses going past limit_qty without failing the batch
-//     (domain.PurchaseLimitReached names the refusal: addClaims). A
-//     line's units come first, in the round trip of the claims, from one
-//     bucket that has them all and no other transaction holds (stock.go's
-//     addTakeFree, whose WHERE remaining >= the quantity keeps the bucket
-//     from going below zero); only when none has them does place.go ask
-//     domain.SoldOut and TakeFromBuckets. Restocks: POST
+//     refused by domain.OverPurchaseLimit; across orders, takeStock asks
+//     domain.ClaimsOf how many units the customer may hold already for
+//     each line to be claimed (Claim.MostHeld), which the claim's upsert
+//     compares with the customer's row under its lock, refusing without
+//     failing the batch (domain.PurchaseLimitReached; stock.go's addClaims
+//     runs the statements). A line's units come first, in the round trip of
+//     the claims, from one bucket: of those the transaction holds, the one
+//     domain.TakeFromHeld picks, asked by takeStock; else the first that has
+//     them all and no other transaction holds, which only the database
+//     knows (stock.go's addTakeOne, each take guarded by remaining >= the
+//     quantity); only when none has them does takeStock ask domain.SoldOut
+//     and TakeFromBuckets. A dead letter's retry asks domain.ClaimsOf and
+//     TakeFromBuckets in ordercommands.go (retakeStock). Restocks: POST
 //     /v1/products/{id}/restock: api/merchants.go, products.go,
 //     domain/product.go (Product.Restock).
 //   - Idempotency keys: POST /v1/orders: api/orders.go, place.go

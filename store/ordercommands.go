@@ -512,7 +512,7 @@ func retakeStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[uu
 	}
 	locks := &pgx.Batch{}
 	var refused error
-	addClaims(locks, o, products, &refused, func(domain.Item) {})
+	addClaims(locks, o, domain.ClaimsOf(stockLines(o, products, nil)), &refused, func(domain.Claim) {})
 	held := addLockBuckets(locks, o.MerchantID, limitedIDs)
 	if err := tx.SendBatch(ctx, locks).Close(); err != nil {
 		return fmt.Errorf("lock stock: %w", err)

@@ -737,13 +737,15 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 }
 
 // takeStock takes the order's units out of limited products and records
-// the customer's claims, in the lock order the whole store follows: claims
-// before buckets, products in id order. A line's units come from one
-// bucket that has them all and no other transaction holds; only when none
-// has them does it look further: an unlocked sum says sold out at once
-// (domain.SoldOut), else it waits for every bucket in order, held ones
-// included, and takes the units from several (domain.TakeFromBuckets):
-// sold out is answered only when the units are not there.
+// the customer's claims (domain.ClaimsOf: the per-customer limit across
+// orders), in the lock order the whole store follows: claims before
+// buckets, products in id order. A line's units come from one bucket that
+// has them all: one the transaction holds, as domain.TakeFromHeld picks,
+// else one no other transaction holds; only when none has them does it
+// look further: an unlocked sum says sold out at once (domain.SoldOut),
+// else it waits for every bucket in order, held ones included, and takes
+// the units from several (domain.TakeFromBuckets): sold out is answered
+// only when the units are not there.
 //
 // Waiting keeps one global lock order, (product id, bucket): a transaction
 // that holds a bucket of this product or of a greater one must not wait, or
@@ -764,13 +766,20 @@ func takeStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[uuid
 			err = undoErr
 		}
 	}()
-	wanted, err := t.claim(ctx, products)
+	wanted := limitedLines(o, products)
+	var first domain.BucketTake
+	var firstHeld bool
+	if len(wanted) > 0 {
+		first, firstHeld = domain.TakeFromHeld(memo.heldBuckets(wanted[0].ProductID), wanted[0].Quantity)
+	}
+	wanted, err = t.claim(ctx, domain.ClaimsOf(stockLines(o, products, memo)), wanted, first, firstHeld)
 	if err != nil {
 		return err
 	}
 	for _, it := range wanted {
 		if !it.freeTried {
-			took, err := t.takeFree(ctx, it.Item)
+			from, held := domain.TakeFromHeld(memo.heldBuckets(it.ProductID), it.Quantity)
+			took, err := t.takeOne(ctx, it.Item, from, held)
 			if err != nil {
 				return err
 			}

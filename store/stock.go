@@ -2,9 +2,11 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/google/uuid"
@@ -70,10 +72,13 @@ type stockMemo struct {
 	// highestHeld is the greatest product id of which the transaction holds
 	// a bucket: it may wait only for buckets of greater products.
 	highestHeld uuid.UUID
+	// held is what each bucket the transaction holds has left, by product,
+	// in bucket order (domain.TakeFromHeld).
+	held map[uuid.UUID][]domain.BucketTake
 }
 
 func newStockMemo() *stockMemo {
-	return &stockMemo{left: map[uuid.UUID]int{}}
+	return &stockMemo{left: map[uuid.UUID]int{}, held: map[uuid.UUID][]domain.BucketTake{}}
 }
 
 // stockLines are the order's lines, in the lock order, as the stock rules
@@ -109,26 +114,34 @@ type wantedUnits struct {
 	freeTried bool
 }
 
-// claim records the customer's claims on the order's lines with a limit
-// and, in the same round trip, takes the first limited line's units from a
-// free bucket, which is what a flash sale's buyer costs: the take waits for
-// no lock (SKIP LOCKED), so sending it before the claims' answers changes
-// no lock order, and a refused claim puts the units back. It returns the
-// limited lines whose units are still to take, in the lock order.
-func (t *stockTake) claim(ctx context.Context, products map[uuid.UUID]productInfo) ([]wantedUnits, error) {
-	b := &pgx.Batch{}
-	var refused error
-	addClaims(b, t.order, products, &refused, func(it domain.Item) { t.claimed = append(t.claimed, it) })
+// limitedLines are the order's lines of products with limited stock, in
+// the lock order, whose units are still to take.
+func limitedLines(o domain.Order, products map[uuid.UUID]productInfo) []wantedUnits {
 	var wanted []wantedUnits
-	for _, it := range sortedItems(t.order.Items) {
+	for _, it := range sortedItems(o.Items) {
 		if products[it.ProductID].limited {
 			wanted = append(wanted, wantedUnits{Item: it})
 		}
 	}
+	return wanted
+}
+
+// claim records the customer's claims and, in the same round trip, takes
+// the first of the wanted lines' units from one bucket (addTakeOne: from,
+// when held says the transaction holds it), which is what a flash sale's
+// buyer costs: the take waits for no lock, so sending it before the claims'
+// answers changes no lock order, and a refused claim puts the units back.
+// It returns the wanted lines whose units are still to take.
+func (t *stockTake) claim(ctx context.Context, claims []domain.Claim, wanted []wantedUnits, from domain.BucketTake, held bool) ([]wantedUnits, error) {
+	b := &pgx.Batch{}
+	var refused error
+	addClaims(b, t.order, claims, &refused, func(c domain.Claim) {
+		t.claimed = append(t.claimed, domain.Item{ProductID: c.ProductID, Quantity: c.Quantity})
+	})
 	tookFirst := false
 	if len(wanted) > 0 {
 		wanted[0].freeTried = true
-		t.addTakeFree(b, wanted[0].Item, func() { tookFirst = true })
+		t.addTakeOne(b, wanted[0].Item, from, held, func() { tookFirst = true })
 	}
 	if b.Len() > 0 {
 		if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
@@ -144,30 +157,27 @@ func (t *stockTake) claim(ctx context.Context, products map[uuid.UUID]productInf
 	return wanted, nil
 }
 
-// addClaims adds to b the customer's claims on the order's lines of
-// products with a per-customer limit, in the lock order. Each upsert locks
-// the customer's row; its WHERE refuses going over the limit
-// (domain.PurchaseLimitReached) without an error, so that a refusal does
-// not abort a batch. Once b's results are read, *refused holds the first
-// refusal, and claimed has been told of every line claimed.
-func addClaims(b *pgx.Batch, o domain.Order, products map[uuid.UUID]productInfo, refused *error, claimed func(domain.Item)) {
-	for _, it := range sortedItems(o.Items) {
-		limit := products[it.ProductID].perUserLimit
-		if limit == nil {
-			continue
-		}
+// addClaims adds to b the customer's claims (domain.ClaimsOf), in the lock
+// order. Each upsert locks the customer's row and adds the claim's units
+// only when the row holds at most the claim's MostHeld; otherwise it changes
+// nothing, so that a refusal (domain.PurchaseLimitReached) does not abort a
+// batch, and purchase_claims' CHECK (quantity <= limit_qty) backs the rule.
+// Once b's results are read, *refused holds the first refusal, and claimed
+// has been told of every claim made.
+func addClaims(b *pgx.Batch, o domain.Order, claims []domain.Claim, refused *error, claimed func(domain.Claim)) {
+	for _, c := range claims {
 		b.Queue(`
 			INSERT INTO purchase_claims (product_id, customer_id, merchant_id, quantity, limit_qty)
 			VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (merchant_id, product_id, customer_id) DO UPDATE
 			SET quantity = purchase_claims.quantity + excluded.quantity, limit_qty = excluded.limit_qty
-			WHERE purchase_claims.quantity + excluded.quantity <= excluded.limit_qty`,
-			it.ProductID, o.CustomerID, o.MerchantID, it.Quantity, *limit).Exec(func(tag pgconn.CommandTag) error {
+			WHERE purchase_claims.quantity <= $6`,
+			c.ProductID, o.CustomerID, o.MerchantID, c.Quantity, c.Limit, c.MostHeld).Exec(func(tag pgconn.CommandTag) error {
 			switch {
 			case tag.RowsAffected() > 0:
-				claimed(it)
+				claimed(c)
 			case *refused == nil:
-				*refused = domain.PurchaseLimitReached(it.ProductID, *limit)
+				*refused = domain.PurchaseLimitReached(c.ProductID, c.Limit)
 			}
 			return nil
 		})
@@ -195,51 +205,63 @@ func (t *stockTake) undo(ctx context.Context) error {
 			u.productID, u.buckets, u.counts, u.merchantID); err != nil {
 			return fmt.Errorf("undo stock: %w", err)
 		}
-		for _, n := range u.counts {
+		for i, n := range u.counts {
 			t.memo.add(u.productID, int(n))
+			t.memo.addHeld(u.productID, int(u.buckets[i]), int(n))
 		}
 	}
 	return nil
 }
 
-// takeFree decrements one bucket that has the line's units, skipping
-// buckets other transactions hold; buckets this transaction holds already
-// come first (lowest number first), so a batch keeps to few buckets and
-// leaves the rest to concurrent batches. It reports whether one had them.
-func (t *stockTake) takeFree(ctx context.Context, it domain.Item) (bool, error) {
+// takeOne takes the line's units from one bucket, without waiting for a
+// lock (addTakeOne). It reports whether one had them.
+func (t *stockTake) takeOne(ctx context.Context, it domain.Item, from domain.BucketTake, held bool) (bool, error) {
 	b := &pgx.Batch{}
 	took := false
-	t.addTakeFree(b, it, func() { took = true })
+	t.addTakeOne(b, it, from, held, func() { took = true })
 	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
 		return false, fmt.Errorf("take stock: %w", err)
 	}
 	return took, nil
 }
 
-// addTakeFree adds to b the take of the line's units from one bucket no
-// other transaction holds; took is called when it took them.
-func (t *stockTake) addTakeFree(b *pgx.Batch, it domain.Item, took func()) {
+// addTakeOne adds to b the take of the line's units from one bucket: from,
+// one the transaction holds, when held (domain.TakeFromHeld picked it), else
+// the first in bucket order that has them all and no other transaction
+// holds (SKIP LOCKED), a bucket domain cannot know of without a round trip
+// more. Each statement takes the units only from a bucket that has them
+// (remaining >= the quantity), which stock_buckets' CHECK (remaining >= 0)
+// backs. took is called when it took them.
+func (t *stockTake) addTakeOne(b *pgx.Batch, it domain.Item, from domain.BucketTake, held bool, took func()) {
 	merchantID, productID, quantity := t.order.MerchantID, it.ProductID, it.Quantity
-	b.Queue(`
-		UPDATE stock_buckets SET remaining = remaining - $2
-		WHERE merchant_id = $3 AND (product_id, bucket) = (
-			SELECT product_id, bucket FROM stock_buckets
-			WHERE merchant_id = $3 AND product_id = $1 AND remaining >= $2
-			ORDER BY bucket
-			LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING bucket`,
-		productID, quantity, merchantID).QueryRow(func(row pgx.Row) error {
-		var bucket int32
-		err := row.Scan(&bucket)
+	var q *pgx.QueuedQuery
+	if held {
+		q = b.Queue(`UPDATE stock_buckets SET remaining = remaining - $2
+			WHERE merchant_id = $3 AND product_id = $1 AND bucket = $4 AND remaining >= $2
+			RETURNING bucket, remaining`, productID, quantity, merchantID, from.Bucket)
+	} else {
+		q = b.Queue(`
+			UPDATE stock_buckets SET remaining = remaining - $2
+			WHERE merchant_id = $3 AND (product_id, bucket) = (
+				SELECT product_id, bucket FROM stock_buckets
+				WHERE merchant_id = $3 AND product_id = $1 AND remaining >= $2
+				ORDER BY bucket
+				LIMIT 1 FOR UPDATE SKIP LOCKED)
+			RETURNING bucket, remaining`, productID, quantity, merchantID)
+	}
+	q.QueryRow(func(row pgx.Row) error {
+		var left domain.BucketTake
+		err := row.Scan(&left.Bucket, &left.Units)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		t.taken = append(t.taken, takenUnits{merchantID: merchantID, productID: productID, buckets: []int32{bucket}, counts: []int32{int32(quantity)}})
+		t.taken = append(t.taken, takenUnits{merchantID: merchantID, productID: productID, buckets: []int32{int32(left.Bucket)}, counts: []int32{int32(quantity)}})
 		t.memo.add(productID, -quantity)
 		t.memo.hold(productID)
+		t.memo.setHeld(productID, left)
 		took()
 		return nil
 	})
@@ -268,6 +290,7 @@ func (t *stockTake) lockBuckets(ctx context.Context, productID uuid.UUID) ([]dom
 	total := 0
 	for _, b := range buckets {
 		total += b.Units
+		t.memo.setHeld(productID, b)
 	}
 	t.memo.set(productID, total)
 	t.memo.hold(productID)
@@ -307,6 +330,9 @@ func (t *stockTake) take(ctx context.Context, it domain.Item, takes []domain.Buc
 	}
 	t.taken = append(t.taken, u)
 	t.memo.add(it.ProductID, -it.Quantity)
+	for _, take := range takes {
+		t.memo.addHeld(it.ProductID, take.Bucket, -take.Units)
+	}
 	return nil
 }
 
@@ -348,6 +374,41 @@ func (m *stockMemo) add(product uuid.UUID, n int) {
 	}
 	if left, ok := m.left[product]; ok {
 		m.left[product] = left + n
+	}
+}
+
+// heldBuckets is what the buckets of the product the transaction holds
+// have left, in bucket order.
+func (m *stockMemo) heldBuckets(product uuid.UUID) []domain.BucketTake {
+	if m == nil {
+		return nil
+	}
+	return m.held[product]
+}
+
+// setHeld records that the transaction holds the bucket, with b.Units left.
+func (m *stockMemo) setHeld(product uuid.UUID, b domain.BucketTake) {
+	if m == nil {
+		return
+	}
+	held := m.held[product]
+	i, found := slices.BinarySearchFunc(held, b.Bucket, func(h domain.BucketTake, bucket int) int { return cmp.Compare(h.Bucket, bucket) })
+	if found {
+		held[i] = b
+		return
+	}
+	m.held[product] = slices.Insert(held, i, b)
+}
+
+// addHeld adds n units to what a bucket the transaction holds has left.
+func (m *stockMemo) addHeld(product uuid.UUID, bucket, n int) {
+	if m == nil {
+		return
+	}
+	for i := range m.held[product] {
+		if m.held[product][i].Bucket == bucket {
+			m.held[product][i].Units += n
+		}
 	}
 }
 
