@@ -30,16 +30,23 @@
 //
 // On Citus a batch is split before it is decided (splitOnCitus): placements
 // by the worker holding their merchants (nodeMap, shards.go), each part
-// decided in a transaction opened on that worker, with no coordinator in it
-// (its statements that lock rows name one shard each: lockGroups); closes
-// and joins by merchant, through the coordinator. No transaction writes on
-// two nodes, and each commits in one phase.
+// decided in a transaction opened on that worker, with no coordinator in it:
+// it first holds its merchants' shards (holdShards, nodeproducts.go), then
+// names them in its statements (lockShardGroups, shards.go; heldShardGroups
+// and addToHeldShards, heldshards.go); closes and joins by merchant,
+// through the coordinator. No transaction writes on two nodes, and each
+// commits in one phase.
 //
 // # Lock order
 //
-// Every transaction takes its row locks in one order, so that no two
+// Every transaction takes its locks in one order, so that no two
 // transactions, batched or not, wait for each other in a circle:
 //
+//  0. on a Citus worker, a placement batch's hold on its merchants' shards:
+//     Citus's lock on their placements in share mode, in shard id order,
+//     with the check that the worker still has them (holdShards), so that
+//     a shard cannot move while the batch names it and a move waits for
+//     the batch, which waits for no row lock before it;
 //  1. a placement's idempotency keys;
 //  2. merchants, in id order: FOR NO KEY UPDATE where the decision changes
 //     the merchant's load, FOR KEY SHARE for unpaid placements, which change
