@@ -36,7 +36,7 @@ func startDev(t *testing.T, dir, dbURL string, args ...string) *devRun {
 	require.NoError(t, err)
 	cmd := exec.Command(bin, append([]string{"dev"}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "ORDERD_ADDR="+freeAddr(t), "ORDERD_OPS_ADDR=127.0.0.1:0",
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "ORDERD_ADDR=127.0.0.1:0", "ORDERD_OPS_ADDR=127.0.0.1:0",
 		"ORDERD_JWT_SECRET=", "ORDERD_RATE_PER_CUSTOMER=0")
 	var logs lockedBuffer
 	cmd.Stderr = &logs

@@ -49,13 +49,28 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
+func (b *lockedBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+// From is what was written from offset on.
+func (b *lockedBuffer) From(offset int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf.Bytes()[offset:])
+}
+
 // server is one `orderd serve` process that the test may kill, stop and start
 // again on the same address, so that clients find it where they left it.
 type server struct {
 	t     *testing.T
 	dbURL string
-	addr  string
-	// opsAddr is the operator listener's, fixed so that a restart keeps it.
+	// addr and opsAddr are what the first start bound (it asks for port 0:
+	// a port picked here and bound there could be taken in between by
+	// another test's server); a restart asks for them again.
+	addr    string
 	opsAddr string
 	env     []string
 	logs    *lockedBuffer
@@ -67,7 +82,7 @@ type server struct {
 
 func newServer(t *testing.T, dbURL string, env ...string) *server {
 	t.Helper()
-	s := &server{t: t, dbURL: dbURL, addr: freeAddr(t), opsAddr: freeAddr(t), env: env, logs: &lockedBuffer{}}
+	s := &server{t: t, dbURL: dbURL, addr: "127.0.0.1:0", opsAddr: "127.0.0.1:0", env: env, logs: &lockedBuffer{}}
 	s.start()
 	t.Cleanup(func() {
 		s.signal(syscall.SIGKILL)
@@ -93,13 +108,53 @@ func (s *server) start() {
 	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+s.dbURL, "ORDERD_ADDR="+s.addr, "ORDERD_OPS_ADDR="+s.opsAddr, "ORDERD_JWT_SECRET="+testSecret,
 		"ORDERD_RATE_PER_CUSTOMER=0", "ORDERD_MAX_CONNS=10"), s.env...)
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	from := s.logs.Len()
 	require.NoError(s.t, cmd.Start())
 	s.cmd, s.done = cmd, make(chan struct{})
 	go func() {
 		s.exit = cmd.Wait()
 		close(s.done)
 	}()
+	addr, opsAddr, err := awaitServing(s.logs, from, s.done, 30*time.Second)
+	require.NoError(s.t, err, s.logs.String())
+	s.addr, s.opsAddr = addr, opsAddr
 	require.NoError(s.t, waitReady(s.base(), 30*time.Second), s.logs.String())
+}
+
+// awaitServing waits until the process whose log is written to logs from
+// offset from on says which addresses it bound, or exits. Only then is an
+// answer on those addresses its own: until it has bound them, another
+// process may be listening there.
+func awaitServing(logs *lockedBuffer, from int, exited <-chan struct{}, within time.Duration) (addr, opsAddr string, err error) {
+	deadline := time.After(within)
+	for {
+		if addr, opsAddr, ok := servingAddrs(logs.From(from)); ok {
+			return addr, opsAddr, nil
+		}
+		select {
+		case <-exited:
+			return "", "", errors.New("orderd exited before it was serving")
+		case <-deadline:
+			return "", "", fmt.Errorf("orderd did not say it was serving within %s", within)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// servingAddrs reads the start-up line of a JSON log (the format when
+// standard error is no terminal) that names the bound addresses.
+func servingAddrs(log string) (addr, opsAddr string, ok bool) {
+	for _, line := range strings.Split(log, "\n") {
+		var entry struct {
+			Msg     string `json:"msg"`
+			Addr    string `json:"addr"`
+			OpsAddr string `json:"ops_addr"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "orderd serving" && entry.Addr != "" && entry.OpsAddr != "" {
+			return entry.Addr, entry.OpsAddr, true
+		}
+	}
+	return "", "", false
 }
 
 func (s *server) signal(sig os.Signal) {

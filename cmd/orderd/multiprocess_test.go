@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,51 +42,34 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startServe runs `orderd serve` on dbURL and waits until it is ready.
 func startServe(t *testing.T, dbURL string) string {
 	t.Helper()
 	bin, err := buildOnce()
 	require.NoError(t, err)
-	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "serve")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "ORDERD_ADDR="+addr, "ORDERD_OPS_ADDR=127.0.0.1:0", "ORDERD_JWT_SECRET="+testSecret,
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "ORDERD_ADDR=127.0.0.1:0", "ORDERD_OPS_ADDR=127.0.0.1:0", "ORDERD_JWT_SECRET="+testSecret,
 		"ORDERD_RATE_PER_CUSTOMER=0", "ORDERD_MAX_CONNS=10")
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 15 * time.Second
 	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		cancel()
-		_ = cmd.Wait()
+		<-exited
 		if t.Failed() {
-			t.Logf("orderd %s logs:\n%s", addr, logs.String())
+			t.Logf("orderd logs:\n%s", logs.String())
 		}
 	})
+	addr, _, err := awaitServing(logs, 0, exited, 30*time.Second)
+	require.NoError(t, err, logs.String())
 	base := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orderd on %s not ready: %v\n%s", addr, err, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	require.NoError(t, waitReady(base, 30*time.Second), logs.String())
+	return base
 }
 
 type client struct {
@@ -306,4 +289,28 @@ func TestTwoProcessesKeepWeightedAdmissionSafe(t *testing.T) {
 	require.Greater(t, queuedEver, total/10, "the line was busy: admissions came from the queue")
 	k.idleAndClean("fifo_violations", "merchant_load_drift", "merchant_lane_drift", "decisions_over_capacity",
 		"duplicate_pickup_codes", "accepted_at_backwards", "order_clock_backwards")
+}
+
+// TestStartDoesNotMistakeAnotherServerForItsOwn: a test's orderd asked for an
+// address that another process took first exits, while the other answers
+// /readyz; the test must see the exit, not talk to the other (CI once sent a
+// fault test's requests to another test's server, which refused its tokens).
+func TestStartDoesNotMistakeAnotherServerForItsOwn(t *testing.T) {
+	t.Parallel()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(other.Close)
+	bin, err := buildOnce()
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+storetest.URL(t), "ORDERD_ADDR="+other.Listener.Addr().String(),
+		"ORDERD_OPS_ADDR=127.0.0.1:0", "ORDERD_JWT_SECRET="+testSecret)
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	_, _, err = awaitServing(logs, 0, exited, 30*time.Second)
+	require.Error(t, err, "the other server was taken for orderd")
+	require.Contains(t, logs.String(), "the address is in use by another process")
 }

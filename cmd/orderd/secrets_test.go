@@ -53,11 +53,10 @@ func TestSecretsAppearNowhere(t *testing.T) {
 	// The test server trusts local connections, so the password is carried
 	// everywhere a real one would be and checked nowhere.
 	dbURL.User = url.UserPassword(dbURL.User.Username(), dbPassword)
-	addr := freeAddr(t)
 	opsPassword := "ops-" + randomHex(t, 12)
 	env := append(os.Environ(), "DATABASE_URL="+dbURL.String(), "ORDERD_JWT_SECRET="+jwtSecret,
 		"ORDERD_OPS_ADDR=127.0.0.1:0", "ORDERD_OPS_USER=operator", "ORDERD_OPS_PASSWORD="+opsPassword,
-		"ORDERD_JWT_ISSUER=orderd-secrets-test", "ORDERD_JWT_AUDIENCE=orderd-api", "ORDERD_ADDR="+addr,
+		"ORDERD_JWT_ISSUER=orderd-secrets-test", "ORDERD_JWT_AUDIENCE=orderd-api", "ORDERD_ADDR=127.0.0.1:0",
 		"ORDERD_WEBHOOK_ALLOW_LOOPBACK=true", "ORDERD_WEBHOOK_BACKOFF=50ms", "ORDERD_MAX_CONNS=10")
 	secrets := map[string]string{"JWT secret": jwtSecret, "database password": dbPassword, "operator password": opsPassword}
 	requireNoSecret := func(where, text string) {
@@ -120,6 +119,8 @@ func TestSecretsAppearNowhere(t *testing.T) {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
+	addr, _, err := awaitServing(logs, 0, exited, 30*time.Second)
+	require.NoError(t, err, logs.String())
 	base := "http://" + addr
 	require.NoError(t, waitReady(base, 30*time.Second), logs.String())
 

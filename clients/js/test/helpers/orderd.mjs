@@ -52,6 +52,8 @@ async function database() {
   };
 }
 
+// freePort is a port nobody listens on at the moment it returns (for a
+// client pointed at a dead address).
 export function freePort() {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
@@ -65,15 +67,18 @@ export function freePort() {
 // its database; restart() stops and starts the process on the same
 // address and database.
 export async function startOrderd(env = {}) {
-  const [bin, db, port] = await Promise.all([build(), database(), freePort()]);
+  const [bin, db] = await Promise.all([build(), database()]);
   const secret = randomBytes(32).toString("hex");
-  const url = `http://127.0.0.1:${port}`;
+  // The first start asks for port 0 and reads the port it bound from its
+  // log (a port picked here could be taken by another test's server before
+  // orderd binds it); a restart asks for that port again.
+  let port = 0;
+  let url = "";
   const fullEnv = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
     DATABASE_URL: db.url,
     ORDERD_JWT_SECRET: secret,
-    ORDERD_ADDR: `127.0.0.1:${port}`,
     ORDERD_OPS_ADDR: "127.0.0.1:0",
     ORDERD_LOG_FORMAT: "json",
     ORDERD_WEBHOOK_ALLOW_LOOPBACK: "true",
@@ -83,7 +88,7 @@ export async function startOrderd(env = {}) {
   let log = "";
   const launch = async () => {
     log = "";
-    proc = spawn(bin, ["serve"], { env: fullEnv, stdio: ["ignore", "pipe", "pipe"] });
+    proc = spawn(bin, ["serve"], { env: { ...fullEnv, ORDERD_ADDR: `127.0.0.1:${port}` }, stdio: ["ignore", "pipe", "pipe"] });
     const keep = (d) => { log = (log + d).slice(-20000); };
     proc.stdout.on("data", keep);
     proc.stderr.on("data", keep);
@@ -93,10 +98,17 @@ export async function startOrderd(env = {}) {
     for (;;) {
       const gone = await Promise.race([exited, new Promise((r) => setTimeout(() => r(undefined), 100))]);
       if (gone !== undefined) throw new Error(`orderd serve exited with ${gone}: ${log.slice(-2000)}`);
-      try {
-        const r = await fetch(url + "/readyz");
-        if (r.ok) return;
-      } catch { /* not listening yet */ }
+      // Until this process says what it bound, an answer on the port may
+      // be another process's.
+      const bound = servingPort(log);
+      if (bound !== undefined) {
+        port = bound;
+        url = `http://127.0.0.1:${port}`;
+        try {
+          const r = await fetch(url + "/readyz");
+          if (r.ok) return;
+        } catch { /* not listening yet */ }
+      }
       if (Date.now() > deadline) throw new Error(`orderd serve not ready after 60 s: ${log.slice(-2000)}`);
     }
   };
@@ -133,6 +145,17 @@ export async function startOrderd(env = {}) {
     launch,
     async stop() { await halt(); await db.drop(); },
   };
+}
+
+// servingPort is the public port named by the start-up line of a JSON log.
+function servingPort(log) {
+  for (const line of log.split("\n")) {
+    try {
+      const entry = JSON.parse(line);
+      if (entry.msg === "orderd serving" && entry.addr) return Number(entry.addr.split(":").pop());
+    } catch { /* not a whole JSON line */ }
+  }
+  return undefined;
 }
 
 export function signJWT(secret, claims) {
