@@ -275,3 +275,61 @@ func TestStatusOf(t *testing.T) {
 		})
 	}
 }
+
+func TestPlaceInLine(t *testing.T) {
+	t.Parallel()
+	// A full kitchen of 2 units declaring 120 s a preparation: each unit to
+	// wait for is 60 s.
+	full := domain.WaitBasis{Capacity: 2, Active: 2, PrepSeconds: 120}
+	third := 3
+	for _, tc := range []struct {
+		name string
+		r    domain.LineReading
+		want *domain.LinePlace
+	}{
+		{name: "queued third behind 4 units: waits for them and its own 2",
+			r:    domain.LineReading{Status: domain.StatusQueued, Load: 2, Position: &third, UnitsAhead: 4, Basis: full},
+			want: &domain.LinePlace{Position: 3, WaitSeconds: 360}},
+		{name: "a load of 0 counts as 1",
+			r:    domain.LineReading{Status: domain.StatusQueued, Position: &third, UnitsAhead: 2, Basis: full},
+			want: &domain.LinePlace{Position: 3, WaitSeconds: 180}},
+		{name: "position not read: no place",
+			r: domain.LineReading{Status: domain.StatusQueued, Load: 1, UnitsAhead: 2, Basis: full}},
+		{name: "not queued: no place",
+			r: domain.LineReading{Status: domain.StatusAccepted, Load: 1, Position: &third, Basis: full}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, domain.PlaceInLine(tc.r))
+		})
+	}
+}
+
+func TestPlaceOnJoining(t *testing.T) {
+	t.Parallel()
+	// A full kitchen of 4 units declaring 240 s a preparation: each unit to
+	// wait for is 60 s.
+	full := domain.WaitBasis{Capacity: 4, Active: 4, PrepSeconds: 240}
+	// The line after the order joined it: 4 orders of 8 units, 2 of them
+	// in the priority lane.
+	line := domain.Load{Capacity: 4, Active: 4, Queued: 4, QueuedPriority: 2, QueuedUnits: 8}
+	for _, tc := range []struct {
+		name  string
+		order domain.Order
+		want  *domain.LinePlace
+	}{
+		{name: "normal lane: last of the line, behind every other unit",
+			order: domain.Order{Status: domain.StatusQueued, Load: 3, Lane: domain.LaneNormal},
+			want:  &domain.LinePlace{Position: 4, WaitSeconds: 60 * (5 + 3)}},
+		{name: "priority lane: last of its lane, the orders ahead at the line's mean load",
+			order: domain.Order{Status: domain.StatusQueued, Load: 3, Lane: domain.LanePriority},
+			want:  &domain.LinePlace{Position: 2, WaitSeconds: 60 * (2 + 3)}},
+		{name: "accepted at once: no place",
+			order: domain.Order{Status: domain.StatusAccepted, Load: 1}},
+		{name: "unpaid: no place",
+			order: domain.Order{Status: domain.StatusAwaitingPayment, Load: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, domain.PlaceOnJoining(tc.order, line, full))
+		})
+	}
+}

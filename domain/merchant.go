@@ -372,6 +372,51 @@ func (b WaitBasis) Wait(unitsAhead, load int) int {
 	return EstimateWait(UnitsToWaitFor(b.Active, b.Capacity, unitsAhead, load), b.Capacity, b.PrepSeconds, b.Stats)
 }
 
+// LinePlace is where a queued order stands in its merchant's line, as its
+// answers show it: its position (1 is the head) and the seconds it is
+// estimated to wait.
+type LinePlace struct {
+	Position    int
+	WaitSeconds int
+}
+
+// LineReading is a queued order's line as a read found it: the order's
+// status and load, its position (nil: not read) and the units queued ahead
+// of it, with the merchant's state its wait is estimated from.
+type LineReading struct {
+	Status     OrderStatus
+	Load       int
+	Position   *int
+	UnitsAhead int
+	Basis      WaitBasis
+}
+
+// PlaceInLine is the place a read of the line shows: none for an order that
+// is not queued or whose position was not read, else its position and the
+// wait behind the units ahead of it (WaitBasis.Wait).
+func PlaceInLine(r LineReading) *LinePlace {
+	if r.Status != StatusQueued || r.Position == nil {
+		return nil
+	}
+	return &LinePlace{Position: *r.Position, WaitSeconds: r.Basis.Wait(r.UnitsAhead, max(r.Load, 1))}
+}
+
+// PlaceOnJoining is the place of an order o that has just been decided
+// under the merchant's load l, which counts it: none unless it queued, else
+// the last of its lane. The priority lane's units are not counted apart,
+// so its orders ahead are taken at the line's mean load.
+func PlaceOnJoining(o Order, l Load, b WaitBasis) *LinePlace {
+	if o.Status != StatusQueued {
+		return nil
+	}
+	position, unitsAhead := l.Queued, l.QueuedUnits-o.Load
+	if o.Lane == LanePriority {
+		position = l.QueuedPriority
+		unitsAhead = (position - 1) * l.QueuedUnits / max(l.Queued, 1)
+	}
+	return PlaceInLine(LineReading{Status: o.Status, Load: o.Load, Position: &position, UnitsAhead: unitsAhead, Basis: b})
+}
+
 // Merchant is a merchant as its events fold: settings, pause, creation time
 // and version (the webhook secret and live load are not events' business).
 type Merchant struct {

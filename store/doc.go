@@ -114,10 +114,19 @@
 //     domain/commands.go (Requeue), and for the stock it takes again
 //     domain/stock.go (RefuseStock, ClaimsOf, TakeFromBuckets:
 //     retakeStock).
-//   - The ETA: GET /v1/orders/{id}: api/orders.go, orderview.go,
-//     domain/merchant.go (WaitBasis.Wait). Who may see an order: the same
-//     route and store file, domain/access.go (Party.MaySeeOrder). A
-//     merchant's public status (open, busy, the wait of one unit paid now):
+//   - The ETA (a queued order's place in line: its position and wait): POST
+//     /v1/orders: api/orders.go, place.go (placeOne), domain/merchant.go
+//     (PlaceOnJoining). Every other answer with an order's view asks
+//     domain/merchant.go (PlaceInLine, which asks WaitBasis.Wait) of the
+//     line its read found (OrderView.line), from the store file its route
+//     enters: GET /v1/orders/{id}: api/orders.go, orderview.go (GetOrder);
+//     the lists: api/orders.go or api/merchants.go, lists.go (ListOrders);
+//     a command's answer: ordercommands.go (runOrderCommand); a placement's
+//     replay: place.go (PlaceOrder). The live positions: ws/, live.go
+//     (QueuePositions), domain/merchant.go (WaitBasis.Wait). Who may see an
+//     order: GET /v1/orders/{id}: api/orders.go, orderview.go,
+//     domain/access.go (Party.MaySeeOrder). A merchant's public status
+//     (open, busy, the wait of one unit paid now):
 //     GET /v1/merchants/{id} and the live status: api/merchants.go or
 //     ws/, merchants.go (GetMerchant) or live.go (MerchantLoads),
 //     domain/merchant.go (StatusOf).

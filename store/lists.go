@@ -59,6 +59,9 @@ func (s *Store) ListOrders(ctx context.Context, l OrderList) ([]OrderView, *Page
 	if err != nil {
 		return nil, nil, mapErr(err)
 	}
+	for i := range views {
+		views[i].showPlace(domain.PlaceInLine(views[i].line))
+	}
 	if len(views) <= l.Limit {
 		return views, nil, nil
 	}

@@ -83,8 +83,8 @@ func (m *merchantRow) setLoad(l domain.Load) {
 	m.queuedPriority, m.nextSeq = l.QueuedPriority, l.NextSeq
 }
 
-func (m *merchantRow) eta() etaBasis {
-	return etaBasis{WaitBasis: domain.WaitBasis{Capacity: m.capacityInForce(), Active: m.Load.Active, PrepSeconds: m.PrepSeconds, Stats: m.stats}, lineSeq: m.nextSeq}
+func (m *merchantRow) waitBasis() domain.WaitBasis {
+	return domain.WaitBasis{Capacity: m.capacityInForce(), Active: m.Load.Active, PrepSeconds: m.PrepSeconds, Stats: m.stats}
 }
 
 func (m *merchantRow) maxQueueWait() time.Duration {

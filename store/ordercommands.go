@@ -87,7 +87,9 @@ func (s *Store) runOrderCommand(ctx context.Context, cmd orderCommand) (*OrderVi
 		if !cmd.noView {
 			answer.readBack = func(b *pgx.Batch) {
 				b.Queue(orderByIDQuery, cmd.orderID).Query(func(rows pgx.Rows) (err error) {
-					view, err = scanOrderView(rows)
+					if view, err = scanOrderView(rows); err == nil {
+						view.showPlace(domain.PlaceInLine(view.line))
+					}
 					return err
 				})
 			}

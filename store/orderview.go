@@ -45,6 +45,11 @@ type OrderView struct {
 	LineSeq int64 `json:"-"`
 
 	queueSeq int64 // keys a page of a queue list (lineKey)
+	// line is the order's line as the read found it, which domain turns
+	// into its place (domain.PlaceInLine, asked by the store file the
+	// route enters), and lineSeq the line's sequence at the read.
+	line    domain.LineReading
+	lineSeq int64
 }
 
 const orderColumns = `o.id, o.merchant_id, o.customer_id, o.items, o.total_cents, o.status, o.version, o.placed_at,
@@ -84,7 +89,7 @@ func seqOrNil(seq int64) *int64 {
 // orderByIDQuery reads one order's view.
 const orderByIDQuery = orderViewQuery + ` WHERE o.id = $1`
 
-// readOrder reads an order with its live queue position and ETA.
+// readOrder reads an order with its live line (OrderView.line).
 func readOrder(ctx context.Context, q querier, id uuid.UUID) (*OrderView, error) {
 	rows, err := q.Query(ctx, orderByIDQuery, id)
 	if err != nil {
@@ -114,7 +119,7 @@ type querier interface {
 const etaColumns = `coalesce(m.period_capacity, m.capacity), m.active, m.prep_seconds, m.completion_interval_s, m.completion_samples, m.completion_units, m.next_seq`
 
 // etaBasis is the merchant's state a queued order's wait is estimated from
-// (domain.WaitBasis.Wait), with the line's sequence at the read.
+// (domain.WaitBasis), with the line's sequence at the read.
 type etaBasis struct {
 	domain.WaitBasis
 	lineSeq int64
@@ -164,11 +169,13 @@ func scanOrderViews(rows pgx.Rows, rankByRow bool) ([]OrderView, error) {
 			pos, ahead = &p, &a
 			unitsInPage += max(o.Load, 1)
 		}
-		units := 0
+		v := toView(o)
+		v.line = domain.LineReading{Status: o.Status, Load: v.Load, Position: pos, Basis: basis.WaitBasis}
 		if ahead != nil {
-			units = *ahead
+			v.line.UnitsAhead = *ahead
 		}
-		out = append(out, toView(o, pos, units, basis))
+		v.lineSeq = basis.lineSeq
+		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read orders: %w", err)
@@ -176,7 +183,8 @@ func scanOrderViews(rows pgx.Rows, rankByRow bool) ([]OrderView, error) {
 	return out, nil
 }
 
-func toView(o domain.Order, pos *int, unitsAhead int, basis etaBasis) OrderView {
+// toView is the order's view without its place in line (showPlace).
+func toView(o domain.Order) OrderView {
 	v := OrderView{
 		ID: o.ID, MerchantID: o.MerchantID, CustomerID: o.CustomerID,
 		Items: o.Items, TotalCents: o.TotalCents, Status: o.Status, Version: o.Version,
@@ -188,11 +196,16 @@ func toView(o domain.Order, pos *int, unitsAhead int, basis etaBasis) OrderView 
 	if v.Lane == "" {
 		v.Lane = domain.LaneNormal
 	}
-	if o.Status == domain.StatusQueued && pos != nil {
-		eta := basis.Wait(unitsAhead, v.Load)
-		v.QueuePosition, v.EtaSeconds, v.LineSeq = pos, &eta, basis.lineSeq
-	}
 	return v
+}
+
+// showPlace shows the order's place in line as domain decided it (nil:
+// none), with the line's sequence at the read.
+func (v *OrderView) showPlace(p *domain.LinePlace) {
+	if p == nil {
+		return
+	}
+	v.QueuePosition, v.EtaSeconds, v.LineSeq = &p.Position, &p.WaitSeconds, v.lineSeq
 }
 
 var errOrderNotFound = domain.Errorf(domain.CodeNotFound, "order not found")
@@ -206,6 +219,7 @@ func (s *Store) GetOrder(ctx context.Context, id uuid.UUID, access domain.Party)
 	if !access.MaySeeOrder(o.CustomerID, o.MerchantID) {
 		return nil, errOrderNotFound
 	}
+	o.showPlace(domain.PlaceInLine(o.line))
 	return o, nil
 }
 

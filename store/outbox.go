@@ -56,7 +56,7 @@ func outboxFor(m *merchantRow, c change, now time.Time) ([]outboxMessage, error)
 		id := newID()
 		payload, err := json.Marshal(WebhookPayload{
 			ID: id, Type: e.Type, OccurredAt: now,
-			Order: toView(state, nil, 0, m.eta()),
+			Order: toView(state),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("encode webhook: %w", err)

@@ -78,11 +78,11 @@ type placement struct {
 	answer answerBasis
 }
 
-// answerBasis is the merchant's line as a placement saw it.
+// answerBasis is the order's place in line as the placement decided it
+// (domain.PlaceOnJoining) and the line's sequence then.
 type answerBasis struct {
-	position   *int
-	unitsAhead int
-	eta        etaBasis
+	place   *domain.LinePlace
+	lineSeq int64
 }
 
 // PlaceOrder reserves stock, records the order and, with a payment reference,
@@ -131,6 +131,7 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceRequest) (*PlaceResult, e
 		if !(domain.Party{Actor: domain.ActorCustomer, Subject: p.CustomerID}).MaySeeOrder(o.CustomerID, o.MerchantID) {
 			return nil, errOrderNotFound
 		}
+		o.showPlace(domain.PlaceInLine(o.line))
 		return &PlaceResult{Order: o, Replayed: true}, nil
 	}
 	return pl.result, nil
@@ -262,7 +263,9 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 		}
 	}
 	for _, pl := range placed {
-		view := toView(pl.order, pl.answer.position, pl.answer.unitsAhead, pl.answer.eta)
+		view := toView(pl.order)
+		view.lineSeq = pl.answer.lineSeq
+		view.showPlace(pl.answer.place)
 		pl.result = &PlaceResult{Order: &view}
 	}
 	if err := addPlacements(tx, b, placed, merchants, now); err != nil {
@@ -719,20 +722,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		pl.jobs = append(pl.jobs, settleJob(ec.after.MerchantID, ec.after.DropID, now))
 	}
 	pl.order, pl.events, pl.entries = o, events, entries
-	var pos *int
-	unitsAhead := 0
-	if o.Status == domain.StatusQueued {
-		p := m.Load.Queued
-		unitsAhead = m.Load.QueuedUnits - o.Load
-		if o.Lane == domain.LanePriority {
-			// The priority lane's units are not counted apart: its orders
-			// ahead are taken at the queue's mean load.
-			p = m.queuedPriority
-			unitsAhead = (p - 1) * m.Load.QueuedUnits / max(m.Load.Queued, 1)
-		}
-		pos = &p
-	}
-	pl.answer = answerBasis{position: pos, unitsAhead: unitsAhead, eta: m.eta()}
+	pl.answer = answerBasis{place: domain.PlaceOnJoining(o, m.load(), m.waitBasis()), lineSeq: m.nextSeq}
 	return nil
 }
 
