@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
@@ -86,6 +88,37 @@ func TestPerUserLimitRace(t *testing.T) {
 	got, err := st.GetProduct(ctx, p.ID)
 	require.NoError(t, err)
 	require.Equal(t, 49, *got.StockRemaining, "refused attempts hold no stock")
+}
+
+// TestPurchaseLimitAcrossOrdersIsDomains: the per-customer limit across
+// orders is what domain.ClaimsOf decides, not what purchase_claims' CHECK
+// refuses. A customer's orders fill the limit exactly (a claim that fits
+// to the unit is taken), the claim row records the product's limit, and the
+// next unit is refused by the claim's decision, which names the limit,
+// rather than by the CHECK failing the statement.
+func TestPurchaseLimitAcrossOrdersIsDomains(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, nil)
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(50), PerUserLimit: intp(3)})
+
+	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "carol", Quantity: 1})
+	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "carol", Quantity: 2})
+	var quantity, limit int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT quantity, limit_qty FROM purchase_claims
+		WHERE merchant_id = $1 AND product_id = $2 AND customer_id = 'carol'`, m.ID, p.ID).Scan(&quantity, &limit))
+	require.Equal(t, []int{3, 3}, []int{quantity, limit}, "the claim holds the orders' units under the product's limit")
+
+	_, err := place(ctx, st, m.ID, p.ID, placeOpts{Customer: "carol", Quantity: 1})
+	require.Equal(t, domain.CodePurchaseLimit, domain.ErrorCode(err), "%v", err)
+	var pgErr *pgconn.PgError
+	require.False(t, errors.As(err, &pgErr), "refused by the CHECK, not by the claim's decision: %v", err)
+	require.ErrorContains(t, err, "limit of 3")
+
+	got, err := st.GetProduct(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 47, *got.StockRemaining, "the refused order holds no stock")
 }
 
 func TestCancelReleasesStockAndClaim(t *testing.T) {
