@@ -130,11 +130,14 @@
 //     GET /v1/merchants/{id} and the live status: api/merchants.go or
 //     ws/, merchants.go (GetMerchant) or live.go (MerchantLoads),
 //     domain/merchant.go (StatusOf).
-//   - Pickup codes: POST /v1/orders: api/orders.go, place.go
-//     (stampPickupCodes), domain/capacity.go (PickupCode); an order placed
-//     before codes were numbered at placement gets its code at POST
-//     /v1/orders/{id}/pay: api/orders.go, ordercommands.go (PayOrder, which
-//     takes the number from pickup.go), domain/capacity.go.
+//   - Pickup codes (none repeats in a merchant's local day): POST
+//     /v1/orders: api/orders.go, place.go (pickupDays, stampPickupCodes),
+//     domain/capacity.go (LocalDay, the day whose numbers a placement
+//     takes; PickupCode); backed by pickup_counters' primary key (merchant,
+//     day), whose rows pickup.go advances. An order placed before codes were
+//     numbered at placement gets its code at POST /v1/orders/{id}/pay:
+//     api/orders.go, ordercommands.go (PayOrder, which asks LocalDay of its
+//     placement and takes the number from pickup.go), domain/capacity.go.
 //   - Payment against close at the deadline: POST /v1/orders/{id}/pay:
 //     api/orders.go, ordercommands.go, domain/commands.go (Pay); the
 //     deadline: jobs/timers.go (each process's look, CloseDueUnpaid, on one

@@ -243,7 +243,11 @@ func (s *Store) PayOrder(ctx context.Context, orderID uuid.UUID, paymentRef stri
 				return nil, nil, err
 			}
 			if o.NeedsPickupCodeAtPayment() {
-				issued, err := numberAtPayment(ctx, tx, o, m)
+				loc, err := m.location()
+				if err != nil {
+					return nil, nil, err
+				}
+				issued, err := numberAtPayment(ctx, tx, m.ID, domain.LocalDay(o.PlacedAt, loc))
 				if err != nil {
 					return nil, nil, err
 				}

@@ -32,8 +32,8 @@ func (m *merchantRow) location() (*time.Location, error) {
 
 // takePickupNumbers takes the pickup numbers of a batch's placements and
 // returns, per merchant, the first of them (stampPickupCodes gives them out
-// in arrival order): the next numbers of its merchant's local day at now,
-// the time the orders are placed at. A merchant's day is a row of
+// in arrival order): the next numbers of its merchant's day in days, its
+// local day at the time the orders are placed at (pickupDays). A merchant's day is a row of
 // pickup_counters that one statement advances by the batch's count of that
 // merchant's placements and returns, once the batch knows which placements
 // it makes; so a refused placement takes no number, a batch rolled back
@@ -42,7 +42,7 @@ func (m *merchantRow) location() (*time.Location, error) {
 // their commit. The rows are advanced in key order, so no two batches wait
 // for each other. Each local day has its own row, so orders placed either
 // side of midnight never share a numbering, whichever commits first.
-func takePickupNumbers(ctx context.Context, tx pgx.Tx, placed []*placement, merchants map[uuid.UUID]*merchantRow, now time.Time) (map[uuid.UUID]int, error) {
+func takePickupNumbers(ctx context.Context, tx pgx.Tx, placed []*placement, days map[uuid.UUID]string) (map[uuid.UUID]int, error) {
 	byMerchant := map[uuid.UUID][]*placement{}
 	var ids [][16]byte
 	for _, pl := range placed {
@@ -53,15 +53,11 @@ func takePickupNumbers(ctx context.Context, tx pgx.Tx, placed []*placement, merc
 		byMerchant[id] = append(byMerchant[id], pl)
 	}
 	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
-	days, counts := make([]string, len(ids)), make([]int32, len(ids))
+	idDays, counts := make([]string, len(ids)), make([]int32, len(ids))
 	for i, id := range ids {
-		loc, err := merchants[id].location()
-		if err != nil {
-			return nil, err
-		}
-		days[i], counts[i] = domain.LocalDay(now, loc), int32(len(byMerchant[id]))
+		idDays[i], counts[i] = days[id], int32(len(byMerchant[id]))
 	}
-	counters, err := advancePickupCounters(ctx, tx, ids, days, counts)
+	counters, err := advancePickupCounters(ctx, tx, ids, idDays, counts)
 	if err != nil {
 		return nil, err
 	}
@@ -237,17 +233,14 @@ func reservePickupNumbers(tx pgx.Tx, b *pgx.Batch, batch []*placement, clock tim
 }
 
 // check makes sure every merchant the batch decides for has numbers of its
-// local day at now, the decisions' time.
-func (r *pickupReservation) check(merchants map[uuid.UUID]*merchantRow, now time.Time) error {
-	for id, m := range merchants {
+// day in days, its local day at the decisions' time (pickupDays): the
+// reservation read the day before the decisions' time was known.
+func (r *pickupReservation) check(merchants map[uuid.UUID]*merchantRow, days map[uuid.UUID]string) error {
+	for id := range merchants {
 		if _, err := r.counters.lastOf(id); err != nil {
 			return err
 		}
-		loc, err := m.location()
-		if err != nil {
-			return err
-		}
-		if domain.LocalDay(now, loc) != r.counters.day[id] {
+		if days[id] != r.counters.day[id] {
 			return errNumberLast
 		}
 	}
@@ -303,16 +296,13 @@ func advancePickupCounters(ctx context.Context, tx pgx.Tx, ids [][16]byte, days 
 
 // numberAtPayment takes, for an order paid without a pickup code (placed
 // before codes were numbered at placement), the next number of its
-// merchant's local day of placement, the day the audit checks its code
-// against; the payment stamps the code (domain.PickupCode).
-func numberAtPayment(ctx context.Context, tx pgx.Tx, o domain.Order, m *merchantRow) (int, error) {
-	loc, err := m.location()
+// merchant's day, the local day of its placement (domain.LocalDay), the day
+// the audit checks its code against; the payment stamps the code
+// (domain.PickupCode).
+func numberAtPayment(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, day string) (int, error) {
+	counters, err := advancePickupCounters(ctx, tx, [][16]byte{merchantID}, []string{day}, []int32{1})
 	if err != nil {
 		return 0, err
 	}
-	counters, err := advancePickupCounters(ctx, tx, [][16]byte{m.ID}, []string{domain.LocalDay(o.PlacedAt, loc)}, []int32{1})
-	if err != nil {
-		return 0, err
-	}
-	return counters.lastOf(m.ID)
+	return counters.lastOf(merchantID)
 }

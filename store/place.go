@@ -170,8 +170,12 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	merchants := locked.rows
 	now := domain.DecisionTime(s.now(), locked.lastDecisions()...)
 	s.noteStockProducts(products)
+	days, err := pickupDays(merchants, now)
+	if err != nil {
+		return nil, err
+	}
 	if numbers != nil {
-		if err := numbers.check(merchants, now); err != nil {
+		if err := numbers.check(merchants, days); err != nil {
 			return nil, err
 		}
 	}
@@ -254,7 +258,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	}
 	if numbers == nil {
 		// Last, so that the counters' row locks are held only until the commit.
-		firsts, err := takePickupNumbers(ctx, tx, placed, merchants, now)
+		firsts, err := takePickupNumbers(ctx, tx, placed, days)
 		if err != nil {
 			return nil, err
 		}
@@ -578,6 +582,21 @@ func addBatchMerchants(tx pgx.Tx, b *pgx.Batch, batch []*placement, wait bool) *
 		}
 	}
 	return &locks
+}
+
+// pickupDays is each merchant's local day at now, the day whose pickup
+// numbers its placements take (domain.LocalDay), so that codes never repeat
+// within a day and each day starts its own numbering.
+func pickupDays(merchants map[uuid.UUID]*merchantRow, now time.Time) (map[uuid.UUID]string, error) {
+	days := make(map[uuid.UUID]string, len(merchants))
+	for id, m := range merchants {
+		loc, err := m.location()
+		if err != nil {
+			return nil, err
+		}
+		days[id] = domain.LocalDay(now, loc)
+	}
+	return days, nil
 }
 
 // stampPickupCodes gives the placements, in arrival order, their merchants'
