@@ -122,3 +122,54 @@ func TakeFromBuckets(productID uuid.UUID, remaining []BucketTake, quantity int) 
 	}
 	return takes, nil
 }
+
+// BatchTake is what one round trip of a batch answered an order's line of
+// a product with limited stock: the claims and takes of several orders are
+// sent together, the claims first, then the takes in the orders' arrival
+// order, each from one bucket that has the line's units and no other
+// transaction holds.
+type BatchTake struct {
+	ProductID uuid.UUID
+	// ClaimRefused: the customer's claim would have taken it past the
+	// per-customer limit (PurchaseLimitReached).
+	ClaimRefused bool
+	// Took: a bucket gave the line's units.
+	Took bool
+}
+
+// TakeOutcome is what an order does with what its BatchTake answered.
+type TakeOutcome int
+
+const (
+	// KeepTake: the order keeps its claim and its units.
+	KeepTake TakeOutcome = iota
+	// RefuseClaim: the order is refused at the limit; units it took go back.
+	RefuseClaim
+	// TakeInTurn: the order keeps its claim, gives back units it took, and
+	// takes its units as an order decided alone would, in its turn.
+	TakeInTurn
+)
+
+// SettleBatchTakes decides, for takes in the orders' arrival order, what
+// each order does with its answer. First come, first served holds within
+// the batch: once an order of a product that may buy it took nothing (no
+// bucket held the line's units unheld by another transaction), an order
+// after it of that product took only because it wanted fewer or a bucket
+// came free meanwhile, so it gives its units back and takes in its turn,
+// after the one before it.
+func SettleBatchTakes(takes []BatchTake) []TakeOutcome {
+	out := make([]TakeOutcome, len(takes))
+	missed := map[uuid.UUID]bool{}
+	for i, t := range takes {
+		switch {
+		case t.ClaimRefused:
+			out[i] = RefuseClaim
+		case !t.Took || missed[t.ProductID]:
+			missed[t.ProductID] = true
+			out[i] = TakeInTurn
+		default:
+			out[i] = KeepTake
+		}
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package domain_test
 import (
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
@@ -164,5 +165,36 @@ func TestRefuseStock(t *testing.T) {
 			continue
 		}
 		require.Equal(t, tc.want, domain.ErrorCode(err), tc.name)
+	}
+}
+
+func TestSettleBatchTakes(t *testing.T) {
+	t.Parallel()
+	a, b := testID("a"), testID("b")
+	took := func(p uuid.UUID) domain.BatchTake { return domain.BatchTake{ProductID: p, Took: true} }
+	missed := func(p uuid.UUID) domain.BatchTake { return domain.BatchTake{ProductID: p} }
+	refused := func(p uuid.UUID, took bool) domain.BatchTake {
+		return domain.BatchTake{ProductID: p, ClaimRefused: true, Took: took}
+	}
+	keep, refuse, turn := domain.KeepTake, domain.RefuseClaim, domain.TakeInTurn
+	for _, tc := range []struct {
+		name  string
+		takes []domain.BatchTake
+		want  []domain.TakeOutcome
+	}{
+		{"every order took", []domain.BatchTake{took(a), took(a), took(b)}, []domain.TakeOutcome{keep, keep, keep}},
+		{"after a miss, the later orders of its product take in turn",
+			[]domain.BatchTake{took(a), missed(a), took(a), took(b), missed(a)}, []domain.TakeOutcome{keep, turn, turn, keep, turn}},
+		{"a refused claim is refused, whether it took or not",
+			[]domain.BatchTake{refused(a, true), refused(a, false), took(a)}, []domain.TakeOutcome{refuse, refuse, keep}},
+		{"a refused claim's miss keeps no one from its units",
+			[]domain.BatchTake{refused(a, false), took(a)}, []domain.TakeOutcome{refuse, keep}},
+		{"a refused claim after a miss is still refused",
+			[]domain.BatchTake{missed(a), refused(a, true), took(a)}, []domain.TakeOutcome{turn, refuse, turn}},
+		{"none", nil, []domain.TakeOutcome{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, domain.SettleBatchTakes(tc.takes))
+		})
 	}
 }

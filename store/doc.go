@@ -58,7 +58,10 @@
 //  5. products in id order, and for each product the customer's purchase
 //     claim before its stock buckets, which are taken in (product id,
 //     bucket) order (takeStock; the dead-letter retry waits for all of
-//     its products' buckets at once, retakeStock); a transaction holding a
+//     its products' buckets at once, retakeStock); a placement batch's
+//     round trip for many orders sends all their claims, in (merchant,
+//     product, customer) order, before any of their takes
+//     (takeBatchStock); a transaction holding a
 //     later bucket never waits for an earlier one (errStockHeldElsewhere);
 //  6. pickup counters, advanced once, just before the commit (pickup.go).
 //
@@ -160,7 +163,14 @@
 //     them all and no other transaction holds, which only the database
 //     knows (stock.go's addTakeOne, each take guarded by remaining >= the
 //     quantity); only when none has them does takeStock ask domain.SoldOut
-//     and TakeFromBuckets. A dead letter's retry asks domain.ClaimsOf and
+//     and TakeFromBuckets. A placement batch sends the claims and takes of
+//     its orders of one line of such a product in one round trip for all
+//     of them, up to the units the product's buckets held when the batch
+//     began (place.go's batchTakers, stock.go's takeBatchStock), and asks
+//     domain.SettleBatchTakes which orders keep what they got (first come,
+//     first served: after an order that got no units, the later ones of
+//     its product give theirs back and take in their turn, takeStock);
+//     what refused orders got goes back in one statement. A dead letter's retry asks domain.ClaimsOf and
 //     TakeFromBuckets in ordercommands.go (retakeStock). Restocks: POST
 //     /v1/products/{id}/restock: api/merchants.go, products.go,
 //     domain/product.go (Product.Restock).

@@ -35,7 +35,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	for env, helper := range map[string]func() error{pickupHelperDB: pickupHelper, skewHelperDB: skewHelper, slotHelperDB: slotHelper, slotFreeHelperDB: slotFreeHelper, timersHelperDB: timersHelper} {
+	for env, helper := range map[string]func() error{pickupHelperDB: pickupHelper, skewHelperDB: skewHelper, slotHelperDB: slotHelper, slotFreeHelperDB: slotFreeHelper, timersHelperDB: timersHelper, flashHelperDB: flashHelper} {
 		if os.Getenv(env) == "" {
 			continue
 		}

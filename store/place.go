@@ -157,6 +157,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	keys := addIdempotencyKeys(tx, b, batch)
 	locked := addBatchMerchants(tx, b, batch, mode.waitForMerchants)
 	products := s.addBatchProducts(tx, b, batchMerchantIDs(batch), batchProductIDs(batch))
+	sums := addStockSums(b, batch, func(id uuid.UUID) bool { _, ok := s.stockProducts.Load(id); return ok })
 	var numbers *pickupReservation
 	if !mode.numberLast && s.mayNumberFirst(ctx, batch) {
 		numbers = reservePickupNumbers(tx, b, batch, s.now())
@@ -191,6 +192,21 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	s.full.note(slots.full, now)
 	var placed []*placement
 	memo := newStockMemo()
+	for id, left := range sums {
+		if left == 0 {
+			// Sold out when the batch began: the batch answers from memory.
+			memo.set(id, 0)
+		}
+	}
+	var takers []*placement
+	var lines []domain.StockLine
+	if numbers == nil {
+		takers, lines = batchTakers(live, merchants, products, memo, sums)
+	}
+	stock, err := takeBatchStock(ctx, tx, memo, takers, lines)
+	if err != nil {
+		return nil, err
+	}
 	// A merchant with a paid request deferred: its later paid requests of
 	// this batch are deferred too, to be decided after it.
 	behind := map[uuid.UUID]bool{}
@@ -205,6 +221,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 		paid := domain.PlacementTakesMerchantLock(pl.p.PaymentRef)
 		if paid && behind[pl.p.MerchantID] {
 			pl.retry = stockHeldElsewhere
+			stock.giveBack(pl)
 			continue
 		}
 		var err error
@@ -212,11 +229,12 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 			// Holding pickup counters, the batch may wait for no stock.
 			err = errStockHeldElsewhere
 		} else {
-			err = s.placeOne(ctx, tx, pl, m, products, memo, now)
+			err = s.placeOne(ctx, tx, pl, m, products, stock, now)
 		}
 		if errors.Is(err, errStockHeldElsewhere) {
 			pl.retry = stockHeldElsewhere
 			behind[pl.p.MerchantID] = behind[pl.p.MerchantID] || paid
+			stock.giveBack(pl)
 			continue
 		}
 		if err != nil {
@@ -225,6 +243,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 				return nil, err
 			}
 			pl.err = err
+			stock.giveBack(pl)
 			continue
 		}
 		placed = append(placed, pl)
@@ -239,6 +258,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 		return nil, err
 	}
 	b = &pgx.Batch{}
+	stock.addReturns(b)
 	slots.addTaken(b, placed)
 	if numbers != nil {
 		if err := stampPickupCodes(placed, merchants, numbers.firsts(placed)); err != nil {
@@ -657,7 +677,7 @@ func claimInvitations(ctx context.Context, tx pgx.Tx, merchantID uuid.UUID, prod
 
 // placeOne decides one request and reserves its stock; a refused request
 // leaves nothing behind in the shared transaction.
-func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merchantRow, products map[uuid.UUID]productInfo, memo *stockMemo, now time.Time) error {
+func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merchantRow, products map[uuid.UUID]productInfo, stock *batchStock, now time.Time) error {
 	if m == nil {
 		return domain.Errorf(domain.CodeNotFound, "merchant not found")
 	}
@@ -697,10 +717,7 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		}
 	}
 	if guarded {
-		if err := domain.RefuseStock(stockLines(o, products, memo)); err != nil {
-			return err
-		}
-		if err := takeStock(ctx, tx, o, products, memo); err != nil {
+		if err := stock.take(ctx, pl, o, products); err != nil {
 			return err
 		}
 	}
@@ -763,8 +780,10 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 //
 // It never fails the transaction: a refusal, or stock the transaction may
 // not wait for, puts back what the order had taken. What domain.RefuseStock
-// refuses on stockLines is refused before.
-func takeStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[uuid.UUID]productInfo, memo *stockMemo) (err error) {
+// refuses on stockLines is refused before. claimed says the batch's round
+// trip made the order's claims already (takeBatchStock), which the batch
+// puts back if the order is refused.
+func takeStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[uuid.UUID]productInfo, memo *stockMemo, claimed bool) (err error) {
 	t := &stockTake{tx: tx, order: o, memo: memo}
 	defer func() {
 		var de *domain.Error
@@ -781,7 +800,11 @@ func takeStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[uuid
 	if len(wanted) > 0 {
 		first, firstHeld = domain.TakeFromHeld(memo.heldBuckets(wanted[0].ProductID), wanted[0].Quantity)
 	}
-	wanted, err = t.claim(ctx, domain.ClaimsOf(stockLines(o, products, memo)), wanted, first, firstHeld)
+	var claims []domain.Claim
+	if !claimed {
+		claims = domain.ClaimsOf(stockLines(o, products, memo))
+	}
+	wanted, err = t.claim(ctx, claims, wanted, first, firstHeld)
 	if err != nil {
 		return err
 	}
@@ -823,6 +846,67 @@ func takeStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[uuid
 		}
 	}
 	return nil
+}
+
+// batchTakers are the requests of a batch whose stock one round trip claims
+// and takes for all of them (takeBatchStock), with their lines, in arrival
+// order: each of one line of a product with limited stock and no drop, of a
+// merchant the batch holds, the first of its customer's for the product
+// (a second would be refused its claim for the first's, which the batch may
+// still refuse), and no more units of a product than its buckets held when
+// the batch began (sums, when known). The first request of a product that
+// is not one of them takes its stock in its turn (takeStock), and so do all
+// after it: none may take units before an earlier request had its turn.
+// A request domain.RefuseStock refuses takes nothing and holds up no one.
+func batchTakers(live []*placement, merchants map[uuid.UUID]*merchantRow, products map[uuid.UUID]productInfo,
+	memo *stockMemo, sums map[uuid.UUID]int,
+) ([]*placement, []domain.StockLine) {
+	var takers []*placement
+	var lines []domain.StockLine
+	closed := map[uuid.UUID]bool{}
+	promised := map[uuid.UUID]int{}
+	claimed := map[returnedClaim]bool{}
+	for _, pl := range live {
+		m := merchants[pl.p.MerchantID]
+		if m == nil {
+			// Not decided by this batch.
+			continue
+		}
+		var stocked []uuid.UUID
+		for _, l := range pl.p.Lines {
+			if p, ok := products[l.ProductID]; ok && p.takesStock() {
+				stocked = append(stocked, l.ProductID)
+			}
+		}
+		if len(stocked) == 0 {
+			continue
+		}
+		l := pl.p.Lines[0]
+		p := products[l.ProductID]
+		line := domain.StockLine{ProductID: l.ProductID, Quantity: l.Quantity, Limit: p.perUserLimit}
+		if left, known := memo.known(l.ProductID); known {
+			line.Left = &left
+		}
+		key := returnedClaim{pl.p.MerchantID, l.ProductID, pl.p.CustomerID}
+		fits := len(pl.p.Lines) == 1 && p.limited && p.dropID == uuid.Nil && p.MerchantID == pl.p.MerchantID &&
+			!p.Unavailable && !p.Hidden && !m.pause.Refuses() && !closed[l.ProductID] && !claimed[key]
+		if fits && domain.RefuseStock([]domain.StockLine{line}) != nil {
+			continue
+		}
+		if sum, known := sums[l.ProductID]; fits && known {
+			fits = promised[l.ProductID]+l.Quantity <= sum
+		}
+		if !fits {
+			for _, id := range stocked {
+				closed[id] = true
+			}
+			continue
+		}
+		promised[l.ProductID] += l.Quantity
+		claimed[key] = true
+		takers, lines = append(takers, pl), append(lines, line)
+	}
+	return takers, lines
 }
 
 // addPlacements adds to b the write of every placed order: one change

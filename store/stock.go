@@ -478,3 +478,252 @@ func sortedItems(items []domain.Item) []domain.Item {
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].ProductID[:], out[j].ProductID[:]) < 0 })
 	return out
 }
+
+// addStockSums adds to b, for the batch's products known to take stock
+// (known), the read of how many units each product's buckets hold, without
+// waiting for their locks: one statement per merchant, which on Citus is
+// its shard's. The map holds the sums, of products with buckets only, once
+// b's results are read.
+func addStockSums(b *pgx.Batch, batch []*placement, known func(uuid.UUID) bool) map[uuid.UUID]int {
+	sums := map[uuid.UUID]int{}
+	products := map[uuid.UUID][]uuid.UUID{}
+	var merchants []uuid.UUID
+	seen := map[[2]uuid.UUID]bool{}
+	for _, pl := range batch {
+		for _, l := range pl.p.Lines {
+			key := [2]uuid.UUID{pl.p.MerchantID, l.ProductID}
+			if seen[key] || !known(l.ProductID) {
+				continue
+			}
+			seen[key] = true
+			if _, ok := products[pl.p.MerchantID]; !ok {
+				merchants = append(merchants, pl.p.MerchantID)
+			}
+			products[pl.p.MerchantID] = append(products[pl.p.MerchantID], l.ProductID)
+		}
+	}
+	for _, m := range merchants {
+		b.Queue(`SELECT product_id, sum(remaining)::int FROM stock_buckets WHERE merchant_id = $1 AND product_id = ANY($2::uuid[])
+			GROUP BY product_id`, m, products[m]).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id uuid.UUID
+				var sum int
+				if err := rows.Scan(&id, &sum); err != nil {
+					return fmt.Errorf("sum stock: %w", err)
+				}
+				sums[id] = sum
+			}
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("sum stock: %w", err)
+			}
+			return nil
+		})
+	}
+	return sums
+}
+
+// batchStock is the stock a batch claimed and took for several of its
+// orders in one round trip (takeBatchStock), which each order keeps or
+// gives back as the batch decides it (domain.SettleBatchTakes, placeOne).
+type batchStock struct {
+	tx   pgx.Tx
+	memo *stockMemo
+	of   map[*placement]*batchTake
+	// back is what orders gave back, known to the memo at once and put back
+	// in the database before the transaction's next take (flush) or with
+	// its commit (addReturns).
+	back stockReturns
+}
+
+// batchTake is one order's part of a batchStock.
+type batchTake struct {
+	take    *stockTake
+	outcome domain.TakeOutcome
+	refusal error
+}
+
+// stockReturns are claims and units to put back, by merchant.
+type stockReturns struct {
+	claims map[returnedClaim]int
+	units  map[returnedUnits]int
+}
+
+type returnedClaim struct {
+	merchantID, productID uuid.UUID
+	customerID            string
+}
+
+type returnedUnits struct {
+	merchantID, productID uuid.UUID
+	bucket                int32
+}
+
+// takeBatchStock claims and takes, in one round trip, the units of orders
+// of one line of a product with limited stock (lines: each order's line,
+// in arrival order): first every claim, in (merchant, product, customer)
+// order, as the store's lock order wants claims before buckets, then every
+// take, in arrival order, each from the first bucket that has the line's
+// units and no other transaction holds (addTakeOne; it waits for no lock).
+// domain.SettleBatchTakes then says which orders keep what they got; the
+// others' units go back at once, to the memo.
+func takeBatchStock(ctx context.Context, tx pgx.Tx, memo *stockMemo, orders []*placement, lines []domain.StockLine) (*batchStock, error) {
+	bs := &batchStock{tx: tx, memo: memo, of: make(map[*placement]*batchTake, len(orders))}
+	if len(orders) == 0 {
+		return bs, nil
+	}
+	takes := make([]*batchTake, len(orders))
+	for i, pl := range orders {
+		takes[i] = &batchTake{take: &stockTake{tx: tx, memo: memo, order: domain.Order{MerchantID: pl.p.MerchantID, CustomerID: pl.p.CustomerID}}}
+		bs.of[pl] = takes[i]
+	}
+	byClaim := make([]int, len(orders))
+	for i := range byClaim {
+		byClaim[i] = i
+	}
+	slices.SortFunc(byClaim, func(i, j int) int {
+		a, b := orders[i].p, orders[j].p
+		return cmp.Or(bytes.Compare(a.MerchantID[:], b.MerchantID[:]), bytes.Compare(lines[i].ProductID[:], lines[j].ProductID[:]),
+			cmp.Compare(a.CustomerID, b.CustomerID))
+	})
+	b := &pgx.Batch{}
+	for _, i := range byClaim {
+		t := takes[i]
+		addClaims(b, t.take.order, domain.ClaimsOf(lines[i:i+1]), &t.refusal, func(c domain.Claim) {
+			t.take.claimed = append(t.take.claimed, domain.Item{ProductID: c.ProductID, Quantity: c.Quantity})
+		})
+	}
+	answers := make([]domain.BatchTake, len(orders))
+	for i, t := range takes {
+		answers[i].ProductID = lines[i].ProductID
+		t.take.addTakeOne(b, domain.Item{ProductID: lines[i].ProductID, Quantity: lines[i].Quantity}, domain.BucketTake{}, false, func() { answers[i].Took = true })
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("reserve stock: %w", err)
+	}
+	for i, t := range takes {
+		answers[i].ClaimRefused = t.refusal != nil
+	}
+	for i, outcome := range domain.SettleBatchTakes(answers) {
+		t := takes[i]
+		t.outcome = outcome
+		if outcome != domain.KeepTake {
+			bs.returnUnits(t.take)
+		}
+	}
+	return bs, nil
+}
+
+// returnUnits gives back the units t took, keeping its claims.
+func (bs *batchStock) returnUnits(t *stockTake) {
+	for _, u := range t.taken {
+		for i, n := range u.counts {
+			if bs.back.units == nil {
+				bs.back.units = map[returnedUnits]int{}
+			}
+			bs.back.units[returnedUnits{u.merchantID, u.productID, u.buckets[i]}] += int(n)
+			bs.memo.add(u.productID, int(n))
+			bs.memo.addHeld(u.productID, int(u.buckets[i]), int(n))
+		}
+	}
+	t.taken = nil
+}
+
+// giveBack returns what the order claimed and took in the batch's round
+// trip, when the batch does not place it.
+func (bs *batchStock) giveBack(pl *placement) {
+	t, ok := bs.of[pl]
+	if !ok {
+		return
+	}
+	delete(bs.of, pl)
+	bs.returnUnits(t.take)
+	for _, it := range t.take.claimed {
+		if bs.back.claims == nil {
+			bs.back.claims = map[returnedClaim]int{}
+		}
+		bs.back.claims[returnedClaim{t.take.order.MerchantID, it.ProductID, t.take.order.CustomerID}] += it.Quantity
+	}
+	t.take.claimed = nil
+}
+
+// take takes the stock of pl's order, whose guarded lines domain.RefuseStock
+// has not refused yet: what the batch's round trip got it, or, for an order
+// that was not in it or takes in its turn, what takeStock takes, once what
+// orders gave back is in the database.
+func (bs *batchStock) take(ctx context.Context, pl *placement, o domain.Order, products map[uuid.UUID]productInfo) error {
+	t, ok := bs.of[pl]
+	if ok && t.outcome == domain.KeepTake {
+		return nil
+	}
+	if ok && t.outcome == domain.RefuseClaim {
+		return t.refusal
+	}
+	if err := domain.RefuseStock(stockLines(o, products, bs.memo)); err != nil {
+		return err
+	}
+	if err := bs.flush(ctx); err != nil {
+		return err
+	}
+	return takeStock(ctx, bs.tx, o, products, bs.memo, ok)
+}
+
+// flush puts back in the database what orders gave back.
+func (bs *batchStock) flush(ctx context.Context) error {
+	b := &pgx.Batch{}
+	bs.addReturns(b)
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := bs.tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("put back stock: %w", err)
+	}
+	return nil
+}
+
+// addReturns adds to b the put-back of what orders gave back, per merchant
+// one statement for the claims and one for the units; every row is one
+// the transaction holds already.
+func (bs *batchStock) addReturns(b *pgx.Batch) {
+	type claims struct {
+		products  []uuid.UUID
+		customers []string
+		counts    []int32
+	}
+	byMerchant := map[uuid.UUID]*claims{}
+	var merchants []uuid.UUID
+	for k, n := range bs.back.claims {
+		c, ok := byMerchant[k.merchantID]
+		if !ok {
+			c = &claims{}
+			byMerchant[k.merchantID], merchants = c, append(merchants, k.merchantID)
+		}
+		c.products, c.customers, c.counts = append(c.products, k.productID), append(c.customers, k.customerID), append(c.counts, int32(n))
+	}
+	for _, m := range merchants {
+		c := byMerchant[m]
+		b.Queue(`UPDATE purchase_claims pc SET quantity = pc.quantity - t.q
+			FROM unnest($2::uuid[], $3::text[], $4::int[]) AS t(p, c, q)
+			WHERE pc.merchant_id = $1 AND pc.product_id = t.p AND pc.customer_id = t.c`, m, c.products, c.customers, c.counts)
+	}
+	type units struct {
+		products        []uuid.UUID
+		buckets, counts []int32
+	}
+	unitsOf := map[uuid.UUID]*units{}
+	merchants = merchants[:0]
+	for k, n := range bs.back.units {
+		u, ok := unitsOf[k.merchantID]
+		if !ok {
+			u = &units{}
+			unitsOf[k.merchantID], merchants = u, append(merchants, k.merchantID)
+		}
+		u.products, u.buckets, u.counts = append(u.products, k.productID), append(u.buckets, k.bucket), append(u.counts, int32(n))
+	}
+	for _, m := range merchants {
+		u := unitsOf[m]
+		b.Queue(`UPDATE stock_buckets s SET remaining = s.remaining + t.n
+			FROM unnest($2::uuid[], $3::int[], $4::int[]) AS t(p, bucket, n)
+			WHERE s.merchant_id = $1 AND s.product_id = t.p AND s.bucket = t.bucket`, m, u.products, u.buckets, u.counts)
+	}
+	bs.back = stockReturns{}
+}

@@ -1,0 +1,165 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
+	"github.com/orderd/orderd/store"
+)
+
+// The flash sale test runs this test binary again as more OS processes
+// buying; these variables tell such a process what to buy.
+const (
+	flashHelperDB        = "ORDERD_FLASH_HELPER_DB"
+	flashHelperMerchant  = "ORDERD_FLASH_HELPER_MERCHANT"
+	flashHelperProduct   = "ORDERD_FLASH_HELPER_PRODUCT"
+	flashHelperCustomers = "ORDERD_FLASH_HELPER_CUSTOMERS"
+)
+
+// flashBuyers has every one of customers customers, c0, c1, ..., try once
+// to buy one unit of the product through st, from 16 goroutines, every
+// other one paying at once; sold counts the orders placed. Any answer but
+// an order, sold_out or the per-customer limit is an error.
+func flashBuyers(ctx context.Context, st *store.Store, merchant, product uuid.UUID, customers int, sold *atomic.Int32) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, customers)
+	sem := make(chan struct{}, 16)
+	for i := range customers {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			opts := placeOpts{Customer: fmt.Sprintf("c%d", i)}
+			if i%2 == 1 {
+				opts.PaymentRef = "r"
+			}
+			_, err := place(ctx, st, merchant, product, opts)
+			switch {
+			case err == nil:
+				sold.Add(1)
+			case domain.ErrorCode(err) == domain.CodeSoldOut, domain.ErrorCode(err) == domain.CodePurchaseLimit:
+			default:
+				errs <- fmt.Errorf("customer c%d: %w", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func flashHelper() error {
+	ctx := context.Background()
+	merchant, err := uuid.Parse(os.Getenv(flashHelperMerchant))
+	if err != nil {
+		return err
+	}
+	product, err := uuid.Parse(os.Getenv(flashHelperProduct))
+	if err != nil {
+		return err
+	}
+	customers, err := strconv.Atoi(os.Getenv(flashHelperCustomers))
+	if err != nil {
+		return err
+	}
+	return runInHelperProcess(ctx, os.Getenv(flashHelperDB), 8, func(ctx context.Context, st *store.Store, _ *pgxpool.Pool) error {
+		var sold atomic.Int32
+		return flashBuyers(ctx, st, merchant, product, customers, &sold)
+	})
+}
+
+// TestFlashSaleAcrossProcessesWithABucketHeld: the same 200 customers each
+// try to buy one unit of a product of 96 with a per-customer limit of one,
+// from two stores in this process and two more OS processes, each with its
+// lanes and batches, while another connection holds the bucket every
+// buyer's take looks at first until a third of the units are sold. Every
+// unit is sold, none twice, no customer buys twice, the claims hold
+// exactly what the orders bought, and nobody is answered anything but an
+// order, sold_out or the limit.
+func TestFlashSaleAcrossProcessesWithABucketHeld(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, pool, st := sharedDatabaseStore(ctx, t)
+	const units, customers, helpers = 96, 200, 2
+	m := createMerchant(t, st, &merchantOpts{Capacity: 100_000})
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(units), PerUserLimit: intp(1)})
+
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx) //nolint:errcheck // committed below
+	var held int
+	require.NoError(t, holder.QueryRow(ctx, `SELECT remaining FROM stock_buckets WHERE product_id = $1 AND bucket = 0 FOR UPDATE`, p.ID).Scan(&held))
+	require.Positive(t, held)
+
+	other, err := smallPool(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(other.Close)
+	ins, err := jobs.NewInserter(other)
+	require.NoError(t, err)
+	stores := []*store.Store{st, newStore(store.Config{Pool: other, Jobs: ins})}
+
+	var wg sync.WaitGroup
+	outs := make([][]byte, helpers)
+	errs := make([]error, helpers+len(stores))
+	for i := range helpers {
+		cmd := osexec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), flashHelperDB+"="+url, flashHelperMerchant+"="+m.ID.String(),
+			flashHelperProduct+"="+p.ID.String(), flashHelperCustomers+"="+strconv.Itoa(customers))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = cmd.CombinedOutput()
+		}()
+	}
+	var sold atomic.Int32
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[helpers+i] = flashBuyers(ctx, s, m.ID, p.ID, customers, &sold)
+		}()
+	}
+	// The bucket is held while buyers arrive, until a third is sold (by
+	// any process), or long enough that every buyer has arrived.
+	for until := time.Now().Add(10 * time.Second); time.Now().Before(until); time.Sleep(5 * time.Millisecond) {
+		if countRows(t, pool, "orders") >= units/3 {
+			break
+		}
+	}
+	require.NoError(t, holder.Commit(ctx))
+	wg.Wait()
+	for i, err := range errs {
+		if i < helpers {
+			require.NoError(t, err, "helper process %d: %s", i, outs[i])
+		} else {
+			require.NoError(t, err)
+		}
+	}
+
+	got, err := st.GetProduct(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 0, *got.StockRemaining, "every unit sold")
+	require.Equal(t, units, countRows(t, pool, "orders"), "no unit sold twice")
+	var twice, claimsOff int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT customer_id FROM orders GROUP BY customer_id HAVING count(*) > 1) x`).Scan(&twice))
+	require.Zero(t, twice, "customers who bought twice")
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT count(*) FROM purchase_claims c FULL JOIN (SELECT customer_id, count(*) AS n FROM orders GROUP BY customer_id) o
+			ON o.customer_id = c.customer_id
+		WHERE coalesce(c.quantity, 0) <> coalesce(o.n, 0)`).Scan(&claimsOff))
+	require.Zero(t, claimsOff, "customers whose claim is not what they bought")
+}
