@@ -189,18 +189,19 @@ func spread(ctx context.Context, t *Target, o Options) (*Result, error) {
 	defer cancel()
 	bar := newBar(o, -1, "spread: placing paid orders")
 	var placed atomic.Int64
-	t.issueTokens(customers, func(i int) auth.Principal { return customer("spread", i) })
+	toks := t.issueTokens(customers, func(i int) auth.Principal { return customer("spread", i) })
+	posters := t.newPosters(clients)
+	defer closePosters(posters)
 	cpu := t.readCPU()
 	elapsed, errs := drive(runCtx, clients, 1<<40, rec, bar, func(ctx context.Context, c, i int) error {
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(i)))
 		s := shops[rng.IntN(merchants)]
 		n := 1 + rng.IntN(3)
-		items := make([]line, n)
+		var items [3]line
 		for j := range n {
 			items[j] = line{ProductID: s.products[j], Quantity: 1 + rng.IntN(3)}
 		}
-		_, err := t.call(ctx, "POST", "/v1/orders", t.token(customer("spread", i)),
-			placeBody{MerchantID: s.id, Items: items, PaymentRef: "pay"}, map[string]string{"Idempotency-Key": uuid.NewString()}, nil)
+		_, err := posters[c].placeOrder(ctx, toks[i%customers], placeBody{MerchantID: s.id, Items: items[:n], PaymentRef: "pay"})
 		if err == nil {
 			placed.Add(1)
 		}
@@ -318,16 +319,16 @@ func hot(ctx context.Context, t *Target, o Options, weighted bool) (*Result, err
 	payer := func(i int) auth.Principal {
 		return auth.Principal{Subject: fmt.Sprintf("hot-c%d", i), Role: auth.RoleCustomer}
 	}
-	t.issueTokens(count, payer)
+	toks := t.issueTokens(count, payer)
+	posters := t.newPosters(clients)
+	defer closePosters(posters)
 	cpu := t.readCPU()
 	elapsed, errs := drive(ctx, clients, count, rec, bar, func(ctx context.Context, c, i int) error {
 		quantity := 1
 		if weighted {
 			quantity = 1 + i%6
 		}
-		_, err := t.call(ctx, "POST", "/v1/orders", t.token(payer(i)),
-			placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: quantity}}, PaymentRef: "pay"},
-			map[string]string{"Idempotency-Key": uuid.NewString()}, nil)
+		_, err := posters[c].placeOrder(ctx, toks[i], placeBody{MerchantID: mID, Items: []line{{ProductID: pID, Quantity: quantity}}, PaymentRef: "pay"})
 		return err
 	})
 	close(stop)
