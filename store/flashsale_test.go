@@ -163,3 +163,67 @@ func TestFlashSaleAcrossProcessesWithABucketHeld(t *testing.T) {
 		WHERE coalesce(c.quantity, 0) <> coalesce(o.n, 0)`).Scan(&claimsOff))
 	require.Zero(t, claimsOff, "customers whose claim is not what they bought")
 }
+
+// TestReleaseAndPurchaseTakeClaimsBeforeBuckets: a cancellation giving back
+// a customer's unit and the same customer's next purchase, which waits for
+// the product's buckets, take the customer's claim and the buckets in the
+// store's one lock order, the claim first, so that neither waits for the
+// other in a circle. Every bucket is held by a third connection while both
+// arrive; once it lets go, both finish. PostgreSQL's deadlock detection is
+// put off past the test's patience, so a circle fails the test instead of
+// being broken and retried unseen.
+func TestReleaseAndPurchaseTakeClaimsBeforeBuckets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, pool, setupStore := sharedDatabaseStore(ctx, t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["deadlock_timeout"] = "10min"
+	patient, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(patient.Close)
+	ins, err := jobs.NewInserter(patient)
+	require.NoError(t, err)
+	st := newStore(store.Config{Pool: patient, Jobs: ins})
+
+	m := createMerchant(t, setupStore, &merchantOpts{Capacity: 1000})
+	p := createProduct(t, setupStore, m.ID, &productOpts{Stock: intp(16), PerUserLimit: intp(2)})
+	first := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "carol"})
+
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx) //nolint:errcheck // committed below
+	_, err = holder.Exec(ctx, `SELECT 1 FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE`, p.ID)
+	require.NoError(t, err)
+	waiting := func(n int) {
+		t.Helper()
+		for until := time.Now().Add(10 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
+			var w int
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&w))
+			if w >= n {
+				return
+			}
+		}
+		t.Fatalf("fewer than %d waiting for a lock", n)
+	}
+
+	patience, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	errs := make(chan error, 2)
+	go func() {
+		_, err := st.CancelOrder(patience, first.ID, "", customer("carol"), "")
+		errs <- err
+	}()
+	waiting(1)
+	go func() {
+		_, err := place(patience, st, m.ID, p.ID, placeOpts{Customer: "carol"})
+		errs <- err
+	}()
+	waiting(2)
+	require.NoError(t, holder.Commit(ctx))
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	got, err := st.GetProduct(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 15, *got.StockRemaining)
+}

@@ -445,29 +445,39 @@ func (u *releasedUnits) add(o domain.Order) {
 	}
 }
 
-// releaseUnits returns units of many orders in one statement: each
-// customer's claims, then one bucket per product (the one with the fewest
-// units). It may wait for a bucket a buyer holds; buyers never wait for an
-// order's lock, so the wait cannot close a cycle.
+// releaseUnits returns units of many orders in one round trip, in the
+// store's lock order: each customer's claims first, then one bucket per
+// product (the one with the fewest units). Two statements, not one: a
+// data-modifying WITH that the main statement does not read runs after it,
+// so the buckets would be locked before the claims, and a release waiting
+// for a claim would hold the bucket that the claim's holder, a purchase
+// of the same customer, waits for. It may wait for a bucket a buyer holds;
+// buyers never wait for an order's lock.
 func releaseUnits(ctx context.Context, tx pgx.Tx, u releasedUnits) error {
-	if _, err := tx.Exec(ctx, `
-		WITH items AS (SELECT m, c, p, q FROM unnest($4::uuid[], $1::text[], $2::uuid[], $3::int[]) AS t(m, c, p, q)),
-		per_claim AS (SELECT m, c, p, sum(q)::int AS q FROM items GROUP BY m, c, p),
-		claims AS (
-			UPDATE purchase_claims pc SET quantity = pc.quantity - a.q
-			FROM per_claim a WHERE pc.merchant_id = a.m AND pc.product_id = a.p AND pc.customer_id = a.c AND pc.merchant_id = ANY($4::uuid[])
+	b := &pgx.Batch{}
+	b.Queue(`
+		WITH per_claim AS (
+			SELECT m, c, p, sum(q)::int AS q FROM unnest($4::uuid[], $1::text[], $2::uuid[], $3::int[]) AS t(m, c, p, q)
+			GROUP BY m, c, p
+		)
+		UPDATE purchase_claims pc SET quantity = pc.quantity - a.q
+		FROM per_claim a WHERE pc.merchant_id = a.m AND pc.product_id = a.p AND pc.customer_id = a.c AND pc.merchant_id = ANY($4::uuid[])`,
+		u.customers, u.products, u.quantities, u.merchants)
+	b.Queue(`
+		WITH per_product AS (
+			SELECT m, p, sum(q)::int AS q FROM unnest($3::uuid[], $1::uuid[], $2::int[]) AS t(m, p, q) GROUP BY m, p
 		),
-		per_product AS (SELECT m, p, sum(q)::int AS q FROM items GROUP BY m, p),
 		target AS (
 			SELECT DISTINCT ON (b.product_id) b.merchant_id, b.product_id, b.bucket, u.q
 			FROM stock_buckets b JOIN per_product u ON u.m = b.merchant_id AND u.p = b.product_id
-			WHERE b.merchant_id = ANY($4::uuid[])
+			WHERE b.merchant_id = ANY($3::uuid[])
 			ORDER BY b.product_id, b.remaining, b.bucket
 		)
 		UPDATE stock_buckets s SET remaining = s.remaining + t.q
 		FROM target t WHERE s.merchant_id = t.merchant_id AND s.product_id = t.product_id AND s.bucket = t.bucket
-			AND s.merchant_id = ANY($4::uuid[])`,
-		u.customers, u.products, u.quantities, u.merchants); err != nil {
+			AND s.merchant_id = ANY($3::uuid[])`,
+		u.products, u.quantities, u.merchants)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("release stock: %w", err)
 	}
 	return nil
