@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -360,6 +362,42 @@ func hot(ctx context.Context, t *Target, o Options, weighted bool) (*Result, err
 	return res, nil
 }
 
+// openConnections opens n connections to the server, for n clients to
+// find open, as a baseline's pool opens its connections before its clock
+// starts: n requests at once, none of which gives its connection back
+// before all of them have their answers' headers, so that each has a
+// connection of its own.
+func (t *Target) openConnections(ctx context.Context, n int) error {
+	var answered sync.WaitGroup
+	answered.Add(n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, err := http.NewRequestWithContext(ctx, "GET", t.BaseURL+"/healthz", nil)
+			var resp *http.Response
+			if err == nil {
+				resp, err = t.http.Do(req)
+			}
+			answered.Done()
+			answered.Wait()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			_, errs[i] = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("open connections: %w", err)
+	}
+	return nil
+}
+
 // flash: 1,000 units, one per customer, 20,000 distinct buyers at once.
 func flash(ctx context.Context, t *Target, o Options) (*Result, error) {
 	clients := orDefault(o.Clients, 256)
@@ -378,6 +416,11 @@ func flash(ctx context.Context, t *Target, o Options) (*Result, error) {
 		return auth.Principal{Subject: fmt.Sprintf("flash-b%d", i), Role: auth.RoleCustomer}
 	}
 	t.issueTokens(buyers, buyer)
+	// The baselines time their sales on connections already open
+	// (baselinePool): so do the buyers.
+	if err := t.openConnections(ctx, clients); err != nil {
+		return nil, err
+	}
 	rec := newRecorder()
 	var sold, soldOut, other atomic.Int64
 	var lastSale, tenthSale, halfSale atomic.Int64

@@ -1,7 +1,12 @@
 package bench
 
 import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 )
 
@@ -24,5 +29,39 @@ func TestTargetViaAnInstanceIsThatInstance(t *testing.T) {
 	}
 	if via.Spawn != nil {
 		t.Fatal("a target reached through one instance must not start others")
+	}
+}
+
+// The flash scenario's buyers start on connections already open, as the
+// baselines they are compared with do (baselinePool): before the clock
+// starts, the server has accepted at least one connection a client.
+func TestOpenConnectionsOpensOneAClient(t *testing.T) {
+	var accepted atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// As orderd's /healthz answers: a body, which holds the
+		// connection until it is read.
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			accepted.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	target := NewTarget(srv.URL, nil, nil)
+	const clients = 64
+	if err := target.openConnections(context.Background(), clients); err != nil {
+		t.Fatal(err)
+	}
+	if n := accepted.Load(); n < clients {
+		t.Fatalf("%d connections open for %d clients", n, clients)
+	}
+	before := accepted.Load()
+	if err := target.openConnections(context.Background(), clients); err != nil {
+		t.Fatal(err)
+	}
+	if n := accepted.Load() - before; n != 0 {
+		t.Fatalf("%d more connections opened when %d were open already", n, clients)
 	}
 }
