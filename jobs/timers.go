@@ -17,10 +17,12 @@ import (
 // A timer is a River job in the timers queue (store.QueueTimers) scheduled at
 // its deadline and inserted in the transaction that sets the deadline: River
 // is its durable record, and it fires exactly once in effect because its
-// worker acts only on what is still pending. A payment deadline and a queue
-// expiry on one PostgreSQL are the exceptions: the order's own row is its
-// record, and store.CloseDueUnpaid and store.QueuedDue read the orders past
-// it (nothing sets a job for them there).
+// worker acts only on what is still pending. A payment deadline, and a
+// queue expiry on one PostgreSQL, are the exceptions: the order's own row is
+// its record, and store.CloseDueUnpaid and store.QueuedDue read the orders
+// past it (nothing sets a job for them). On Citus the payment deadlines are
+// read on each worker by the one process holding that worker's timer lock,
+// and closed there (store.CloseDueUnpaid).
 //
 // River inserts a job with a future ScheduledAt as `scheduled`, and only the
 // elected leader promotes scheduled jobs, every five seconds: a short timer
@@ -147,7 +149,9 @@ func (timerInsertMiddleware) InsertMany(ctx context.Context, params []*rivertype
 }
 
 // Backstop fires the pending timers as they fall due (on Citus: promotes
-// them), and the timers still pending a grace period after their deadline:
+// them, and closes the unpaid orders past their deadline on the workers
+// whose timer lock it holds), and the timers still pending a grace period
+// after their deadline:
 // those whose job was running in a process that died, or that failed and
 // wait for the leader to promote their retry. Run one in every process.
 type Backstop struct {
@@ -163,8 +167,8 @@ type Backstop struct {
 	promote   func(ctx context.Context, queue string, ahead time.Duration, limit int) (int, error)
 	// closeDue and fire fire the due timers themselves (the payment
 	// deadlines, then River's jobs: store.CloseDueUnpaid,
-	// store.FireDueTimers) every fireEvery, where direct says they can: on
-	// one PostgreSQL.
+	// store.FireDueTimers) every fireEvery; fire where direct says it can,
+	// on one PostgreSQL.
 	closeDue func(ctx context.Context, limit int) ([]store.FiredTimer, error)
 	fire     func(ctx context.Context, queue string, limit int) ([]store.FiredTimer, error)
 	// expiries fire the queue expiries as they fall due, beside them, on
@@ -198,7 +202,8 @@ func NewBackstop(st *store.Store, cfg Config) *Backstop {
 }
 
 // Run fires the timers as they fall due (on one PostgreSQL) or promotes
-// those that come within timerLookAhead of their deadline (on Citus), and
+// those that come within timerLookAhead of their deadline (on Citus, where
+// it closes the unpaid orders past their deadline as on one PostgreSQL), and
 // looks for overdue timers, each at once and then every interval until ctx
 // ends; a round that finds a full batch goes on without waiting.
 func (b *Backstop) Run(ctx context.Context) {
@@ -224,6 +229,20 @@ func (b *Backstop) Run(ctx context.Context) {
 			}, func(err error) { b.log.Warn("timers", "err", err) })
 			return
 		}
+		// The payment deadlines are the orders' own rows on Citus too,
+		// read on each worker by the process holding its timer lock.
+		closing := make(chan struct{})
+		go func() {
+			defer close(closing)
+			every(ctx, b.fireEvery, func() (bool, error) {
+				closed, err := b.closeDue(ctx, timerFireLimit)
+				for _, f := range closed {
+					b.metrics.timerFired(store.QueueTimers, f.Kind, time.Since(f.ScheduledAt))
+				}
+				return len(closed) >= timerFireLimit, err
+			}, func(err error) { b.log.Warn("timers", "err", err) })
+		}()
+		defer func() { <-closing }()
 		every(ctx, b.interval, func() (bool, error) {
 			n, err := b.promote(ctx, store.QueueTimers, timerLookAhead, timerPromoteLimit)
 			return n == timerPromoteLimit, err

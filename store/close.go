@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orderd/orderd/domain"
 	"github.com/orderd/orderd/store/pgkit"
@@ -101,18 +102,12 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 	if err := findMerchants(ctx, tx, batch); err != nil {
 		return err
 	}
-	ids, merchants := make([][16]byte, len(batch)), make([][16]byte, len(batch))
-	for i, req := range batch {
-		ids[i], merchants[i], req.closed = req.orderID, req.merchantID, false
+	for _, req := range batch {
+		req.closed = false
 	}
-	rows, err := tx.Query(ctx, `SELECT `+orderColumns+` FROM orders o WHERE o.id = ANY($1) AND o.merchant_id = ANY($2)
-		ORDER BY o.id FOR UPDATE SKIP LOCKED`, ids, merchants)
+	orders, err := lockToClose(ctx, tx, batch)
 	if err != nil {
-		return fmt.Errorf("lock orders: %w", err)
-	}
-	orders, err := scanOrders(rows)
-	if err != nil {
-		return fmt.Errorf("lock orders: %w", err)
+		return err
 	}
 	// The decisions' time, read once the orders' locks are held.
 	now := s.now()
@@ -139,13 +134,15 @@ func (s *Store) closeInTx(ctx context.Context, tx pgx.Tx, batch []*closeRequest)
 		closed[o.ID] = true
 	}
 	if len(w.changes) > 0 {
-		entries, err := lockOrderEntries(ctx, tx, w.changes)
-		if err != nil {
-			return err
-		}
-		for _, oe := range entries {
-			if err := w.addEntry(oe, domain.LapseForOrder(oe.entry, oe.order.after, now), now); err != nil {
+		for _, part := range byShard(tx, w.changes, func(c change) uuid.UUID { return c.after.MerchantID }) {
+			entries, err := lockOrderEntries(ctx, tx, part)
+			if err != nil {
 				return err
+			}
+			for _, oe := range entries {
+				if err := w.addEntry(oe, domain.LapseForOrder(oe.entry, oe.order.after, now), now); err != nil {
+					return err
+				}
 			}
 		}
 		if err := s.commit(ctx, tx, w, now); err != nil {
@@ -199,46 +196,46 @@ func findMerchants(ctx context.Context, tx querier, batch []*closeRequest) error
 	return nil
 }
 
-// closeOverdueBatch is the sweep's way in: the same batched close, one
-// merchant per transaction on Citus (splitOnCitus).
-func (s *Store) closeOverdueBatch(ctx context.Context, orders []orderRef) error {
-	reqs := closeRequests(orders)
-	groups := [][]*closeRequest{reqs}
-	if s.splitOnCitus() {
-		groups = pgkit.GroupBy(reqs, closeMerchant)
-	}
-	for _, g := range groups {
-		if err := s.inTx(ctx, func(tx pgx.Tx) error { return s.closeInTx(ctx, tx, g) }); err != nil {
-			return err
+// lockToClose locks the batch's orders in id order, passing over those
+// another transaction holds, and reads them: one statement, or on a Citus
+// worker, which takes row locks only in statements of one shard, one per
+// shard (byShard), by the shard's name when the transaction holds it
+// (heldTable), all in one round trip.
+func lockToClose(ctx context.Context, tx pgx.Tx, batch []*closeRequest) ([]domain.Order, error) {
+	b := &pgx.Batch{}
+	var orders []domain.Order
+	for _, part := range byShard(tx, batch, closeMerchant) {
+		ids, merchants := make([][16]byte, len(part)), make([][16]byte, len(part))
+		for i, req := range part {
+			ids[i], merchants[i] = req.orderID, req.merchantID
 		}
+		b.Queue(`SELECT `+orderColumns+` FROM `+heldTable(tx, "orders", part[0].merchantID)+` o WHERE o.id = ANY($1) AND o.merchant_id = ANY($2)
+		ORDER BY o.id FOR UPDATE SKIP LOCKED`, ids, merchants).Query(func(rows pgx.Rows) error {
+			locked, err := scanOrders(rows)
+			orders = append(orders, locked...)
+			return err
+		})
 	}
-	return nil
-}
-
-// closeRequests asks to close orders, for a caller that closes them itself.
-func closeRequests(orders []orderRef) []*closeRequest {
-	reqs := make([]*closeRequest, len(orders))
-	for i, o := range orders {
-		reqs[i] = &closeRequest{merchantID: o.MerchantID, orderID: o.ID, done: make(chan struct{})}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("lock orders: %w", err)
 	}
-	return reqs
+	return orders, nil
 }
 
-// orderRef names an order with its merchant.
-type orderRef struct {
-	ID, MerchantID uuid.UUID
-}
-
-// CloseDueUnpaid closes, on one PostgreSQL, up to limit unpaid orders past
-// their payment deadline, read and locked in their close's transaction, and
-// reports them as fired timers: an unpaid order is its own payment timer,
-// its deadline in orders_unpaid_deadline_idx (placement sets no River job
-// for it), which every process reads every TimerPollInterval. A River job
+// CloseDueUnpaid closes up to limit unpaid orders past their payment
+// deadline, on one PostgreSQL read and locked in their close's transaction,
+// and reports them as fired timers: an unpaid order is its own payment
+// timer, its deadline in orders_unpaid_deadline_idx (placement sets no
+// River job for it), which every process reads every TimerPollInterval (on
+// Citus, one process per worker, on that worker: closeDueOnWorkers). A River job
 // per deadline cost each placement a row and seven index entries in River's
 // table that nothing read but the firing, and each close its delete. A
 // process that dies before committing leaves the orders unpaid, and the
 // next look of any process closes them.
 func (s *Store) CloseDueUnpaid(ctx context.Context, limit int) ([]FiredTimer, error) {
+	if s.splitOnCitus() {
+		return s.closeDueOnWorkers(ctx, limit)
+	}
 	from, cutoff := s.fireFrom.at(), s.now()
 	closed, err := s.closeOverdueUnpaid(ctx, from, cutoff, limit)
 	if err == nil {
@@ -352,20 +349,18 @@ func (f *fireFrom) set(t time.Time) { f.ns.Store(t.UnixNano()) }
 // overdue orders behind them waited.
 func (s *Store) CloseUnpaidOverdue(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	if s.splitOnCitus() {
-		// Citus locks rows only in a statement of one shard: the orders
-		// are read first (on each worker, its own shards) and locked
-		// merchant by merchant.
-		unpaid, err := readEachNode(ctx, s, "orders", func(from string) string {
-			return `SELECT id, merchant_id FROM ` + from + ` WHERE status = 'awaiting_payment' AND payment_deadline < $1
-			ORDER BY payment_deadline LIMIT $2`
-		}, limit, pgx.RowToStructByPos[orderRef], cutoff, limit)
+		// On each worker, its own shards, closed there (closeOverdueOnNode).
+		shards, err := s.nodeShards(ctx, "orders")
 		if err != nil {
 			return 0, mapErr(fmt.Errorf("overdue unpaid: %w", err))
 		}
-		if len(unpaid) == 0 {
-			return 0, nil
-		}
-		return len(unpaid), s.closeOverdueBatch(ctx, unpaid)
+		found := 0
+		err = s.onEachNode(ctx, shards, func(node string, _ *pgxpool.Pool, ids []int64) error {
+			overdue, err := s.closeOverdueOnNode(ctx, node, ids, time.Time{}, cutoff, limit)
+			found = max(found, len(overdue))
+			return err
+		})
+		return found, err
 	}
 	found, err := s.closeOverdueUnpaid(ctx, time.Time{}, cutoff, limit)
 	return len(found), err

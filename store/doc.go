@@ -16,10 +16,12 @@
 //     (placeParked) and decided by that merchant's own waiter, and a request
 //     whose stock another transaction holds goes first in a batch of its own
 //     right after (stockHeldElsewhere).
-//   - Payment deadlines are closed by the closer's batches (CloseUnpaid,
-//     close.go) where a River job fires them, on Citus; on one PostgreSQL
-//     each process's look (CloseDueUnpaid) closes the orders it finds past
-//     their deadline in one transaction. Drop joins (JoinDrop, join.go) go
+//   - Payment deadlines are closed by each process's look (CloseDueUnpaid,
+//     close.go), which closes the orders it finds past their deadline in
+//     one transaction; on Citus one process per worker looks, holding the
+//     worker's timer lock, and closes them in a transaction on that worker
+//     (nodetimers.go). A River job set before (CloseUnpaid) goes by the
+//     closer's batches. Drop joins (JoinDrop, join.go) go
 //     by the joiner's lanes.
 //   - A command on one order (orderCommand, ordercommands.go) runs in a pipelined
 //     transaction of its own; this process's commands on one order take
@@ -33,8 +35,9 @@
 // decided in a transaction opened on that worker, with no coordinator in it:
 // it first holds its merchants' shards (holdShards, nodeproducts.go), then
 // names them in its statements (lockShardGroups, shards.go; heldShardGroups
-// and addToHeldShards, heldshards.go); closes and joins by merchant,
-// through the coordinator. No transaction writes on two nodes, and each
+// and addToHeldShards, heldshards.go); a worker's payment deadlines are
+// closed the same way on that worker (closeOnNode, nodetimers.go); other
+// closes and joins by merchant, through the coordinator. No transaction writes on two nodes, and each
 // commits in one phase.
 //
 // # Lock order
@@ -42,7 +45,8 @@
 // Every transaction takes its locks in one order, so that no two
 // transactions, batched or not, wait for each other in a circle:
 //
-//  0. on a Citus worker, a placement batch's hold on its merchants' shards:
+//  0. on a Citus worker, a placement batch's or a close's hold on its
+//     merchants' shards:
 //     Citus's lock on their placements in share mode, in shard id order,
 //     with the check that the worker still has them (holdShards), so that
 //     a shard cannot move while the batch names it and a move waits for

@@ -82,15 +82,7 @@ func (r insertRows) addToHeldShards(tx pgx.Tx, b *pgx.Batch, table string, merch
 	for _, group := range groups {
 		part := r
 		part.Into = "INSERT INTO " + heldTable(tx, table, merchants[group[0]]) + " " + into
-		part.Columns = make([]column, len(r.Columns))
-		for c, col := range r.Columns {
-			all := reflect.ValueOf(col.values)
-			some := reflect.MakeSlice(all.Type(), 0, len(group))
-			for _, i := range group {
-				some = reflect.Append(some, all.Index(i))
-			}
-			part.Columns[c] = column{typ: col.typ, values: some.Interface()}
-		}
+		part.Columns = columnsAt(r.Columns, group)
 		for _, st := range part.statements(false) {
 			q := b.Queue(st.sql, st.args...)
 			if read != nil {
@@ -98,4 +90,56 @@ func (r insertRows) addToHeldShards(tx pgx.Tx, b *pgx.Batch, table string, merch
 			}
 		}
 	}
+}
+
+// byShard splits items into the groups that one statement taking row locks
+// may name (lockGroups): on a Citus worker one per shard of their merchants,
+// in the shards' order; elsewhere all of them.
+func byShard[T any](tx pgx.Tx, items []T, merchantID func(T) uuid.UUID) [][]T {
+	t, ok := tx.(*txn)
+	if !ok || len(t.shards) == 0 || len(items) < 2 {
+		return [][]T{items}
+	}
+	shard := func(it T) int64 { return shardOf(t.shards, merchantHash(merchantID(it))).id }
+	groups := pgkit.GroupBy(items, shard)
+	slices.SortFunc(groups, func(a, b []T) int { return cmp.Compare(shard(a[0]), shard(b[0])) })
+	return groups
+}
+
+// columnsAt is the rows of columns at rows, in that order.
+func columnsAt(columns []column, rows []int) []column {
+	out := make([]column, len(columns))
+	for c, col := range columns {
+		all := reflect.ValueOf(col.values)
+		some := reflect.MakeSlice(all.Type(), 0, len(rows))
+		for _, i := range rows {
+			some = reflect.Append(some, all.Index(i))
+		}
+		out[c] = column{typ: col.typ, values: some.Interface()}
+	}
+	return out
+}
+
+// heldShardRows splits the rows of merchants (the indexes of merchants)
+// into the groups that one statement writing table may name, each with
+// the table's name for it: on a worker holding the shards of its batch's
+// merchants (shardsHeld), a group per shard, in the shards' order, named
+// by the shard's name; elsewhere all of them, with table's name.
+func heldShardRows(tx pgx.Tx, table string, merchants [][16]byte) (groups [][]int, tables []string) {
+	rows := make([]int, len(merchants))
+	for i := range rows {
+		rows[i] = i
+	}
+	t, ok := tx.(*txn)
+	if !ok || !t.shardsHeld || len(t.tables[table]) == 0 {
+		return [][]int{rows}, []string{pgx.Identifier{table}.Sanitize()}
+	}
+	shards := t.tables[table]
+	shard := func(i int) int64 { return shardOf(shards, merchantHash(merchants[i])).id }
+	groups = pgkit.GroupBy(rows, shard)
+	slices.SortFunc(groups, func(a, b []int) int { return cmp.Compare(shard(a[0]), shard(b[0])) })
+	for _, g := range groups {
+		tables = append(tables, heldTable(tx, table, merchants[g[0]]))
+	}
+	return groups, tables
 }

@@ -721,6 +721,9 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 			return err
 		}
 	}
+	// An unpaid order needs no timer job: its deadline in
+	// orders_unpaid_deadline_idx is its timer (CloseDueUnpaid), committed
+	// with it, on Citus on its worker.
 	if paid != nil {
 		if o, err = (domain.Order{}).Apply(paid...); err != nil {
 			return err
@@ -734,14 +737,6 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 		case domain.StatusScheduled:
 			pl.jobs = append(pl.jobs, releaseJob(o))
 		}
-	} else if s.splitOnCitus() {
-		// On one PostgreSQL the order's deadline in orders_unpaid_deadline_idx
-		// is its timer (CloseDueUnpaid); on Citus the orders' shards are
-		// not read for it, and a River job is.
-		pl.jobs = append(pl.jobs, river.InsertManyParams{
-			Args:       CloseUnpaidArgs{OrderID: pl.orderID, MerchantID: pl.p.MerchantID},
-			InsertOpts: &river.InsertOpts{ScheduledAt: o.PaymentDeadline},
-		})
 	}
 	for i, ec := range entries {
 		if o.PaidAt == nil {

@@ -30,6 +30,11 @@ func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, jobs []river.InsertMa
 	if len(jobs) == 0 {
 		return nil
 	}
+	if t, ok := tx.(*txn); ok && t.node != "" {
+		// River's tables are not on a worker (insertJobsWithCommit).
+		t.jobsAfter = append(t.jobsAfter, jobs...)
+		return nil
+	}
 	if s.cfg.Jobs == nil {
 		return errors.New("insert jobs: store has no job inserter")
 	}

@@ -48,8 +48,9 @@ type nodeMap struct {
 	products []shardRange
 	drops    []shardRange
 	orders   []shardRange
-	// written are the shards of the other tables a placement batch on a
-	// worker writes by their names (idempotency keys, pickup counters).
+	// written are the shards of the other tables a transaction on a
+	// worker writes by their names (idempotency keys, pickup counters; a
+	// close's claims and stock buckets).
 	written map[string][]shardRange
 	// productReads are the placements' reads of products on each node
 	// (nodeProductsRead), made once per map.
@@ -151,8 +152,8 @@ func (s *Store) nodeFailed() {
 }
 
 // readNodeMap reads the shards of merchants, events, outbox, products,
-// drops, orders, idempotency keys and pickup counters, and where each is placed, from the coordinator's
-// catalog.
+// drops, orders, idempotency keys, pickup counters, purchase claims and
+// stock buckets, and where each is placed, from the coordinator's catalog.
 func (s *Store) readNodeMap(ctx context.Context) error {
 	defer func() {
 		s.nodes.mu.Lock()
@@ -166,7 +167,7 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 		FROM pg_dist_shard s
 		JOIN pg_dist_placement p USING (shardid)
 		JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary'
-		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass, 'products'::regclass, 'drops'::regclass, 'orders'::regclass, 'idempotency_keys'::regclass, 'pickup_counters'::regclass)
+		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass, 'products'::regclass, 'drops'::regclass, 'orders'::regclass, 'idempotency_keys'::regclass, 'pickup_counters'::regclass, 'purchase_claims'::regclass, 'stock_buckets'::regclass)
 		ORDER BY 1, 4`)
 	if err != nil {
 		return mapErr(fmt.Errorf("read the shard map: %w", err))
@@ -191,7 +192,7 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 			drops = append(drops, r)
 		case "orders":
 			orders = append(orders, r)
-		case "idempotency_keys", "pickup_counters":
+		case "idempotency_keys", "pickup_counters", "purchase_claims", "stock_buckets":
 			written[table] = append(written[table], r)
 		default:
 			merchants = append(merchants, r)
@@ -245,9 +246,10 @@ func (s *Store) nodePool(node string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// Close closes the store's connections to the workers; the pool it was made
-// with is its owner's to close.
+// Close closes the store's connections to the workers, its timer locks'
+// sessions with them; the pool it was made with is its owner's to close.
 func (s *Store) Close() {
+	s.closeTimerSessions()
 	s.nodes.mu.Lock()
 	defer s.nodes.mu.Unlock()
 	for node, p := range s.nodes.pools {

@@ -445,6 +445,26 @@ func (u *releasedUnits) add(o domain.Order) {
 	}
 }
 
+// byShard splits u into the parts that one statement may release on a
+// Citus worker: one per shard of the merchants (byShard); elsewhere u
+// whole.
+func (u releasedUnits) byShard(tx pgx.Tx) []releasedUnits {
+	items := make([]int, len(u.merchants))
+	for i := range items {
+		items[i] = i
+	}
+	var parts []releasedUnits
+	for _, g := range byShard(tx, items, func(i int) uuid.UUID { return u.merchants[i] }) {
+		var part releasedUnits
+		for _, i := range g {
+			part.merchants, part.customers = append(part.merchants, u.merchants[i]), append(part.customers, u.customers[i])
+			part.products, part.quantities = append(part.products, u.products[i]), append(part.quantities, u.quantities[i])
+		}
+		parts = append(parts, part)
+	}
+	return parts
+}
+
 // releaseUnits returns units of many orders in one round trip, in the
 // store's lock order: each customer's claims first, then one bucket per
 // product (the one with the fewest units). Two statements, not one: a
@@ -452,35 +472,52 @@ func (u *releasedUnits) add(o domain.Order) {
 // so the buckets would be locked before the claims, and a release waiting
 // for a claim would hold the bucket that the claim's holder, a purchase
 // of the same customer, waits for. It may wait for a bucket a buyer holds;
-// buyers never wait for an order's lock.
+// buyers never wait for an order's lock. On a Citus worker the two are a
+// statement per shard each, every claims' before any bucket's, naming the
+// shards when the transaction holds them (heldTable), so that the worker
+// runs them as plain PostgreSQL, planned once per connection.
 func releaseUnits(ctx context.Context, tx pgx.Tx, u releasedUnits) error {
 	b := &pgx.Batch{}
-	b.Queue(`
+	parts := u.byShard(tx)
+	for _, part := range parts {
+		b.Queue(`
 		WITH per_claim AS (
 			SELECT m, c, p, sum(q)::int AS q FROM unnest($4::uuid[], $1::text[], $2::uuid[], $3::int[]) AS t(m, c, p, q)
 			GROUP BY m, c, p
 		)
-		UPDATE purchase_claims pc SET quantity = pc.quantity - a.q
+		UPDATE `+heldTable(tx, "purchase_claims", firstMerchant(part))+` pc SET quantity = pc.quantity - a.q
 		FROM per_claim a WHERE pc.merchant_id = a.m AND pc.product_id = a.p AND pc.customer_id = a.c AND pc.merchant_id = ANY($4::uuid[])`,
-		u.customers, u.products, u.quantities, u.merchants)
-	b.Queue(`
+			part.customers, part.products, part.quantities, part.merchants)
+	}
+	for _, part := range parts {
+		buckets := heldTable(tx, "stock_buckets", firstMerchant(part))
+		b.Queue(`
 		WITH per_product AS (
 			SELECT m, p, sum(q)::int AS q FROM unnest($3::uuid[], $1::uuid[], $2::int[]) AS t(m, p, q) GROUP BY m, p
 		),
 		target AS (
 			SELECT DISTINCT ON (b.product_id) b.merchant_id, b.product_id, b.bucket, u.q
-			FROM stock_buckets b JOIN per_product u ON u.m = b.merchant_id AND u.p = b.product_id
+			FROM `+buckets+` b JOIN per_product u ON u.m = b.merchant_id AND u.p = b.product_id
 			WHERE b.merchant_id = ANY($3::uuid[])
 			ORDER BY b.product_id, b.remaining, b.bucket
 		)
-		UPDATE stock_buckets s SET remaining = s.remaining + t.q
+		UPDATE `+buckets+` s SET remaining = s.remaining + t.q
 		FROM target t WHERE s.merchant_id = t.merchant_id AND s.product_id = t.product_id AND s.bucket = t.bucket
 			AND s.merchant_id = ANY($3::uuid[])`,
-		u.products, u.quantities, u.merchants)
+			part.products, part.quantities, part.merchants)
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("release stock: %w", err)
 	}
 	return nil
+}
+
+// firstMerchant is the merchant of u's first line, or the zero id.
+func firstMerchant(u releasedUnits) [16]byte {
+	if len(u.merchants) == 0 {
+		return [16]byte{}
+	}
+	return u.merchants[0]
 }
 
 func sortedItems(items []domain.Item) []domain.Item {

@@ -72,6 +72,9 @@ type Store struct {
 	failedCloses failedCloses
 	fireFrom     fireFrom
 	expireFrom   fireFrom
+	// timers are the sessions holding the workers' timer locks on Citus,
+	// with where each worker's next look starts (nodetimers.go).
+	timers nodeTimers
 	// full and fullChecker refuse requests for full slots without their
 	// merchant's batch (fullslots.go).
 	full        fullSlots
@@ -298,7 +301,8 @@ func (s *Store) tryPipelinedTx(ctx context.Context, node string, fn func(tx *txn
 		s.nodes.mu.Lock()
 		shards = s.nodes.shards
 		tables = map[string][]shardRange{"merchants": shards, "events": s.nodes.events, "orders": s.nodes.orders, "outbox": s.nodes.outbox,
-			"idempotency_keys": s.nodes.written["idempotency_keys"], "pickup_counters": s.nodes.written["pickup_counters"]}
+			"idempotency_keys": s.nodes.written["idempotency_keys"], "pickup_counters": s.nodes.written["pickup_counters"],
+			"purchase_claims": s.nodes.written["purchase_claims"], "stock_buckets": s.nodes.written["stock_buckets"]}
 		s.nodes.mu.Unlock()
 	}
 	conn, err := pool.Acquire(ctx)

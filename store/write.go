@@ -237,6 +237,19 @@ func (c *orderColumnsOf) addTo(tx pgx.Tx, b *pgx.Batch, table string, insert boo
 		}.addToHeldShards(tx, b, table, 1, nil)
 		return
 	}
+	groups, tables := heldShardRows(tx, table, c.merchant)
+	for g, rows := range groups {
+		part := columns
+		if len(groups) > 1 {
+			part = columnsAt(columns, rows)
+		}
+		c.addUpdate(b, tables[g], part)
+	}
+}
+
+// addUpdate adds to b the update of table's rows to columns (orderColumnsOf's
+// order).
+func (c *orderColumnsOf) addUpdate(b *pgx.Batch, t string, columns []column) {
 	rows, args := unnestOf(0, columns)
 	b.Queue(`UPDATE `+t+` o SET customer_id = r.customer_id, items = r.items,
 			total_cents = r.total_cents, placed_at = r.placed_at, payment_deadline = r.payment_deadline,

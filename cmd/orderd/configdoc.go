@@ -17,7 +17,7 @@ var settingEnv = regexp.MustCompile(`\((DATABASE_URL|ORDERD_[A-Z0-9_]+)[;)]`)
 var otherVariables = []struct{ name, meaning, dflt string }{
 	{"ORDERD_LOG_FORMAT", "log format of every command: `text` or `json`", "text on a terminal, JSON otherwise"},
 	{"GOGC", "the Go garbage collector's target; `serve` and `dev` target five times the live heap unless it is set", fmt.Sprintf("%d for `serve` and `dev`, %d otherwise", serverGCPercent, gcPercent)},
-	{app.BenchWithoutTimersEnv, "`orderd-bench timers` starts one server with it to measure placement without payment timers' River jobs (on one PostgreSQL placement writes none; on Citus it does); never set it in production", "false"},
+	{app.BenchWithoutTimersEnv, "`orderd-bench timers` starts one server with it to measure placement without payment timers' River jobs (placement writes none since the unpaid order's row is its timer, on Citus too: both servers do the same work); never set it in production", "false"},
 }
 
 // configurationReference renders docs/configuration.md from serve's flags,

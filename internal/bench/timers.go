@@ -115,7 +115,7 @@ func timers(ctx context.Context, t *Target, o Options) (*Result, error) {
 		}
 		defer with.Stop()
 		timed, untimedVia, paid = t.via(with), t.via(without), false
-		res.Extra["baseline"] = "the same unpaid placements to a fresh orderd process that drops payment timers' River jobs, in alternate rounds with a fresh ordinary one; on one PostgreSQL placement writes no such job (an unpaid order's own row and deadline index are its timer, in both processes), so both do the same work and the ratio can only show a timer job written at placement again, as on Citus"
+		res.Extra["baseline"] = "the same unpaid placements to a fresh orderd process that drops payment timers' River jobs, in alternate rounds with a fresh ordinary one; placement writes no such job (an unpaid order's own row and deadline index are its timer, in both processes, on one PostgreSQL and on Citus), so both do the same work and the ratio can only show a timer job written at placement again"
 	}
 	const rounds = 4
 	perRound := max(min(count, 20000)/rounds, 1)
