@@ -112,7 +112,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	jsonPath := fs.String("json", "", "write every figure to this JSON file")
 	chartPath := fs.String("chart", "", "write throughput, latency and queue depth charts to this HTML file")
 	mdPath := fs.String("markdown", "", "write the summary as a Markdown page (docs/performance.md) to this file")
-	readmePath := fs.String("readme", "", "replace the figures block of this README (README.md) with the run's headline table")
+	readmePath := fs.String("readme", "", "replace the figures block of this README (README.md) with the run's headline table; with --citus-url, its cluster figures block with the per-node tables and projections")
 	quiet := fs.Bool("quiet", false, "no progress bars")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator, and the server with --in-process) to this file")
 	citusURL := fs.String("citus-url", "", "also run every scenario on a fresh database of this Citus cluster (its coordinator, any database on it), after the same scenario on one PostgreSQL, and compare their CPU per order node by node")
@@ -279,7 +279,13 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		updated, err := bench.ReadmeFigures(string(readme), names, report)
+		// A run on a cluster writes the README's Scaling out block, and
+		// leaves the headline figures to the runs of one PostgreSQL.
+		write := bench.ReadmeFigures
+		if report.Citus != nil {
+			write = bench.ReadmeCluster
+		}
+		updated, err := write(string(readme), names, report)
 		if err != nil {
 			return fmt.Errorf("%s: %w", *readmePath, err)
 		}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -203,6 +204,68 @@ func ReadmeFigures(readme string, names []string, r Report) (string, error) {
 			met += ", invariants **broken**"
 		}
 		fmt.Fprintf(&b, "| %s | %.0f | %.1f | %s | %s |\n", n, res.PerS, res.P99ms, res.GoalStated(), met)
+	}
+	b.WriteString("\n")
+	return readme[:begin] + b.String() + readme[end:], nil
+}
+
+// The README's block of cluster figures ("Scaling out") lies between these
+// two lines, which ReadmeCluster replaces and nothing else.
+const (
+	clusterBegin = "<!-- cluster figures: written by orderd bench --citus-url --readme; do not edit -->"
+	clusterEnd   = "<!-- end of cluster figures -->"
+)
+
+// ReadmeCluster replaces the cluster block of a README with a run on a
+// Citus cluster (--citus-url): the run named (its time, machine and
+// scenarios; the README cites no commit), then for each scenario the CPU per unit node by node on both
+// deployments, the goals as the bench judged them, and the projection for
+// N workers, as PrintCluster prints them.
+func ReadmeCluster(readme string, names []string, r Report) (string, error) {
+	begin := strings.Index(readme, clusterBegin)
+	end := strings.Index(readme, clusterEnd)
+	if begin < 0 || end < begin {
+		return "", fmt.Errorf("no cluster figures block: the README needs the lines %q and %q", clusterBegin, clusterEnd)
+	}
+	if r.Citus == nil {
+		return "", errors.New("the run measured no Citus cluster (--citus-url)")
+	}
+	var b strings.Builder
+	b.WriteString(clusterBegin + "\n\n")
+	fmt.Fprintf(&b, "From `orderd bench --citus-url … %s`, run %v", strings.Join(names, ","), r.Machine["when"])
+	fmt.Fprintf(&b, ", a coordinator and its workers on one %v-CPU machine with the bench's own PostgreSQL", r.Machine["cpus"])
+	if la, ok := r.Machine["load_average"].(string); ok && la != "" {
+		fmt.Fprintf(&b, " (load average at the start: %s)", la)
+	}
+	b.WriteString(". CPU µs per unit, every process of each node counted, and sessions started:\n")
+	for _, n := range names {
+		c := r.Citus.Comparisons[n]
+		if c == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "\n**%s**, per %s (%d on one PostgreSQL, %d on Citus):\n\n", n, c.Unit, c.OnePostgres.Units, c.Citus.Units)
+		b.WriteString("| deployment | party | CPU µs | sessions |\n|---|---|---:|---:|\n")
+		for _, d := range []struct {
+			name string
+			c    *Cost
+		}{{"one PostgreSQL", c.OnePostgres}, {"Citus", c.Citus}} {
+			for _, node := range d.c.Nodes {
+				fmt.Fprintf(&b, "| %s | %s | %s | %d |\n", d.name, node.Name, known(node.CPUus, node.CPUKnown), node.Sessions)
+			}
+			fmt.Fprintf(&b, "| %s | orderd | %s | |\n", d.name, known(d.c.OrderdUS, d.c.OrderdKnown))
+			fmt.Fprintf(&b, "| %s | **total** | **%.0f** | %d |\n", d.name, d.c.TotalUS(), d.c.Sessions())
+		}
+		b.WriteString("\n| goal | met | measured |\n|---|---|---|\n")
+		for _, g := range c.Goals {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", g.Text, map[bool]string{true: "yes", false: "**no**"}[g.Met], g.Measured)
+		}
+		fmt.Fprintf(&b, "\nThe projection, nodes of %v cores, each %s costing each node what it cost here:\n\n", r.Machine["cpus"], c.Unit)
+		head, rule, rate, bound := "| workers |", "|---|", "| "+c.Unit+"s/s |", "| bound by |"
+		for _, p := range c.Projection {
+			head, rule = head+fmt.Sprintf(" %d |", p.Workers), rule+"---:|"
+			rate, bound = rate+fmt.Sprintf(" %.0f |", p.PerS), bound+" "+p.Bound+" |"
+		}
+		b.WriteString(head + "\n" + rule + "\n" + rate + "\n" + bound + "\n")
 	}
 	b.WriteString("\n")
 	return readme[:begin] + b.String() + readme[end:], nil
