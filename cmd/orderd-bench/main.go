@@ -603,17 +603,7 @@ func servingAddrs(logPath string) (addr, opsAddr string, ok bool) {
 	if err != nil {
 		return "", "", false
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		var entry struct {
-			Msg     string `json:"msg"`
-			Addr    string `json:"addr"`
-			OpsAddr string `json:"ops_addr"`
-		}
-		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "orderd serving" && entry.Addr != "" && entry.OpsAddr != "" {
-			return entry.Addr, entry.OpsAddr, true
-		}
-	}
-	return "", "", false
+	return app.ServingAddrs(string(raw))
 }
 
 // lastLines is the end of a server's log, which says why it stopped.

@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/auth"
+	"github.com/orderd/orderd/internal/app"
 	"github.com/orderd/orderd/internal/pglocal"
 	"github.com/orderd/orderd/migrations"
 	"github.com/orderd/orderd/store/storetest"
@@ -128,7 +129,7 @@ func (s *server) start() {
 func awaitServing(logs *lockedBuffer, from int, exited <-chan struct{}, within time.Duration) (addr, opsAddr string, err error) {
 	deadline := time.After(within)
 	for {
-		if addr, opsAddr, ok := servingAddrs(logs.From(from)); ok {
+		if addr, opsAddr, ok := app.ServingAddrs(logs.From(from)); ok {
 			return addr, opsAddr, nil
 		}
 		select {
@@ -139,22 +140,6 @@ func awaitServing(logs *lockedBuffer, from int, exited <-chan struct{}, within t
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// servingAddrs reads the start-up line of a JSON log (the format when
-// standard error is no terminal) that names the bound addresses.
-func servingAddrs(log string) (addr, opsAddr string, ok bool) {
-	for _, line := range strings.Split(log, "\n") {
-		var entry struct {
-			Msg     string `json:"msg"`
-			Addr    string `json:"addr"`
-			OpsAddr string `json:"ops_addr"`
-		}
-		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "orderd serving" && entry.Addr != "" && entry.OpsAddr != "" {
-			return entry.Addr, entry.OpsAddr, true
-		}
-	}
-	return "", "", false
 }
 
 func (s *server) signal(sig os.Signal) {

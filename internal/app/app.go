@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -589,6 +590,28 @@ func (a *App) Addr() string {
 	return a.listener.Addr().String()
 }
 
+// servingMsg starts the line that says which addresses a serving process
+// bound (ServingAddrs reads it).
+const servingMsg = "orderd serving"
+
+// ServingAddrs finds, in a JSON log of `orderd serve`, the line that says it
+// is serving and the addresses it bound: a process started on port 0 is
+// found there, and an answer on an address counts as the process's own only
+// after it said it bound it.
+func ServingAddrs(log string) (addr, opsAddr string, ok bool) {
+	for _, line := range strings.Split(log, "\n") {
+		var entry struct {
+			Msg     string `json:"msg"`
+			Addr    string `json:"addr"`
+			OpsAddr string `json:"ops_addr"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == servingMsg && entry.Addr != "" && entry.OpsAddr != "" {
+			return entry.Addr, entry.OpsAddr, true
+		}
+	}
+	return "", "", false
+}
+
 // Run serves until ctx is cancelled, then stops in order: stop accepting and
 // finish requests in flight, close websockets, let running jobs finish (or
 // return to the queue), close the pool.
@@ -613,7 +636,7 @@ func (a *App) Run(ctx context.Context) error {
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- a.http.Serve(a.listener) }()
 	go func() { serveErr <- a.ops.Serve(a.opsListener) }()
-	a.log.Info("orderd serving", "addr", a.Addr(), "ops_addr", a.OpsAddr(), "config", a.cfg)
+	a.log.Info(servingMsg, "addr", a.Addr(), "ops_addr", a.OpsAddr(), "config", a.cfg)
 
 	var runErr error
 	select {
