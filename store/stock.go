@@ -729,48 +729,52 @@ func (bs *batchStock) flush(ctx context.Context) error {
 
 // addReturns adds to b the put-back of what orders gave back, per merchant
 // one statement for the claims and one for the units; every row is one
-// the transaction holds already.
+// the transaction holds already. Every claim goes back before any unit,
+// and the merchants in id order, as the store's lock order has them.
 func (bs *batchStock) addReturns(b *pgx.Batch) {
-	type claims struct {
-		products  []uuid.UUID
-		customers []string
-		counts    []int32
+	type returns struct {
+		claimProducts []uuid.UUID
+		customers     []string
+		claimCounts   []int32
+		unitProducts  []uuid.UUID
+		buckets       []int32
+		unitCounts    []int32
 	}
-	byMerchant := map[uuid.UUID]*claims{}
-	var merchants []uuid.UUID
+	byMerchant := map[uuid.UUID]*returns{}
+	of := func(m uuid.UUID) *returns {
+		r, ok := byMerchant[m]
+		if !ok {
+			r = &returns{}
+			byMerchant[m] = r
+		}
+		return r
+	}
 	for k, n := range bs.back.claims {
-		c, ok := byMerchant[k.merchantID]
-		if !ok {
-			c = &claims{}
-			byMerchant[k.merchantID], merchants = c, append(merchants, k.merchantID)
-		}
-		c.products, c.customers, c.counts = append(c.products, k.productID), append(c.customers, k.customerID), append(c.counts, int32(n))
+		r := of(k.merchantID)
+		r.claimProducts, r.customers, r.claimCounts = append(r.claimProducts, k.productID), append(r.customers, k.customerID), append(r.claimCounts, int32(n))
 	}
-	for _, m := range merchants {
-		c := byMerchant[m]
-		b.Queue(`UPDATE purchase_claims pc SET quantity = pc.quantity - t.q
-			FROM unnest($2::uuid[], $3::text[], $4::int[]) AS t(p, c, q)
-			WHERE pc.merchant_id = $1 AND pc.product_id = t.p AND pc.customer_id = t.c`, m, c.products, c.customers, c.counts)
-	}
-	type units struct {
-		products        []uuid.UUID
-		buckets, counts []int32
-	}
-	unitsOf := map[uuid.UUID]*units{}
-	merchants = merchants[:0]
 	for k, n := range bs.back.units {
-		u, ok := unitsOf[k.merchantID]
-		if !ok {
-			u = &units{}
-			unitsOf[k.merchantID], merchants = u, append(merchants, k.merchantID)
+		r := of(k.merchantID)
+		r.unitProducts, r.buckets, r.unitCounts = append(r.unitProducts, k.productID), append(r.buckets, k.bucket), append(r.unitCounts, int32(n))
+	}
+	merchants := make([]uuid.UUID, 0, len(byMerchant))
+	for m := range byMerchant {
+		merchants = append(merchants, m)
+	}
+	slices.SortFunc(merchants, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	for _, m := range merchants {
+		if r := byMerchant[m]; len(r.claimProducts) > 0 {
+			b.Queue(`UPDATE purchase_claims pc SET quantity = pc.quantity - t.q
+			FROM unnest($2::uuid[], $3::text[], $4::int[]) AS t(p, c, q)
+			WHERE pc.merchant_id = $1 AND pc.product_id = t.p AND pc.customer_id = t.c`, m, r.claimProducts, r.customers, r.claimCounts)
 		}
-		u.products, u.buckets, u.counts = append(u.products, k.productID), append(u.buckets, k.bucket), append(u.counts, int32(n))
 	}
 	for _, m := range merchants {
-		u := unitsOf[m]
-		b.Queue(`UPDATE stock_buckets s SET remaining = s.remaining + t.n
+		if r := byMerchant[m]; len(r.unitProducts) > 0 {
+			b.Queue(`UPDATE stock_buckets s SET remaining = s.remaining + t.n
 			FROM unnest($2::uuid[], $3::int[], $4::int[]) AS t(p, bucket, n)
-			WHERE s.merchant_id = $1 AND s.product_id = t.p AND s.bucket = t.bucket`, m, u.products, u.buckets, u.counts)
+			WHERE s.merchant_id = $1 AND s.product_id = t.p AND s.bucket = t.bucket`, m, r.unitProducts, r.buckets, r.unitCounts)
+		}
 	}
 	bs.back = stockReturns{}
 }
