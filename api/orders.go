@@ -2,7 +2,6 @@ package api
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -119,11 +118,7 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The hash covers the decoded request, so formatting differences in the
 	// same body still replay.
-	canonical, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	hash := sha256.Sum256(canonical)
+	hash := sha256.Sum256(appendPlaceOrderRequest(nil, req))
 	res, err := s.store.PlaceOrder(r.Context(), store.PlaceRequest{
 		MerchantID: merchantID, CustomerID: p.Subject, Lines: lines, PaymentRef: paymentRef,
 		IdempotencyKey: key, RequestHash: hash[:], RequestID: requestIDFrom(r.Context()), Lane: p.Lane,

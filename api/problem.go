@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
 )
 
 type problemKind struct {
@@ -149,6 +150,12 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 // writeJSON encodes v before writing anything, so that an encoding failure
 // can still be answered with a clean 500 rather than half a body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	if o, ok := v.(*store.OrderView); ok && o != nil {
+		if body, ok := appendOrderView(make([]byte, 0, 1024), o); ok {
+			writeJSONBody(w, status, append(body, '\n'))
+			return
+		}
+	}
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(v); err != nil {
 		slog.Error("encode response", "err", err)
@@ -161,8 +168,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		_, _ = w.Write(body)
 		return
 	}
+	writeJSONBody(w, status, buf.Bytes())
+}
+
+func writeJSONBody(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
 }
