@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/orderd/orderd/auth"
 	"github.com/orderd/orderd/domain"
@@ -118,7 +119,11 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The hash covers the decoded request, so formatting differences in the
 	// same body still replay.
-	hash := sha256.Sum256(appendPlaceOrderRequest(nil, req))
+	canonical, err := fastjson.Marshal(req)
+	if err != nil {
+		return err
+	}
+	hash := sha256.Sum256(canonical)
 	res, err := s.store.PlaceOrder(r.Context(), store.PlaceRequest{
 		MerchantID: merchantID, CustomerID: p.Subject, Lines: lines, PaymentRef: paymentRef,
 		IdempotencyKey: key, RequestHash: hash[:], RequestID: requestIDFrom(r.Context()), Lane: p.Lane,

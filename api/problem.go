@@ -3,15 +3,15 @@ package api
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
+	fastjson "github.com/segmentio/encoding/json"
+
 	"github.com/orderd/orderd/domain"
-	"github.com/orderd/orderd/store"
 )
 
 type problemKind struct {
@@ -137,7 +137,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &de) && de.RetryAfter > 0:
 		h.Set("Retry-After", strconv.Itoa(ceilSeconds(de.RetryAfter)))
 	}
-	body, _ := json.Marshal(problem{
+	body, _ := fastjson.Marshal(problem{
 		Type: problemBase + kind.slug, Title: kind.title, Status: kind.status,
 		Detail: domain.ErrorMessage(err), Code: code, Instance: requestIDFrom(ctx),
 	})
@@ -150,16 +150,10 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 // writeJSON encodes v before writing anything, so that an encoding failure
 // can still be answered with a clean 500 rather than half a body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	if o, ok := v.(*store.OrderView); ok && o != nil {
-		if body, ok := appendOrderView(make([]byte, 0, 1024), o); ok {
-			writeJSONBody(w, status, append(body, '\n'))
-			return
-		}
-	}
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+	if err := fastjson.NewEncoder(&buf).Encode(v); err != nil {
 		slog.Error("encode response", "err", err)
-		body, _ := json.Marshal(problem{
+		body, _ := fastjson.Marshal(problem{
 			Type: problemBase + "internal", Title: "Internal error", Status: http.StatusInternalServerError,
 			Detail: "Internal error.", Code: domain.CodeInternal,
 		})
