@@ -304,3 +304,21 @@ func (s *Store) HoldShardMap() {
 	defer s.nodes.mu.Unlock()
 	s.nodes.read = time.Now().Add(time.Hour)
 }
+
+// PlaceTogether decides the requests in one placement batch, in this
+// order, as a lane decides requests that arrive while its last batch
+// commits, and returns each request's error.
+func (s *Store) PlaceTogether(ctx context.Context, reqs []PlaceRequest) []error {
+	batch := make([]*placement, len(reqs))
+	for i, p := range reqs {
+		batch[i] = &placement{p: p, orderID: newID(), done: make(chan struct{})}
+		batch[i].deadline, _ = ctx.Deadline()
+	}
+	s.decideBatch(batch, batchMode{})
+	errs := make([]error, len(batch))
+	for i, pl := range batch {
+		<-pl.done
+		errs[i] = pl.err
+	}
+	return errs
+}

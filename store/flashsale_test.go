@@ -227,3 +227,83 @@ func TestReleaseAndPurchaseTakeClaimsBeforeBuckets(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 15, *got.StockRemaining)
 }
+
+// TestBatchHoldingABucketMakesNoClaimAReleaseHolds: a batch that holds a
+// product's bucket (one buyer's take in its first round trip) and then
+// decides, in its turn, an order that still has a claim to make (a
+// multi-line order of a product with a per-customer limit) must not wait
+// for that claim: a cancellation of the same customer's earlier order,
+// holding the claim and waiting for the bucket, would wait for the batch
+// in a circle. A second connection holds the customer's claim while both
+// arrive, the cancellation first; once it lets go, both finish. PostgreSQL's
+// deadlock detection is put off past the test's patience, so a circle
+// fails the test instead of being broken and retried unseen.
+func TestBatchHoldingABucketMakesNoClaimAReleaseHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, pool, setupStore := sharedDatabaseStore(ctx, t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["deadlock_timeout"] = "10min"
+	patient, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(patient.Close)
+	ins, err := jobs.NewInserter(patient)
+	require.NoError(t, err)
+	st := newStore(store.Config{Pool: patient, Jobs: ins})
+
+	m := createMerchant(t, setupStore, &merchantOpts{Capacity: 1000})
+	// Ten units are one bucket, which every take and release meets.
+	p := createProduct(t, setupStore, m.ID, &productOpts{Stock: intp(10), PerUserLimit: intp(2)})
+	side := createProduct(t, setupStore, m.ID, nil)
+	first := mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "carol"})
+
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx) //nolint:errcheck // committed below
+	_, err = holder.Exec(ctx, `SELECT 1 FROM purchase_claims WHERE product_id = $1 AND customer_id = 'carol' FOR UPDATE`, p.ID)
+	require.NoError(t, err)
+	waiting := func(n int) {
+		t.Helper()
+		for until := time.Now().Add(10 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
+			var w int
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&w))
+			if w >= n {
+				return
+			}
+		}
+		t.Fatalf("fewer than %d waiting for a lock", n)
+	}
+
+	patience, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cancelled := make(chan error, 1)
+	go func() {
+		_, err := st.CancelOrder(patience, first.ID, "", customer("carol"), "")
+		cancelled <- err
+	}()
+	waiting(1)
+	request := func(customer string, products ...uuid.UUID) store.PlaceRequest {
+		r := store.PlaceRequest{MerchantID: m.ID, CustomerID: customer, IdempotencyKey: uuid.NewString(), RequestHash: []byte(uuid.NewString())}
+		for _, id := range products {
+			r.Lines = append(r.Lines, domain.LineRequest{ProductID: id, Quantity: 1})
+		}
+		return r
+	}
+	placed := make(chan []error, 1)
+	go func() {
+		placed <- st.PlaceTogether(patience, []store.PlaceRequest{request("dave", p.ID), request("carol", p.ID, side.ID)})
+	}()
+	waiting(2)
+	require.NoError(t, holder.Commit(ctx))
+	require.NoError(t, <-cancelled)
+	for i, err := range <-placed {
+		require.NoError(t, err, "request %d", i)
+	}
+	got, err := st.GetProduct(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 8, *got.StockRemaining, "carol's first unit back, dave's and carol's second taken")
+	var claims int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(quantity) FROM purchase_claims WHERE product_id = $1`, p.ID).Scan(&claims))
+	require.Equal(t, 2, claims)
+}

@@ -772,6 +772,10 @@ func (s *Store) placeOne(ctx context.Context, tx pgx.Tx, pl *placement, m *merch
 // that holds a bucket of this product or of a greater one must not wait, or
 // two batches could wait for each other. It answers errStockHeldElsewhere
 // instead, and the request is decided first in a transaction of its own.
+// Claims come before buckets in that order too: an order with claims still
+// to make in a transaction that holds a bucket (another order's take) is
+// answered sold out when an unlocked sum says so, else errStockHeldElsewhere,
+// as a release holding the customer's claim may be waiting for that bucket.
 //
 // It never fails the transaction: a refusal, or stock the transaction may
 // not wait for, puts back what the order had taken. What domain.RefuseStock
@@ -798,6 +802,9 @@ func takeStock(ctx context.Context, tx pgx.Tx, o domain.Order, products map[uuid
 	var claims []domain.Claim
 	if !claimed {
 		claims = domain.ClaimsOf(stockLines(o, products, memo))
+	}
+	if len(claims) > 0 && memo.holdsBuckets() {
+		return t.soldOutOrHeldElsewhere(ctx, wanted)
 	}
 	wanted, err = t.claim(ctx, claims, wanted, first, firstHeld)
 	if err != nil {

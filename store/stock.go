@@ -278,6 +278,23 @@ func (t *stockTake) available(ctx context.Context, productID uuid.UUID) (int, er
 	return available, nil
 }
 
+// soldOutOrHeldElsewhere answers an order that may not make its claims in
+// this transaction (takeStock): sold out when an unlocked sum of one of its
+// limited lines says so, which needs no claim, else errStockHeldElsewhere.
+func (t *stockTake) soldOutOrHeldElsewhere(ctx context.Context, wanted []wantedUnits) error {
+	for _, it := range wanted {
+		available, err := t.available(ctx, it.ProductID)
+		if err != nil {
+			return err
+		}
+		if err := domain.SoldOut(it.ProductID, available, it.Quantity); err != nil {
+			t.memo.set(it.ProductID, available)
+			return err
+		}
+	}
+	return errStockHeldElsewhere
+}
+
 // lockBuckets waits for every bucket of the product, in bucket order, and
 // returns what each holds.
 func (t *stockTake) lockBuckets(ctx context.Context, productID uuid.UUID) ([]domain.BucketTake, error) {
@@ -416,6 +433,12 @@ func (m *stockMemo) hold(product uuid.UUID) {
 	if m != nil && bytes.Compare(product[:], m.highestHeld[:]) > 0 {
 		m.highestHeld = product
 	}
+}
+
+// holdsBuckets reports whether the transaction holds a bucket of any
+// product.
+func (m *stockMemo) holdsBuckets() bool {
+	return m != nil && m.highestHeld != uuid.Nil
 }
 
 // mayWaitFor reports whether waiting for the product's buckets keeps the
