@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/store"
 )
 
 func TestStockNeverOversells(t *testing.T) {
@@ -311,4 +312,42 @@ func TestPayRacesClose(t *testing.T) {
 	again, err := st.CloseUnpaid(ctx, m.ID, late.ID)
 	require.NoError(t, err)
 	require.False(t, again, "closing twice changes nothing")
+}
+
+// TestBatchClaimsRefuseOnlyThoseAtTheirLimit: one batch whose buyers'
+// claims are made together refuses the customer already at the limit and
+// places the others, each claim holding what its customer bought.
+func TestBatchClaimsRefuseOnlyThoseAtTheirLimit(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 100})
+	p := createProduct(t, st, m.ID, &productOpts{Stock: intp(40), PerUserLimit: intp(2)})
+	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "greedy", Quantity: 2})
+	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "frank"})
+	request := func(customer string, quantity int) store.PlaceRequest {
+		return store.PlaceRequest{MerchantID: m.ID, CustomerID: customer, IdempotencyKey: uuid.NewString(), RequestHash: []byte(uuid.NewString()),
+			Lines: []domain.LineRequest{{ProductID: p.ID, Quantity: quantity}}}
+	}
+	errs := st.PlaceTogether(ctx, []store.PlaceRequest{request("dave", 2), request("greedy", 1), request("frank", 1), request("erin", 1), request("frank2", 3)})
+	require.NoError(t, errs[0])
+	require.Equal(t, domain.CodePurchaseLimit, domain.ErrorCode(errs[1]), "%v", errs[1])
+	require.NoError(t, errs[2], "frank's claim fits to the unit")
+	require.NoError(t, errs[3])
+	require.Equal(t, domain.CodePurchaseLimit, domain.ErrorCode(errs[4]), "more than the limit in one order: %v", errs[4])
+
+	got, err := st.GetProduct(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 40-3-4, *got.StockRemaining, "refused buyers hold no stock")
+	rows, err := b.pool.Query(ctx, `SELECT customer_id, quantity FROM purchase_claims WHERE product_id = $1`, p.ID)
+	require.NoError(t, err)
+	claims := map[string]int{}
+	for rows.Next() {
+		var c string
+		var q int
+		require.NoError(t, rows.Scan(&c, &q))
+		claims[c] = q
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]int{"greedy": 2, "frank": 2, "dave": 2, "erin": 1}, claims)
 }
