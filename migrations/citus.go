@@ -52,6 +52,13 @@ var databaseSettings = []string{
 	// worker after its transaction and closed the others, so every such
 	// read forked backends on the workers (docs/scaling-out.md).
 	"citus.max_adaptive_executor_pool_size = 1",
+	// A worker's shard is a thirtysecond of its table, held in memory: at
+	// the default page costs the planner scanned the whole shard into a
+	// hash join for a batch's statements keyed by its rows (a close's
+	// UPDATE … FROM unnest of hundreds of orders) rather than look each row
+	// up by its key, and such a scan grows with the shard. Set on the
+	// coordinator, Citus sets it on every node's database.
+	"random_page_cost = 1.1",
 }
 
 // Distribute applies the migrations and then lays the schema out on Citus:

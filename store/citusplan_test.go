@@ -1,0 +1,69 @@
+//go:build citus
+
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/orderd/orderd/internal/citustest"
+	"github.com/orderd/orderd/store"
+)
+
+// TestCitusBatchUpdateLooksRowsUpByKey: on a worker, a batch's update of
+// hundreds of a merchant's orders by the shard's name, in the store's
+// shape (UPDATE … FROM unnest … WHERE o.id = r.id AND o.merchant_id =
+// r.merchant_id AND o.merchant_id = ANY(…), as a close of a look's orders
+// writes them), finds its rows by the key in a shard of tens of thousands
+// of orders. At the default page costs the planner scanned the whole shard
+// into a hash join, a cost that grew with the shard: the closes of the
+// timers' phases fell seconds behind once spread had filled the shards.
+func TestCitusBatchUpdateLooksRowsUpByKey(t *testing.T) {
+	ctx := context.Background()
+	url := citustest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	st := store.New(store.Config{Pool: pool})
+	defer st.Close()
+
+	merchant := uuid.New()
+	_, err = pool.Exec(ctx, `INSERT INTO merchants (id, name, capacity, prep_seconds, max_queue_wait_seconds, payment_timeout_seconds, webhook_secret, created_at, version)
+		VALUES ($1, 'm', 100000, 60, 60, 5, 's', now(), 1)`, merchant)
+	require.NoError(t, err)
+	node, err := st.MerchantNode(ctx, merchant)
+	require.NoError(t, err)
+	var shard string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT shard_name('orders'::regclass, get_shard_id_for_distribution_column('orders', $1::uuid))`,
+		merchant).Scan(&shard))
+	worker := workerPool(t, url, node)
+	table := pgx.Identifier{shard}.Sanitize()
+	_, err = worker.Exec(ctx, `INSERT INTO `+table+` (id, merchant_id, customer_id, items, total_cents, status, version, placed_at, payment_deadline)
+		SELECT gen_random_uuid(), $1, 'c' || g, '[]', 100, 'awaiting_payment', 1, now(), now() + g * interval '1 ms'
+		FROM generate_series(1, 30000) g`, merchant)
+	require.NoError(t, err)
+	_, err = worker.Exec(ctx, `ANALYZE `+table)
+	require.NoError(t, err)
+
+	rows, err := worker.Query(ctx, `SELECT id FROM `+table+` ORDER BY payment_deadline LIMIT 500`)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	merchants, statuses := make([]uuid.UUID, len(ids)), make([]string, len(ids))
+	for i := range ids {
+		merchants[i], statuses[i] = merchant, "closed"
+	}
+	rows, err = worker.Query(ctx, `EXPLAIN UPDATE `+table+` o SET status = r.status
+		FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS r(id, merchant_id, status)
+		WHERE o.id = r.id AND o.merchant_id = r.merchant_id AND o.merchant_id = ANY($2::uuid[])`, ids, merchants, statuses)
+	require.NoError(t, err)
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.NotContains(t, strings.Join(plan, "\n"), "Seq Scan on "+shard, "the update scans the whole shard:\n%s", strings.Join(plan, "\n"))
+}
