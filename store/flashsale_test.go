@@ -195,17 +195,6 @@ func TestReleaseAndPurchaseTakeClaimsBeforeBuckets(t *testing.T) {
 	defer holder.Rollback(ctx) //nolint:errcheck // committed below
 	_, err = holder.Exec(ctx, `SELECT 1 FROM stock_buckets WHERE product_id = $1 ORDER BY bucket FOR UPDATE`, p.ID)
 	require.NoError(t, err)
-	waiting := func(n int) {
-		t.Helper()
-		for until := time.Now().Add(10 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
-			var w int
-			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&w))
-			if w >= n {
-				return
-			}
-		}
-		t.Fatalf("fewer than %d waiting for a lock", n)
-	}
 
 	patience, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -214,12 +203,12 @@ func TestReleaseAndPurchaseTakeClaimsBeforeBuckets(t *testing.T) {
 		_, err := st.CancelOrder(patience, first.ID, "", customer("carol"), "")
 		errs <- err
 	}()
-	waiting(1)
+	waitForLockWaiters(ctx, t, pool, 1)
 	go func() {
 		_, err := place(patience, st, m.ID, p.ID, placeOpts{Customer: "carol"})
 		errs <- err
 	}()
-	waiting(2)
+	waitForLockWaiters(ctx, t, pool, 2)
 	require.NoError(t, holder.Commit(ctx))
 	require.NoError(t, <-errs)
 	require.NoError(t, <-errs)
@@ -263,17 +252,6 @@ func TestBatchHoldingABucketMakesNoClaimAReleaseHolds(t *testing.T) {
 	defer holder.Rollback(ctx) //nolint:errcheck // committed below
 	_, err = holder.Exec(ctx, `SELECT 1 FROM purchase_claims WHERE product_id = $1 AND customer_id = 'carol' FOR UPDATE`, p.ID)
 	require.NoError(t, err)
-	waiting := func(n int) {
-		t.Helper()
-		for until := time.Now().Add(10 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
-			var w int
-			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&w))
-			if w >= n {
-				return
-			}
-		}
-		t.Fatalf("fewer than %d waiting for a lock", n)
-	}
 
 	patience, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -282,7 +260,7 @@ func TestBatchHoldingABucketMakesNoClaimAReleaseHolds(t *testing.T) {
 		_, err := st.CancelOrder(patience, first.ID, "", customer("carol"), "")
 		cancelled <- err
 	}()
-	waiting(1)
+	waitForLockWaiters(ctx, t, pool, 1)
 	request := func(customer string, products ...uuid.UUID) store.PlaceRequest {
 		r := store.PlaceRequest{MerchantID: m.ID, CustomerID: customer, IdempotencyKey: uuid.NewString(), RequestHash: []byte(uuid.NewString())}
 		for _, id := range products {
@@ -294,7 +272,7 @@ func TestBatchHoldingABucketMakesNoClaimAReleaseHolds(t *testing.T) {
 	go func() {
 		placed <- st.PlaceTogether(patience, []store.PlaceRequest{request("dave", p.ID), request("carol", p.ID, side.ID)})
 	}()
-	waiting(2)
+	waitForLockWaiters(ctx, t, pool, 2)
 	require.NoError(t, holder.Commit(ctx))
 	require.NoError(t, <-cancelled)
 	for i, err := range <-placed {
@@ -306,4 +284,19 @@ func TestBatchHoldingABucketMakesNoClaimAReleaseHolds(t *testing.T) {
 	var claims int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(quantity) FROM purchase_claims WHERE product_id = $1`, p.ID).Scan(&claims))
 	require.Equal(t, 2, claims)
+}
+
+// waitForLockWaiters waits until at least n sessions of the test's database
+// wait for a lock, so that a test knows its requests have arrived at the
+// lock it holds before it lets go.
+func waitForLockWaiters(ctx context.Context, t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	for until := time.Now().Add(10 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
+		var w int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&w))
+		if w >= n {
+			return
+		}
+	}
+	t.Fatalf("fewer than %d waiting for a lock", n)
 }
