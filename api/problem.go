@@ -162,12 +162,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		_, _ = w.Write(body)
 		return
 	}
-	writeJSONBody(w, status, buf.Bytes())
-}
-
-func writeJSONBody(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	_, _ = w.Write(buf.Bytes())
 }
