@@ -495,7 +495,13 @@ func (u releasedUnits) byShard(tx pgx.Tx) []releasedUnits {
 // so the buckets would be locked before the claims, and a release waiting
 // for a claim would hold the bucket that the claim's holder, a purchase
 // of the same customer, waits for. It may wait for a bucket a buyer holds;
-// buyers never wait for an order's lock. On a Citus worker the two are a
+// buyers never wait for an order's lock. The buckets are locked in the
+// lock order (merchant, product, bucket) before they are changed: an
+// UPDATE … FROM locks its rows in whatever order its plan meets them (a
+// hash join, in the order they lie in the table), and a release holding a
+// later product's bucket while it waits for an earlier one would make a
+// circle with a batch that waits for every bucket of both in that order
+// (addLockBuckets). On a Citus worker the two are a
 // statement per shard each, every claims' before any bucket's, naming the
 // shards when the transaction holds them (heldTable), so that the worker
 // runs them as plain PostgreSQL, planned once per connection.
@@ -523,9 +529,15 @@ func releaseUnits(ctx context.Context, tx pgx.Tx, u releasedUnits) error {
 			FROM `+buckets+` b JOIN per_product u ON u.m = b.merchant_id AND u.p = b.product_id
 			WHERE b.merchant_id = ANY($3::uuid[])
 			ORDER BY b.product_id, b.remaining, b.bucket
+		),
+		locked AS (
+			SELECT s.merchant_id, s.product_id, s.bucket, t.q
+			FROM `+buckets+` s JOIN target t ON s.merchant_id = t.merchant_id AND s.product_id = t.product_id AND s.bucket = t.bucket
+			WHERE s.merchant_id = ANY($3::uuid[])
+			ORDER BY s.merchant_id, s.product_id, s.bucket FOR UPDATE OF s
 		)
-		UPDATE `+buckets+` s SET remaining = s.remaining + t.q
-		FROM target t WHERE s.merchant_id = t.merchant_id AND s.product_id = t.product_id AND s.bucket = t.bucket
+		UPDATE `+buckets+` s SET remaining = s.remaining + l.q
+		FROM locked l WHERE s.merchant_id = l.merchant_id AND s.product_id = l.product_id AND s.bucket = l.bucket
 			AND s.merchant_id = ANY($3::uuid[])`,
 			part.products, part.quantities, part.merchants)
 	}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,9 +12,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
+	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
 )
 
@@ -350,4 +353,78 @@ func TestBatchClaimsRefuseOnlyThoseAtTheirLimit(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, map[string]int{"greedy": 2, "frank": 2, "dave": 2, "erin": 1}, claims)
+}
+
+// A release waits for the buckets it returns units to in the lock order
+// (product, then bucket), as a batch that waits for every bucket of several
+// products does: were it to hold a later product's bucket while it waits
+// for an earlier one's, the two would wait for each other until
+// PostgreSQL's deadlock check broke the circle. The store's sessions plan
+// as PostgreSQL does for a small table (a hash join over a scan of the
+// table, which meets rows in the order they lie), and the earlier
+// product's row is moved to the end of the table, where that scan meets
+// it last.
+func TestReleaseWaitsForBucketsInTheLockOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, pool, _ := sharedDatabaseStore(ctx, t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	for _, plan := range []string{"enable_nestloop", "enable_mergejoin", "enable_indexscan", "enable_bitmapscan"} {
+		cfg.ConnConfig.RuntimeParams[plan] = "off"
+	}
+	scanning, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(scanning.Close)
+	ins, err := jobs.NewInserter(scanning)
+	require.NoError(t, err)
+	st := newStore(store.Config{Pool: scanning, Jobs: ins})
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1000})
+	// Ten units are one bucket a product.
+	a := createProduct(t, st, m.ID, &productOpts{Stock: intp(10)})
+	b := createProduct(t, st, m.ID, &productOpts{Stock: intp(10)})
+	earlier, later := a.ID, b.ID
+	if bytes.Compare(later[:], earlier[:]) < 0 {
+		earlier, later = later, earlier
+	}
+	both := store.PlaceRequest{MerchantID: m.ID, CustomerID: "carol", IdempotencyKey: uuid.NewString(), RequestHash: []byte(uuid.NewString()),
+		Lines: []domain.LineRequest{{ProductID: a.ID, Quantity: 1}, {ProductID: b.ID, Quantity: 1}}}
+	require.NoError(t, st.PlaceTogether(ctx, []store.PlaceRequest{both})[0])
+	var orderID uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM orders WHERE merchant_id = $1`, m.ID).Scan(&orderID))
+	_, err = pool.Exec(ctx, `UPDATE stock_buckets SET remaining = remaining WHERE merchant_id = $1 AND product_id = $2`, m.ID, earlier)
+	require.NoError(t, err)
+
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx) //nolint:errcheck // committed below
+	var holderPID int
+	require.NoError(t, holder.QueryRow(ctx, `SELECT pg_backend_pid() FROM stock_buckets WHERE merchant_id = $1 AND product_id = $2 FOR UPDATE`,
+		m.ID, earlier).Scan(&holderPID))
+
+	patience, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cancelled := make(chan error, 1)
+	go func() {
+		_, err := st.CancelOrder(patience, orderID, "", customer("carol"), "")
+		cancelled <- err
+	}()
+	for waiting := 0; waiting == 0; time.Sleep(10 * time.Millisecond) {
+		require.NoError(t, patience.Err(), "the release never waited for the earlier product's bucket")
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holderPID).Scan(&waiting))
+	}
+	probe, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer probe.Rollback(ctx) //nolint:errcheck // it only looks
+	_, err = probe.Exec(ctx, `SELECT 1 FROM stock_buckets WHERE merchant_id = $1 AND product_id = $2 FOR UPDATE NOWAIT`, m.ID, later)
+	require.NoError(t, err, "the release holds the later product's bucket while it waits for the earlier one's")
+	require.NoError(t, probe.Rollback(ctx))
+
+	require.NoError(t, holder.Commit(ctx))
+	require.NoError(t, <-cancelled)
+	for _, p := range []uuid.UUID{a.ID, b.ID} {
+		got, err := st.GetProduct(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, 10, *got.StockRemaining, "the cancelled order's unit is back")
+	}
 }
