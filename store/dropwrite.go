@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -136,7 +135,7 @@ func addEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time, i
 		if len(c.events) == 0 {
 			continue
 		}
-		meta, err := json.Marshal(c.meta)
+		meta, err := jsonText(c.meta)
 		if err != nil {
 			return fmt.Errorf("encode metadata: %w", err)
 		}
@@ -149,7 +148,7 @@ func addEntries(tx pgx.Tx, b *pgx.Batch, changes []entryChange, now time.Time, i
 			events = &first
 		}
 		for i, e := range c.events {
-			if err := events.add(id, merchant, c.before.Version+i+1, e, string(meta)); err != nil {
+			if err := events.add(id, merchant, c.before.Version+i+1, e, meta); err != nil {
 				return err
 			}
 		}

@@ -45,13 +45,13 @@ func appendEvents(ctx context.Context, tx pgx.Tx, p AppendParams) error {
 	if p.RecordedAt.IsZero() {
 		return fmt.Errorf("append to %s %s: no decision time", p.StreamType, p.StreamID)
 	}
-	meta, err := json.Marshal(p.Meta)
+	meta, err := jsonText(p.Meta)
 	if err != nil {
 		return fmt.Errorf("encode metadata: %w", err)
 	}
 	var rows eventRows
 	for i, e := range p.Events {
-		if err := rows.add(p.StreamID, p.MerchantID, p.ExpectedVersion+i+1, e, string(meta)); err != nil {
+		if err := rows.add(p.StreamID, p.MerchantID, p.ExpectedVersion+i+1, e, meta); err != nil {
 			return err
 		}
 	}
@@ -72,12 +72,12 @@ type eventRows struct {
 
 // add adds the event e at version of stream, with the metadata meta.
 func (r *eventRows) add(stream, merchant [16]byte, version int, e domain.Event, meta string) error {
-	data, err := json.Marshal(e.Data)
+	data, err := jsonText(e.Data)
 	if err != nil {
 		return fmt.Errorf("encode event %s: %w", e.Type, err)
 	}
 	r.stream, r.merchant, r.version = append(r.stream, stream), append(r.merchant, merchant), append(r.version, int32(version))
-	r.typ, r.data, r.meta = append(r.typ, e.Type), append(r.data, string(data)), append(r.meta, meta)
+	r.typ, r.data, r.meta = append(r.typ, e.Type), append(r.data, data), append(r.meta, meta)
 	return nil
 }
 

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -51,13 +50,13 @@ func addChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessag
 		if len(c.events) == 0 {
 			continue
 		}
-		meta, err := json.Marshal(c.meta)
+		meta, err := jsonText(c.meta)
 		if err != nil {
 			return fmt.Errorf("encode metadata: %w", err)
 		}
 		id, merchant := c.after.ID, c.after.MerchantID
 		for i, e := range c.events {
-			if err := ev.add(id, merchant, c.before.Version+i+1, e, string(meta)); err != nil {
+			if err := ev.add(id, merchant, c.before.Version+i+1, e, meta); err != nil {
 				return err
 			}
 		}
@@ -264,12 +263,12 @@ func (c *orderColumnsOf) addUpdate(b *pgx.Batch, t string, columns []column) {
 }
 
 func (c *orderColumnsOf) add(o domain.Order) error {
-	items, err := json.Marshal(o.Items)
+	items, err := jsonText(o.Items)
 	if err != nil {
 		return fmt.Errorf("encode items: %w", err)
 	}
 	c.id, c.merchant = append(c.id, o.ID), append(c.merchant, o.MerchantID)
-	c.customer, c.items, c.status = append(c.customer, o.CustomerID), append(c.items, string(items)), append(c.status, string(o.Status))
+	c.customer, c.items, c.status = append(c.customer, o.CustomerID), append(c.items, items), append(c.status, string(o.Status))
 	c.total, c.version = append(c.total, o.TotalCents), append(c.version, int32(o.Version))
 	c.placedAt, c.deadline = append(c.placedAt, o.PlacedAt), append(c.deadline, o.PaymentDeadline)
 	c.paymentRef = append(c.paymentRef, pgtype.Text{String: o.PaymentRef, Valid: o.PaymentRef != ""})
