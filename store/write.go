@@ -242,14 +242,26 @@ func (c *orderColumnsOf) addTo(tx pgx.Tx, b *pgx.Batch, table string, insert boo
 		if len(groups) > 1 {
 			part = columnsAt(columns, rows)
 		}
-		c.addUpdate(b, tables[g], part)
+		c.addUpdate(b, tables[g], part, tables[g] != t)
 	}
 }
 
 // addUpdate adds to b the update of table's rows to columns (orderColumnsOf's
-// order).
-func (c *orderColumnsOf) addUpdate(b *pgx.Batch, t string, columns []column) {
+// order). Through a table Citus distributes, the merchants' list beside the
+// key lets Citus route the statement to their shards. A shard named
+// (onShard) is a plain table, and there the list would only offer the
+// planner the merchants' index: a merchant new since the shard's last
+// ANALYZE (a few of its rows by the statistics, thousands in the shard)
+// then had all its orders read by that index and joined to the batch's
+// rows in a nested loop that unnests the batch again for every one of
+// them, a cost growing with the merchant's orders times the batch's,
+// instead of one lookup by the primary key a row.
+func (c *orderColumnsOf) addUpdate(b *pgx.Batch, t string, columns []column, onShard bool) {
 	rows, args := unnestOf(0, columns)
+	route := ` AND o.merchant_id = ANY($2::uuid[])`
+	if onShard {
+		route = ""
+	}
 	b.Queue(`UPDATE `+t+` o SET customer_id = r.customer_id, items = r.items,
 			total_cents = r.total_cents, placed_at = r.placed_at, payment_deadline = r.payment_deadline,
 			status = r.status, version = r.version, payment_ref = r.payment_ref, paid_at = r.paid_at,
@@ -259,7 +271,7 @@ func (c *orderColumnsOf) addUpdate(b *pgx.Batch, t string, columns []column) {
 		FROM `+rows+` AS r(id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
 			status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
 			queue_seq, queued_at, queue_expires_at, load, lane, pickup_code, pickup_at, release_at, picked_up_at)
-		WHERE o.id = r.id AND o.merchant_id = r.merchant_id AND o.merchant_id = ANY($2::uuid[])`, args...)
+		WHERE o.id = r.id AND o.merchant_id = r.merchant_id`+route, args...)
 }
 
 func (c *orderColumnsOf) add(o domain.Order) error {
