@@ -176,15 +176,7 @@ func TestReleaseAndPurchaseTakeClaimsBeforeBuckets(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url, pool, setupStore := sharedDatabaseStore(ctx, t)
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["deadlock_timeout"] = "10min"
-	patient, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(patient.Close)
-	ins, err := jobs.NewInserter(patient)
-	require.NoError(t, err)
-	st := newStore(store.Config{Pool: patient, Jobs: ins})
+	st := storeWithSettings(ctx, t, url, map[string]string{"deadlock_timeout": "10min"})
 
 	m := createMerchant(t, setupStore, &merchantOpts{Capacity: 1000})
 	p := createProduct(t, setupStore, m.ID, &productOpts{Stock: intp(16), PerUserLimit: intp(2)})
@@ -231,15 +223,7 @@ func TestBatchHoldingABucketMakesNoClaimAReleaseHolds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url, pool, setupStore := sharedDatabaseStore(ctx, t)
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["deadlock_timeout"] = "10min"
-	patient, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(patient.Close)
-	ins, err := jobs.NewInserter(patient)
-	require.NoError(t, err)
-	st := newStore(store.Config{Pool: patient, Jobs: ins})
+	st := storeWithSettings(ctx, t, url, map[string]string{"deadlock_timeout": "10min"})
 
 	m := createMerchant(t, setupStore, &merchantOpts{Capacity: 1000})
 	// Ten units are one bucket, which every take and release meets.

@@ -168,6 +168,24 @@ func sharedDatabaseStore(ctx context.Context, t *testing.T) (string, *pgxpool.Po
 	return url, pool, newStore(store.Config{Pool: pool, Jobs: ins})
 }
 
+// storeWithSettings is a store on url whose sessions start with settings
+// (deadlock_timeout, planner switches), so that a test can make a race or a
+// plan show that the defaults would hide.
+func storeWithSettings(ctx context.Context, t *testing.T, url string, settings map[string]string) *store.Store {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	for name, value := range settings {
+		cfg.ConnConfig.RuntimeParams[name] = value
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ins, err := jobs.NewInserter(pool)
+	require.NoError(t, err)
+	return newStore(store.Config{Pool: pool, Jobs: ins})
+}
+
 func smallPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return poolOf(ctx, url, 4)
 }

@@ -12,11 +12,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/orderd/orderd/domain"
-	"github.com/orderd/orderd/jobs"
 	"github.com/orderd/orderd/store"
 )
 
@@ -368,17 +366,8 @@ func TestReleaseWaitsForBucketsInTheLockOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url, pool, _ := sharedDatabaseStore(ctx, t)
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	for _, plan := range []string{"enable_nestloop", "enable_mergejoin", "enable_indexscan", "enable_bitmapscan"} {
-		cfg.ConnConfig.RuntimeParams[plan] = "off"
-	}
-	scanning, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(scanning.Close)
-	ins, err := jobs.NewInserter(scanning)
-	require.NoError(t, err)
-	st := newStore(store.Config{Pool: scanning, Jobs: ins})
+	st := storeWithSettings(ctx, t, url, map[string]string{
+		"enable_nestloop": "off", "enable_mergejoin": "off", "enable_indexscan": "off", "enable_bitmapscan": "off"})
 	m := createMerchant(t, st, &merchantOpts{Capacity: 1000})
 	// Ten units are one bucket a product.
 	a := createProduct(t, st, m.ID, &productOpts{Stock: intp(10)})
@@ -392,7 +381,7 @@ func TestReleaseWaitsForBucketsInTheLockOrder(t *testing.T) {
 	require.NoError(t, st.PlaceTogether(ctx, []store.PlaceRequest{both})[0])
 	var orderID uuid.UUID
 	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM orders WHERE merchant_id = $1`, m.ID).Scan(&orderID))
-	_, err = pool.Exec(ctx, `UPDATE stock_buckets SET remaining = remaining WHERE merchant_id = $1 AND product_id = $2`, m.ID, earlier)
+	_, err := pool.Exec(ctx, `UPDATE stock_buckets SET remaining = remaining WHERE merchant_id = $1 AND product_id = $2`, m.ID, earlier)
 	require.NoError(t, err)
 
 	holder, err := pool.Begin(ctx)
