@@ -322,3 +322,24 @@ func (s *Store) PlaceTogether(ctx context.Context, reqs []PlaceRequest) []error 
 	}
 	return errs
 }
+
+// ClaimRowsRead runs a claim of p, as ClaimWebhooks makes it on one
+// PostgreSQL, under EXPLAIN ANALYZE in a transaction it rolls back, and
+// returns how many rows of outbox its scans read, those its filters then
+// dropped included.
+func (s *Store) ClaimRowsRead(ctx context.Context, p ClaimParams) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // the claim is only measured
+	var out []struct{ Plan planNode }
+	var doc []byte
+	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+claimSQL, claimArgs(p)...).Scan(&doc); err != nil {
+		return 0, err
+	}
+	if err := json.Unmarshal(doc, &out); err != nil {
+		return 0, err
+	}
+	return out[0].Plan.rowsOf("outbox"), nil
+}

@@ -57,17 +57,41 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 	if distributed {
 		return s.claimWebhooksByMerchant(ctx, p)
 	}
+	rows, err := s.pool.Query(ctx, claimSQL, claimArgs(p)...)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("claim webhooks: %w", err))
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		var d Delivery
+		var payload string
+		if err := rows.Scan(&d.ID, &d.MerchantID, &d.OrderID, &d.EventType, &payload, &d.Attempt, &d.URL, &d.Secret); err != nil {
+			return nil, mapErr(fmt.Errorf("claim webhooks: %w", err))
+		}
+		d.Payload = []byte(payload)
+		out = append(out, d)
+	}
+	return out, mapErr(rows.Err())
+}
+
+// claimArgs are claimSQL's arguments for p, after the mode that has the
+// statement planned anew each time (QueryExecModeExec), never from a cached
+// generic plan: the outbox swings from empty to a burst's backlog, and a
+// plan made for the empty table reads all of it on every claim while
+// pinning the pages that autovacuum's ANALYZE waits on to replace it.
+func claimArgs(p ClaimParams) []any {
 	// Text, for QueryExecModeExec sends its arguments in text format.
 	skip, probing := uuidStrings(p.SkipMerchants), uuidStrings(p.Probing)
 	perMerchant := p.PerMerchant
 	if perMerchant <= 0 || perMerchant > p.Limit {
 		perMerchant = p.Limit
 	}
-	// Planned anew each time (QueryExecModeExec), never from a cached
-	// generic plan: the outbox swings from empty to a burst's backlog, and a
-	// plan made for the empty table reads all of it on every claim while
-	// pinning the pages that autovacuum's ANALYZE waits on to replace it.
-	rows, err := s.pool.Query(ctx, `
+	return []any{pgx.QueryExecModeExec, p.Limit, p.Lease.Milliseconds(), skip, perMerchant, probing}
+}
+
+// claimSQL is ClaimWebhooks' statement on one PostgreSQL.
+const claimSQL = `
 		WITH RECURSIVE merchants_with_pending AS (
 			-- A loose index scan: one probe per merchant with pending
 			-- messages, instead of reading every pending row.
@@ -91,12 +115,15 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 					-- made claims cost twice as much. The probe for an earlier
 					-- pending version names only the order (its messages are all
 					-- its merchant's): naming the merchant too led the planner to
-					-- read the merchant's backlog for every candidate.
+					-- read the merchant's backlog for every candidate. Versions
+					-- in order within a time: an order's messages written
+					-- together share it, and its later ones, which wait, then
+					-- come after every order's first (migration 37).
 					SELECT d.id, d.merchant_id, d.next_attempt_at FROM outbox d
 					WHERE (d.merchant_id, d.next_attempt_at) >= (mm.merchant_id, '-infinity'::timestamptz)
 					  AND (d.merchant_id, d.next_attempt_at) <= (mm.merchant_id, now()) AND d.status = 'pending'
 					  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.order_id = d.order_id AND e.order_version < d.order_version AND e.status = 'pending')
-					ORDER BY d.merchant_id, d.next_attempt_at LIMIT $4
+					ORDER BY d.merchant_id, d.next_attempt_at, d.order_version LIMIT $4
 					FOR UPDATE OF d SKIP LOCKED
 				) x
 				WHERE mm.merchant_id IS NOT NULL AND mm.merchant_id <> ALL($3::uuid[])
@@ -115,24 +142,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 		-- The witness's messages (WitnessMerchant) have no merchant: the
 		-- relay knows where they go.
 		SELECT c.id, c.merchant_id, c.order_id, c.event_type, c.payload::text, c.attempts, coalesce(m.webhook_url, ''), coalesce(m.webhook_secret, '')
-		FROM claimed c LEFT JOIN merchants m ON m.id = c.merchant_id`,
-		pgx.QueryExecModeExec, p.Limit, p.Lease.Milliseconds(), skip, perMerchant, probing)
-	if err != nil {
-		return nil, mapErr(fmt.Errorf("claim webhooks: %w", err))
-	}
-	defer rows.Close()
-	var out []Delivery
-	for rows.Next() {
-		var d Delivery
-		var payload string
-		if err := rows.Scan(&d.ID, &d.MerchantID, &d.OrderID, &d.EventType, &payload, &d.Attempt, &d.URL, &d.Secret); err != nil {
-			return nil, mapErr(fmt.Errorf("claim webhooks: %w", err))
-		}
-		d.Payload = []byte(payload)
-		out = append(out, d)
-	}
-	return out, mapErr(rows.Err())
-}
+		FROM claimed c LEFT JOIN merchants m ON m.id = c.merchant_id`
 
 func uuidStrings(ids []uuid.UUID) []string {
 	out := make([]string, len(ids))
@@ -407,7 +417,7 @@ func (s *Store) claimWebhooksByMerchant(ctx context.Context, p ClaimParams) ([]D
 				WHERE d.merchant_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= now()
 				  AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.merchant_id = $1 AND e.order_id = d.order_id
 				                  AND e.order_version < d.order_version AND e.status = 'pending')
-				ORDER BY d.next_attempt_at LIMIT $2
+				ORDER BY d.next_attempt_at, d.order_version LIMIT $2
 				FOR UPDATE OF d SKIP LOCKED))
 			RETURNING o.id, o.merchant_id, o.order_id, o.event_type, o.payload::text, o.attempts, coalesce(m.webhook_url, ''), m.webhook_secret`,
 			m, n, p.Lease.Milliseconds())

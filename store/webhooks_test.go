@@ -285,6 +285,49 @@ func TestClaimPlanFollowsTheBacklog(t *testing.T) {
 	require.Less(t, fetched-fetchedBefore, int64(backlog*claimedInAll), "the claims read the merchant's backlog per candidate")
 }
 
+// TestClaimSkipsLaterMessagesOfOrdersInFlight: a merchant's orders each
+// wrote four messages in one transaction (one due time), and earlier claims
+// leased the first messages of some of them. A claim reads about the
+// messages it takes, not the later messages of every order in flight, which
+// must wait for their first and which it used to meet first.
+func TestClaimSkipsLaterMessagesOfOrdersInFlight(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	m := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/hook"})
+	_, err := b.pool.Exec(ctx, `
+		INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, next_attempt_at)
+		SELECT gen_random_uuid(), $1, o, v, 'order.accepted', '{}', now() - interval '1 second'
+		FROM (SELECT gen_random_uuid() AS o FROM generate_series(1, 2000)) g, generate_series(1, 4) v
+		ORDER BY o, v`, m.ID)
+	require.NoError(t, err)
+	// As autovacuum would soon: a claim planned for an outbox the planner
+	// knows nothing of reads every due message of the merchant instead.
+	_, err = b.pool.Exec(ctx, `ANALYZE outbox`)
+	require.NoError(t, err)
+	params := store.ClaimParams{Limit: 32, Lease: time.Minute, PerMerchant: 32}
+	for range 9 {
+		claimed, err := st.ClaimWebhooks(ctx, params)
+		require.NoError(t, err)
+		require.Len(t, claimed, 32)
+		for _, d := range claimed {
+			require.Equal(t, 1, versionOf(t, b, d.ID), "a later message was claimed before its order's first")
+		}
+	}
+	read, err := st.ClaimRowsRead(ctx, params)
+	require.NoError(t, err)
+	// The messages taken, read and updated, and the merchants' walk; not
+	// the 864 later messages of the orders in flight.
+	require.LessOrEqual(t, read, 4*params.Limit, "the claim read the later messages of the orders in flight")
+}
+
+func versionOf(t *testing.T, b *testBundle, id uuid.UUID) int {
+	t.Helper()
+	var v int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT order_version FROM outbox WHERE id = $1`, id).Scan(&v))
+	return v
+}
+
 // TestConcurrentClaimsDeliverEachOrderInVersionOrder: four claimers, as
 // relays of several processes, work a backlog of three messages for each of
 // 600 orders of five merchants, the messages' due times shuffled so that a
