@@ -154,11 +154,19 @@ func accessLog(log *slog.Logger, next http.Handler) http.Handler {
 			if route == "" {
 				route = r.Pattern
 			}
-			log.LogAttrs(r.Context(), level, "request",
-				slog.String("method", r.Method), slog.String("route", route),
-				slog.Int("status", status), slog.Int("bytes", sw.bytes),
-				slog.Duration("duration", time.Since(start)), slog.String("request_id", info.id),
-				slog.String("sub", info.sub))
+			if ctx := r.Context(); log.Enabled(ctx, level) {
+				// Straight to the handler: Logger.LogAttrs would first walk
+				// the stack for the caller's program counter, which only a
+				// handler adding the source reads, and it would name this
+				// closure.
+				now := time.Now()
+				rec := slog.NewRecord(now, level, "request", 0)
+				rec.AddAttrs(slog.String("method", r.Method), slog.String("route", route),
+					slog.Int("status", status), slog.Int("bytes", sw.bytes),
+					slog.Duration("duration", now.Sub(start)), slog.String("request_id", info.id),
+					slog.String("sub", info.sub))
+				_ = log.Handler().Handle(ctx, rec)
+			}
 			if v != nil {
 				panic(v)
 			}
