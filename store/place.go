@@ -153,10 +153,11 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	// Merchants and products are read for every request, even those the
 	// keys turn out to be replays of.
 	b := &pgx.Batch{}
-	holdShards(tx, b, batchMerchantIDs(batch))
+	merchantIDs, productIDs := batchMerchantIDs(batch), batchProductIDs(batch)
+	holdShards(tx, b, merchantIDs)
 	keys := addIdempotencyKeys(tx, b, batch)
 	locked := addBatchMerchants(tx, b, batch, mode.waitForMerchants)
-	products := s.addBatchProducts(tx, b, batchMerchantIDs(batch), batchProductIDs(batch))
+	products := s.addBatchProducts(tx, b, merchantIDs, productIDs)
 	sums := addStockSums(b, batch, func(id uuid.UUID) bool { _, ok := s.stockProducts.Load(id); return ok })
 	var numbers *pickupReservation
 	if !mode.numberLast && s.mayNumberFirst(ctx, batch) {
@@ -165,7 +166,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("read for placement: %w", err)
 	}
-	if err := readMissingProducts(ctx, tx, batchProductIDs(batch), products); err != nil {
+	if err := readMissingProducts(ctx, tx, productIDs, products); err != nil {
 		return nil, err
 	}
 	merchants := locked.rows
