@@ -236,6 +236,8 @@ func TestLogsAreTextOnATerminal(t *testing.T) {
 	tty := openTerminal(t)
 	_, isText := logHandler(tty, "").(*slog.TextHandler)
 	require.True(t, isText, "text on a terminal")
+	_, isText = logHandler(newLogWriter(tty), "").(*slog.TextHandler)
+	require.True(t, isText, "text on a terminal, through run's logWriter")
 	_, isJSON := logHandler(tty, "json").(*slog.JSONHandler)
 	require.True(t, isJSON)
 

@@ -117,7 +117,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return errors.New("a subcommand is required")
 	}
-	logger := slog.New(logHandler(stderr, os.Getenv("ORDERD_LOG_FORMAT")))
+	logs := newLogWriter(stderr)
+	defer logs.Flush()
+	logger := slog.New(logHandler(logs, os.Getenv("ORDERD_LOG_FORMAT")))
 	slog.SetDefault(logger)
 	cmd, rest := args[0], args[1:]
 	switch cmd {
@@ -149,7 +151,11 @@ func logHandler(w io.Writer, format string) slog.Handler {
 	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
 	if format == "" {
 		format = "json"
-		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		out := w
+		if l, ok := w.(*logWriter); ok {
+			out = l.out
+		}
+		if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 			format = "text"
 		}
 	}
