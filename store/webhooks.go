@@ -61,18 +61,21 @@ func (s *Store) ClaimWebhooks(ctx context.Context, p ClaimParams) ([]Delivery, e
 	if err != nil {
 		return nil, mapErr(fmt.Errorf("claim webhooks: %w", err))
 	}
-	defer rows.Close()
-	var out []Delivery
-	for rows.Next() {
-		var d Delivery
-		var payload string
-		if err := rows.Scan(&d.ID, &d.MerchantID, &d.OrderID, &d.EventType, &payload, &d.Attempt, &d.URL, &d.Secret); err != nil {
-			return nil, mapErr(fmt.Errorf("claim webhooks: %w", err))
-		}
-		d.Payload = []byte(payload)
-		out = append(out, d)
+	out, err := pgx.CollectRows(rows, scanDelivery)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("claim webhooks: %w", err))
 	}
-	return out, mapErr(rows.Err())
+	return out, nil
+}
+
+// scanDelivery reads a claimed row as both claims return it: id, merchant,
+// order, event type, payload as text, attempt, URL and secret.
+func scanDelivery(row pgx.CollectableRow) (Delivery, error) {
+	var d Delivery
+	var payload string
+	err := row.Scan(&d.ID, &d.MerchantID, &d.OrderID, &d.EventType, &payload, &d.Attempt, &d.URL, &d.Secret)
+	d.Payload = []byte(payload)
+	return d, err
 }
 
 // claimArgs are claimSQL's arguments for p, after the mode that has the
@@ -424,13 +427,7 @@ func (s *Store) claimWebhooksByMerchant(ctx context.Context, p ClaimParams) ([]D
 		if err != nil {
 			return out, mapErr(fmt.Errorf("claim webhooks of merchant %s: %w", m, err))
 		}
-		claimed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Delivery, error) {
-			var d Delivery
-			var payload string
-			err := row.Scan(&d.ID, &d.MerchantID, &d.OrderID, &d.EventType, &payload, &d.Attempt, &d.URL, &d.Secret)
-			d.Payload = []byte(payload)
-			return d, err
-		})
+		claimed, err := pgx.CollectRows(rows, scanDelivery)
 		if err != nil {
 			return out, mapErr(fmt.Errorf("claim webhooks of merchant %s: %w", m, err))
 		}
