@@ -234,23 +234,20 @@ func orderIDs(out string) []string {
 func TestLogsAreTextOnATerminal(t *testing.T) {
 	t.Parallel()
 	tty := openTerminal(t)
-	_, isText := logHandler(tty, "").(*slog.TextHandler)
-	require.True(t, isText, "text on a terminal")
-	_, isText = logHandler(newLogWriter(tty), "").(*slog.TextHandler)
-	require.True(t, isText, "text on a terminal, through run's logWriter")
-	_, isJSON := logHandler(tty, "json").(*slog.JSONHandler)
-	require.True(t, isJSON)
+	require.Equal(t, "text", logFormat(tty, ""), "text on a terminal")
+	require.Equal(t, "json", logFormat(tty, "json"))
 
 	file, err := os.Create(filepath.Join(t.TempDir(), "log"))
 	require.NoError(t, err)
 	defer file.Close()
-	_, isJSON = logHandler(file, "").(*slog.JSONHandler)
-	require.True(t, isJSON, "JSON into a file")
-	_, isText = logHandler(file, "text").(*slog.TextHandler)
+	require.Equal(t, "json", logFormat(file, ""), "JSON into a file")
+	require.Equal(t, "text", logFormat(file, "text"))
+	require.Equal(t, "json", logFormat(&strings.Builder{}, ""), "JSON into anything that is not a terminal")
+
+	_, isText := logHandler(file, "text").(*slog.TextHandler)
 	require.True(t, isText)
-	var buf strings.Builder
-	_, isJSON = logHandler(&buf, "").(*slog.JSONHandler)
-	require.True(t, isJSON, "JSON into anything that is not a terminal")
+	_, isJSON := logHandler(file, "json").(*slog.JSONHandler)
+	require.True(t, isJSON)
 }
 
 // openTerminal opens the follower side of a new pseudo-terminal.

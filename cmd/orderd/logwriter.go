@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -78,4 +80,28 @@ func (l *logWriter) flushLocked(now time.Time) {
 	l.last = now
 	_, _ = l.out.Write(l.held)
 	l.held = l.held[:0]
+}
+
+// errorsAtOnce writes an error's line out as soon as it is logged, with the
+// lines held before it: the line most wanted from a process that is killed
+// right after is the error that came before the kill.
+type errorsAtOnce struct {
+	slog.Handler
+	logs *logWriter
+}
+
+func (h errorsAtOnce) Handle(ctx context.Context, r slog.Record) error {
+	err := h.Handler.Handle(ctx, r)
+	if r.Level >= slog.LevelError {
+		h.logs.Flush()
+	}
+	return err
+}
+
+func (h errorsAtOnce) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return errorsAtOnce{h.Handler.WithAttrs(attrs), h.logs}
+}
+
+func (h errorsAtOnce) WithGroup(name string) slog.Handler {
+	return errorsAtOnce{h.Handler.WithGroup(name), h.logs}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -92,4 +93,19 @@ func TestLogWriterWritesAFullBufferAtOnce(t *testing.T) {
 	}
 	require.Len(t, *g.out, 2, "the held lines reached logGatherMax")
 	require.Len(t, (*g.out)[1], logGatherMax)
+}
+
+func TestLogWriterWritesAnErrorAtOnce(t *testing.T) {
+	t.Parallel()
+	g := newGatherTest()
+	logger := slog.New(errorsAtOnce{slog.NewTextHandler(g, nil), g.logWriter}).With("request", "r1")
+	logger.Info("first")
+	logger.Info("held")
+	require.Len(t, *g.out, 1, "the second line waits for the lines after it")
+	logger.Error("failed")
+	require.Len(t, *g.out, 2, "an error's line goes out before Error returns, with the line held before it")
+	require.Contains(t, (*g.out)[1], "msg=held")
+	require.Contains(t, (*g.out)[1], "msg=failed request=r1")
+	logger.Warn("slow")
+	require.Len(t, *g.out, 2, "a warning waits like any line")
 }

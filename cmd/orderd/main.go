@@ -119,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logs := newLogWriter(stderr)
 	defer logs.Flush()
-	logger := slog.New(logHandler(logs, os.Getenv("ORDERD_LOG_FORMAT")))
+	logger := slog.New(errorsAtOnce{logHandler(logs, logFormat(stderr, os.Getenv("ORDERD_LOG_FORMAT"))), logs})
 	slog.SetDefault(logger)
 	cmd, rest := args[0], args[1:]
 	switch cmd {
@@ -144,21 +144,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown subcommand %q", cmd)
 }
 
-// logHandler writes text for a person at a terminal and JSON lines for a log
-// collector otherwise; format ("text" or "json", from ORDERD_LOG_FORMAT)
-// decides instead when set.
+// logFormat is "text" for a person at a terminal and "json" for a log
+// collector otherwise; format (from ORDERD_LOG_FORMAT) decides instead when
+// set. out is where the lines end up, not a writer wrapping it.
+func logFormat(out io.Writer, format string) string {
+	if format != "" {
+		return format
+	}
+	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return "text"
+	}
+	return "json"
+}
+
 func logHandler(w io.Writer, format string) slog.Handler {
 	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
-	if format == "" {
-		format = "json"
-		out := w
-		if l, ok := w.(*logWriter); ok {
-			out = l.out
-		}
-		if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-			format = "text"
-		}
-	}
 	if format == "text" {
 		return slog.NewTextHandler(w, opts)
 	}
