@@ -469,8 +469,9 @@ func (a *App) buildOps(ctx context.Context, log *slog.Logger) error {
 
 // NewPool opens a pool whose connections carry a statement timeout, fail
 // fast when the database is unreachable, so requests answer 503 in time,
-// follow the primary among the URL's hosts (configureFailover) and send and
-// read UUIDs as bytes (pgkit.RegisterUUID).
+// follow the primary among the URL's hosts (configureFailover), send and
+// read UUIDs as bytes and send arrays without an allocation per element
+// (pgkit.RegisterTypes).
 func NewPool(ctx context.Context, url string, maxConns int, statementTimeout time.Duration) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -480,7 +481,7 @@ func NewPool(ctx context.Context, url string, maxConns int, statementTimeout tim
 		pcfg.MaxConns = int32(maxConns)
 	}
 	configureFailover(pcfg)
-	pcfg.AfterConnect = pgkit.RegisterUUID
+	pcfg.AfterConnect = pgkit.RegisterTypes
 	if statementTimeout > 0 {
 		pcfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(statementTimeout.Milliseconds())
 		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint((2 * statementTimeout).Milliseconds())

@@ -9,51 +9,23 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// RegisterUUID lets conn send and read google/uuid's UUID, alone and in
-// slices, as the sixteen bytes it is. pgx knows it only as a driver.Valuer
-// and a sql.Scanner: each one sent was formatted as text and parsed back,
-// each slice of them walked by reflection, and each one read was formatted
-// as text for the UUID to parse; the write path sends a column of ids per
-// statement. Use it as a pool's AfterConnect.
-func RegisterUUID(_ context.Context, conn *pgx.Conn) error {
+// RegisterTypes lets conn send and read google/uuid's UUID, alone and in
+// slices, as the sixteen bytes it is, and send the columns of the write
+// path's statements without an allocation per element (wrapArrays). pgx
+// knows a UUID only as a driver.Valuer and a sql.Scanner: each one sent was
+// formatted as text and parsed back, each slice of them walked by
+// reflection, and each one read was formatted as text for the UUID to
+// parse; the write path sends a column of ids per statement. Use it as a
+// pool's AfterConnect.
+func RegisterTypes(_ context.Context, conn *pgx.Conn) error {
 	m := conn.TypeMap()
 	m.RegisterType(&pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{}})
-	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{wrapUUID}, m.TryWrapEncodePlanFuncs...)
+	if jsonb, ok := m.TypeForOID(pgtype.JSONBOID); ok {
+		m.RegisterType(&pgtype.Type{Name: jsonb.Name, OID: jsonb.OID, Codec: jsonbCodec{jsonb.Codec}})
+	}
+	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{wrapArrays}, m.TryWrapEncodePlanFuncs...)
 	return nil
 }
-
-// wrapUUID hands pgx a slice of UUIDs as an array it can index without
-// reflection.
-func wrapUUID(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
-	if v, ok := value.([]uuid.UUID); ok {
-		return &uuidSliceEncodePlan{}, uuidArray(v), true
-	}
-	return nil, nil, false
-}
-
-type uuidSliceEncodePlan struct{ next pgtype.EncodePlan }
-
-func (p *uuidSliceEncodePlan) SetNext(next pgtype.EncodePlan) { p.next = next }
-
-func (p *uuidSliceEncodePlan) Encode(value any, buf []byte) ([]byte, error) {
-	return p.next.Encode(uuidArray(value.([]uuid.UUID)), buf)
-}
-
-// uuidArray is a one-dimensional array of UUIDs for pgx's array codec; a
-// nil slice is NULL, as pgx sends any nil slice. Its elements are pointers,
-// which an interface holds without a copy.
-type uuidArray []uuid.UUID
-
-func (a uuidArray) Dimensions() []pgtype.ArrayDimension {
-	if a == nil {
-		return nil
-	}
-	return []pgtype.ArrayDimension{{Length: int32(len(a)), LowerBound: 1}}
-}
-
-func (a uuidArray) Index(i int) any { return &a[i] }
-
-func (a uuidArray) IndexType() any { return &uuid.UUID{} }
 
 // uuidCodec is pgx's uuid codec that also writes a uuid.UUID and reads a
 // binary uuid into one as bytes; every other value it leaves to pgx's.

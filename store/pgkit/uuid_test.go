@@ -21,7 +21,7 @@ func connectWithUUIDs(t *testing.T) *pgx.Conn {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(ctx) })
-	require.NoError(t, pgkit.RegisterUUID(ctx, conn))
+	require.NoError(t, pgkit.RegisterTypes(ctx, conn))
 	return conn
 }
 

@@ -173,7 +173,7 @@ func Pool(t testing.TB) *pgxpool.Pool {
 		t.Fatalf("test database: %v", err)
 	}
 	cfg.MaxConns = 20
-	cfg.AfterConnect = pgkit.RegisterUUID
+	cfg.AfterConnect = pgkit.RegisterTypes
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("test database: %v", err)
