@@ -194,6 +194,35 @@ func TestCitusFollowsAMovedShard(t *testing.T) {
 	require.Equal(t, 3, countRows(t, pool, "orders"))
 }
 
+// TestCitusFollowsASplitShard: once a merchant's shard is split (as the
+// cluster grows, docs/scaling-out.md), a placement sent by a shard map that
+// still names the old shard is routed again and placed, not failed: Citus
+// no longer knows the old shard's id, and the batch's lock of it on the
+// worker fails with an internal error naming it.
+func TestCitusFollowsASplitShard(t *testing.T) {
+	ctx := context.Background()
+	st, pool, _ := routedStore(t)
+	m := createMerchant(t, st, &merchantOpts{Capacity: 1000})
+	p := createProduct(t, st, m.ID, nil)
+	from, shard := catalogNode(t, pool, m.ID)
+	mustPlace(t, st, m.ID, p.ID, placeOpts{Customer: "before", PaymentRef: "r"})
+	st.HoldShardMap()
+
+	// Both halves on the same worker: nothing writes meanwhile, so the
+	// split's replication has no update to stall on.
+	_, err := pool.Exec(ctx, `
+		SELECT citus_split_shard_by_split_points(s.shardid, ARRAY[((s.shardminvalue::bigint + s.shardmaxvalue::bigint) / 2)::text],
+			ARRAY[n.nodeid, n.nodeid], 'block_writes')
+		FROM pg_dist_shard s, pg_dist_node n WHERE s.shardid = $1 AND n.nodename || ':' || n.nodeport = $2`, shard, from)
+	require.NoError(t, err)
+	_, split := catalogNode(t, pool, m.ID)
+	require.NotEqual(t, shard, split, "the merchant's shard after the split")
+
+	_, err = place(ctx, st, m.ID, p.ID, placeOpts{Customer: "after", PaymentRef: "r"})
+	require.NoError(t, err, "a placement sent by the map from before the split")
+	require.Equal(t, 2, countRows(t, pool, "orders"))
+}
+
 // moveShard moves shard, merchantID's, from its worker to another, and
 // returns that one.
 func moveShard(t *testing.T, pool *pgxpool.Pool, merchantID uuid.UUID, from string, shard int64) string {

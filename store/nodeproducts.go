@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
@@ -118,8 +119,14 @@ func (s *Store) nodeProductsRead(node string) string {
 }
 
 // shardMoved reports whether a batch on a worker failed because a shard it
-// read by name is no longer there.
+// read by name is no longer there: moved away, or split into others, whose
+// old id Citus no longer knows when holdShards locks it (an internal error
+// naming the shard, from Citus's metadata cache).
 func shardMoved(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.Is(err, errShardMoved) || errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable
+	if errors.Is(err, errShardMoved) || !errors.As(err, &pgErr) {
+		return errors.Is(err, errShardMoved)
+	}
+	return pgErr.Code == pgerrcode.UndefinedTable ||
+		pgErr.Code == pgerrcode.InternalError && strings.HasPrefix(pgErr.Message, "could not find valid entry for shard ")
 }
