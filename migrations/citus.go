@@ -52,20 +52,43 @@ var databaseSettings = []string{
 	// worker after its transaction and closed the others, so every such
 	// read forked backends on the workers (docs/scaling-out.md).
 	"citus.max_adaptive_executor_pool_size = 1",
-	// A worker's shard is a thirtysecond of its table, held in memory: at
-	// the default page costs the planner scanned the whole shard into a
-	// hash join for a batch's statements keyed by its rows (a close's
-	// UPDATE … FROM unnest of hundreds of orders) rather than look each row
-	// up by its key, and such a scan grows with the shard. Set on the
-	// coordinator, Citus sets it on every node's database.
+	// A worker's shards are held in memory: at the default page costs
+	// the planner scanned the whole shard into a hash join for a batch's
+	// statements keyed by its rows (a close's UPDATE … FROM unnest of
+	// hundreds of orders) rather than look each row up by its key, and
+	// such a scan grows with the shard. Set on the coordinator, Citus sets
+	// it on every node's database.
 	"random_page_cost = 1.1",
+}
+
+// ShardsPerWorker is how many shards of merchants (and so of every table
+// co-located with it) Distribute lays out for each active worker unless told
+// otherwise. A placement batch on a worker sends each of its tables one
+// statement per shard its merchants fall in, by the shard's name, so a
+// worker's share of the work costs about what one PostgreSQL's does only
+// while it holds few shards (docs/scaling-out.md, "Shards per worker").
+// Two and not one, so that a worker's merchants are two groups that can be
+// moved or split apart; the cluster grows by splitting a shard onto the new
+// worker (docs/scaling-out.md, "Growing the cluster").
+const ShardsPerWorker = 2
+
+// DistributeParams are Distribute's choices.
+type DistributeParams struct {
+	// Shards is the shard count of merchants and of every table co-located
+	// with it; 0 is ShardsPerWorker for each active worker. It applies when
+	// merchants is distributed, and a database laid out already keeps its
+	// shards (split them to have more).
+	Shards int
 }
 
 // Distribute applies the migrations and then lays the schema out on Citus:
 // per-merchant tables distributed by merchant and co-located, global ones as
 // reference tables, River's left on the coordinator. It returns what it did;
 // on a database already laid out it does nothing and returns nothing.
-func Distribute(ctx context.Context, url string) ([]string, error) {
+func Distribute(ctx context.Context, url string, p DistributeParams) ([]string, error) {
+	if p.Shards < 0 {
+		return nil, fmt.Errorf("shards: %d is not a shard count", p.Shards)
+	}
 	if err := Up(ctx, url); err != nil {
 		return nil, err
 	}
@@ -76,8 +99,13 @@ func Distribute(ctx context.Context, url string) ([]string, error) {
 			return fmt.Errorf("connect: %w", err)
 		}
 		defer conn.Release()
-		if err := checkCitus(ctx, conn.Conn()); err != nil {
+		workers, err := checkCitus(ctx, conn.Conn())
+		if err != nil {
 			return err
+		}
+		shards := p.Shards
+		if shards == 0 {
+			shards = ShardsPerWorker * workers
 		}
 		if err := checkClassified(ctx, conn.Conn()); err != nil {
 			return err
@@ -102,14 +130,16 @@ func Distribute(ctx context.Context, url string) ([]string, error) {
 			if _, ok := laid[t]; ok {
 				continue
 			}
-			column, colocate := "merchant_id", "merchants"
+			// merchants sets the shard count; the others take its shards
+			// with its co-location.
+			sql, args, what := `SELECT create_distributed_table($1, 'merchant_id', colocate_with => 'merchants')`, []any{t}, "distributed "+t+" by merchant_id"
 			if t == "merchants" {
-				column, colocate = "id", "default"
+				sql, args, what = `SELECT create_distributed_table($1, 'id', shard_count => $2)`, []any{t, shards}, fmt.Sprintf("distributed merchants by id in %d shards", shards)
 			}
-			if _, err := conn.Exec(ctx, `SELECT create_distributed_table($1, $2, colocate_with => $3)`, t, column, colocate); err != nil {
-				return fmt.Errorf("distribute %s by %s: %w", t, column, err)
+			if _, err := conn.Exec(ctx, sql, args...); err != nil {
+				return fmt.Errorf("distribute %s: %w", t, err)
 			}
-			done = append(done, fmt.Sprintf("distributed %s by %s", t, column))
+			done = append(done, what)
 		}
 		for _, t := range global {
 			if _, ok := laid[t]; ok {
@@ -159,23 +189,24 @@ END $$`); err != nil {
 	return nil
 }
 
-// checkCitus makes sure there is a cluster to distribute to.
-func checkCitus(ctx context.Context, conn *pgx.Conn) error {
+// checkCitus makes sure there is a cluster to distribute to, and returns
+// its active workers' count.
+func checkCitus(ctx context.Context, conn *pgx.Conn) (int, error) {
 	var installed bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&installed); err != nil {
-		return fmt.Errorf("look for citus: %w", err)
+		return 0, fmt.Errorf("look for citus: %w", err)
 	}
 	if !installed {
-		return errors.New("the citus extension is not installed in this database: CREATE EXTENSION citus and add the workers first")
+		return 0, errors.New("the citus extension is not installed in this database: CREATE EXTENSION citus and add the workers first")
 	}
 	var workers int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM citus_get_active_worker_nodes()`).Scan(&workers); err != nil {
-		return fmt.Errorf("list citus workers: %w", err)
+		return 0, fmt.Errorf("list citus workers: %w", err)
 	}
 	if workers == 0 {
-		return errors.New("citus has no active worker: add them with citus_add_node first")
+		return 0, errors.New("citus has no active worker: add them with citus_add_node first")
 	}
-	return nil
+	return workers, nil
 }
 
 // checkClassified refuses a table that has no place in the lists above.

@@ -21,7 +21,7 @@ import (
 func TestCitusDistributeLaysOutEveryTableOnce(t *testing.T) {
 	ctx := context.Background()
 	url := citustest.Bare(t)
-	done, err := migrations.Distribute(ctx, url)
+	done, err := migrations.Distribute(ctx, url, migrations.DistributeParams{})
 	require.NoError(t, err)
 	require.NotEmpty(t, done)
 
@@ -80,14 +80,27 @@ func TestCitusDistributeLaysOutEveryTableOnce(t *testing.T) {
 		require.NoError(t, err, "audit.%s", v)
 	}
 
-	again, err := migrations.Distribute(ctx, url)
+	// ShardsPerWorker shards on each worker, each a group of every
+	// co-located table's shards.
+	rows, err = conn.Query(ctx, `SELECT count(*) FROM citus_shards WHERE table_name = 'merchants'::regclass GROUP BY nodename, nodeport`)
+	require.NoError(t, err)
+	perWorker, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
+	var workers int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM citus_get_active_worker_nodes()`).Scan(&workers))
+	require.Len(t, perWorker, workers)
+	for _, n := range perWorker {
+		require.Equal(t, migrations.ShardsPerWorker, n)
+	}
+
+	again, err := migrations.Distribute(ctx, url, migrations.DistributeParams{Shards: 7})
 	require.NoError(t, err)
 	require.Empty(t, again, "a second run changes nothing")
 
 	// A table no one placed is refused before anything moves.
 	_, err = conn.Exec(ctx, `CREATE TABLE stray (id int PRIMARY KEY)`)
 	require.NoError(t, err)
-	_, err = migrations.Distribute(ctx, url)
+	_, err = migrations.Distribute(ctx, url, migrations.DistributeParams{})
 	require.ErrorContains(t, err, "stray")
 }
 
@@ -101,6 +114,22 @@ func TestCitusDistributeRefusesADatabaseWithoutCitus(t *testing.T) {
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, `DROP EXTENSION citus CASCADE`)
 	require.NoError(t, err)
-	_, err = migrations.Distribute(ctx, url)
+	_, err = migrations.Distribute(ctx, url, migrations.DistributeParams{})
 	require.ErrorContains(t, err, "citus extension is not installed")
+}
+
+// TestCitusDistributeTakesAShardCount: a shard count given is every
+// per-merchant table's.
+func TestCitusDistributeTakesAShardCount(t *testing.T) {
+	ctx := context.Background()
+	url := citustest.Bare(t)
+	done, err := migrations.Distribute(ctx, url, migrations.DistributeParams{Shards: 3})
+	require.NoError(t, err)
+	require.Contains(t, done, "distributed merchants by id in 3 shards")
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var counts []int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT array_agg(DISTINCT n) FROM (SELECT count(*)::int AS n FROM pg_dist_shard JOIN pg_dist_partition USING (logicalrelid) WHERE partmethod = 'h' GROUP BY logicalrelid) c`).Scan(&counts))
+	require.Equal(t, []int{3}, counts, "the shard counts of the distributed tables")
 }

@@ -50,6 +50,13 @@ EOF
 		# (docs/scaling-out.md, Citus settings).
 		psql_on "$port" -c 'CREATE EXTENSION citus'
 		psql_on "$port" -c "ALTER SYSTEM SET citus.node_conninfo = 'sslmode=disable'" -c 'SELECT pg_reload_conf()' >/dev/null
+		# A shard split (citus_split_shard_by_split_points, to grow the
+		# cluster past its shards) decodes with Citus's own output plugin,
+		# which PostgreSQL releases that list the allowed ones refuse unless
+		# it is named (docs/scaling-out.md, Growing the cluster).
+		if [ "$(psql_on "$port" -Atc "SELECT count(*) FROM pg_settings WHERE name = 'output_plugin_libraries'")" = 1 ]; then
+			psql_on "$port" -c "ALTER SYSTEM SET output_plugin_libraries = pgoutput, test_decoding, citus" -c 'SELECT pg_reload_conf()' >/dev/null
+		fi
 	done
 	set -- $ports
 	coord=$1

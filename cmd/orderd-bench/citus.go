@@ -25,10 +25,11 @@ type clusterDatabase struct {
 
 // newClusterDatabase makes the database on the cluster whose coordinator
 // adminURL names (any database on it), on every node, with the nodes
-// registered in it as the coordinator lists its workers. Its name begins as
+// registered in it as the coordinator lists its workers, its tables in shards
+// shards (0: orderd migrate citus's default). Its name begins as
 // the Citus suite's do, so that the suite's sweep drops one a killed run
 // left behind.
-func newClusterDatabase(ctx context.Context, adminURL string) (*clusterDatabase, error) {
+func newClusterDatabase(ctx context.Context, adminURL string, shards int) (*clusterDatabase, error) {
 	cfg, err := pgx.ParseConfig(adminURL)
 	if err != nil {
 		return nil, fmt.Errorf("--citus-url: %w", err)
@@ -123,7 +124,7 @@ func newClusterDatabase(ctx context.Context, adminURL string) (*clusterDatabase,
 			return fail(fmt.Errorf("%s: %w", s, err))
 		}
 	}
-	if _, err := migrations.Distribute(ctx, coordURL); err != nil {
+	if _, err := migrations.Distribute(ctx, coordURL, migrations.DistributeParams{Shards: shards}); err != nil {
 		return fail(fmt.Errorf("migrate citus: %w", err))
 	}
 	db.url = coordURL

@@ -33,6 +33,7 @@ import (
 	"github.com/orderd/orderd/internal/bench"
 	"github.com/orderd/orderd/internal/cliflags"
 	"github.com/orderd/orderd/internal/pglocal"
+	"github.com/orderd/orderd/migrations"
 )
 
 // generatorGCPercent is the load generator's collector target unless GOGC
@@ -116,6 +117,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	quiet := fs.Bool("quiet", false, "no progress bars")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator, and the server with --in-process) to this file")
 	citusURL := fs.String("citus-url", "", "also run every scenario on a fresh database of this Citus cluster (its coordinator, any database on it), after the same scenario on one PostgreSQL, and compare their CPU per order node by node")
+	citusShards := fs.Int("citus-shards", 0, fmt.Sprintf("with --citus-url, the shard count of the cluster database's tables (0 = orderd migrate citus's default: %d for each worker)", migrations.ShardsPerWorker))
 	compare := fs.Bool("compare", false, "compare two --json files: orderd-bench --compare OLD.json NEW.json")
 	wsWatchers := fs.Bool("ws-watchers", false, "run the ws scenario's websocket clients described on standard input (the scenario starts such processes itself)")
 	fs.Usage = func() {
@@ -177,7 +179,7 @@ func benchCommand(ctx context.Context, args []string, stdout io.Writer) error {
 		if *url != "" || *inProcess || *dbURL != "" {
 			return errors.New("--citus-url starts its own servers: it takes neither --url, --in-process nor --database-url")
 		}
-		db, err := newClusterDatabase(ctx, *citusURL)
+		db, err := newClusterDatabase(ctx, *citusURL, *citusShards)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/orderd/orderd/internal/app"
+	"github.com/orderd/orderd/migrations"
 )
 
 // settingEnv finds the environment variable a flag's usage names: every
@@ -33,6 +34,26 @@ func configurationReference() string {
 	b.WriteString("setting from an environment variable or the equivalent flag; a flag wins over the variable. A\n")
 	b.WriteString("value that does not parse is ignored with a line on standard error, and the default is used.\n")
 	b.WriteString("Secrets are never shown, not even in `--help`.\n\n")
+	settingsTable(&b, fs)
+	b.WriteString("\n`orderd migrate` reads the database the same way, and for `orderd migrate citus` (see\n")
+	b.WriteString("[Scaling out](scaling-out.md#on-citus)):\n\n")
+	var citus migrations.DistributeParams
+	cfs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	citusFlags(cfs, &citus)
+	settingsTable(&b, cfs)
+	b.WriteString("\nRead by every command, outside the flags:\n\n| variable | meaning | default |\n|---|---|---|\n")
+	for _, v := range otherVariables {
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.name, v.meaning, v.dflt)
+	}
+	b.WriteString("\n`orderd dev` takes the same flags and `--reset` (remove every table of orderd and River first).\n")
+	b.WriteString("The tests read `TEST_DATABASE_URL` (else `localhost:5432`, else a private cluster) and the Citus\n")
+	b.WriteString("suite `CITUS_URL`; see [CONTRIBUTING](../CONTRIBUTING.md).\n")
+	return b.String()
+}
+
+// settingsTable writes fs's flags as the rows of a table, each with the
+// variable its usage names.
+func settingsTable(b *strings.Builder, fs *flag.FlagSet) {
 	b.WriteString("| variable | flag | meaning | default |\n|---|---|---|---|\n")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := ""
@@ -53,16 +74,8 @@ func configurationReference() string {
 		default:
 			dflt = "`" + dflt + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | %s |\n", env, f.Name, escapeCell(usage), dflt)
+		fmt.Fprintf(b, "| `%s` | `--%s` | %s | %s |\n", env, f.Name, escapeCell(usage), dflt)
 	})
-	b.WriteString("\nRead by every command, outside the flags:\n\n| variable | meaning | default |\n|---|---|---|\n")
-	for _, v := range otherVariables {
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.name, v.meaning, v.dflt)
-	}
-	b.WriteString("\n`orderd dev` takes the same flags and `--reset` (remove every table of orderd and River first).\n")
-	b.WriteString("The tests read `TEST_DATABASE_URL` (else `localhost:5432`, else a private cluster) and the Citus\n")
-	b.WriteString("suite `CITUS_URL`; see [CONTRIBUTING](../CONTRIBUTING.md).\n")
-	return b.String()
 }
 
 func escapeCell(s string) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -11,10 +12,17 @@ import (
 	"github.com/orderd/orderd/migrations"
 )
 
+// citusFlags binds the settings of `orderd migrate citus`.
+func citusFlags(fs *flag.FlagSet, citus *migrations.DistributeParams) {
+	fs.IntVar(&citus.Shards, "shards", envInt("ORDERD_CITUS_SHARDS", citus.Shards), fmt.Sprintf("citus only: the shard count of merchants and every table co-located with it, when they are first distributed; 0 = %d for each active worker (ORDERD_CITUS_SHARDS)", migrations.ShardsPerWorker))
+}
+
 func migrateCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("migrate")
 	var url string
+	var citus migrations.DistributeParams
 	cliflags.Secret(fs, &url, "database-url", "DATABASE_URL", "PostgreSQL connection string")
+	citusFlags(fs, &citus)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: orderd migrate [flags] up|down|status|citus")
 		fs.PrintDefaults()
@@ -36,7 +44,7 @@ func migrateCommand(ctx context.Context, args []string, stdout io.Writer) error 
 		fmt.Fprintln(stdout, "database is current")
 		return nil
 	case "citus":
-		done, err := migrations.Distribute(ctx, url)
+		done, err := migrations.Distribute(ctx, url, citus)
 		if err != nil {
 			return err
 		}

@@ -349,7 +349,7 @@ func printGoals(w io.Writer, goals []Goal) {
 }
 
 // CitusSettings are the settings of the coordinator that a cluster's cost
-// depends on.
+// depends on, and the shard count of its tables.
 func CitusSettings(ctx context.Context, t *Target) map[string]string {
 	out := map[string]string{}
 	for _, name := range []string{"citus.node_conninfo", "citus.max_cached_conns_per_worker", "citus.max_cached_connection_lifetime",
@@ -358,6 +358,10 @@ func CitusSettings(ctx context.Context, t *Target) map[string]string {
 		if err := t.Pool.QueryRow(ctx, `SELECT current_setting($1, true)`, name).Scan(&v); err == nil {
 			out[name] = v
 		}
+	}
+	var shards string
+	if err := t.Pool.QueryRow(ctx, `SELECT count(*)::text FROM pg_dist_shard WHERE logicalrelid = 'merchants'::regclass`).Scan(&shards); err == nil {
+		out["shards of merchants"] = shards
 	}
 	return out
 }

@@ -111,7 +111,7 @@ func distribute(t testing.TB, dbURL string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := migrations.Distribute(ctx, dbURL); err != nil {
+	if _, err := migrations.Distribute(ctx, dbURL, migrations.DistributeParams{}); err != nil {
 		t.Fatalf("migrate citus: %v", err)
 	}
 	return dbURL
