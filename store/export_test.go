@@ -343,3 +343,33 @@ func (s *Store) ClaimRowsRead(ctx context.Context, p ClaimParams) (int, error) {
 	}
 	return out[0].Plan.rowsOf("outbox"), nil
 }
+
+// DeliveredRowsRead runs the statements that RecordWebhookAttempts makes on
+// one PostgreSQL to mark results delivered, under EXPLAIN ANALYZE in a
+// transaction it rolls back, and returns how many rows of outbox their
+// scans read, those their filters then dropped included.
+func (s *Store) DeliveredRowsRead(ctx context.Context, results []AttemptResult) (int, error) {
+	b := &pgx.Batch{}
+	addAttempts(b, results, RetryPolicy{First: time.Second, Max: time.Second, MaxAttempts: 2}, time.Now(), false)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // the statements are only measured
+	read := 0
+	for _, q := range b.QueuedQueries {
+		if !strings.Contains(q.SQL, "SET status = 'delivered'") {
+			continue
+		}
+		var out []struct{ Plan planNode }
+		var doc []byte
+		if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+q.SQL, q.Arguments...).Scan(&doc); err != nil {
+			return 0, err
+		}
+		if err := json.Unmarshal(doc, &out); err != nil {
+			return 0, err
+		}
+		read += out[0].Plan.rowsOf("outbox")
+	}
+	return read, nil
+}

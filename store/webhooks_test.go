@@ -321,6 +321,37 @@ func TestClaimSkipsLaterMessagesOfOrdersInFlight(t *testing.T) {
 	require.LessOrEqual(t, read, 4*params.Limit, "the claim read the later messages of the orders in flight")
 }
 
+// TestDeliveredUpdateReadsOnlyItsMessages: a flush records deliveries of
+// many merchants, each with a backlog of pending messages in an outbox the
+// planner has no statistics of (a burst's, before autovacuum's ANALYZE).
+// Marking them delivered reads those messages, by primary key: not every
+// merchant's backlog through an index of pending rows.
+func TestDeliveredUpdateReadsOnlyItsMessages(t *testing.T) {
+	t.Parallel()
+	st, b := setup(t)
+	ctx := context.Background()
+	const merchants, delivered, backlog = 20, 30, 250
+	for range merchants {
+		m := createMerchant(t, st, &merchantOpts{Capacity: 5, WebhookURL: "http://example.com/hook"})
+		_, err := b.pool.Exec(ctx, `
+			INSERT INTO outbox (id, merchant_id, order_id, order_version, event_type, payload, next_attempt_at)
+			SELECT gen_random_uuid(), $1, gen_random_uuid(), 1, 'order.accepted', '{}',
+			       now() + CASE WHEN n <= $2::int THEN interval '-1 second' ELSE interval '1 hour' END
+			FROM generate_series(1, $2::int + $3::int) n`, m.ID, delivered, backlog)
+		require.NoError(t, err)
+	}
+	claimed, err := st.ClaimWebhooks(ctx, store.ClaimParams{Limit: merchants * delivered, Lease: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, claimed, merchants*delivered)
+	var results []store.AttemptResult
+	for _, d := range claimed {
+		results = append(results, store.AttemptResult{Delivery: d, StartedAt: time.Now(), StatusCode: 200, OK: true})
+	}
+	read, err := st.DeliveredRowsRead(ctx, results)
+	require.NoError(t, err)
+	require.LessOrEqual(t, read, 2*len(results), "marking messages delivered read the merchants' backlog")
+}
+
 func versionOf(t *testing.T, b *testBundle, id uuid.UUID) int {
 	t.Helper()
 	var v int
