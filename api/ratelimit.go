@@ -6,40 +6,45 @@ import (
 	"net/netip"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 const (
 	limiterShards = 16
-	// maxKeysPerShard caps memory (a bucket costs about 200 bytes) even when
-	// a flood of distinct addresses arrives faster than idle keys expire.
+	// maxKeysPerShard caps memory even when a flood of distinct addresses
+	// arrives faster than idle keys expire.
 	maxKeysPerShard = 4096
 )
 
 // RateLimiter keeps one token bucket per key, refilled at a fixed rate with a
 // burst of twice that. Keys are spread over shards so that unrelated callers
 // rarely contend on one mutex.
+//
+// A key's bucket is one number: the moment it will be full again. A bucket
+// that holds at least one token is one that will be full within burst-1
+// intervals; taking a token moves that moment one interval on. So a key
+// costs a map entry and nothing to allocate, and a bucket found full is one
+// that is past its moment, which the sweep forgets: under many customers
+// each ordering now and then, nearly every placement finds its customer's
+// bucket forgotten and makes a new one.
 type RateLimiter struct {
-	limit rate.Limit
-	burst int
-	// idle is how long a bucket takes to refill completely. A bucket idle
-	// that long is indistinguishable from a new one, so forgetting it is free.
+	// interval is the time one token takes to come back; slack is burst-1
+	// of them.
+	interval, slack time.Duration
+	// idle is how often a shard sweeps, at least the time a bucket takes to
+	// refill completely.
 	idle   time.Duration
 	now    func() time.Time
+	start  time.Time
 	seed   maphash.Seed
 	shards [limiterShards]limiterShard
 }
 
 type limiterShard struct {
-	mu      sync.Mutex
-	buckets map[string]*bucket
-	swept   time.Time
-}
-
-type bucket struct {
-	limiter *rate.Limiter
-	seen    time.Time
+	mu sync.Mutex
+	// full is each key's moment its bucket is full again, as a time since
+	// the limiter's start.
+	full  map[string]time.Duration
+	swept time.Duration
 }
 
 // newRateLimiter allows perSecond events per key, in bursts of up to twice
@@ -50,16 +55,17 @@ func newRateLimiter(perSecond float64, now func() time.Time) *RateLimiter {
 		return nil
 	}
 	burst := max(1, int(2*perSecond))
+	interval := time.Duration(float64(time.Second) / perSecond)
 	l := &RateLimiter{
-		limit: rate.Limit(perSecond),
-		burst: burst,
-		idle:  max(time.Second, time.Duration(float64(burst)/perSecond*float64(time.Second))),
-		now:   now,
-		seed:  maphash.MakeSeed(),
+		interval: interval,
+		slack:    time.Duration(burst-1) * interval,
+		idle:     max(time.Second, time.Duration(float64(burst)/perSecond*float64(time.Second))),
+		now:      now,
+		start:    now(),
+		seed:     maphash.MakeSeed(),
 	}
-	start := now()
 	for i := range l.shards {
-		l.shards[i] = limiterShard{buckets: map[string]*bucket{}, swept: start}
+		l.shards[i] = limiterShard{full: map[string]time.Duration{}}
 	}
 	return l
 }
@@ -70,35 +76,34 @@ func (l *RateLimiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	if l == nil {
 		return true, 0
 	}
-	now := l.now()
+	now := l.now().Sub(l.start)
 	sh := &l.shards[maphash.String(l.seed, key)%limiterShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if now.Sub(sh.swept) >= l.idle {
-		sh.sweep(now, l.idle)
+	if now-sh.swept >= l.idle {
+		sh.sweep(now)
 	}
-	b, found := sh.buckets[key]
-	if !found {
-		if len(sh.buckets) >= maxKeysPerShard {
-			sh.sweep(now, l.idle)
-			sh.evictOne()
-		}
-		b = &bucket{limiter: rate.NewLimiter(l.limit, l.burst)}
-		sh.buckets[key] = b
+	full, found := sh.full[key]
+	if !found && len(sh.full) >= maxKeysPerShard {
+		sh.sweep(now)
+		sh.evictOne()
 	}
-	b.seen = now
-	res := b.limiter.ReserveN(now, 1)
-	if delay := res.DelayFrom(now); delay > 0 {
-		res.CancelAt(now)
-		return false, delay
+	if !found || full < now {
+		full = now
 	}
+	if wait := full - now - l.slack; wait > 0 {
+		return false, wait
+	}
+	sh.full[key] = full + l.interval
 	return true, 0
 }
 
-func (sh *limiterShard) sweep(now time.Time, idle time.Duration) {
-	for k, b := range sh.buckets {
-		if now.Sub(b.seen) >= idle {
-			delete(sh.buckets, k)
+// sweep forgets the keys whose buckets are full by now: a full bucket is
+// what a new key gets.
+func (sh *limiterShard) sweep(now time.Duration) {
+	for k, full := range sh.full {
+		if full <= now {
+			delete(sh.full, k)
 		}
 	}
 	sh.swept = now
@@ -108,11 +113,11 @@ func (sh *limiterShard) sweep(now time.Time, idle time.Duration) {
 // full of active keys: that caller merely gets a fresh bucket next time,
 // whereas refusing new keys would lock out every newcomer during a flood.
 func (sh *limiterShard) evictOne() {
-	if len(sh.buckets) < maxKeysPerShard {
+	if len(sh.full) < maxKeysPerShard {
 		return
 	}
-	for k := range sh.buckets {
-		delete(sh.buckets, k)
+	for k := range sh.full {
+		delete(sh.full, k)
 		return
 	}
 }

@@ -37,7 +37,7 @@ func (l *RateLimiter) keys() int {
 	n := 0
 	for i := range l.shards {
 		l.shards[i].mu.Lock()
-		n += len(l.shards[i].buckets)
+		n += len(l.shards[i].full)
 		l.shards[i].mu.Unlock()
 	}
 	return n
@@ -66,6 +66,51 @@ func TestRateLimiterBurstIsTwiceTheRate(t *testing.T) {
 			require.True(t, ok, "a refused attempt consumes nothing")
 		})
 	}
+}
+
+// After its burst a key gets the rate, no more and no less.
+func TestRateLimiterRefillsAtTheRate(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	l := newRateLimiter(20, clock.Now)
+	for range 40 {
+		ok, _ := l.Allow("alice")
+		require.True(t, ok)
+	}
+	allowed := 0
+	for range 100 {
+		clock.Advance(10 * time.Millisecond)
+		for {
+			ok, _ := l.Allow("alice")
+			if !ok {
+				break
+			}
+			allowed++
+		}
+	}
+	require.Equal(t, 20, allowed)
+}
+
+// A key's bucket is a map entry: a customer whose bucket was forgotten, the
+// common case under many customers each ordering now and then, costs no
+// allocation. Not parallel: testing.AllocsPerRun refuses to run beside other
+// tests.
+func TestRateLimiterAllocatesNothingPerKey(t *testing.T) {
+	clock := newFakeClock()
+	l := newRateLimiter(20, clock.Now)
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprint("customer-", i)
+	}
+	round := func() {
+		for _, k := range keys {
+			ok, _ := l.Allow(k)
+			require.True(t, ok)
+		}
+		clock.Advance(l.idle)
+	}
+	round() // the shards' maps grow once
+	require.Zero(t, testing.AllocsPerRun(10, round))
 }
 
 func TestRateLimiterZeroDisables(t *testing.T) {
@@ -105,7 +150,7 @@ func TestRateLimiterMemoryIsCapped(t *testing.T) {
 		l.Allow(fmt.Sprint("flood-", i))
 	}
 	for i := range l.shards {
-		require.LessOrEqual(t, len(l.shards[i].buckets), maxKeysPerShard)
+		require.LessOrEqual(t, len(l.shards[i].full), maxKeysPerShard)
 	}
 }
 
