@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -68,6 +69,12 @@ type eventRows struct {
 	stream, merchant [][16]byte
 	version          []int32
 	typ, data, meta  []string
+}
+
+// grow makes room for n more events in every column.
+func (r *eventRows) grow(n int) {
+	r.stream, r.merchant, r.version = slices.Grow(r.stream, n), slices.Grow(r.merchant, n), slices.Grow(r.version, n)
+	r.typ, r.data, r.meta = slices.Grow(r.typ, n), slices.Grow(r.data, n), slices.Grow(r.meta, n)
 }
 
 // add adds the event e at version of stream, with the metadata meta.

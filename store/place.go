@@ -387,8 +387,8 @@ func requestLoad(m *merchantRow, lines []domain.LineRequest, products map[uuid.U
 }
 
 func batchProductIDs(batch []*placement) []uuid.UUID {
-	seen := map[uuid.UUID]bool{}
-	var ids []uuid.UUID
+	seen := make(map[uuid.UUID]bool, 2*len(batch))
+	ids := make([]uuid.UUID, 0, 2*len(batch))
 	for _, pl := range batch {
 		for _, l := range pl.p.Lines {
 			if !seen[l.ProductID] {
@@ -403,8 +403,8 @@ func batchProductIDs(batch []*placement) []uuid.UUID {
 // batchMerchantIDs are the batch's merchants as pgx's native uuid, which it
 // encodes without calling uuid.UUID's driver.Valuer per element.
 func batchMerchantIDs(batch []*placement) [][16]byte {
-	seen := map[uuid.UUID]bool{}
-	var ids [][16]byte
+	seen := make(map[uuid.UUID]bool, len(batch))
+	ids := make([][16]byte, 0, len(batch))
 	for _, pl := range batch {
 		if !seen[pl.p.MerchantID] {
 			seen[pl.p.MerchantID] = true
@@ -944,9 +944,10 @@ func addLoads(tx pgx.Tx, b *pgx.Batch, merchants map[uuid.UUID]*merchantRow, now
 	}
 	groups, tables := heldShardGroups(tx, dirty, func(m *merchantRow) uuid.UUID { return m.ID })
 	for i, rows := range groups {
-		var ids [][16]byte
-		var active, activeOrders, queued, queuedPriority, queuedUnits []int32
-		var next []int64
+		n := len(rows)
+		ids := make([][16]byte, 0, n)
+		active, activeOrders, queued := make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+		queuedPriority, queuedUnits, next := make([]int32, 0, n), make([]int32, 0, n), make([]int64, 0, n)
 		for _, m := range rows {
 			ids, active, queued, next = append(ids, [16]byte(m.ID)), append(active, int32(m.Load.Active)), append(queued, int32(m.Load.Queued)), append(next, m.nextSeq)
 			activeOrders, queuedPriority, queuedUnits = append(activeOrders, int32(m.Load.ActiveOrders)), append(queuedPriority, int32(m.queuedPriority)), append(queuedUnits, int32(m.Load.QueuedUnits))

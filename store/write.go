@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,16 @@ type outboxMessage struct {
 func addChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessage, now time.Time) error {
 	var ev eventRows
 	var ins, upd orderColumnsOf
+	events, inserts := 0, 0
+	for _, c := range changes {
+		events += len(c.events)
+		if len(c.events) > 0 && c.before.Version == 0 {
+			inserts++
+		}
+	}
+	ev.grow(events)
+	ins.grow(inserts)
+	upd.grow(len(changes) - inserts)
 	for _, c := range changes {
 		if len(c.events) == 0 {
 			continue
@@ -272,6 +283,21 @@ func (c *orderColumnsOf) addUpdate(b *pgx.Batch, t string, columns []column, onS
 			status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
 			queue_seq, queued_at, queue_expires_at, load, lane, pickup_code, pickup_at, release_at, picked_up_at)
 		WHERE o.id = r.id AND o.merchant_id = r.merchant_id`+route, args...)
+}
+
+// grow makes room for n more rows in every column, so that a batch's rows
+// are appended without each column regrowing as it fills.
+func (c *orderColumnsOf) grow(n int) {
+	c.id, c.merchant = slices.Grow(c.id, n), slices.Grow(c.merchant, n)
+	c.customer, c.items, c.status = slices.Grow(c.customer, n), slices.Grow(c.items, n), slices.Grow(c.status, n)
+	c.total, c.version = slices.Grow(c.total, n), slices.Grow(c.version, n)
+	c.placedAt, c.deadline = slices.Grow(c.placedAt, n), slices.Grow(c.deadline, n)
+	c.paymentRef, c.reason = slices.Grow(c.paymentRef, n), slices.Grow(c.reason, n)
+	c.paidAt, c.acceptedAt, c.completedAt = slices.Grow(c.paidAt, n), slices.Grow(c.acceptedAt, n), slices.Grow(c.completedAt, n)
+	c.endedAt, c.queuedAt, c.expiresAt = slices.Grow(c.endedAt, n), slices.Grow(c.queuedAt, n), slices.Grow(c.expiresAt, n)
+	c.seq, c.load, c.lane = slices.Grow(c.seq, n), slices.Grow(c.load, n), slices.Grow(c.lane, n)
+	c.pickupCode, c.pickupAt, c.releaseAt = slices.Grow(c.pickupCode, n), slices.Grow(c.pickupAt, n), slices.Grow(c.releaseAt, n)
+	c.pickedUpAt = slices.Grow(c.pickedUpAt, n)
 }
 
 func (c *orderColumnsOf) add(o domain.Order) error {
