@@ -1,6 +1,7 @@
 package pgkit
 
 import (
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,40 +20,60 @@ import (
 func wrapArrays(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
 	switch v := value.(type) {
 	case []uuid.UUID:
-		return wrapPointers(v, func(p *uuid.UUID) any { return p })
+		return wrapPointers(v, func(p *uuid.UUID) any { return p }, nil)
 	case [][16]byte:
-		return wrapPointers(v, func(p *[16]byte) any { return (*uuid.UUID)(p) })
+		return wrapPointers(v, func(p *[16]byte) any { return (*uuid.UUID)(p) }, nil)
 	case []string:
-		return wrapPointers(v, func(p *string) any { return (*textElem)(p) })
+		return wrapPointers(v, func(p *string) any { return (*textElem)(p) }, textsSize)
 	case []time.Time:
-		return wrapPointers(v, func(p *time.Time) any { return (*timeElem)(p) })
+		return wrapPointers(v, func(p *time.Time) any { return (*timeElem)(p) }, nil)
 	case []int64:
-		return wrapPointers(v, func(p *int64) any { return (*int64Elem)(p) })
+		return wrapPointers(v, func(p *int64) any { return (*int64Elem)(p) }, nil)
 	case []int32:
-		return wrapPointers(v, func(p *int32) any { return (*int32Elem)(p) })
+		return wrapPointers(v, func(p *int32) any { return (*int32Elem)(p) }, nil)
 	case []pgtype.Text:
-		return wrapPointers(v, func(p *pgtype.Text) any { return p })
+		return wrapPointers(v, func(p *pgtype.Text) any { return p }, nil)
 	case []pgtype.Timestamptz:
-		return wrapPointers(v, func(p *pgtype.Timestamptz) any { return p })
+		return wrapPointers(v, func(p *pgtype.Timestamptz) any { return p }, nil)
 	case []pgtype.Int8:
-		return wrapPointers(v, func(p *pgtype.Int8) any { return p })
+		return wrapPointers(v, func(p *pgtype.Int8) any { return p }, nil)
 	}
 	return nil, nil, false
 }
 
-func wrapPointers[T any](s []T, elem func(*T) any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
-	return &pointerArrayPlan[T]{elem: elem}, pointerArray[T]{s: s, elem: elem}, true
+// wrapPointers wraps s for elem; size, when given, bounds the bytes the
+// array's binary form takes.
+func wrapPointers[T any](s []T, elem func(*T) any, size func([]T) int) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
+	return &pointerArrayPlan[T]{elem: elem, size: size}, pointerArray[T]{s: s, elem: elem}, true
 }
 
 type pointerArrayPlan[T any] struct {
 	next pgtype.EncodePlan
 	elem func(*T) any
+	size func([]T) int
 }
 
 func (p *pointerArrayPlan[T]) SetNext(next pgtype.EncodePlan) { p.next = next }
 
+// Encode grows buf once to what a column of texts takes: pgx starts each
+// statement's parameters in a small buffer, which a column of events' JSON
+// would otherwise regrow by doubling, copying what it holds each time.
 func (p *pointerArrayPlan[T]) Encode(value any, buf []byte) ([]byte, error) {
-	return p.next.Encode(pointerArray[T]{s: value.([]T), elem: p.elem}, buf)
+	s := value.([]T)
+	if p.size != nil {
+		buf = slices.Grow(buf, p.size(s))
+	}
+	return p.next.Encode(pointerArray[T]{s: s, elem: p.elem}, buf)
+}
+
+// textsSize is what a text or jsonb array of s takes at most: its header,
+// and for each element its length, jsonb's version byte and the text.
+func textsSize(s []string) int {
+	n := 20 + 5*len(s)
+	for _, t := range s {
+		n += len(t)
+	}
+	return n
 }
 
 // pointerArray is a one-dimensional array for pgx's array codec; a nil

@@ -2,6 +2,7 @@ package pgkit_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,26 @@ func TestColumnsEncodeWithoutAnAllocationPerElement(t *testing.T) {
 			require.NoError(t, err)
 		})
 		require.LessOrEqual(t, allocs, 2.0, "%T", c.value)
+	}
+}
+
+// A column of texts grows pgx's parameter buffer, which starts small for
+// every statement, once to what it needs, not by doubling through it.
+// Not parallel: testing.AllocsPerRun refuses to run beside other tests.
+func TestATextColumnGrowsTheBufferOnce(t *testing.T) {
+	m := connectWithUUIDs(t).TypeMap()
+	texts := make([]string, 64)
+	for i := range texts {
+		texts[i] = `{"event": "` + strings.Repeat("x", 200) + `"}`
+	}
+	var value any = texts
+	for _, oid := range []uint32{pgtype.JSONBArrayOID, pgtype.TextArrayOID} {
+		allocs := testing.AllocsPerRun(20, func() {
+			_, err := m.Encode(oid, pgtype.BinaryFormatCode, value, make([]byte, 0, 256))
+			require.NoError(t, err)
+		})
+		// The buffer itself, the array handed to pgx and its dimensions,
+		// and one growth.
+		require.LessOrEqual(t, allocs, 4.0, "oid %d", oid)
 	}
 }
