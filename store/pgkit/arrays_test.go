@@ -109,13 +109,23 @@ func TestATextColumnGrowsTheBufferOnce(t *testing.T) {
 		texts[i] = `{"event": "` + strings.Repeat("x", 200) + `"}`
 	}
 	var value any = texts
-	for _, oid := range []uint32{pgtype.JSONBArrayOID, pgtype.TextArrayOID} {
-		allocs := testing.AllocsPerRun(20, func() {
-			_, err := m.Encode(oid, pgtype.BinaryFormatCode, value, make([]byte, 0, 256))
+	encodeInto := func(oid uint32, capacity int) float64 {
+		return testing.AllocsPerRun(20, func() {
+			_, err := m.Encode(oid, pgtype.BinaryFormatCode, value, make([]byte, 0, capacity))
 			require.NoError(t, err)
 		})
-		// The buffer itself, the array handed to pgx and its dimensions,
-		// and one growth.
-		require.LessOrEqual(t, allocs, 4.0, "oid %d", oid)
+	}
+	for _, oid := range []uint32{pgtype.JSONBArrayOID, pgtype.TextArrayOID} {
+		// Into a buffer large enough from the start: the buffer itself and
+		// what encoding the column allocates besides (more under the race
+		// detector), which the small buffer's encoding also pays.
+		// Under the race detector jsonb's column costs one allocation more
+		// from the small buffer; doubling through it would cost six.
+		growths := 1.0
+		if raceBuild {
+			growths = 2
+		}
+		roomy := encodeInto(oid, 1<<16)
+		require.LessOrEqual(t, encodeInto(oid, 256), roomy+growths, "oid %d: one growth", oid)
 	}
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package pgkit_test
+
+const raceBuild = false
