@@ -20,50 +20,46 @@ import (
 func wrapArrays(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
 	switch v := value.(type) {
 	case []uuid.UUID:
-		return wrapPointers(v, func(p *uuid.UUID) any { return p }, nil)
+		return wrapPointers(v, func(p *uuid.UUID) any { return p })
 	case [][16]byte:
-		return wrapPointers(v, func(p *[16]byte) any { return (*uuid.UUID)(p) }, nil)
+		return wrapPointers(v, func(p *[16]byte) any { return (*uuid.UUID)(p) })
 	case []string:
-		return wrapPointers(v, func(p *string) any { return (*textElem)(p) }, textsSize)
+		return wrapPointers(v, func(p *string) any { return (*textElem)(p) })
 	case []time.Time:
-		return wrapPointers(v, func(p *time.Time) any { return (*timeElem)(p) }, nil)
+		return wrapPointers(v, func(p *time.Time) any { return (*timeElem)(p) })
 	case []int64:
-		return wrapPointers(v, func(p *int64) any { return (*int64Elem)(p) }, nil)
+		return wrapPointers(v, func(p *int64) any { return (*int64Elem)(p) })
 	case []int32:
-		return wrapPointers(v, func(p *int32) any { return (*int32Elem)(p) }, nil)
+		return wrapPointers(v, func(p *int32) any { return (*int32Elem)(p) })
 	case []pgtype.Text:
-		return wrapPointers(v, func(p *pgtype.Text) any { return p }, nil)
+		return wrapPointers(v, func(p *pgtype.Text) any { return p })
 	case []pgtype.Timestamptz:
-		return wrapPointers(v, func(p *pgtype.Timestamptz) any { return p }, nil)
+		return wrapPointers(v, func(p *pgtype.Timestamptz) any { return p })
 	case []pgtype.Int8:
-		return wrapPointers(v, func(p *pgtype.Int8) any { return p }, nil)
+		return wrapPointers(v, func(p *pgtype.Int8) any { return p })
 	}
 	return nil, nil, false
 }
 
-// wrapPointers wraps s for elem; size, when given, bounds the bytes the
-// array's binary form takes.
-func wrapPointers[T any](s []T, elem func(*T) any, size func([]T) int) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
-	return &pointerArrayPlan[T]{elem: elem, size: size}, pointerArray[T]{s: s, elem: elem}, true
+// wrapPointers wraps s for elem.
+func wrapPointers[T any](s []T, elem func(*T) any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
+	return &pointerArrayPlan[T]{elem: elem}, pointerArray[T]{s: s, elem: elem}, true
 }
 
 type pointerArrayPlan[T any] struct {
 	next pgtype.EncodePlan
 	elem func(*T) any
-	size func([]T) int
 }
 
 func (p *pointerArrayPlan[T]) SetNext(next pgtype.EncodePlan) { p.next = next }
 
-// Encode grows buf once to what a column of texts takes: pgx starts each
-// statement's parameters in a small buffer, which a column of events' JSON
-// would otherwise regrow by doubling, copying what it holds each time.
+// Encode grows buf once to what the column takes (argSize): pgx starts each
+// statement's parameters in a small buffer, which a column of events' JSON,
+// or a batch's column of ids, would otherwise regrow by doubling, copying
+// what it holds each time.
 func (p *pointerArrayPlan[T]) Encode(value any, buf []byte) ([]byte, error) {
-	s := value.([]T)
-	if p.size != nil {
-		buf = slices.Grow(buf, p.size(s))
-	}
-	return p.next.Encode(pointerArray[T]{s: s, elem: p.elem}, buf)
+	buf = slices.Grow(buf, argSize(value))
+	return p.next.Encode(pointerArray[T]{s: value.([]T), elem: p.elem}, buf)
 }
 
 // textsSize is what a text or jsonb array of s takes at most: its header,

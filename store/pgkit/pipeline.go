@@ -54,6 +54,7 @@ func (t *PipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResu
 		first = append(append(first, t.pending...), b.QueuedQueries...)
 		b, t.pending = &pgx.Batch{QueuedQueries: first}, nil
 	}
+	reserveSend(t.conn, b.QueuedQueries)
 	return t.conn.SendBatch(ctx, b)
 }
 

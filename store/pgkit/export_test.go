@@ -1,0 +1,4 @@
+package pgkit
+
+// SendSize is sendSize, for the test that holds it to what a batch writes.
+var SendSize = sendSize
