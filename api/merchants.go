@@ -23,7 +23,12 @@ var (
 	errOwnCapacityOnly  = domain.Errorf(domain.CodeForbidden, "a merchant may change its own capacity only; everything else is for an admin")
 )
 
+// principalOf is the caller requireAuth authenticated: in the request's
+// info when an outer middleware made one, else in its context.
 func principalOf(r *http.Request) auth.Principal {
+	if info := infoFrom(r.Context()); info != nil && info.authed {
+		return info.principal
+	}
 	p, _ := auth.PrincipalFrom(r.Context())
 	return p
 }

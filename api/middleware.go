@@ -20,12 +20,16 @@ import (
 
 // requestInfo is shared, by pointer, between the outer middlewares and the
 // inner ones: net/http's mux and requireAuth learn the route and the caller
-// on a copy of the request that the access log never sees.
+// on a copy of the request that the access log never sees. requireAuth
+// leaves the caller here too, for the handler (principalOf), instead of
+// copying the request once more for a context that carries it.
 type requestInfo struct {
-	id    string
-	log   *slog.Logger
-	route string
-	sub   string
+	id        string
+	log       *slog.Logger
+	route     string
+	sub       string
+	principal auth.Principal
+	authed    bool
 }
 
 type requestInfoKey struct{}
@@ -250,7 +254,8 @@ func requireAuth(a *auth.Authenticator, next http.Handler) http.Handler {
 			writeProblem(w, r, err)
 			return
 		}
-		if info := infoFrom(r.Context()); info != nil {
+		info := infoFrom(r.Context())
+		if info != nil {
 			info.sub = p.Subject
 			info.route = r.Pattern
 		}
@@ -258,6 +263,11 @@ func requireAuth(a *auth.Authenticator, next http.Handler) http.Handler {
 			writeProblem(w, r, errAuditorReadsOnly)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+		if info != nil {
+			info.principal, info.authed = p, true
+		} else {
+			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+		}
+		next.ServeHTTP(w, r)
 	})
 }

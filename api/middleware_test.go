@@ -136,9 +136,7 @@ func TestAccessLogNeverLogsTokens(t *testing.T) {
 	t.Parallel()
 	b := setupChain(t, time.Second, func(mux *http.ServeMux, b *chainBundle) {
 		mux.Handle("GET /v1/orders/{id}", requireAuth(b.auth, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			p, ok := auth.PrincipalFrom(r.Context())
-			require.True(t, ok)
-			writeJSON(w, http.StatusOK, map[string]string{"sub": p.Subject})
+			writeJSON(w, http.StatusOK, map[string]string{"sub": principalOf(r).Subject})
 		})))
 	})
 	tok, err := b.auth.Issue(auth.Principal{Subject: "alice", Role: auth.RoleCustomer}, time.Hour)
@@ -265,4 +263,57 @@ func TestStatusWriterFlushes(t *testing.T) {
 	require.True(t, rec.Flushed, "streaming handlers need Flush through the wrapper")
 	require.Equal(t, http.StatusOK, sw.status)
 	require.Equal(t, 1, sw.bytes)
+}
+
+// requireAuth hands the handler its caller through the request's info when
+// the chain made one, and through the request's context when it runs alone;
+// a request it refuses leaves no caller behind for the access log's outer
+// layers to mistake for one.
+func TestRequireAuthHandsTheCallerOn(t *testing.T) {
+	t.Parallel()
+	a := auth.New(testSecret, nil)
+	merchant := auth.Principal{Subject: "shop-1", Role: auth.RoleMerchant, MerchantID: uuid.New()}
+	tok, err := a.Issue(merchant, time.Hour)
+	require.NoError(t, err)
+	auditor, err := a.Issue(auth.Principal{Subject: "aud", Role: auth.RoleAuditor}, time.Hour)
+	require.NoError(t, err)
+
+	var seen []auth.Principal
+	var infos []*requestInfo
+	handler := requireAuth(a, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, principalOf(r))
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	mux := http.NewServeMux()
+	mux.Handle("POST /x", handler)
+	chained := withRequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		infos = append(infos, infoFrom(r.Context()))
+		mux.ServeHTTP(w, r)
+	}))
+
+	for name, h := range map[string]http.Handler{"chained": chained, "alone": handler} {
+		seen = nil
+		r := httptest.NewRequest("POST", "/x", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		require.Equal(t, http.StatusNoContent, rec.Code, name)
+		require.Equal(t, []auth.Principal{merchant}, seen, name)
+	}
+	require.Len(t, infos, 1)
+	require.True(t, infos[0].authed)
+	require.Equal(t, "shop-1", infos[0].sub)
+
+	// An auditor may not POST: refused before the handler, and the info
+	// holds no caller.
+	seen = nil
+	r := httptest.NewRequest("POST", "/x", nil)
+	r.Header.Set("Authorization", "Bearer "+auditor)
+	rec := httptest.NewRecorder()
+	chained.ServeHTTP(rec, r)
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.Empty(t, seen)
+	require.Len(t, infos, 2)
+	require.False(t, infos[1].authed)
+	require.Equal(t, auth.Principal{}, principalOf(r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, infos[1]))))
 }
