@@ -244,7 +244,7 @@ func TestShopBadInputWritesNothing(t *testing.T) {
 func tableCounts(t *testing.T, b *testBundle) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	for _, tbl := range []string{"events", "orders", "merchants", "products", "idempotency_keys", "stock_buckets"} {
+	for _, tbl := range []string{"events", "orders", "merchants", "products", "stock_buckets"} {
 		var n int
 		require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+tbl).Scan(&n))
 		out[tbl] = n

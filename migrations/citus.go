@@ -23,7 +23,7 @@ var (
 	// transaction. Listed referenced before referencing, the order in which
 	// Citus accepts the foreign keys between them.
 	perMerchant = []string{
-		"merchants", "products", "stock_buckets", "purchase_claims", "orders", "idempotency_keys",
+		"merchants", "products", "stock_buckets", "purchase_claims", "orders",
 		"outbox", "webhook_attempts", "dead_letters", "drops", "drop_seeds", "drop_lines", "drop_entries",
 		"pickup_counters", "pickup_slots", "events",
 	}

@@ -51,15 +51,14 @@
 //     with the check that the worker still has them (holdShards), so that
 //     a shard cannot move while the batch names it and a move waits for
 //     the batch, which waits for no row lock before it;
-//  1. a placement's idempotency keys;
-//  2. merchants, in id order: FOR NO KEY UPDATE where the decision changes
+//  1. merchants, in id order: FOR NO KEY UPDATE where the decision changes
 //     the merchant's load, FOR KEY SHARE for unpaid placements, which change
 //     none (addBatchMerchants); a batch skips a merchant held elsewhere;
-//  3. drops, in id order (joins), then their entries after the orders they
+//  2. drops, in id order (joins), then their entries after the orders they
 //     lapse with (lockOrderEntries, droporders.go);
-//  4. orders, in id order (closeInTx; one order after its merchant in
+//  3. orders, in id order (closeInTx; one order after its merchant in
 //     orderCommand);
-//  5. products in id order, and for each product the customer's purchase
+//  4. products in id order, and for each product the customer's purchase
 //     claim before its stock buckets, which are taken in (product id,
 //     bucket) order (takeStock; the dead-letter retry waits for all of
 //     its products' buckets at once, retakeStock); a placement batch's
@@ -67,7 +66,13 @@
 //     product, customer) order, before any of their takes
 //     (takeBatchStock); a transaction holding a
 //     later bucket never waits for an earlier one (errStockHeldElsewhere);
-//  6. pickup counters, advanced once, just before the commit (pickup.go).
+//  5. pickup counters, advanced once, just before the commit (pickup.go);
+//  6. a placement's idempotency key, entered with its order's row among the
+//     commit's writes (orders_idempotency_key_idx): a transaction waits there
+//     only for another one placing the same key, which locks nothing new
+//     after its orders' insert (addKeyReads). Two batches entering two such
+//     keys in opposite orders are a deadlock PostgreSQL breaks, and the
+//     batch it fails runs again (isRetryable).
 //
 // Every row a transaction locks names its merchant (merchant_id), so that a
 // transaction that finds an order's merchant first reads it without a lock:
@@ -179,8 +184,9 @@
 //     /v1/products/{id}/restock: api/merchants.go, products.go,
 //     domain/product.go (Product.Restock).
 //   - Idempotency keys: POST /v1/orders: api/orders.go, place.go
-//     (resolveReplay), domain/commands.go (CheckReplay); backed by
-//     idempotency_keys' primary key (merchant, customer, key). A replay
+//     (keyReads.resolve), domain/commands.go (CheckReplay); backed by
+//     orders_idempotency_key_idx (merchant, customer, key), on the order's
+//     own row. A replay
 //     answers the key's order as it is now, which place.go's PlaceOrder
 //     reads and lets its customer see (domain/access.go, Party.MaySeeOrder).
 //   - Drops: POST /v1/products/{id}/drops, POST /v1/drops/{id}/entries:

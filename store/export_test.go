@@ -173,9 +173,10 @@ func (s *Store) OrderProofOf(ctx context.Context, merchantID, streamID uuid.UUID
 	return s.streamProof(ctx, merchantID, streamID, log, size)
 }
 
-// ForgetKeysPlan returns PostgreSQL's plan, generic or custom, for
-// forgetting n keys of one merchant as a placement batch does.
-func ForgetKeysPlan(ctx context.Context, conn *pgx.Conn, merchant uuid.UUID, customers, keys []string, generic bool) (string, error) {
+// KeyReadPlan returns PostgreSQL's plan, generic or custom, for reading
+// the orders (in table, orders or a table like it) of n keys of one
+// merchant as a placement batch does.
+func KeyReadPlan(ctx context.Context, conn *pgx.Conn, table string, merchant uuid.UUID, customers, keys []string, generic bool) (string, error) {
 	mode := "force_custom_plan"
 	if generic {
 		mode = "force_generic_plan"
@@ -183,11 +184,25 @@ func ForgetKeysPlan(ctx context.Context, conn *pgx.Conn, merchant uuid.UUID, cus
 	if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
 		return "", err
 	}
-	merchants, ids := make([]uuid.UUID, len(keys)), make([]uuid.UUID, len(keys))
+	merchants := make([]uuid.UUID, len(keys))
 	for i := range keys {
-		merchants[i], ids[i] = merchant, uuid.New()
+		merchants[i] = merchant
 	}
-	rows, err := conn.Query(ctx, "EXPLAIN "+forgetKeysSQL(false), customers, keys, ids, merchants)
+	// A statement of its own, as pgx prepares it, so that the plan is the
+	// one the plan cache would keep.
+	if _, err := conn.Exec(ctx, "PREPARE keyread(uuid[], text[], text[]) AS "+keyReadSQL(table, false)); err != nil {
+		return "", err
+	}
+	defer conn.Exec(ctx, "DEALLOCATE keyread") //nolint:errcheck // the connection goes with the test
+	// EXPLAIN takes no parameters of its own: the arrays go as literals
+	// (of plain names and keys).
+	ids := make([]string, len(merchants))
+	for i, m := range merchants {
+		ids[i] = m.String()
+	}
+	array := func(items []string) string { return "{" + strings.Join(items, ",") + "}" }
+	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE keyread($1::uuid[], $2::text[], $3::text[])", pgx.QueryExecModeSimpleProtocol,
+		array(ids), array(customers), array(keys))
 	if err != nil {
 		return "", err
 	}

@@ -176,9 +176,15 @@ func place(ctx context.Context, st *store.Store, merchantID, productID uuid.UUID
 		MerchantID: merchantID, CustomerID: o.Customer,
 		Lines:          []domain.LineRequest{{ProductID: productID, Quantity: o.Quantity}},
 		PaymentRef:     o.PaymentRef,
-		IdempotencyKey: o.Key, RequestHash: []byte(fmt.Sprintf("%s/%s/%d/%s/%v", merchantID, productID, o.Quantity, o.PaymentRef, o.PickupAt)),
+		IdempotencyKey: o.Key, RequestHash: requestHash(merchantID, productID, o),
 		PickupAt: o.PickupAt,
 	})
+}
+
+// requestHash is the hash place gives the request of o (its quantity
+// filled in).
+func requestHash(merchantID, productID uuid.UUID, o placeOpts) []byte {
+	return []byte(fmt.Sprintf("%s/%s/%d/%s/%v", merchantID, productID, o.Quantity, o.PaymentRef, o.PickupAt))
 }
 
 // acceptedOrder makes a merchant of capacity with one product and places

@@ -132,7 +132,7 @@ func (s *Store) checkFullBatch(batch []*fullCheck) {
 		merchants[i], ats[i], customers[i], keys[i] = c.slot.merchant, c.slot.at, c.p.CustomerID, c.p.IdempotencyKey
 	}
 	rows, err := s.pool.Query(ctx, `SELECT r.i::int, s.capacity - s.taken, m.version,
-			EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.merchant_id = r.m AND k.customer_id = r.c AND k.key = r.key)
+			EXISTS (SELECT 1 FROM orders k WHERE k.merchant_id = r.m AND k.customer_id = r.c AND k.idempotency_key = r.key)
 		FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[]) WITH ORDINALITY AS r(m, at, c, key, i)
 		JOIN merchants m ON m.id = r.m
 		LEFT JOIN pickup_slots s ON s.merchant_id = r.m AND s.starts_at = r.at`, merchants, ats, customers, keys)

@@ -1,11 +1,9 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -139,23 +137,24 @@ func (s *Store) PlaceOrder(ctx context.Context, p PlaceRequest) (*PlaceResult, e
 
 // placeInTx decides a batch in arrival order and returns its writes, for
 // the caller to send with the commit. Locks follow the store's order:
-// idempotency keys (sorted), merchants (sorted), then either the pickup
-// counters (sorted) and nothing more, or per request its claims and stock
-// buckets and the pickup counters last. The decisions' time is read once
-// the merchants' locks are held.
+// merchants (sorted), then either the pickup counters (sorted) and nothing
+// more, or per request its claims and stock buckets and the pickup counters
+// last; the orders' idempotency keys are entered with the commit's writes
+// (addKeyReads). The decisions' time is read once the merchants' locks are
+// held.
 func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx, batch []*placement, mode batchMode) (*pgx.Batch, error) {
 	for _, pl := range batch {
 		pl.err, pl.replayOf, pl.twin, pl.result, pl.events, pl.jobs, pl.retry, pl.entries, pl.answer = nil, uuid.Nil, nil, nil, nil, nil, decided, nil, answerBasis{}
 	}
 	// One round trip reads or locks everything the decisions need: the
-	// keys, then the merchants, then the products, in the store's lock
-	// order, and, unless the batch numbers last, its pickup numbers.
+	// keys' orders, then the merchants, then the products, in the store's
+	// lock order, and, unless the batch numbers last, its pickup numbers.
 	// Merchants and products are read for every request, even those the
 	// keys turn out to be replays of.
 	b := &pgx.Batch{}
 	merchantIDs, productIDs := batchMerchantIDs(batch), batchProductIDs(batch)
 	holdShards(tx, b, merchantIDs)
-	keys := addIdempotencyKeys(tx, b, batch)
+	keys := addKeyReads(tx, b, batch)
 	locked := addBatchMerchants(tx, b, batch, mode.waitForMerchants)
 	products := s.addBatchProducts(tx, b, merchantIDs, productIDs)
 	sums := addStockSums(b, batch, func(id uuid.UUID) bool { _, ok := s.stockProducts.Load(id); return ok })
@@ -181,11 +180,7 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 			return nil, err
 		}
 	}
-	live, err := keys.resolve(ctx, tx, batch)
-	if err != nil {
-		return nil, err
-	}
-	live, slots, err := takeSlots(ctx, tx, live, merchants, products, now)
+	live, slots, err := takeSlots(ctx, tx, keys.resolve(batch), merchants, products, now)
 	if err != nil {
 		return nil, err
 	}
@@ -254,9 +249,6 @@ func (s *Store) placeInTx(ctx context.Context, tx pgx.Tx, pt *pgkit.PipelinedTx,
 		if pl.twin != nil && pl.twin.retry != decided {
 			pl.retry = pl.twin.retry
 		}
-	}
-	if err := forgetUndecidedKeys(ctx, tx, batch); err != nil {
-		return nil, err
 	}
 	b = &pgx.Batch{}
 	stock.addReturns(b)
@@ -420,55 +412,83 @@ type customerKey struct {
 	customer, key string
 }
 
-// keyClaim is the insert of a batch's idempotency keys, queued in a batch.
-type keyClaim struct {
-	first    map[customerKey]*placement
-	inserted map[customerKey]bool
+// keyedOrder is the order a key was recorded with, and its request's hash.
+type keyedOrder struct {
+	id   uuid.UUID
+	hash []byte
 }
 
-// addIdempotencyKeys adds the insert of every request's key, in one
-// statement and in key order, to b. A key already there is a replay (same
-// body) or a misuse (another body); a key inserted by a transaction still
-// running makes this one wait for it.
-func addIdempotencyKeys(tx pgx.Tx, b *pgx.Batch, batch []*placement) *keyClaim {
-	sorted := append([]*placement(nil), batch...)
-	sort.Slice(sorted, func(i, j int) bool {
-		a, b := sorted[i].p, sorted[j].p
-		if c := bytes.Compare(a.MerchantID[:], b.MerchantID[:]); c != 0 {
-			return c < 0
-		}
-		return a.CustomerID < b.CustomerID || (a.CustomerID == b.CustomerID && a.IdempotencyKey < b.IdempotencyKey)
-	})
-	merchants, customers, keys := make([][16]byte, 0, len(sorted)), make([]string, 0, len(sorted)), make([]string, 0, len(sorted))
-	hashes, ids := make([][]byte, 0, len(sorted)), make([][16]byte, 0, len(sorted))
-	c := &keyClaim{first: map[customerKey]*placement{}, inserted: map[customerKey]bool{}}
-	for _, pl := range sorted {
+// keyReads is the read of a batch's idempotency keys, queued in a batch.
+type keyReads struct {
+	first map[customerKey]*placement
+	found map[customerKey]keyedOrder
+}
+
+// keyReadSQL reads the orders recorded with keys, one probe of
+// orders_idempotency_key_idx a key. Each probe is a subquery of its own
+// (LATERAL … LIMIT 1, which the planner does not flatten into a join):
+// as a join, the plan cached for the statement on a fresh database, whose
+// orders fill faster than autovacuum analyzes them, hashed the keys against
+// a scan of every order. Through a table Citus distributes, a join with the
+// merchants' list lets Citus route it to their shards instead.
+func keyReadSQL(table string, route bool) string {
+	if route {
+		return `SELECT k.m, k.c, k.key, o.id, o.request_hash
+			FROM unnest($1::uuid[], $2::text[], $3::text[]) AS k(m, c, key)
+			JOIN ` + table + ` o ON o.merchant_id = k.m AND o.customer_id = k.c AND o.idempotency_key = k.key
+			WHERE o.merchant_id = ANY($1::uuid[])`
+	}
+	return `SELECT k.m, k.c, k.key, o.id, o.request_hash
+		FROM unnest($1::uuid[], $2::text[], $3::text[]) AS k(m, c, key)
+		CROSS JOIN LATERAL (SELECT o.id, o.request_hash FROM ` + table + ` o
+			WHERE o.merchant_id = k.m AND o.customer_id = k.c AND o.idempotency_key = k.key LIMIT 1) o`
+}
+
+// addKeyReads adds to b the read of the orders recorded with the batch's
+// keys: a key is kept on its order's row (orders_idempotency_key_idx), so a
+// request's key is recorded with its order and only then, and a refused
+// request leaves nothing behind and may be sent again with its key. The
+// read takes no lock: a request whose key another transaction is placing
+// meanwhile is decided as new, and its order's insert, with the commit,
+// waits for that transaction; if that one commits, the unique index refuses
+// the insert and the whole batch runs again (isRetryable), reading the key
+// as a replay.
+func addKeyReads(tx pgx.Tx, b *pgx.Batch, batch []*placement) *keyReads {
+	c := &keyReads{first: make(map[customerKey]*placement, len(batch)), found: map[customerKey]keyedOrder{}}
+	merchants, customers, keys := make([][16]byte, 0, len(batch)), make([]string, 0, len(batch)), make([]string, 0, len(batch))
+	for _, pl := range batch {
 		key := keyOf(pl)
 		if _, dup := c.first[key]; dup {
 			continue
 		}
 		c.first[key] = pl
 		merchants, customers, keys = append(merchants, pl.p.MerchantID), append(customers, pl.p.CustomerID), append(keys, pl.p.IdempotencyKey)
-		hashes, ids = append(hashes, pl.p.RequestHash), append(ids, [16]byte(pl.orderID))
 	}
-	insertRows{
-		Into:    `INSERT INTO idempotency_keys (merchant_id, customer_id, key, request_hash, order_id)`,
-		Columns: []column{col("uuid", merchants), col("text", customers), col("text", keys), col("bytea", hashes), col("uuid", ids)},
-		Ordered: true,
-		Tail:    `ON CONFLICT DO NOTHING RETURNING merchant_id, customer_id, key`,
-	}.addToHeldShards(tx, b, "idempotency_keys", 0, func(rows pgx.Rows) error {
-		for rows.Next() {
-			var k customerKey
-			if err := rows.Scan(&k.merchant, &k.customer, &k.key); err != nil {
-				return fmt.Errorf("record idempotency keys: %w", err)
+	groups, tables := heldShardRows(tx, "orders", merchants)
+	for g, rows := range groups {
+		ms, cs, ks := merchants, customers, keys
+		if len(groups) > 1 {
+			ms, cs, ks = make([][16]byte, len(rows)), make([]string, len(rows)), make([]string, len(rows))
+			for i, r := range rows {
+				ms[i], cs[i], ks[i] = merchants[r], customers[r], keys[r]
 			}
-			c.inserted[k] = true
 		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("record idempotency keys: %w", err)
-		}
-		return nil
-	})
+		route := onCitusTx(tx) && tables[g] == pgx.Identifier{"orders"}.Sanitize()
+		b.Queue(keyReadSQL(tables[g], route), ms, cs, ks).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var k customerKey
+				var o keyedOrder
+				if err := rows.Scan(&k.merchant, &k.customer, &k.key, &o.id, &o.hash); err != nil {
+					return fmt.Errorf("read idempotency keys: %w", err)
+				}
+				c.found[k] = o
+			}
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("read idempotency keys: %w", err)
+			}
+			return nil
+		})
+	}
 	return c
 }
 
@@ -476,87 +496,33 @@ func keyOf(pl *placement) customerKey {
 	return customerKey{pl.p.MerchantID, pl.p.CustomerID, pl.p.IdempotencyKey}
 }
 
-// resolve returns the requests whose keys are new and answers the others.
-func (c *keyClaim) resolve(ctx context.Context, tx pgx.Tx, batch []*placement) ([]*placement, error) {
+// resolve returns the requests whose keys are new and answers the others
+// (domain.CheckReplay): a key recorded with an order replays that order or
+// refuses another body, and so does a key an earlier request of the batch
+// has, whose answer the later one shares (its twin).
+func (c *keyReads) resolve(batch []*placement) []*placement {
 	var live []*placement
 	for _, pl := range batch {
 		key := keyOf(pl)
-		if c.inserted[key] && c.first[key] == pl {
-			live = append(live, pl)
+		if o, ok := c.found[key]; ok {
+			if err := domain.CheckReplay(o.hash, pl.p.RequestHash); err != nil {
+				pl.err = err
+			} else {
+				pl.replayOf = o.id
+			}
 			continue
 		}
-		if err := resolveReplay(ctx, tx, pl, c.first[key]); err != nil {
-			return nil, err
-		}
-	}
-	return live, nil
-}
-
-// resolveReplay answers a request whose key exists: from an earlier
-// transaction, or from a twin earlier in this batch.
-func resolveReplay(ctx context.Context, tx pgx.Tx, pl, twin *placement) error {
-	var hash []byte
-	var existing uuid.UUID
-	if twin != pl {
-		if err := domain.CheckReplay(twin.p.RequestHash, pl.p.RequestHash); err != nil {
-			pl.err = err
-			return nil
-		}
-		pl.twin = twin
-		return nil
-	}
-	err := tx.QueryRow(ctx, `SELECT request_hash, order_id FROM idempotency_keys WHERE merchant_id = $1 AND customer_id = $2 AND key = $3`,
-		pl.p.MerchantID, pl.p.CustomerID, pl.p.IdempotencyKey).Scan(&hash, &existing)
-	if err != nil {
-		return fmt.Errorf("read idempotency key: %w", err)
-	}
-	if err := domain.CheckReplay(hash, pl.p.RequestHash); err != nil {
-		pl.err = err
-		return nil
-	}
-	pl.replayOf = existing
-	return nil
-}
-
-// forgetUndecidedKeys removes the keys of requests that failed, so that a
-// failed request writes nothing and may be retried with the same key, and of
-// requests left for a later batch, which records them again.
-func forgetUndecidedKeys(ctx context.Context, tx pgx.Tx, batch []*placement) error {
-	var customers, keys []string
-	var merchants, ids []uuid.UUID
-	for _, pl := range batch {
-		if pl.replayOf != uuid.Nil || pl.twin != nil {
+		if first := c.first[key]; first != pl {
+			if err := domain.CheckReplay(first.p.RequestHash, pl.p.RequestHash); err != nil {
+				pl.err = err
+			} else {
+				pl.twin = first
+			}
 			continue
 		}
-		failed := pl.err != nil && domain.ErrorCode(pl.err) != domain.CodeIdempotencyReused
-		if failed || pl.retry != decided {
-			customers, keys, ids = append(customers, pl.p.CustomerID), append(keys, pl.p.IdempotencyKey), append(ids, pl.orderID)
-			merchants = append(merchants, pl.p.MerchantID)
-		}
+		live = append(live, pl)
 	}
-	if len(customers) == 0 {
-		return nil
-	}
-	_, err := tx.Exec(ctx, forgetKeysSQL(onCitusTx(tx)), customers, keys, ids, merchants)
-	if err != nil {
-		return fmt.Errorf("forget failed keys: %w", err)
-	}
-	return nil
-}
-
-// forgetKeysSQL is forgetUndecidedKeys's statement. On Citus the filter
-// on the merchants' array prunes it to their shards. On one PostgreSQL the
-// same filter, true of every key of a busy merchant, let the planner scan
-// all of them (hashed against the forgotten ones) instead of probing the
-// primary key once per key: the costliest statement of a race for a shop's
-// slots, where nearly every request is refused and forgets its key.
-func forgetKeysSQL(citus bool) string {
-	sql := `DELETE FROM idempotency_keys k USING unnest($4::uuid[], $1::text[], $2::text[], $3::uuid[]) AS t(m, c, key, o)
-		WHERE k.merchant_id = t.m AND k.customer_id = t.c AND k.key = t.key AND k.order_id = t.o`
-	if citus {
-		sql += ` AND k.merchant_id = ANY($4::uuid[])`
-	}
-	return sql
+	return live
 }
 
 // addBatchMerchants adds the read of the batch's merchants to b, locking
@@ -918,7 +884,8 @@ func addPlacements(tx pgx.Tx, b *pgx.Batch, placed []*placement, merchants map[u
 	changes := make([]change, len(placed))
 	var outbox []outboxMessage
 	for i, pl := range placed {
-		c := change{after: pl.order, events: pl.events, meta: Meta{Actor: domain.ActorCustomer, Subject: pl.p.CustomerID, RequestID: pl.p.RequestID}}
+		c := change{after: pl.order, events: pl.events, meta: Meta{Actor: domain.ActorCustomer, Subject: pl.p.CustomerID, RequestID: pl.p.RequestID},
+			key: orderKey{pl.p.IdempotencyKey, pl.p.RequestHash}}
 		changes[i] = c
 		msgs, err := outboxFor(merchants[pl.p.MerchantID], c, now)
 		if err != nil {

@@ -167,7 +167,7 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 		FROM pg_dist_shard s
 		JOIN pg_dist_placement p USING (shardid)
 		JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary'
-		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass, 'products'::regclass, 'drops'::regclass, 'orders'::regclass, 'idempotency_keys'::regclass, 'pickup_counters'::regclass, 'purchase_claims'::regclass, 'stock_buckets'::regclass)
+		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass, 'products'::regclass, 'drops'::regclass, 'orders'::regclass, 'pickup_counters'::regclass, 'purchase_claims'::regclass, 'stock_buckets'::regclass)
 		ORDER BY 1, 4`)
 	if err != nil {
 		return mapErr(fmt.Errorf("read the shard map: %w", err))
@@ -192,7 +192,7 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 			drops = append(drops, r)
 		case "orders":
 			orders = append(orders, r)
-		case "idempotency_keys", "pickup_counters", "purchase_claims", "stock_buckets":
+		case "pickup_counters", "purchase_claims", "stock_buckets":
 			written[table] = append(written[table], r)
 		default:
 			merchants = append(merchants, r)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -22,15 +23,22 @@ const (
 	constraintStreamVersion = "events_stream_version_key"
 	constraintClaimLimit    = "purchase_claims_within_limit"
 	constraintBucketStock   = "stock_buckets_remaining_check"
+	// constraintOrderKey is the unique index of orders' idempotency keys;
+	// on a Citus shard its name carries the shard's id after it.
+	constraintOrderKey = "orders_idempotency_key_idx"
 )
 
 // isRetryable reports a deadlock or serialization failure, which
 // PostgreSQL may report under contention and which are always safe to retry
-// because nothing was committed.
+// because nothing was committed; and an order whose idempotency key another
+// transaction committed after this one read the keys (a placement batch
+// reads them without a lock: keyReads), which the batch's next attempt
+// reads and answers as a replay.
 func isRetryable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return pgErr.Code == pgerrcode.SerializationFailure || pgErr.Code == pgerrcode.DeadlockDetected
+		return pgErr.Code == pgerrcode.SerializationFailure || pgErr.Code == pgerrcode.DeadlockDetected ||
+			(pgErr.Code == pgerrcode.UniqueViolation && strings.HasPrefix(pgErr.ConstraintName, constraintOrderKey))
 	}
 	return false
 }

@@ -301,7 +301,7 @@ func (s *Store) tryPipelinedTx(ctx context.Context, node string, fn func(tx *txn
 		s.nodes.mu.Lock()
 		shards = s.nodes.shards
 		tables = map[string][]shardRange{"merchants": shards, "events": s.nodes.events, "orders": s.nodes.orders, "outbox": s.nodes.outbox,
-			"idempotency_keys": s.nodes.written["idempotency_keys"], "pickup_counters": s.nodes.written["pickup_counters"],
+			"pickup_counters": s.nodes.written["pickup_counters"],
 			"purchase_claims": s.nodes.written["purchase_claims"], "stock_buckets": s.nodes.written["stock_buckets"]}
 		s.nodes.mu.Unlock()
 	}

@@ -22,6 +22,16 @@ type change struct {
 	after  domain.Order
 	events []domain.Event
 	meta   Meta
+	// key is the idempotency key a new order is placed with, recorded on
+	// its row (addKeyReads); the zero key for every other change.
+	key orderKey
+}
+
+// orderKey is a placement's idempotency key and its request's hash, which a
+// replay is checked against (domain.CheckReplay).
+type orderKey struct {
+	key  string
+	hash []byte
 }
 
 // outboxMessage is one webhook message, written with the change that calls
@@ -75,6 +85,7 @@ func addChanges(tx pgx.Tx, b *pgx.Batch, changes []change, outbox []outboxMessag
 			if err := ins.add(c.after); err != nil {
 				return err
 			}
+			ins.addKey(c.key)
 			noteTransition(tx, "new", domain.StatusAwaitingPayment)
 			noteTransition(tx, domain.StatusAwaitingPayment, c.after.Status)
 		} else {
@@ -222,6 +233,10 @@ type orderColumnsOf struct {
 	pickupCode                      []pgtype.Text
 	pickupAt, releaseAt             []pgtype.Timestamptz
 	pickedUpAt                      []pgtype.Timestamptz
+	// key and requestHash are written by an insert only (addKey): an
+	// update leaves an order's idempotency key as it was.
+	key         []pgtype.Text
+	requestHash [][]byte
 }
 
 // addTo adds to b the statement that writes the rows into table (orders,
@@ -239,11 +254,16 @@ func (c *orderColumnsOf) addTo(tx pgx.Tx, b *pgx.Batch, table string, insert boo
 		col("timestamptz", c.queuedAt), col("timestamptz", c.expiresAt), col("int", c.load), col("text", c.lane),
 		col("text", c.pickupCode), col("timestamptz", c.pickupAt), col("timestamptz", c.releaseAt), col("timestamptz", c.pickedUpAt)}
 	if insert {
+		for len(c.key) < len(c.id) {
+			// Rows added without their keys (a rebuild's) have none.
+			c.addKey(orderKey{})
+		}
 		insertRows{
 			Into: `INSERT INTO ` + t + ` (id, merchant_id, customer_id, items, total_cents, placed_at, payment_deadline,
 				status, version, payment_ref, paid_at, accepted_at, completed_at, ended_at, status_reason,
-				queue_seq, queued_at, queue_expires_at, load, lane, pickup_code, pickup_at, release_at, picked_up_at)`,
-			Columns: columns,
+				queue_seq, queued_at, queue_expires_at, load, lane, pickup_code, pickup_at, release_at, picked_up_at,
+				idempotency_key, request_hash)`,
+			Columns: append(columns, col("text", c.key), col("bytea", c.requestHash)),
 		}.addToHeldShards(tx, b, table, 1, nil)
 		return
 	}
@@ -298,6 +318,13 @@ func (c *orderColumnsOf) grow(n int) {
 	c.seq, c.load, c.lane = slices.Grow(c.seq, n), slices.Grow(c.load, n), slices.Grow(c.lane, n)
 	c.pickupCode, c.pickupAt, c.releaseAt = slices.Grow(c.pickupCode, n), slices.Grow(c.pickupAt, n), slices.Grow(c.releaseAt, n)
 	c.pickedUpAt = slices.Grow(c.pickedUpAt, n)
+	c.key, c.requestHash = slices.Grow(c.key, n), slices.Grow(c.requestHash, n)
+}
+
+// addKey gives the row added last its idempotency key, if any.
+func (c *orderColumnsOf) addKey(k orderKey) {
+	c.key = append(c.key, pgtype.Text{String: k.key, Valid: k.key != ""})
+	c.requestHash = append(c.requestHash, k.hash)
 }
 
 func (c *orderColumnsOf) add(o domain.Order) error {

@@ -346,10 +346,10 @@ func (l *ledger) requireKept(t *testing.T, pool *pgxpool.Pool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var orders, keys int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM idempotency_keys)`).Scan(&orders, &keys))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM orders WHERE idempotency_key IS NOT NULL)`).Scan(&orders, &keys))
 	require.Equal(t, len(l.placed), orders, "every acknowledged placement exists exactly once, and nothing else")
 	require.Equal(t, len(l.placed), keys)
-	rows, err := pool.Query(ctx, `SELECT k.key, k.order_id::text, o.status, o.paid_at IS NOT NULL FROM idempotency_keys k JOIN orders o ON o.id = k.order_id`)
+	rows, err := pool.Query(ctx, `SELECT idempotency_key, id::text, status, paid_at IS NOT NULL FROM orders WHERE idempotency_key IS NOT NULL`)
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	for rows.Next() {
@@ -808,7 +808,7 @@ func TestSIGTERMCutsNoAcceptedRequest(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 	var cut int
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys WHERE key = ANY($1)`, unanswered).Scan(&cut))
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM orders WHERE idempotency_key = ANY($1)`, unanswered).Scan(&cut))
 	require.Zero(t, cut, "placements committed whose answer never reached the client")
 	t.Logf("%d answered, %d refused at the door, exit after %s", answered.Load(), len(unanswered), took)
 }
