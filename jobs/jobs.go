@@ -34,15 +34,26 @@ type Config struct {
 	// fired by the backstop, which looks every TimerBackstopInterval.
 	TimerGrace            time.Duration
 	TimerBackstopInterval time.Duration
-	// TimerBackstopFullEvery, when set, makes the backstop read each kind's
-	// own deadlines only when River's table holds an overdue job of that
-	// kind, and every kind's at least this often, for a job lost with the
-	// coordinator of a Citus cluster (where River's tables live outside the
-	// orders' commit). 0: every round reads every kind's, as on one
-	// PostgreSQL, where every read is one index's (serve sets
-	// DistributedBackstopFullEvery on Citus).
+	// TimerBackstopFullEvery, on Citus, makes the backstop read each kind's
+	// own deadlines only when its look at River's table found an overdue
+	// job of that kind, and every kind's at least this often, for a job
+	// lost with the coordinator (where River's tables live outside the
+	// orders' commit). 0: every look reads every kind's. On one PostgreSQL
+	// every round reads every kind's, every read being one index's (serve
+	// sets DistributedBackstopFullEvery on Citus).
 	TimerBackstopFullEvery time.Duration
-	DefaultWorkers         int
+	// TimerLookEvery, when set, is the longest a process goes between two
+	// looks at River's timers queue on Citus (Backstop), and River's
+	// fetches, which those looks wake, poll only every fetchFallback. serve
+	// sets DistributedTimerLookEvery on Citus. 0: River's fetch of the
+	// timers queue polls every TimerPollInterval, its default queue's every
+	// second, as on one PostgreSQL.
+	TimerLookEvery time.Duration
+	// TimerAlarm, when set, is rung by the inserter made with it
+	// (NewInserterWithAlarm) at the deadline of every timer it inserts, so
+	// that this process's look falls then (on Citus).
+	TimerAlarm     *TimerAlarm
+	DefaultWorkers int
 	// SweepInterval is how often the safety net looks for merchants that can
 	// admit.
 	SweepInterval time.Duration
@@ -74,6 +85,20 @@ func DefaultConfig() Config {
 // each round of the backstop reads every shard once per kind of timer.
 const DistributedBackstopFullEvery = 5 * time.Second
 
+// DistributedTimerLookEvery is TimerLookEvery on Citus: River's tables are
+// the coordinator's, where each statement of River's fetch, the timers'
+// promotion and the backstop's read of overdue kinds, polling several times
+// a second in every process, cost the coordinator CPU whether or not a
+// timer was due. A process looks when a timer it knows of falls due, and
+// this often for those it cannot know of: set in another process, which
+// looks at their deadline itself unless it died meanwhile.
+const DistributedTimerLookEvery = time.Second
+
+// fetchFallback is how often River's fetches poll when looks wake them
+// (TimerLookEvery): for a notification lost, which the next look sends
+// again while a job waits due.
+const fetchFallback = 5 * time.Second
+
 // NewClient builds a River client that runs orderd's workers. It is also the
 // store's job inserter. Every process that runs one also runs a Backstop.
 func NewClient(pool *pgxpool.Pool, st *store.Store, cfg Config) (*river.Client[pgx.Tx], error) {
@@ -99,20 +124,24 @@ func NewClient(pool *pgxpool.Pool, st *store.Store, cfg Config) (*river.Client[p
 	if logger == nil {
 		logger = slog.Default()
 	}
-	middleware := []rivertype.Middleware{&timerInsertMiddleware{}}
+	middleware := []rivertype.Middleware{&timerInsertMiddleware{alarm: cfg.TimerAlarm}}
 	if cfg.Metrics != nil {
 		middleware = append(middleware, cfg.Metrics)
+	}
+	timersPoll, defaultPoll := cfg.TimerPollInterval, time.Duration(0)
+	if cfg.TimerLookEvery > 0 {
+		timersPoll, defaultPoll = fetchFallback, fetchFallback
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		// River reports its producers' job counts every few seconds at info;
 		// keep its warnings and errors only.
 		Logger: slog.New(minLevel{Handler: logger.Handler(), min: slog.LevelWarn}),
 		Queues: map[string]river.QueueConfig{
-			store.QueueDefault: {MaxWorkers: cfg.DefaultWorkers},
+			store.QueueDefault: {MaxWorkers: cfg.DefaultWorkers, FetchPollInterval: defaultPoll},
 			store.QueueTimers: {
 				MaxWorkers:        cfg.TimerWorkers,
 				FetchCooldown:     cfg.TimerFetchCooldown,
-				FetchPollInterval: cfg.TimerPollInterval,
+				FetchPollInterval: timersPoll,
 			},
 		},
 		Workers:    workers,
@@ -132,8 +161,14 @@ func NewClient(pool *pgxpool.Pool, st *store.Store, cfg Config) (*river.Client[p
 // NewInserter builds a River client that only inserts jobs, for processes
 // (such as tests or tools) that must not run workers.
 func NewInserter(pool *pgxpool.Pool) (*river.Client[pgx.Tx], error) {
+	return NewInserterWithAlarm(pool, nil)
+}
+
+// NewInserterWithAlarm is NewInserter ringing alarm at the deadline of
+// every timer it inserts.
+func NewInserterWithAlarm(pool *pgxpool.Pool, alarm *TimerAlarm) (*river.Client[pgx.Tx], error) {
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Middleware: []rivertype.Middleware{&timerInsertMiddleware{}},
+		Middleware: []rivertype.Middleware{&timerInsertMiddleware{alarm: alarm}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river inserter: %w", err)

@@ -360,7 +360,8 @@ func TestBackstopFiresTimerOfDeadProcess(t *testing.T) {
 }
 
 // TestBackstopLooksWhereRiverHasOverdueJobs: a backstop that reads every
-// kind's deadlines only now and then (on Citus, every shard) still resumes,
+// kind's deadlines only now and then (on Citus, every shard, where it looks
+// at River's table when there is something to do there) still resumes,
 // at once, a merchant whose resume job a dead process holds (River's table
 // shows it overdue), and leaves one whose job is gone to its next full
 // round, which then resumes it.
@@ -373,7 +374,7 @@ func TestBackstopLooksWhereRiverHasOverdueJobs(t *testing.T) {
 		backstopCtx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		// Its first round, before the deadlines, reads every kind's.
-		go func() { defer close(done); jobs.NewBackstop(b.store, cfg).Run(backstopCtx) }()
+		go func() { defer close(done); jobs.NewBackstop(b.store, cfg).LookAsOnCitus().Run(backstopCtx) }()
 		t.Cleanup(func() { stop(); <-done })
 	}
 	t.Run("a job held by a dead process", func(t *testing.T) {
@@ -433,7 +434,7 @@ func TestTimerJobsWaitAvailable(t *testing.T) {
 // TestFarTimersWaitOutsideTheFetch: River's fetch reads every available job
 // of the timers queue each time it looks, due or not, so a timer due beyond
 // the look-ahead is stored aside, and promoting it makes it available only
-// once its deadline comes within the look-ahead, its deadline kept. Stored
+// once its deadline comes, its deadline kept. Stored
 // available, ten thousand payment windows of minutes made each fetch read
 // them all, and the timers due fired seconds late. It waits pending, which
 // River's own scheduler leaves alone even when its look-ahead reaches it:
@@ -446,7 +447,7 @@ func TestFarTimersWaitOutsideTheFetch(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	near, _ := pausedMerchant(t, b, time.Second)
-	far, farUntil := pausedMerchant(t, b, 10*time.Minute)
+	far, _ := pausedMerchant(t, b, 10*time.Minute)
 	job := func(m uuid.UUID) (state string, scheduledAt time.Time) {
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state, scheduled_at FROM river_job WHERE args->>'merchant_id' = $1`,
 			m.String()).Scan(&state, &scheduledAt))
@@ -464,18 +465,23 @@ func TestFarTimersWaitOutsideTheFetch(t *testing.T) {
 	state, _ = job(far)
 	require.Equal(t, "pending", state, "River's scheduler leaves the timer to the promotion")
 
-	n, err := b.store.PromoteTimers(ctx, store.QueueTimers, time.Minute, 100)
+	fired, err := b.store.FireDueTimers(ctx, store.QueueTimers, 100)
 	require.NoError(t, err)
-	require.Zero(t, n, "nothing due within a minute waits")
+	require.Empty(t, fired, "nothing pending is due")
 	state, _ = job(far)
 	require.Equal(t, "pending", state)
 
-	n, err = b.store.PromoteTimers(ctx, store.QueueTimers, 11*time.Minute, 100)
+	// Its deadline come (moved to a moment ago), the promotion makes it
+	// available, its deadline kept.
+	var due time.Time
+	require.NoError(t, b.pool.QueryRow(ctx, `UPDATE river_job SET scheduled_at = now() - interval '1 second'
+		WHERE args->>'merchant_id' = $1 RETURNING scheduled_at`, far.String()).Scan(&due))
+	fired, err = b.store.FireDueTimers(ctx, store.QueueTimers, 100)
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	require.Len(t, fired, 1)
 	state, scheduledAt := job(far)
 	require.Equal(t, "available", state)
-	require.WithinDuration(t, farUntil, scheduledAt, time.Millisecond, "promoted with its deadline kept")
+	require.WithinDuration(t, due, scheduledAt, time.Millisecond, "promoted with its deadline kept")
 }
 
 // TestTimersDueTogetherFireWithoutALeader: 200 payment deadlines due within
@@ -626,4 +632,69 @@ func TestQueueExpiryWaitsForAHeldMerchantAlone(t *testing.T) {
 	var expiries int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE stream_id = $1 AND type = 'order.expired'`, held.ID).Scan(&expiries))
 	require.Equal(t, 1, expiries)
+}
+
+// lookingWorkers starts River's workers and the backstop as on Citus, where
+// the backstop looks at River's timers queue (at most every lookEvery) and
+// River's fetch polls only now and then, with a grace of an hour, so that
+// a timer fires only if a look woke River's fetch in time; the store's
+// timers ring the process's alarm when alarmed.
+func lookingWorkers(t *testing.T, lookEvery time.Duration, alarmed bool) *bundle {
+	t.Helper()
+	cfg := jobs.DefaultConfig()
+	cfg.TimerGrace, cfg.TimerLookEvery = time.Hour, lookEvery
+	var b *bundle
+	if alarmed {
+		cfg.TimerAlarm = jobs.NewTimerAlarm()
+		b = setup(t, func(c *store.Config) {
+			ins, err := jobs.NewInserterWithAlarm(c.Pool, cfg.TimerAlarm)
+			require.NoError(t, err)
+			c.Jobs = ins
+		})
+	} else {
+		b = setup(t)
+	}
+	startRiver(t, b, cfg)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); jobs.NewBackstop(b.store, cfg).LookAsOnCitus().Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return b
+}
+
+// TestLooksFireTimersOnTime: on Citus River's fetch of the timers queue
+// polls only every few seconds, and the backstop looks at the queue when
+// there is something to do there. Pauses ending one and three seconds after
+// they were set (a job inserted available, and one pending), at random
+// moments, end at their end and not as late as that poll would (nor as the
+// backstop's grace, an hour here): woken by the alarm their process rang
+// when it set them, with no look otherwise for a minute; and, set by another
+// process (no alarm), by the look that saw them, looking every second.
+func TestLooksFireTimersOnTime(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		lookEvery time.Duration
+		alarmed   bool
+	}{{"by the alarm", time.Minute, true}, {"set elsewhere", time.Second, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := lookingWorkers(t, c.lookEvery, c.alarmed)
+			type pause struct {
+				merchant uuid.UUID
+				until    time.Time
+			}
+			var pauses []pause
+			for i := range 6 {
+				time.Sleep(time.Duration(rand.Int64N(int64(700 * time.Millisecond))))
+				m, until := pausedMerchant(t, b, time.Duration(1+2*(i%2))*time.Second)
+				pauses = append(pauses, pause{m, until})
+			}
+			for _, p := range pauses {
+				late := resumedAt(t, b, p.merchant.String(), 10*time.Second).Sub(p.until)
+				require.GreaterOrEqual(t, late, time.Duration(0), "merchant %s resumed %s before its pause's end", p.merchant, -late)
+				require.LessOrEqual(t, late, timerLateness, "merchant %s resumed %s after its pause's end", p.merchant, late)
+			}
+		})
+	}
 }

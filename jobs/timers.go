@@ -1,10 +1,12 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,23 +32,27 @@ import (
 // lease runs out. Timers due within timerLookAhead are instead inserted
 // `available` with their future scheduled_at (timerInsertMiddleware), which
 // River's fetch takes only once its scheduled_at has passed, in whichever
-// process polls first, leader or not. The others wait `pending`. On one
-// PostgreSQL every process fires them itself as they fall due (Backstop,
-// store.FireDueTimers), making them available for River's workers, closes
-// the orders past their payment deadline (store.CloseDueUnpaid) and expires
-// those queued past their wait limit (queueExpiries).
-// On Citus, where the jobs and the orders live on different nodes, every
-// process promotes them instead as they come within timerLookAhead of
-// their deadline (store.PromoteTimers), for River's fetch to fire. Timers
-// further ahead wait outside the fetch's range because each
-// fetch reads every available job of its queue, due or not (its index
-// orders by priority before scheduled_at): tens of thousands of payment
-// deadlines minutes ahead, all available, made each fetch read them all,
-// several times a second in every process, and the timers due fell behind.
-// They wait `pending`, which River never moves by itself, not `scheduled`:
-// the leader's scheduler would take them with its own statement, which
-// holds the jobs due within its look-ahead locked while it runs, and its
-// plan reads all of River's table.
+// process polls first, leader or not. The others wait `pending`, which River
+// never moves by itself, not `scheduled`: the leader's scheduler would take
+// them with its own statement, which holds the jobs due within its
+// look-ahead locked while it runs, and its plan reads all of River's table.
+// They wait outside the fetch's range because each fetch reads every
+// available job of its queue, due or not (its index orders by priority
+// before scheduled_at): tens of thousands of payment deadlines minutes
+// ahead, all available, made each fetch read them all, several times a
+// second in every process, and the timers due fell behind.
+//
+// On one PostgreSQL every process fires them itself as they fall due
+// (Backstop, store.FireDueTimers), making them available for River's
+// fetch, which polls every TimerPollInterval, closes the orders past their
+// payment deadline (store.CloseDueUnpaid) and expires those queued past
+// their wait limit (queueExpiries). On Citus, where River's tables are the
+// coordinator's and every poll of them costs it CPU, a process looks at
+// the timers queue when there is something to do (store.LookAtTimers): it
+// promotes the jobs due and wakes River's fetch in every process (River's
+// insert notification), at the next deadline its last look saw, at the
+// deadline of a timer it inserted itself (TimerAlarm), a grace period after
+// a deadline, and at least every TimerLookEvery.
 //
 // A timer whose job a process fetched and then died with stays `running`
 // until the leader's rescuer notices, a minute or more later. Every kind of
@@ -107,31 +113,32 @@ func registerTimers(workers *river.Workers, kinds []TimerKind) error {
 	return nil
 }
 
-// timerLookAhead is how long before its deadline a timer's job becomes
-// available: inserted so when it is due sooner, promoted by the backstop's
-// processes later. It leaves a promotion several of their rounds to happen
-// before the deadline, and keeps the available jobs that each fetch reads
-// to the timers due within it.
+// timerLookAhead is how long before its deadline a timer's job is inserted
+// available; further ahead it waits pending until the backstop's processes
+// fire it. It keeps the available jobs that each fetch reads to the timers
+// due within it.
 const timerLookAhead = 2 * time.Second
 
 // timerFireLimit bounds the timers of each priority one transaction fires;
 // a round that fires that many fires again at once.
 const timerFireLimit = 500
 
-// timerPromoteLimit bounds the jobs one promotion makes available; a round
-// that promotes that many promotes again at once.
+// timerPromoteLimit bounds the jobs one look makes available; a look that
+// promotes that many looks again at once.
 const timerPromoteLimit = 5000
 
 // timerInsertMiddleware makes every job of the timers queue that River would
 // insert as `scheduled` available when it falls due within timerLookAhead,
 // so that every process's fetch, not the leader's scheduler, starts it when
-// due, and pending otherwise, so that the backstop's promotion, not the
-// leader's scheduler, makes it available; both keep its scheduled_at.
+// due, and pending otherwise, so that the backstop, not the leader's
+// scheduler, makes it available; both keep its scheduled_at. It rings
+// alarm, when set, at each such deadline.
 type timerInsertMiddleware struct {
 	river.MiddlewareDefaults
+	alarm *TimerAlarm
 }
 
-func (timerInsertMiddleware) InsertMany(ctx context.Context, params []*rivertype.JobInsertParams,
+func (m timerInsertMiddleware) InsertMany(ctx context.Context, params []*rivertype.JobInsertParams,
 	doInner func(context.Context) ([]*rivertype.JobInsertResult, error),
 ) ([]*rivertype.JobInsertResult, error) {
 	soon := time.Now().Add(timerLookAhead)
@@ -144,14 +151,68 @@ func (timerInsertMiddleware) InsertMany(ctx context.Context, params []*rivertype
 		} else {
 			p.State = rivertype.JobStateAvailable
 		}
+		m.alarm.ring(*p.ScheduledAt)
 	}
 	return doInner(ctx)
 }
 
-// Backstop fires the pending timers as they fall due (on Citus: promotes
-// them, and closes the unpaid orders past their deadline on the workers
-// whose timer lock it holds), and the timers still pending a grace period
-// after their deadline:
+// TimerAlarm holds the earliest deadline of the timers a process inserted
+// that its look at River's timers queue has not yet reached (Backstop, on
+// Citus): a later one is seen by the look at the earlier, in River's table.
+type TimerAlarm struct {
+	mu   sync.Mutex
+	at   time.Time
+	rung chan struct{}
+}
+
+// NewTimerAlarm makes an alarm to share between an inserter
+// (NewInserterWithAlarm) and the process's River client and Backstop
+// (Config.TimerAlarm).
+func NewTimerAlarm() *TimerAlarm { return &TimerAlarm{rung: make(chan struct{}, 1)} }
+
+// ring sets the alarm at t if that is earlier than it is set.
+func (a *TimerAlarm) ring(t time.Time) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.at.IsZero() || t.Before(a.at) {
+		a.at = t
+		select {
+		case a.rung <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// next is when the alarm is set, clearing it when that is not after now (a
+// look starting now reaches it); zero when it is not set.
+func (a *TimerAlarm) next(now time.Time) time.Time {
+	if a == nil {
+		return time.Time{}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.at.After(now) {
+		a.at = time.Time{}
+	}
+	return a.at
+}
+
+// changed is signalled when the alarm is set earlier; nil (never) without an
+// alarm.
+func (a *TimerAlarm) changed() <-chan struct{} {
+	if a == nil {
+		return nil
+	}
+	return a.rung
+}
+
+// Backstop fires the pending timers as they fall due (on Citus: looks at
+// River's timers queue when they do, and closes the unpaid orders past their
+// deadline on the workers whose timer lock it holds), and the timers still
+// pending a grace period after their deadline:
 // those whose job was running in a process that died, or that failed and
 // wait for the leader to promote their retry. Run one in every process.
 type Backstop struct {
@@ -163,8 +224,12 @@ type Backstop struct {
 	log       *slog.Logger
 	fullEvery time.Duration
 	lastFull  time.Time
-	overdue   func(ctx context.Context, queue string, cutoff time.Time) ([]string, error)
-	promote   func(ctx context.Context, queue string, ahead time.Duration, limit int) (int, error)
+	// look, on Citus, promotes the timers due, wakes River's fetch and
+	// reads the kinds overdue (store.LookAtTimers), when alarm rings, when
+	// its last look said, and at least every lookEvery.
+	look      func(ctx context.Context, queue string, cutoff time.Time, grace time.Duration, limit int) (store.TimerLook, error)
+	lookEvery time.Duration
+	alarm     *TimerAlarm
 	// closeDue and fire fire the due timers themselves (the payment
 	// deadlines, then River's jobs: store.CloseDueUnpaid,
 	// store.FireDueTimers) every fireEvery; fire where direct says it can,
@@ -190,8 +255,9 @@ func NewBackstop(st *store.Store, cfg Config) *Backstop {
 	}
 	b := &Backstop{
 		kinds: timerKinds(st), interval: cfg.TimerBackstopInterval, grace: cfg.TimerGrace, limit: 500,
-		now: st.Config().Now, log: log, fullEvery: cfg.TimerBackstopFullEvery, overdue: st.OverdueTimerKinds,
-		promote: st.PromoteTimers, closeDue: st.CloseDueUnpaid, fire: st.FireDueTimers, fireEvery: cfg.TimerPollInterval,
+		now: st.Config().Now, log: log, fullEvery: cfg.TimerBackstopFullEvery,
+		look: st.LookAtTimers, lookEvery: cmp.Or(cfg.TimerLookEvery, cfg.TimerBackstopInterval), alarm: cfg.TimerAlarm,
+		closeDue: st.CloseDueUnpaid, fire: st.FireDueTimers, fireEvery: cfg.TimerPollInterval,
 		direct:  func(ctx context.Context) bool { return !st.Distributed(ctx) },
 		metrics: cfg.Metrics,
 	}
@@ -201,34 +267,13 @@ func NewBackstop(st *store.Store, cfg Config) *Backstop {
 	return b
 }
 
-// Run fires the timers as they fall due (on one PostgreSQL) or promotes
-// those that come within timerLookAhead of their deadline (on Citus, where
-// it closes the unpaid orders past their deadline as on one PostgreSQL), and
-// looks for overdue timers, each at once and then every interval until ctx
-// ends; a round that finds a full batch goes on without waiting.
+// Run fires the timers as they fall due and looks for overdue timers every
+// interval (on one PostgreSQL), or looks at River's timers queue when there
+// is something to do there (on Citus, where it closes the unpaid orders
+// past their deadline as on one PostgreSQL), until ctx ends; a round that
+// finds a full batch goes on without waiting.
 func (b *Backstop) Run(ctx context.Context) {
-	promoted := make(chan struct{})
-	go func() {
-		defer close(promoted)
-		if b.direct(ctx) {
-			expiring := make(chan struct{})
-			go func() {
-				defer close(expiring)
-				every(ctx, b.fireEvery, func() (bool, error) { return b.expiries.look(ctx) },
-					func(err error) { b.log.Warn("queue expiry", "err", err) })
-				b.expiries.wait()
-			}()
-			defer func() { <-expiring }()
-			every(ctx, b.fireEvery, func() (bool, error) {
-				closed, cerr := b.closeDue(ctx, timerFireLimit)
-				fired, ferr := b.fire(ctx, store.QueueTimers, timerFireLimit)
-				for _, f := range append(closed, fired...) {
-					b.metrics.timerFired(store.QueueTimers, f.Kind, time.Since(f.ScheduledAt))
-				}
-				return len(closed) >= timerFireLimit || len(fired) >= timerFireLimit, errors.Join(cerr, ferr)
-			}, func(err error) { b.log.Warn("timers", "err", err) })
-			return
-		}
+	if !b.direct(ctx) {
 		// The payment deadlines are the orders' own rows on Citus too,
 		// read on each worker by the process holding its timer lock.
 		closing := make(chan struct{})
@@ -242,14 +287,32 @@ func (b *Backstop) Run(ctx context.Context) {
 				return len(closed) >= timerFireLimit, err
 			}, func(err error) { b.log.Warn("timers", "err", err) })
 		}()
-		defer func() { <-closing }()
-		every(ctx, b.interval, func() (bool, error) {
-			n, err := b.promote(ctx, store.QueueTimers, timerLookAhead, timerPromoteLimit)
-			return n == timerPromoteLimit, err
-		}, func(err error) { b.log.Warn("timer promotion", "err", err) })
+		b.looks(ctx)
+		<-closing
+		return
+	}
+	fired := make(chan struct{})
+	go func() {
+		defer close(fired)
+		expiring := make(chan struct{})
+		go func() {
+			defer close(expiring)
+			every(ctx, b.fireEvery, func() (bool, error) { return b.expiries.look(ctx) },
+				func(err error) { b.log.Warn("queue expiry", "err", err) })
+			b.expiries.wait()
+		}()
+		defer func() { <-expiring }()
+		every(ctx, b.fireEvery, func() (bool, error) {
+			closed, cerr := b.closeDue(ctx, timerFireLimit)
+			fired, ferr := b.fire(ctx, store.QueueTimers, timerFireLimit)
+			for _, f := range append(closed, fired...) {
+				b.metrics.timerFired(store.QueueTimers, f.Kind, time.Since(f.ScheduledAt))
+			}
+			return len(closed) >= timerFireLimit || len(fired) >= timerFireLimit, errors.Join(cerr, ferr)
+		}, func(err error) { b.log.Warn("timers", "err", err) })
 	}()
-	every(ctx, b.interval, func() (bool, error) { return b.round(ctx) }, func(err error) { b.log.Warn("timer backstop", "err", err) })
-	<-promoted
+	every(ctx, b.interval, func() (bool, error) { return b.round(ctx, nil) }, func(err error) { b.log.Warn("timer backstop", "err", err) })
+	<-fired
 }
 
 // every runs round at once and then every interval until ctx ends, at once
@@ -272,12 +335,83 @@ func every(ctx context.Context, interval time.Duration, round func() (bool, erro
 	}
 }
 
-func (b *Backstop) round(ctx context.Context) (full bool, err error) {
+// looks looks at River's timers queue (store.LookAtTimers) and reads the
+// deadlines of the kinds it found overdue, or of every kind on the first
+// look, once fullEvery has passed since the last such round (for a job lost
+// with the coordinator, which River's table cannot show) or when the look
+// failed; then it waits until the next deadline the look saw, the alarm or
+// lookEvery, whichever comes first (but at least fireEvery after the look
+// began), until ctx ends.
+func (b *Backstop) looks(ctx context.Context) {
+	for {
+		started := time.Now()
+		b.alarm.next(started)
+		look, err := b.look(ctx, store.QueueTimers, b.now().Add(-b.grace), b.grace, timerPromoteLimit)
+		if err != nil && ctx.Err() == nil {
+			b.log.Warn("timer look", "err", err)
+		}
+		var due map[string]bool
+		if now := time.Now(); err != nil || now.Sub(b.lastFull) >= b.fullEvery {
+			b.lastFull = now
+		} else {
+			due = map[string]bool{}
+			for _, k := range look.Overdue {
+				due[k] = true
+			}
+		}
+		full, rerr := b.round(ctx, due)
+		if rerr != nil && ctx.Err() == nil {
+			b.log.Warn("timer backstop", "err", rerr)
+		}
+		wait := b.lookEvery
+		if look.Next > 0 {
+			wait = min(wait, look.Next)
+		}
+		// Timers falling due one after another are looked at together,
+		// no more often than River's fetch polls on one PostgreSQL.
+		notBefore := started.Add(b.fireEvery)
+		if err == nil && (look.Promoted >= timerPromoteLimit || full && rerr == nil) {
+			wait, notBefore = 0, time.Time{}
+		}
+		if !b.sleep(ctx, wait, notBefore) {
+			return
+		}
+	}
+}
+
+// sleep waits for wait, or until the alarm's time if that comes first, and
+// at least until notBefore; false when ctx ended.
+func (b *Backstop) sleep(ctx context.Context, wait time.Duration, notBefore time.Time) bool {
+	until := time.Now().Add(wait)
+	for {
+		left := time.Until(until)
+		if at := b.alarm.next(time.Time{}); !at.IsZero() {
+			left = min(left, time.Until(at))
+		}
+		left = max(left, time.Until(notBefore))
+		if left <= 0 {
+			return ctx.Err() == nil
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+			return true
+		case <-b.alarm.changed():
+			t.Stop()
+		}
+	}
+}
+
+// round fires the overdue timers of the kinds in due, or of every kind when
+// due is nil.
+func (b *Backstop) round(ctx context.Context, due map[string]bool) (full bool, err error) {
 	cutoff := b.now().Add(-b.grace)
-	due, every := b.dueKinds(ctx, cutoff)
 	var errs []error
 	for _, k := range b.kinds {
-		if !every && !due[k.kind] {
+		if due != nil && !due[k.kind] {
 			continue
 		}
 		n, err := k.overdue(ctx, cutoff, b.limit)
@@ -288,25 +422,4 @@ func (b *Backstop) round(ctx context.Context) (full bool, err error) {
 		full = full || n == b.limit
 	}
 	return full, errors.Join(errs...)
-}
-
-// dueKinds says which kinds of timer a round reads the deadlines of: every
-// kind (every true) without TimerBackstopFullEvery, on its first round, once
-// that long has passed since the last such round, or when River's table
-// cannot be read; else those with an overdue job there.
-func (b *Backstop) dueKinds(ctx context.Context, cutoff time.Time) (due map[string]bool, every bool) {
-	now := time.Now()
-	if b.fullEvery <= 0 || now.Sub(b.lastFull) >= b.fullEvery {
-		b.lastFull = now
-		return nil, true
-	}
-	kinds, err := b.overdue(ctx, store.QueueTimers, cutoff)
-	if err != nil {
-		return nil, true
-	}
-	due = map[string]bool{}
-	for _, k := range kinds {
-		due[k] = true
-	}
-	return due, false
 }

@@ -370,29 +370,31 @@ func sellOutWaiting(ctx context.Context, tx pgx.Tx, d domain.Drop, limit int, no
 // entries of drops long sold out are not counted at every round.
 func (s *Store) DropsToSettle(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	type key struct{ Merchant, Drop uuid.UUID }
-	// Read through the coordinator (no table): it joins drops to their
-	// entries and lines.
-	return sweepOverdue(ctx, s, "drops to settle", "", func(string) string {
+	// On Citus, read on each worker over its shards of drops, each joined
+	// to its co-located shards of entries and lines (the join is by
+	// merchant): through the coordinator it was a distributed join
+	// planned there at every round of every process.
+	return sweepOverdueJoined(ctx, s, "drops to settle", "drops", func(name func(string) string) string {
 		return `
-		SELECT d.merchant_id, d.id FROM (SELECT * FROM drops WHERE state IN ('scheduled', 'open', 'selling', 'sold_out')) d
+		SELECT d.merchant_id, d.id FROM (SELECT * FROM ` + name("drops") + ` WHERE state IN ('scheduled', 'open', 'selling', 'sold_out')) d
 		CROSS JOIN LATERAL (
 			SELECT count(*) FILTER (WHERE e.status = 'purchased') AS purchased,
 				count(*) FILTER (WHERE e.status = 'invited') AS invited,
 				count(*) FILTER (WHERE e.status = 'invited' AND e.purchase_deadline < $1) AS lapsing,
 				max(e.purchase_deadline) AS last_deadline
-			FROM drop_entries e WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.status IN ('invited', 'purchased', 'lapsed')
+			FROM ` + name("drop_entries") + ` e WHERE e.merchant_id = d.merchant_id AND e.drop_id = d.id AND e.status IN ('invited', 'purchased', 'lapsed')
 				AND d.state <> 'sold_out'
 		) c
-		LEFT JOIN drop_lines l ON l.merchant_id = d.merchant_id AND l.drop_id = d.id
+		LEFT JOIN ` + name("drop_lines") + ` l ON l.merchant_id = d.merchant_id AND l.drop_id = d.id
 		WHERE (d.state = 'scheduled' AND d.opens_at < $1)
 		   OR (d.state IN ('scheduled', 'open') AND d.starts_at < $1)
 		   OR (d.state = 'selling' AND (c.lapsing > 0 OR c.purchased >= d.units
-				OR (c.invited + c.purchased < d.units AND EXISTS (SELECT 1 FROM drop_entries w
+				OR (c.invited + c.purchased < d.units AND EXISTS (SELECT 1 FROM ` + name("drop_entries") + ` w
 					WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting' AND w.joined_at < $1))
 				OR (c.invited = 0
-					AND NOT EXISTS (SELECT 1 FROM drop_entries w WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting')
+					AND NOT EXISTS (SELECT 1 FROM ` + name("drop_entries") + ` w WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting')
 					AND greatest(d.starts_at, l.last_joined_at, c.last_deadline) + make_interval(secs => d.purchase_window_seconds) < $1)))
-		   OR (d.state = 'sold_out' AND EXISTS (SELECT 1 FROM drop_entries w
+		   OR (d.state = 'sold_out' AND EXISTS (SELECT 1 FROM ` + name("drop_entries") + ` w
 				WHERE w.merchant_id = d.merchant_id AND w.drop_id = d.id AND w.status = 'waiting'))
 		LIMIT $2`
 	}, cutoff, limit, func(k key) error {

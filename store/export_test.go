@@ -241,7 +241,8 @@ func QueuePositionsPlan(ctx context.Context, pool *pgxpool.Pool, merchants []uui
 	return strings.Join(lines, "\n"), err
 }
 
-// PromoteTimersBlocks runs the timers' promotion (PromoteTimers) under
+// PromoteTimersBlocks runs the timers' promotion (FireDueTimers and
+// LookAtTimers, with ahead 0) under
 // EXPLAIN ANALYZE, with a generic or a custom plan, in a transaction it
 // rolls back, and returns the pages its scans of river_job touched, and its
 // plan.

@@ -76,14 +76,22 @@ func shardName(table string, id int64) string {
 }
 
 // readEachNode is query, given the name of the table it reads (from), with
-// args, read through the pool on one PostgreSQL, and on Citus when table is
-// "" (a query over several tables); on Citus it is read on each worker over
-// its own shards of table, query given each shard's name, in one statement
-// per worker, and the workers' rows are merged, at most limit of them. Each
-// shard's query limits its own rows.
+// args, read through the pool on one PostgreSQL; on Citus it is read on each
+// worker over its own shards of table, query given each shard's name, in one
+// statement per worker, and the workers' rows are merged, at most limit of
+// them. Each shard's query limits its own rows.
 func readEachNode[T any](ctx context.Context, s *Store, table string, query func(from string) string, limit int, scan pgx.RowToFunc[T], args ...any) ([]T, error) {
-	if table == "" || !s.Distributed(ctx) {
-		rows, err := s.pool.Query(ctx, query(table), args...)
+	return readEachNodeJoined(ctx, s, table, func(name func(string) string) string { return query(name(table)) }, limit, scan, args...)
+}
+
+// readEachNodeJoined is readEachNode for a query that joins table to tables
+// co-located with it, merchant by merchant: query names each table it reads
+// by name(table), the table itself on one PostgreSQL, on a worker its shard
+// co-located with one of the worker's shards of table (the same hash
+// range), so that the join stays within the shard.
+func readEachNodeJoined[T any](ctx context.Context, s *Store, table string, query func(name func(table string) string) string, limit int, scan pgx.RowToFunc[T], args ...any) ([]T, error) {
+	if !s.Distributed(ctx) {
+		rows, err := s.pool.Query(ctx, query(func(t string) string { return t }), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -95,7 +103,9 @@ func readEachNode[T any](ctx context.Context, s *Store, table string, query func
 	}
 	var all []T
 	err = s.onEachNode(ctx, shards, func(_ string, pool *pgxpool.Pool, ids []int64) error {
-		rows, err := pool.Query(ctx, shardsUnion(ids, func(id int64) string { return "(" + query(shardName(table, id)) + ")" }), args...)
+		rows, err := pool.Query(ctx, shardsUnion(ids, func(id int64) string {
+			return "(" + query(func(t string) string { return s.colocatedShard(table, id, t) }) + ")"
+		}), args...)
 		if err != nil {
 			return err
 		}
@@ -104,4 +114,28 @@ func readEachNode[T any](ctx context.Context, s *Store, table string, query func
 		return err
 	})
 	return all[:min(len(all), limit)], err
+}
+
+// colocatedShard is the name of the shard of other co-located with table's
+// shard id in the store's map: the one with the same hash range.
+func (s *Store) colocatedShard(table string, id int64, other string) string {
+	if other == table {
+		return shardName(table, id)
+	}
+	s.nodes.mu.Lock()
+	defer s.nodes.mu.Unlock()
+	for _, sh := range s.nodes.of(table) {
+		if sh.id != id {
+			continue
+		}
+		for _, o := range s.nodes.of(other) {
+			if o.min == sh.min {
+				return shardName(other, o.id)
+			}
+		}
+	}
+	// Not in the map (it moved since the ids were read): a name no
+	// worker holds, which fails the worker's read, and the map is read
+	// again (onEachNode).
+	return shardName(other, 0)
 }

@@ -49,8 +49,9 @@ type nodeMap struct {
 	drops    []shardRange
 	orders   []shardRange
 	// written are the shards of the other tables a transaction on a
-	// worker writes by their names (idempotency keys, pickup counters; a
-	// close's claims and stock buckets).
+	// worker writes by their names (pickup counters; a close's claims and
+	// stock buckets), or the drops' settlement reads there (entries and
+	// lines).
 	written map[string][]shardRange
 	// productReads are the placements' reads of products on each node
 	// (nodeProductsRead), made once per map.
@@ -83,6 +84,9 @@ func (m *nodeMap) of(table string) []shardRange {
 		return m.drops
 	case "orders":
 		return m.orders
+	}
+	if shards, ok := m.written[table]; ok {
+		return shards
 	}
 	panic("store: the shard map holds no shards of " + table)
 }
@@ -152,8 +156,9 @@ func (s *Store) nodeFailed() {
 }
 
 // readNodeMap reads the shards of merchants, events, outbox, products,
-// drops, orders, idempotency keys, pickup counters, purchase claims and
-// stock buckets, and where each is placed, from the coordinator's catalog.
+// drops, orders, pickup counters, purchase claims, stock buckets, drop
+// entries and drop lines, and where each is placed, from the coordinator's
+// catalog.
 func (s *Store) readNodeMap(ctx context.Context) error {
 	defer func() {
 		s.nodes.mu.Lock()
@@ -167,7 +172,7 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 		FROM pg_dist_shard s
 		JOIN pg_dist_placement p USING (shardid)
 		JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary'
-		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass, 'products'::regclass, 'drops'::regclass, 'orders'::regclass, 'pickup_counters'::regclass, 'purchase_claims'::regclass, 'stock_buckets'::regclass)
+		WHERE s.logicalrelid IN ('merchants'::regclass, 'events'::regclass, 'outbox'::regclass, 'products'::regclass, 'drops'::regclass, 'orders'::regclass, 'pickup_counters'::regclass, 'purchase_claims'::regclass, 'stock_buckets'::regclass, 'drop_entries'::regclass, 'drop_lines'::regclass)
 		ORDER BY 1, 4`)
 	if err != nil {
 		return mapErr(fmt.Errorf("read the shard map: %w", err))
@@ -192,7 +197,7 @@ func (s *Store) readNodeMap(ctx context.Context) error {
 			drops = append(drops, r)
 		case "orders":
 			orders = append(orders, r)
-		case "pickup_counters", "purchase_claims", "stock_buckets":
+		case "pickup_counters", "purchase_claims", "stock_buckets", "drop_entries", "drop_lines":
 			written[table] = append(written[table], r)
 		default:
 			merchants = append(merchants, r)

@@ -8,26 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// OverdueTimerKinds lists the kinds of timer that have a job in River's
-// queue still pending at cutoff (pending, scheduled, available, running or
-// retryable with an earlier scheduled_at): a timer River has not fired in
-// time, or fired in a process that died with it. It reads River's table, on
-// one node, where a backstop's own reads would visit every shard of a
-// cluster.
-func (s *Store) OverdueTimerKinds(ctx context.Context, queue string, cutoff time.Time) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT j.kind FROM unnest('{pending,scheduled,available,running,retryable}'::river_job_state[]) st,
-		`+riverPriorities+` p, LATERAL (SELECT kind FROM river_job
-			WHERE state = st AND queue = $1 AND priority = p AND scheduled_at < $2) j`, queue, cutoff)
-	if err != nil {
-		return nil, mapErr(fmt.Errorf("overdue timer jobs: %w", err))
-	}
-	kinds, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, mapErr(fmt.Errorf("overdue timer jobs: %w", err))
-	}
-	return kinds, nil
-}
-
 // riverPriorities lists River's priorities as rows, for a read of River's
 // fetch index (state, queue, priority, scheduled_at, id) up to a moment:
 // with state, queue and one priority equal, scheduled_at bounds the range.
@@ -36,26 +16,68 @@ func (s *Store) OverdueTimerKinds(ctx context.Context, queue string, cutoff time
 // visits every timer set, however far ahead.
 const riverPriorities = `unnest('{1,2,3,4}'::smallint[])`
 
-// PromoteTimers makes the timer jobs of queue that wait `pending` and fall
-// due within ahead of the database's clock available, keeping their
-// scheduled_at, up to limit of them, and reports how many it promoted.
-// River's fetch takes an available job only once its scheduled_at has
-// passed, but it reads every available job of its queue on each fetch: its
-// index orders by priority before scheduled_at, so its range cannot stop at
-// now. Timers set further ahead therefore wait outside that range until
-// they come within ahead of their deadline, and they wait pending, which
-// River leaves to its user, rather than scheduled, which its leader's
-// scheduler promotes: that statement locks the jobs due within its 5 s
-// look-ahead and holds them for as long as it runs, which grows with all of
-// River's table, so every timer falling due meanwhile fired that much
-// late. Rows another process is promoting are skipped, not waited for.
-func (s *Store) PromoteTimers(ctx context.Context, queue string, ahead time.Duration, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, promoteTimersSQL, queue, ahead, limit)
-	if err != nil {
-		return 0, mapErr(fmt.Errorf("promote timers: %w", err))
-	}
-	return int(tag.RowsAffected()), nil
+// TimerLook is what a look at River's timers queue found (LookAtTimers).
+type TimerLook struct {
+	// Promoted is how many pending jobs it made available.
+	Promoted int
+	// Overdue are the kinds of timer with a job still pending at the
+	// cutoff: pending, scheduled, available, running (in a process that
+	// may have died with it) or retryable with an earlier scheduled_at.
+	Overdue []string
+	// Next is how long until a job falls due, or until one due or running
+	// is a grace period past its deadline, by the database's clock; 0
+	// when the queue holds none.
+	Next time.Duration
 }
+
+// LookAtTimers makes the jobs of queue that wait pending and are due by
+// the database's clock available, up to limit of them, wakes River's fetch
+// of the queue in every process (River's insert notification) when a job
+// is due there, and reports what it found, in one statement: on Citus,
+// where River's tables are the coordinator's, a process looks when a timer
+// falls due, or a grace period after, rather than River's fetch, the
+// promotion and the backstop's read of overdue kinds each polling it
+// several times a second (jobs.Backstop).
+func (s *Store) LookAtTimers(ctx context.Context, queue string, cutoff time.Time, grace time.Duration, limit int) (TimerLook, error) {
+	var look TimerLook
+	var next *time.Duration
+	if err := s.pool.QueryRow(ctx, lookAtTimersSQL, queue, time.Duration(0), limit, cutoff, grace).Scan(&look.Promoted, &look.Overdue, &next); err != nil {
+		return TimerLook{}, mapErr(fmt.Errorf("look at timers: %w", err))
+	}
+	if next != nil {
+		look.Next = max(*next, time.Millisecond)
+	}
+	return look, nil
+}
+
+// lookAtTimersSQL promotes as promoteTimersSQL does; reads the kinds with
+// a job pending at $4 and the next moment, each by a read of River's fetch
+// index for every state and priority up to a moment (riverPriorities): the
+// next deadline, or a moment past the next deadline plus the grace $5, so
+// that the next look's cutoff has passed it; and
+// notifies River's producers of queue (their insert notification, which
+// each answers with a fetch) when a job is due. The statement's parts share
+// its snapshot, which the promotion's update does not change, so a promoted
+// job still counts as pending and due.
+const lookAtTimersSQL = `WITH promoted AS (` + promoteTimersSQL + ` RETURNING 1),
+look AS (
+	SELECT (SELECT count(*) FROM promoted)::int AS promoted,
+		EXISTS (SELECT FROM unnest('{pending,available}'::river_job_state[]) st, ` + riverPriorities + ` p,
+			LATERAL (SELECT FROM river_job WHERE state = st AND queue = $1 AND priority = p AND scheduled_at <= now() LIMIT 1) j) AS due,
+		ARRAY(SELECT DISTINCT j.kind FROM unnest('{pending,scheduled,available,running,retryable}'::river_job_state[]) st, ` + riverPriorities + ` p,
+			LATERAL (SELECT kind FROM river_job WHERE state = st AND queue = $1 AND priority = p AND scheduled_at < $4) j) AS overdue,
+		least(
+			(SELECT min(j.at) FROM unnest('{pending,available}'::river_job_state[]) st, ` + riverPriorities + ` p,
+				LATERAL (SELECT scheduled_at AS at FROM river_job WHERE state = st AND queue = $1 AND priority = p AND scheduled_at > now()
+					ORDER BY scheduled_at LIMIT 1) j),
+			(SELECT min(j.at) FROM unnest('{pending,scheduled,available,running,retryable}'::river_job_state[]) st, ` + riverPriorities + ` p,
+				LATERAL (SELECT scheduled_at AS at FROM river_job WHERE state = st AND queue = $1 AND priority = p AND scheduled_at >= now() - $5::interval
+					ORDER BY scheduled_at LIMIT 1) j) + $5::interval + interval '10 milliseconds'
+		) - now() AS next
+	FROM (SELECT) one
+)
+SELECT promoted, overdue, next FROM look
+	LEFT JOIN LATERAL (SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', $1::text)::text) WHERE look.due) woken ON true`
 
 // promoteTimersSQL reads each priority's range of the timers due within
 // ahead (riverPriorities) and updates the rows it found by their ids, an
@@ -104,7 +126,13 @@ func (s *Store) FireDueTimers(ctx context.Context, queue string, limit int) ([]F
 // reports how many it found. Each act commits on its own, so a round
 // stopped by an error keeps what it did.
 func sweepOverdue[T any](ctx context.Context, s *Store, what, table string, query func(from string) string, cutoff time.Time, limit int, act func(T) error) (int, error) {
-	due, err := readEachNode(ctx, s, table, query, limit, pgx.RowToStructByPos[T], cutoff, limit)
+	return sweepOverdueJoined(ctx, s, what, table, func(name func(string) string) string { return query(name(table)) }, cutoff, limit, act)
+}
+
+// sweepOverdueJoined is sweepOverdue for a query that joins table to tables
+// co-located with it, each named by name (readEachNodeJoined).
+func sweepOverdueJoined[T any](ctx context.Context, s *Store, what, table string, query func(name func(string) string) string, cutoff time.Time, limit int, act func(T) error) (int, error) {
+	due, err := readEachNodeJoined(ctx, s, table, query, limit, pgx.RowToStructByPos[T], cutoff, limit)
 	if err != nil {
 		return 0, mapErr(fmt.Errorf("%s: %w", what, err))
 	}

@@ -333,7 +333,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 
 	// The store inserts its jobs through a client of its own, which works
 	// none: River's working client is made with the store, for its workers.
-	inserter, err := jobs.NewInserter(pool)
+	alarm := jobs.NewTimerAlarm()
+	inserter, err := jobs.NewInserterWithAlarm(pool, alarm)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -348,9 +349,14 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		OnTransition: func(from, to domain.OrderStatus) { metrics.ObserveTransition(string(from), string(to)) },
 	})
 	jobsCfg := cfg.Jobs
-	jobsCfg.Logger = log
-	if jobsCfg.TimerBackstopFullEvery == 0 && a.store.Distributed(ctx) {
-		jobsCfg.TimerBackstopFullEvery = jobs.DistributedBackstopFullEvery
+	jobsCfg.Logger, jobsCfg.TimerAlarm = log, alarm
+	if a.store.Distributed(ctx) {
+		if jobsCfg.TimerBackstopFullEvery == 0 {
+			jobsCfg.TimerBackstopFullEvery = jobs.DistributedBackstopFullEvery
+		}
+		if jobsCfg.TimerLookEvery == 0 {
+			jobsCfg.TimerLookEvery = jobs.DistributedTimerLookEvery
+		}
 	}
 	jobsCfg.AuditGauge = jobs.NewAuditGauge(a.registry)
 	jobsCfg.Metrics = jobs.NewMetrics(a.registry)
